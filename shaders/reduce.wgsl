@@ -1,0 +1,91 @@
+// Reductions over a [rows, cols] row-major matrix: column sums (bias gradients), row sums,
+// whole-array sums accumulated into a running total (the loss, read back only now and then),
+// per-row argmax and the count of correct predictions. Single-workgroup reductions run in a
+// fixed order, so results are deterministic.
+//
+// Template: {{WG}} workgroup size (a power of two).
+
+struct Params { rows: u32, cols: u32, index: u32, pad: u32 }
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(3) var<storage, read> labels: array<u32>;
+@group(0) @binding(4) var<storage, read_write> out_u32: array<u32>;
+
+var<workgroup> red_f: array<f32, {{WG}}>;
+var<workgroup> red_u: array<u32, {{WG}}>;
+
+fn flat(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return gid.x + gid.y * nwg.x * {{WG}}u;
+}
+
+fn row_argmax(r: u32) -> u32 {
+    let base = r * p.cols;
+    var best = 0u;
+    var best_v = x[base];
+    for (var j = 1u; j < p.cols; j += 1u) {
+        let v = x[base + j];
+        if v > best_v { best_v = v; best = j; }
+    }
+    return best;
+}
+
+// out[c] = Σ_r x[r, c]: one invocation per column, neighbours read neighbouring addresses.
+@compute @workgroup_size({{WG}})
+fn sum_cols(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let c = flat(gid, nwg);
+    if c >= p.cols { return; }
+    var s = 0.0;
+    for (var r = 0u; r < p.rows; r += 1u) { s += x[r * p.cols + c]; }
+    out[c] = s;
+}
+
+@compute @workgroup_size({{WG}})
+fn sum_rows(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let r = flat(gid, nwg);
+    if r >= p.rows { return; }
+    var s = 0.0;
+    for (var j = 0u; j < p.cols; j += 1u) { s += x[r * p.cols + j]; }
+    out[r] = s;
+}
+
+@compute @workgroup_size({{WG}})
+fn argmax_rows(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let r = flat(gid, nwg);
+    if r >= p.rows { return; }
+    out_u32[r] = row_argmax(r);
+}
+
+// out[index] += Σ x, dispatched as a single workgroup.
+@compute @workgroup_size({{WG}})
+fn accumulate_sum(@builtin(local_invocation_id) lid3: vec3<u32>) {
+    let lid = lid3.x;
+    let n = p.rows * p.cols;
+    var s = 0.0;
+    for (var i = lid; i < n; i += {{WG}}u) { s += x[i]; }
+    red_f[lid] = s;
+    workgroupBarrier();
+    for (var w = {{WG}}u / 2u; w > 0u; w /= 2u) {
+        if lid < w { red_f[lid] += red_f[lid + w]; }
+        workgroupBarrier();
+    }
+    if lid == 0u { out[p.index] += red_f[0]; }
+}
+
+// out_u32[index] += #rows whose argmax equals the label, dispatched as a single workgroup.
+@compute @workgroup_size({{WG}})
+fn count_correct(@builtin(local_invocation_id) lid3: vec3<u32>) {
+    let lid = lid3.x;
+    var hits = 0u;
+    for (var r = lid; r < p.rows; r += {{WG}}u) {
+        hits += select(0u, 1u, row_argmax(r) == labels[r]);
+    }
+    red_u[lid] = hits;
+    workgroupBarrier();
+    for (var w = {{WG}}u / 2u; w > 0u; w /= 2u) {
+        if lid < w { red_u[lid] += red_u[lid + w]; }
+        workgroupBarrier();
+    }
+    if lid == 0u { out_u32[p.index] += red_u[0]; }
+}

@@ -1,0 +1,84 @@
+use std::time::Instant;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::device::CpuBackend;
+use crate::device::gpu::{GpuBackend, MatmulVariant};
+use crate::error::{Error, Result};
+use crate::tensor::{Backend, DType, MemCategory};
+use crate::train::median;
+
+/// One measured GEMM size on one backend and kernel variant.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MatmulRow {
+    pub backend: String,
+    pub variant: String,
+    pub software: bool,
+    pub n: usize,
+    /// 2n³ / median seconds, in 10⁹ FLOP/s. Measured.
+    pub gflops: f64,
+    pub median_s: f64,
+    pub runs: usize,
+    /// Largest |gpu − cpu| / (|cpu| + 1) over the output. Measured against the CPU reference.
+    pub max_rel_err: f64,
+}
+
+fn random(n: usize, seed: u64) -> Vec<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..n).map(|_| rng.random_range(-1.0..1.0)).collect()
+}
+
+/// Median seconds of `runs` n×n×n matmuls (after a warm-up), and the product.
+fn time_matmul<B: Backend>(b: &mut B, a: &[f32], bm: &[f32], n: usize, runs: usize) -> Result<(f64, Vec<f32>)> {
+    let ta = b.upload_f32(a, [n, n], MemCategory::Inputs)?;
+    let tb = b.upload_f32(bm, [n, n], MemCategory::Inputs)?;
+    let mut tc = b.zeros([n, n], DType::F32, MemCategory::Activations)?;
+    let mut times = Vec::new();
+    for i in 0..=runs {
+        b.sync()?;
+        let t = Instant::now();
+        b.matmul(&ta, &tb, &mut tc, false, false, false)?;
+        b.sync()?;
+        if i > 0 {
+            times.push(t.elapsed().as_secs_f64());
+        }
+    }
+    Ok((median(&mut times), b.read_f32(&tc)?))
+}
+
+/// Runs the GEMM benchmark on the CPU and/or on `gpu` (every matmul variant), checking each
+/// GPU result against the CPU's.
+pub fn bench_matmul(sizes: &[usize], runs: usize, cpu: bool, mut gpu: Option<&mut GpuBackend>, mut on_row: impl FnMut(&MatmulRow)) -> Result<Vec<MatmulRow>> {
+    if sizes.is_empty() || sizes.contains(&0) || runs == 0 {
+        return Err(Error::InvalidConfig("matmul sizes and runs must be positive".into()));
+    }
+    let mut rows = Vec::new();
+    let mut cpu_b = CpuBackend::new();
+    for &n in sizes {
+        let a = random(n * n, 1);
+        let bm = random(n * n, 2);
+        let (cpu_s, reference) = time_matmul(&mut cpu_b, &a, &bm, n, runs)?;
+        let flops = 2.0 * (n as f64).powi(3);
+        if cpu {
+            let row = MatmulRow { backend: cpu_b.info().label(), variant: "gemm crate".into(), software: false, n, gflops: flops / cpu_s / 1e9, median_s: cpu_s, runs, max_rel_err: 0.0 };
+            on_row(&row);
+            rows.push(row);
+        }
+        if let Some(g) = gpu.as_deref_mut() {
+            let chosen = g.matmul_variant();
+            for v in MatmulVariant::ALL {
+                g.set_matmul_variant(v);
+                let (s, out) = time_matmul(g, &a, &bm, n, runs)?;
+                let err = out.iter().zip(&reference).map(|(x, r)| ((x - r).abs() / (r.abs() + 1.0)) as f64).fold(0.0, f64::max);
+                let label = if v == chosen { format!("{} (chosen)", v.name()) } else { v.name().to_string() };
+                let row = MatmulRow { backend: g.info().label(), variant: label, software: g.info().software, n, gflops: flops / s / 1e9, median_s: s, runs, max_rel_err: err };
+                on_row(&row);
+                rows.push(row);
+            }
+            g.set_matmul_variant(chosen);
+        }
+    }
+    Ok(rows)
+}

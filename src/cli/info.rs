@@ -1,0 +1,40 @@
+use clap::Args;
+use gpulab::device::cpu::cpu_name;
+use gpulab::device::gpu::adapters;
+use serde_json::json;
+
+#[derive(Args)]
+pub struct InfoArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: InfoArgs) -> anyhow::Result<()> {
+    let instance = adapters::instance();
+    let list: Vec<_> = adapters::enumerate(&instance).iter().enumerate().map(|(i, a)| adapters::summarize(i, a)).collect();
+    let threads = rayon::current_num_threads();
+    if args.json {
+        let v = json!({ "cpu": { "name": cpu_name(), "threads": threads }, "adapters": list, "gpulab": env!("CARGO_PKG_VERSION") });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!("CPU: {} — {threads} threads for compute", cpu_name());
+    if list.is_empty() {
+        println!("GPU adapters: none found. Install a Vulkan driver (Debian: apt-get install libvulkan1 mesa-vulkan-drivers); --backend cpu works without one.");
+    }
+    for a in &list {
+        println!("\nGPU adapter {}", a.label());
+        println!("  driver:   {} {}", a.driver, a.driver_info);
+        println!("  vendor:   {:#06x}  device: {:#06x}", a.vendor, a.device);
+        if a.software {
+            println!("  NOTE:     software GPU: runs on your CPU — its speed is your CPU's, not a GPU's");
+        }
+        let feats = if a.features.is_empty() { "none of the optional ones".to_string() } else { a.features.join(", ") };
+        println!("  features: {feats}");
+        let l = &a.limits;
+        println!("  limits:   max buffer {} MiB, max storage binding {} MiB, workgroup memory {} KiB,", l.max_buffer_size >> 20, l.max_storage_buffer_binding_size >> 20, l.max_compute_workgroup_storage_size >> 10);
+        println!("            {} invocations/workgroup, {} workgroups/dimension, {} storage buffers/stage", l.max_compute_invocations_per_workgroup, l.max_compute_workgroups_per_dimension, l.max_storage_buffers_per_shader_stage);
+    }
+    Ok(())
+}

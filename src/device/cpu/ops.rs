@@ -1,0 +1,141 @@
+//! The CPU kernels. Reductions run in a fixed order so results are deterministic whatever the
+//! thread count (checkpoint resume relies on bit-exact CPU runs).
+
+use rayon::prelude::*;
+
+use crate::tensor::{AdamW, Sgd};
+
+/// Below this many elements, rayon's fork/join costs more than the work.
+pub const PAR_THRESHOLD: usize = 1 << 15;
+const CHUNK: usize = 1 << 13;
+
+#[allow(clippy::too_many_arguments)]
+pub fn gemm(a: &[f32], b: &[f32], c: &mut [f32], m: usize, n: usize, k: usize, ta: bool, tb: bool, acc: bool, threads: usize) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !acc {
+            c.fill(0.0);
+        }
+        return;
+    }
+    // Row-major strides: element (i, j) of a stored [r, c] matrix is at i*c + j.
+    let (a_rs, a_cs) = if ta { (1, m as isize) } else { (k as isize, 1) };
+    let (b_rs, b_cs) = if tb { (1, k as isize) } else { (n as isize, 1) };
+    let par = if 2 * m * n * k >= 1 << 20 && threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+    // SAFETY: the strides above describe the slices exactly (checked shapes: a has m*k, b k*n,
+    // c m*n elements), and c does not alias a or b (it is borrowed mutably).
+    unsafe {
+        gemm::gemm(
+            m, n, k,
+            c.as_mut_ptr(), 1, n as isize,
+            acc,
+            a.as_ptr(), a_cs, a_rs,
+            b.as_ptr(), b_cs, b_rs,
+            1.0, 1.0,
+            false, false, false,
+            par,
+        );
+    }
+}
+
+pub fn map_inplace(x: &mut [f32], f: impl Fn(f32) -> f32 + Sync + Send) {
+    if x.len() >= PAR_THRESHOLD {
+        x.par_chunks_mut(CHUNK).for_each(|c| c.iter_mut().for_each(|v| *v = f(*v)));
+    } else {
+        x.iter_mut().for_each(|v| *v = f(*v));
+    }
+}
+
+pub fn zip_inplace(x: &mut [f32], y: &[f32], f: impl Fn(f32, f32) -> f32 + Sync + Send) {
+    if x.len() >= PAR_THRESHOLD {
+        x.par_chunks_mut(CHUNK).zip(y.par_chunks(CHUNK)).for_each(|(a, b)| a.iter_mut().zip(b).for_each(|(a, &b)| *a = f(*a, b)));
+    } else {
+        x.iter_mut().zip(y).for_each(|(a, &b)| *a = f(*a, b));
+    }
+}
+
+pub fn bias_add(y: &mut [f32], bias: &[f32], cols: usize) {
+    let add = |row: &mut [f32]| row.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
+    if y.len() >= PAR_THRESHOLD {
+        y.par_chunks_mut(cols).for_each(add);
+    } else {
+        y.chunks_mut(cols).for_each(add);
+    }
+}
+
+pub fn argmax(row: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &v) in row.iter().enumerate() {
+        if v > row[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// loss = logsumexp(x) − x[label]; grad = (softmax(x) − onehot(label)) · scale.
+/// An out-of-range label yields a NaN loss (the data loaders reject such labels earlier).
+pub fn softmax_xent(logits: &[f32], labels: &[u32], loss: &mut [f32], grad: Option<&mut [f32]>, cols: usize, scale: f32) {
+    let row_fn = |(r, (row, l)): (usize, (&[f32], &mut f32)), g: Option<&mut [f32]>| {
+        let label = labels[r] as usize;
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let sum: f32 = row.iter().map(|&v| (v - max).exp()).sum();
+        let lse = max + sum.ln();
+        *l = if label < cols { lse - row[label] } else { f32::NAN };
+        if let Some(g) = g {
+            for (j, (gv, &v)) in g.iter_mut().zip(row).enumerate() {
+                let p = (v - max).exp() / sum;
+                *gv = (p - if j == label { 1.0 } else { 0.0 }) * scale;
+            }
+        }
+    };
+    match grad {
+        Some(g) => logits.chunks_exact(cols).zip(loss.iter_mut()).enumerate().zip(g.chunks_exact_mut(cols)).for_each(|(x, g)| row_fn(x, Some(g))),
+        None => logits.chunks_exact(cols).zip(loss.iter_mut()).enumerate().for_each(|x| row_fn(x, None)),
+    }
+}
+
+pub fn sum_cols(x: &[f32], out: &mut [f32], cols: usize) {
+    out.fill(0.0);
+    for row in x.chunks_exact(cols) {
+        out.iter_mut().zip(row).for_each(|(o, v)| *o += v);
+    }
+}
+
+pub fn sum_rows(x: &[f32], out: &mut [f32], cols: usize) {
+    out.iter_mut().zip(x.chunks_exact(cols)).for_each(|(o, row)| *o = row.iter().sum());
+}
+
+pub fn sum(x: &[f32]) -> f32 {
+    x.iter().sum()
+}
+
+pub fn sgd(p: &mut [f32], g: &[f32], v: &mut [f32], hp: Sgd) {
+    let update = |(p, (g, v)): (&mut f32, (&f32, &mut f32))| {
+        let d = g + hp.weight_decay * *p;
+        *v = hp.momentum * *v + d;
+        *p -= hp.lr * *v;
+    };
+    if p.len() >= PAR_THRESHOLD {
+        p.par_iter_mut().zip(g.par_iter().zip(v.par_iter_mut())).for_each(update);
+    } else {
+        p.iter_mut().zip(g.iter().zip(v.iter_mut())).for_each(update);
+    }
+}
+
+pub fn adamw(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], hp: AdamW, step: u32) {
+    let f = hp.factors(step);
+    let update = |((p, g), (m, v)): ((&mut f32, &f32), (&mut f32, &mut f32))| {
+        *p *= f.decay;
+        *m = hp.beta1 * *m + (1.0 - hp.beta1) * g;
+        *v = hp.beta2 * *v + (1.0 - hp.beta2) * g * g;
+        *p -= f.step_size * *m / (v.sqrt() / f.bias2_sqrt + hp.eps);
+    };
+    if p.len() >= PAR_THRESHOLD {
+        p.par_iter_mut().zip(g.par_iter()).zip(m.par_iter_mut().zip(v.par_iter_mut())).for_each(update);
+    } else {
+        p.iter_mut().zip(g.iter()).zip(m.iter_mut().zip(v.iter_mut())).for_each(update);
+    }
+}

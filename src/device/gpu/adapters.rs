@@ -1,0 +1,152 @@
+//! Adapter discovery: every adapter on every backend wgpu was built with, described in full,
+//! and the choice of one by index, by name, or by preference (discrete first).
+
+use eframe::wgpu;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// The optional features gpulab uses when an adapter has them.
+pub const WANTED_FEATURES: [(wgpu::Features, &str); 5] = [
+    (wgpu::Features::SHADER_F16, "SHADER_F16"),
+    (wgpu::Features::TIMESTAMP_QUERY, "TIMESTAMP_QUERY"),
+    (wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS, "TIMESTAMP_QUERY_INSIDE_ENCODERS"),
+    (wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES, "TIMESTAMP_QUERY_INSIDE_PASSES"),
+    (wgpu::Features::SUBGROUP, "SUBGROUP"),
+];
+
+pub fn wanted_features() -> wgpu::Features {
+    WANTED_FEATURES.iter().fold(wgpu::Features::empty(), |acc, (f, _)| acc | *f)
+}
+
+/// Everything a learner or a report needs to know about one adapter.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AdapterSummary {
+    pub index: usize,
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+    pub driver_info: String,
+    pub vendor: u32,
+    pub device: u32,
+    /// Emulated on the CPU (llvmpipe/lavapipe, WARP, SwiftShader): its numbers are not a GPU's.
+    pub software: bool,
+    /// Which of the optional features we use are present.
+    pub features: Vec<String>,
+    pub limits: AdapterLimits,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AdapterLimits {
+    pub max_buffer_size: u64,
+    pub max_storage_buffer_binding_size: u64,
+    pub max_compute_workgroup_storage_size: u32,
+    pub max_compute_invocations_per_workgroup: u32,
+    pub max_compute_workgroup_size_x: u32,
+    pub max_compute_workgroups_per_dimension: u32,
+    pub max_storage_buffers_per_shader_stage: u32,
+}
+
+impl AdapterSummary {
+    pub fn label(&self) -> String {
+        let warn = if self.software { " [software GPU: runs on your CPU]" } else { "" };
+        format!("#{} {} ({}, {}){warn}", self.index, self.name, self.backend, self.device_type)
+    }
+}
+
+/// A software rasterizer/compute emulator rather than GPU hardware.
+pub fn is_software(info: &wgpu::AdapterInfo) -> bool {
+    let name = info.name.to_lowercase();
+    info.device_type == wgpu::DeviceType::Cpu
+        || ["llvmpipe", "lavapipe", "swiftshader", "basic render", "warp"].iter().any(|s| name.contains(s))
+}
+
+pub fn summarize(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
+    let info = adapter.get_info();
+    let l = adapter.limits();
+    let f = adapter.features();
+    AdapterSummary {
+        index,
+        name: info.name.clone(),
+        backend: format!("{:?}", info.backend),
+        device_type: format!("{:?}", info.device_type),
+        driver: info.driver.clone(),
+        driver_info: info.driver_info.clone(),
+        vendor: info.vendor,
+        device: info.device,
+        software: is_software(&info),
+        features: WANTED_FEATURES.iter().filter(|(flag, _)| f.contains(*flag)).map(|(_, n)| n.to_string()).collect(),
+        limits: AdapterLimits {
+            max_buffer_size: l.max_buffer_size,
+            max_storage_buffer_binding_size: l.max_storage_buffer_binding_size as u64,
+            max_compute_workgroup_storage_size: l.max_compute_workgroup_storage_size,
+            max_compute_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
+            max_compute_workgroup_size_x: l.max_compute_workgroup_size_x,
+            max_compute_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
+            max_storage_buffers_per_shader_stage: l.max_storage_buffers_per_shader_stage,
+        },
+    }
+}
+
+/// A wgpu instance honouring WGPU_BACKEND (and wgpu's other environment variables).
+pub fn instance() -> wgpu::Instance {
+    wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
+}
+
+/// All adapters, best first: discrete, integrated, virtual, then software; native APIs before GL.
+pub fn enumerate(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
+    let mut adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+    adapters.sort_by_key(|a| {
+        let info = a.get_info();
+        let ty = match info.device_type {
+            wgpu::DeviceType::DiscreteGpu => 0,
+            wgpu::DeviceType::IntegratedGpu => 1,
+            wgpu::DeviceType::VirtualGpu => 2,
+            wgpu::DeviceType::Other => 3,
+            wgpu::DeviceType::Cpu => 4,
+        };
+        let api = if info.backend == wgpu::Backend::Gl { 1 } else { 0 };
+        (is_software(&info) as u8, ty, api)
+    });
+    adapters
+}
+
+/// Which adapter the user asked for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GpuSelector {
+    /// The best adapter, or the one named by WGPU_ADAPTER_NAME.
+    Auto,
+    Index(usize),
+    /// A case-insensitive substring of the adapter name.
+    Name(String),
+}
+
+pub fn select(adapters: Vec<wgpu::Adapter>, sel: &GpuSelector) -> Result<(usize, wgpu::Adapter)> {
+    let names = || {
+        adapters.iter().enumerate().map(|(i, a)| format!("#{i} {}", a.get_info().name)).collect::<Vec<_>>().join(", ")
+    };
+    if adapters.is_empty() {
+        return Err(Error::NoAdapter("wgpu found no adapter on any backend".into()));
+    }
+    let by_name = |name: &str| {
+        let needle = name.to_lowercase();
+        adapters.iter().position(|a| a.get_info().name.to_lowercase().contains(&needle))
+    };
+    let index = match sel {
+        GpuSelector::Index(i) if *i < adapters.len() => *i,
+        GpuSelector::Index(i) => {
+            return Err(Error::AdapterNotFound(format!("GPU adapter index {i} is out of range; available: {}", names())));
+        }
+        GpuSelector::Name(n) => by_name(n)
+            .ok_or_else(|| Error::AdapterNotFound(format!("no GPU adapter name contains {n:?}; available: {}", names())))?,
+        GpuSelector::Auto => match std::env::var("WGPU_ADAPTER_NAME") {
+            Ok(n) if !n.is_empty() => by_name(&n).ok_or_else(|| {
+                Error::AdapterNotFound(format!("WGPU_ADAPTER_NAME={n:?} matches no adapter; available: {}", names()))
+            })?,
+            _ => 0,
+        },
+    };
+    let adapter = adapters.into_iter().nth(index).expect("index checked above");
+    Ok((index, adapter))
+}

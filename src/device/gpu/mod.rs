@@ -1,0 +1,480 @@
+//! The wgpu backend: WGSL kernels from `shaders/`, recorded into one encoder per step.
+
+pub mod adapters;
+mod kernels;
+mod pool;
+mod readback;
+mod recorder;
+pub mod tuning;
+
+use std::sync::{Arc, Mutex};
+
+use eframe::wgpu;
+
+pub use adapters::{AdapterSummary, GpuSelector};
+pub use kernels::render as render_template;
+pub use pool::GpuTensor;
+pub use tuning::MatmulVariant;
+
+use crate::error::{Error, Result, ensure_shape};
+use crate::tensor::{AdamW, Backend, BackendInfo, DType, Ledger, MemCategory, MemoryReport, Sgd, Shape, TensorMeta, checks, memory_lock};
+use kernels::{Kernel, PipelineCache, PipelineKey, WG};
+use pool::{Shared, buffer_size};
+use recorder::Recorder;
+
+const STORAGE: wgpu::BufferUsages =
+    wgpu::BufferUsages::STORAGE.union(wgpu::BufferUsages::COPY_SRC).union(wgpu::BufferUsages::COPY_DST);
+const STAGING: wgpu::BufferUsages = wgpu::BufferUsages::MAP_READ.union(wgpu::BufferUsages::COPY_DST);
+
+/// Errors wgpu reports outside an error scope, kept until the next check.
+#[derive(Default)]
+struct ErrorSink {
+    errors: Vec<wgpu::Error>,
+    lost: Option<String>,
+}
+
+pub struct GpuBackend {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    summary: AdapterSummary,
+    timestamps: bool,
+    pipelines: PipelineCache,
+    shared: Arc<Shared>,
+    rec: Recorder,
+    dummy: wgpu::Buffer,
+    sink: Arc<Mutex<ErrorSink>>,
+    matmul: MatmulVariant,
+}
+
+impl GpuBackend {
+    /// Opens the adapter the selector names, with its real limits and the optional features we
+    /// use, and picks the matmul variant for it (measured once, then cached on disk).
+    pub fn open(sel: &GpuSelector, budget: Option<u64>) -> Result<Self> {
+        let instance = adapters::instance();
+        let (index, adapter) = adapters::select(adapters::enumerate(&instance), sel)?;
+        let mut gpu = Self::from_adapter(index, &adapter, budget)?;
+        gpu.matmul = tuning::choose(&mut gpu)?;
+        Ok(gpu)
+    }
+
+    pub fn from_adapter(index: usize, adapter: &wgpu::Adapter, budget: Option<u64>) -> Result<Self> {
+        let summary = adapters::summarize(index, adapter);
+        let features = adapter.features() & adapters::wanted_features();
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("gpulab"),
+            required_features: features,
+            // The adapter's real limits: wgpu's defaults cap storage bindings at 128 MiB.
+            required_limits: adapter.limits(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        }))
+        .map_err(|e| Error::Gpu(format!("could not open {}: {e}", summary.name)))?;
+
+        let sink = Arc::new(Mutex::new(ErrorSink::default()));
+        let s = sink.clone();
+        device.on_uncaptured_error(Arc::new(move |e| s.lock().unwrap_or_else(|p| p.into_inner()).errors.push(e)));
+        let s = sink.clone();
+        device.set_device_lost_callback(move |reason, msg| {
+            s.lock().unwrap_or_else(|p| p.into_inner()).lost = Some(format!("{reason:?}: {msg}"));
+        });
+
+        let timestamps = features.contains(wgpu::Features::TIMESTAMP_QUERY);
+        let rec = Recorder::new(&device, &queue, timestamps);
+        let dummy = device.create_buffer(&wgpu::BufferDescriptor { label: Some("unused binding"), size: 256, usage: STORAGE, mapped_at_creation: false });
+        let shared = Arc::new(Shared { pool: Default::default(), ledger: Arc::new(Mutex::new(Ledger::with_budget(budget))) });
+        Ok(GpuBackend {
+            device,
+            queue,
+            summary,
+            timestamps,
+            pipelines: PipelineCache::default(),
+            shared,
+            rec,
+            dummy,
+            sink,
+            matmul: MatmulVariant::RegBlock,
+        })
+    }
+
+    pub fn summary(&self) -> &AdapterSummary {
+        &self.summary
+    }
+
+    pub fn matmul_variant(&self) -> MatmulVariant {
+        self.matmul
+    }
+
+    pub fn set_matmul_variant(&mut self, v: MatmulVariant) {
+        self.matmul = v;
+    }
+
+    /// Dispatches and submits so far (per-dispatch overhead is what small models pay for).
+    pub fn counters(&self) -> (u64, u64) {
+        (self.rec.dispatches, self.rec.submits)
+    }
+
+    /// Bytes held in the buffer pool for reuse (not counted in the ledger's categories).
+    pub fn pooled_bytes(&self) -> u64 {
+        self.shared.pool().free_bytes()
+    }
+
+    fn check(&self) -> Result<()> {
+        let mut sink = self.sink.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(lost) = sink.lost.take() {
+            return Err(Error::DeviceLost(lost));
+        }
+        if sink.errors.is_empty() {
+            return Ok(());
+        }
+        let errors = std::mem::take(&mut sink.errors);
+        if let Some(wgpu::Error::OutOfMemory { source }) = errors.iter().find(|e| matches!(e, wgpu::Error::OutOfMemory { .. })) {
+            return Err(Error::DeviceOutOfMemory { category: "a GPU operation".into(), bytes: 0, detail: source.to_string() });
+        }
+        Err(Error::Gpu(errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")))
+    }
+
+    fn alloc(&mut self, shape: Shape, dtype: DType, cat: MemCategory) -> Result<GpuTensor> {
+        let size = buffer_size(shape[0] * shape[1], dtype);
+        let max = self.summary.limits.max_storage_buffer_binding_size;
+        if size > max {
+            return Err(Error::DeviceOutOfMemory {
+                category: cat.name().into(),
+                bytes: size,
+                detail: format!("one tensor of shape {shape:?} exceeds this adapter's largest storage binding, {max} bytes"),
+            });
+        }
+        memory_lock(&self.shared.ledger).reserve(cat, size)?;
+        let buf = match self.shared.pool().take(size, STORAGE) {
+            Some(b) => Ok(b),
+            None => self.create_buffer(size, STORAGE, cat),
+        };
+        match buf {
+            Ok(buf) => Ok(GpuTensor { buf: Some(buf), shape, dtype, cat, shared: self.shared.clone() }),
+            Err(e) => {
+                memory_lock(&self.shared.ledger).release(cat, size);
+                Err(e)
+            }
+        }
+    }
+
+    /// Creates a buffer, turning a real out-of-memory into an error that names the category.
+    fn create_buffer(&self, size: u64, usage: wgpu::BufferUsages, cat: MemCategory) -> Result<wgpu::Buffer> {
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let buf = self.device.create_buffer(&wgpu::BufferDescriptor { label: Some(cat.name()), size, usage, mapped_at_creation: false });
+        match pollster::block_on(scope.pop()) {
+            None => Ok(buf),
+            Some(e) => Err(Error::DeviceOutOfMemory { category: cat.name().into(), bytes: size, detail: e.to_string() }),
+        }
+    }
+
+    /// Host writes must land after the work already recorded, so that work is submitted first.
+    fn write_bytes(&mut self, t: &GpuTensor, bytes: &[u8]) -> Result<()> {
+        if self.rec.has_pending() {
+            self.flush()?;
+        }
+        if !bytes.is_empty() {
+            self.queue.write_buffer(t.buffer(), 0, bytes);
+        }
+        Ok(())
+    }
+
+    fn read_bytes<T: bytemuck::Pod>(&mut self, t: &GpuTensor) -> Result<Vec<T>> {
+        let bytes = t.data_bytes();
+        if bytes == 0 {
+            return Ok(Vec::new());
+        }
+        let size = bytes.div_ceil(256) * 256;
+        memory_lock(&self.shared.ledger).reserve(MemCategory::Staging, size)?;
+        let staging = match self.shared.pool().take(size, STAGING) {
+            Some(b) => b,
+            None => self.create_buffer(size, STAGING, MemCategory::Staging).inspect_err(|_| {
+                memory_lock(&self.shared.ledger).release(MemCategory::Staging, size);
+            })?,
+        };
+        self.rec.encoder(&self.device).copy_buffer_to_buffer(t.buffer(), 0, &staging, 0, bytes);
+        self.flush()?;
+        let out = readback::map_and_read(&self.device, &staging, bytes);
+        memory_lock(&self.shared.ledger).release(MemCategory::Staging, size);
+        self.shared.pool().put(staging);
+        self.check()?;
+        out
+    }
+
+    /// Records one dispatch of `kernel` with its parameter words and storage bindings.
+    fn run(&mut self, kernel: Kernel, variant: u32, params: &[u32], bindings: &[(u32, &wgpu::Buffer)], groups: (u32, u32)) -> Result<()> {
+        if groups.0 == 0 || groups.1 == 0 {
+            return Ok(());
+        }
+        if self.rec.params_full() || self.rec.queries_full() {
+            self.flush()?;
+            self.rec.collect_timestamps(&self.device, &self.queue)?;
+        }
+        let pipeline = self.pipelines.get(&self.device, PipelineKey { kernel, dtype: DType::F32, variant })?;
+        let uniform = self.rec.push_params(params);
+        let mut entries = vec![wgpu::BindGroupEntry { binding: 0, resource: wgpu::BindingResource::Buffer(uniform) }];
+        entries.extend(bindings.iter().map(|(i, b)| wgpu::BindGroupEntry { binding: *i, resource: b.as_entire_binding() }));
+        let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        });
+        self.rec.dispatch(&self.device, &pipeline, &bind_group, groups);
+        Ok(())
+    }
+
+    /// Workgroups for `n` invocations of a 1-D kernel, spilling into y past the per-dimension cap.
+    fn grid(&self, n: usize) -> (u32, u32) {
+        let groups = n.div_ceil(WG as usize) as u64;
+        let max = self.summary.limits.max_compute_workgroups_per_dimension.max(1) as u64;
+        if groups <= max { (groups as u32, 1) } else { (max as u32, groups.div_ceil(max) as u32) }
+    }
+
+    /// Workgroups for one workgroup per row.
+    fn rows_grid(&self, rows: usize) -> (u32, u32) {
+        let max = self.summary.limits.max_compute_workgroups_per_dimension.max(1) as u64;
+        let rows = rows as u64;
+        if rows <= max { (rows as u32, 1) } else { (max as u32, rows.div_ceil(max) as u32) }
+    }
+
+    fn elementwise(&mut self, kernel: Kernel, n: usize, params: [u32; 4], bindings: &[(u32, &wgpu::Buffer)]) -> Result<()> {
+        let g = self.grid(n);
+        self.run(kernel, 0, &params, bindings, g)
+    }
+}
+
+fn u32_len(n: usize, what: &'static str) -> Result<u32> {
+    u32::try_from(n).map_err(|_| Error::Shape { op: what, detail: format!("{n} elements exceed the 2^32 a GPU kernel can index") })
+}
+
+impl Backend for GpuBackend {
+    type Tensor = GpuTensor;
+
+    fn info(&self) -> BackendInfo {
+        BackendInfo {
+            kind: "gpu".into(),
+            name: self.summary.name.clone(),
+            api: self.summary.backend.clone(),
+            driver: format!("{} {}", self.summary.driver, self.summary.driver_info).trim().to_string(),
+            device_type: self.summary.device_type.clone(),
+            software: self.summary.software,
+            timestamps: self.timestamps,
+        }
+    }
+
+    fn zeros(&mut self, shape: Shape, dtype: DType, cat: MemCategory) -> Result<GpuTensor> {
+        let mut t = self.alloc(shape, dtype, cat)?;
+        let n = u32_len(t.numel(), "zeros")?;
+        let buf = t.buf.take();
+        let r = self.elementwise(Kernel::FillBits, n as usize, [n, 0, 0, 0], &[(3, buf.as_ref().expect("fresh tensor"))]);
+        t.buf = buf;
+        r.map(|_| t)
+    }
+
+    fn upload_f32(&mut self, data: &[f32], shape: Shape, cat: MemCategory) -> Result<GpuTensor> {
+        checks::data_len("upload", shape, data.len())?;
+        let t = self.alloc(shape, DType::F32, cat)?;
+        self.write_bytes(&t, bytemuck::cast_slice(data))?;
+        Ok(t)
+    }
+
+    fn upload_u32(&mut self, data: &[u32], shape: Shape, cat: MemCategory) -> Result<GpuTensor> {
+        checks::data_len("upload", shape, data.len())?;
+        let t = self.alloc(shape, DType::U32, cat)?;
+        self.write_bytes(&t, bytemuck::cast_slice(data))?;
+        Ok(t)
+    }
+
+    fn write_f32(&mut self, t: &mut GpuTensor, data: &[f32]) -> Result<()> {
+        checks::data_len("write", t.shape, data.len())?;
+        checks::f32s("write", &[t])?;
+        self.write_bytes(t, bytemuck::cast_slice(data))
+    }
+
+    fn write_u32(&mut self, t: &mut GpuTensor, data: &[u32]) -> Result<()> {
+        checks::data_len("write", t.shape, data.len())?;
+        ensure_shape(t.dtype == DType::U32, "write", || "expected a u32 tensor".into())?;
+        self.write_bytes(t, bytemuck::cast_slice(data))
+    }
+
+    fn read_f32(&mut self, t: &GpuTensor) -> Result<Vec<f32>> {
+        checks::f32s("read", &[t])?;
+        self.read_bytes(t)
+    }
+
+    fn read_u32(&mut self, t: &GpuTensor) -> Result<Vec<u32>> {
+        ensure_shape(t.dtype == DType::U32, "read", || "expected a u32 tensor".into())?;
+        self.read_bytes(t)
+    }
+
+    fn matmul(&mut self, a: &GpuTensor, b: &GpuTensor, c: &mut GpuTensor, ta: bool, tb: bool, acc: bool) -> Result<()> {
+        let (m, n, k) = checks::matmul(a, b, c, ta, tb)?;
+        let (m32, n32, k32) = (u32_len(m, "matmul")?, u32_len(n, "matmul")?, u32_len(k, "matmul")?);
+        let (kernel, tile) = match self.matmul {
+            MatmulVariant::RegBlock => (Kernel::MatmulRegBlock, 4 * kernels::MATMUL_WG),
+            MatmulVariant::Tiled => (Kernel::MatmulTiled, 64),
+        };
+        let groups = (n32.div_ceil(tile), m32.div_ceil(tile));
+        let max = self.summary.limits.max_compute_workgroups_per_dimension;
+        ensure_shape(groups.0 <= max && groups.1 <= max, "matmul", || format!("{m}×{n} output needs more workgroups than this adapter allows ({max} per dimension)"))?;
+        let variant = ta as u32 | (tb as u32) << 1;
+        self.run(kernel, variant, &[m32, n32, k32, acc as u32], &[(1, a.buffer()), (2, b.buffer()), (3, c.buffer())], groups)
+    }
+
+    fn bias_add(&mut self, y: &mut GpuTensor, bias: &GpuTensor) -> Result<()> {
+        checks::bias(y, bias)?;
+        let n = u32_len(y.numel(), "bias_add")?;
+        self.elementwise(Kernel::BiasAdd, n as usize, [n, y.shape[1] as u32, 0, 0], &[(1, y.buffer()), (2, bias.buffer())])
+    }
+
+    fn relu(&mut self, x: &mut GpuTensor) -> Result<()> {
+        checks::f32s("relu", &[x])?;
+        let n = u32_len(x.numel(), "relu")?;
+        self.elementwise(Kernel::Relu, n as usize, [n, 0, 0, 0], &[(1, x.buffer())])
+    }
+
+    fn relu_backward(&mut self, grad: &mut GpuTensor, act: &GpuTensor) -> Result<()> {
+        checks::same_shape("relu_backward", grad, act)?;
+        checks::f32s("relu_backward", &[grad])?;
+        let n = u32_len(grad.numel(), "relu_backward")?;
+        self.elementwise(Kernel::ReluBackward, n as usize, [n, 0, 0, 0], &[(1, grad.buffer()), (2, act.buffer())])
+    }
+
+    fn softmax_xent(&mut self, logits: &GpuTensor, labels: &GpuTensor, loss_rows: &mut GpuTensor, grad: Option<&mut GpuTensor>, grad_scale: f32) -> Result<()> {
+        checks::labels("softmax_xent", logits, labels)?;
+        let [rows, cols] = logits.shape;
+        checks::vector_out("softmax_xent", loss_rows, rows, DType::F32)?;
+        if let Some(g) = &grad {
+            checks::same_shape("softmax_xent", *g, logits)?;
+        }
+        let write_grad = grad.is_some() as u32;
+        let grad_buf = grad.map(|g| g.buffer().clone()).unwrap_or_else(|| self.dummy.clone());
+        let params = [u32_len(rows, "softmax_xent")?, u32_len(cols, "softmax_xent")?, grad_scale.to_bits(), write_grad];
+        let g = self.rows_grid(rows);
+        self.run(Kernel::SoftmaxXent, 0, &params, &[(1, logits.buffer()), (2, labels.buffer()), (3, loss_rows.buffer()), (4, &grad_buf)], g)
+    }
+
+    fn sum_cols(&mut self, x: &GpuTensor, out: &mut GpuTensor) -> Result<()> {
+        checks::f32s("sum_cols", &[x])?;
+        checks::vector_out("sum_cols", out, x.shape[1], DType::F32)?;
+        let [r, c] = x.shape;
+        let g = self.grid(c);
+        self.run(Kernel::SumCols, 0, &[u32_len(r, "sum_cols")?, u32_len(c, "sum_cols")?, 0, 0], &[(1, x.buffer()), (2, out.buffer())], g)
+    }
+
+    fn sum_rows(&mut self, x: &GpuTensor, out: &mut GpuTensor) -> Result<()> {
+        checks::f32s("sum_rows", &[x])?;
+        checks::vector_out("sum_rows", out, x.shape[0], DType::F32)?;
+        let [r, c] = x.shape;
+        let g = self.grid(r);
+        self.run(Kernel::SumRows, 0, &[u32_len(r, "sum_rows")?, u32_len(c, "sum_rows")?, 0, 0], &[(1, x.buffer()), (2, out.buffer())], g)
+    }
+
+    fn accumulate_sum(&mut self, x: &GpuTensor, acc: &mut GpuTensor, index: usize) -> Result<()> {
+        checks::f32s("accumulate_sum", &[x])?;
+        checks::acc_index("accumulate_sum", acc, index, DType::F32)?;
+        let [r, c] = x.shape;
+        let p = [u32_len(r, "accumulate_sum")?, u32_len(c, "accumulate_sum")?, index as u32, 0];
+        self.run(Kernel::AccumulateSum, 0, &p, &[(1, x.buffer()), (2, acc.buffer())], (1, 1))
+    }
+
+    fn argmax_rows(&mut self, x: &GpuTensor, out: &mut GpuTensor) -> Result<()> {
+        checks::f32s("argmax_rows", &[x])?;
+        checks::vector_out("argmax_rows", out, x.shape[0], DType::U32)?;
+        let [r, c] = x.shape;
+        ensure_shape(c > 0, "argmax_rows", || "a row needs at least one column".into())?;
+        let g = self.grid(r);
+        self.run(Kernel::ArgmaxRows, 0, &[u32_len(r, "argmax_rows")?, u32_len(c, "argmax_rows")?, 0, 0], &[(1, x.buffer()), (4, out.buffer())], g)
+    }
+
+    fn count_correct(&mut self, logits: &GpuTensor, labels: &GpuTensor, acc: &mut GpuTensor, index: usize) -> Result<()> {
+        checks::labels("count_correct", logits, labels)?;
+        checks::acc_index("count_correct", acc, index, DType::U32)?;
+        let [r, c] = logits.shape;
+        ensure_shape(c > 0, "count_correct", || "a row needs at least one column".into())?;
+        let p = [u32_len(r, "count_correct")?, u32_len(c, "count_correct")?, index as u32, 0];
+        self.run(Kernel::CountCorrect, 0, &p, &[(1, logits.buffer()), (3, labels.buffer()), (4, acc.buffer())], (1, 1))
+    }
+
+    fn sgd_step(&mut self, p: &mut GpuTensor, g: &GpuTensor, v: &mut GpuTensor, hp: Sgd) -> Result<()> {
+        checks::same_shape("sgd_step", p, g)?;
+        checks::same_shape("sgd_step", p, v)?;
+        checks::f32s("sgd_step", &[p])?;
+        let n = u32_len(p.numel(), "sgd_step")?;
+        let params = [n, hp.lr.to_bits(), hp.momentum.to_bits(), hp.weight_decay.to_bits()];
+        let grid = self.grid(n as usize);
+        self.run(Kernel::Sgd, 0, &params, &[(1, p.buffer()), (2, g.buffer()), (3, v.buffer())], grid)
+    }
+
+    fn adamw_step(&mut self, p: &mut GpuTensor, g: &GpuTensor, m: &mut GpuTensor, v: &mut GpuTensor, hp: AdamW, step: u32) -> Result<()> {
+        checks::same_shape("adamw_step", p, g)?;
+        checks::same_shape("adamw_step", p, m)?;
+        checks::same_shape("adamw_step", p, v)?;
+        checks::f32s("adamw_step", &[p])?;
+        let n = u32_len(p.numel(), "adamw_step")?;
+        let f = hp.factors(step);
+        let params = [
+            n,
+            hp.lr.to_bits(),
+            0f32.to_bits(),
+            hp.weight_decay.to_bits(),
+            hp.beta1.to_bits(),
+            hp.beta2.to_bits(),
+            hp.eps.to_bits(),
+            f.decay.to_bits(),
+            f.step_size.to_bits(),
+            f.bias2_sqrt.to_bits(),
+        ];
+        let grid = self.grid(n as usize);
+        self.run(Kernel::AdamW, 0, &params, &[(1, p.buffer()), (2, g.buffer()), (3, m.buffer()), (4, v.buffer())], grid)
+    }
+
+    fn fill(&mut self, t: &mut GpuTensor, value: f32) -> Result<()> {
+        let n = u32_len(t.numel(), "fill")?;
+        match t.dtype {
+            DType::F32 => self.elementwise(Kernel::Fill, n as usize, [n, 0, value.to_bits(), 0], &[(1, t.buffer())]),
+            DType::U32 => self.elementwise(Kernel::FillBits, n as usize, [n, 0, 0, value as u32], &[(3, t.buffer())]),
+        }
+    }
+
+    fn scale(&mut self, t: &mut GpuTensor, alpha: f32) -> Result<()> {
+        checks::f32s("scale", &[t])?;
+        let n = u32_len(t.numel(), "scale")?;
+        self.elementwise(Kernel::Scale, n as usize, [n, 0, alpha.to_bits(), 0], &[(1, t.buffer())])
+    }
+
+    fn copy(&mut self, src: &GpuTensor, dst: &mut GpuTensor) -> Result<()> {
+        checks::same_shape("copy", src, dst)?;
+        let n = u32_len(src.numel(), "copy")?;
+        self.elementwise(Kernel::Copy, n as usize, [n, 0, 0, 0], &[(3, dst.buffer()), (4, src.buffer())])
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.rec.flush(&self.queue);
+        self.check()
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.flush()?;
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(recorder::poll_error)?;
+        self.check()
+    }
+
+    fn take_busy_seconds(&mut self) -> Result<Option<f64>> {
+        if !self.rec.has_timestamps() {
+            return Ok(None);
+        }
+        self.flush()?;
+        self.rec.collect_timestamps(&self.device, &self.queue)?;
+        self.check()?;
+        Ok(self.rec.take_busy_ns().map(|ns| ns * 1e-9))
+    }
+
+    fn memory(&self) -> MemoryReport {
+        memory_lock(&self.shared.ledger).report()
+    }
+
+    fn reset_memory_peaks(&mut self) {
+        memory_lock(&self.shared.ledger).reset_peaks();
+    }
+}

@@ -1,0 +1,14 @@
+//! gpulab: a lab that teaches how GPUs accelerate deep learning by measuring it.
+//!
+//! One headless core — tensors on a CPU, wgpu or CUDA backend, an MLP, a training loop, data
+//! sets — driven by a thin CLI (and, later, a thin GUI). See `../shared/DESIGN.md`.
+
+pub mod bench;
+pub mod data;
+pub mod device;
+pub mod error;
+pub mod nn;
+pub mod tensor;
+pub mod train;
+
+pub use error::{Error, Result};

@@ -1,0 +1,201 @@
+use serde::{Deserialize, Serialize};
+
+use super::{Optimizer, he_normal};
+use crate::error::{Error, Result};
+use crate::tensor::{Backend, DType, MemCategory, TensorMeta};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MlpConfig {
+    pub input: usize,
+    pub hidden: Vec<usize>,
+    pub classes: usize,
+}
+
+impl MlpConfig {
+    /// Layer widths from input to output, e.g. [784, 256, 128, 10].
+    pub fn widths(&self) -> Vec<usize> {
+        std::iter::once(self.input).chain(self.hidden.iter().copied()).chain(std::iter::once(self.classes)).collect()
+    }
+
+    pub fn parameter_count(&self) -> usize {
+        self.widths().windows(2).map(|w| w[0] * w[1] + w[1]).sum()
+    }
+
+    /// Multiply-adds ×2 of one forward pass per sample.
+    pub fn forward_flops_per_sample(&self) -> f64 {
+        self.widths().windows(2).map(|w| 2.0 * (w[0] * w[1]) as f64).sum()
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.input == 0 || self.classes < 2 || self.hidden.contains(&0) {
+            return Err(Error::InvalidConfig(format!(
+                "model widths {:?} must all be positive, with at least 2 classes",
+                self.widths()
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn describe(&self) -> String {
+        self.widths().iter().map(|w| w.to_string()).collect::<Vec<_>>().join("-")
+    }
+}
+
+/// One trainable tensor with its gradient and optimizer state.
+pub struct Param<B: Backend> {
+    pub value: B::Tensor,
+    pub grad: B::Tensor,
+    pub state: Vec<B::Tensor>,
+}
+
+/// Weights `[in, out]` and bias `[1, out]` of each layer.
+pub struct Mlp<B: Backend> {
+    pub cfg: MlpConfig,
+    pub weights: Vec<Param<B>>,
+    pub biases: Vec<Param<B>>,
+    pub optimizer: Optimizer,
+    /// Optimizer steps taken (AdamW's bias correction counts from 1).
+    pub step: u32,
+}
+
+/// Per-batch-size buffers: the input, labels, every layer's output and its gradient, and the
+/// running loss / correct-count accumulators that are read back only now and then.
+pub struct Workspace<B: Backend> {
+    pub batch: usize,
+    pub x: B::Tensor,
+    pub y: B::Tensor,
+    pub acts: Vec<B::Tensor>,
+    pub grads: Vec<B::Tensor>,
+    pub loss_rows: B::Tensor,
+    pub loss_sum: B::Tensor,
+    pub correct: B::Tensor,
+}
+
+impl<B: Backend> Workspace<B> {
+    pub fn new(b: &mut B, cfg: &MlpConfig, batch: usize, with_grads: bool) -> Result<Self> {
+        let widths = cfg.widths();
+        let mut acts = Vec::new();
+        let mut grads = Vec::new();
+        for &w in &widths[1..] {
+            acts.push(b.zeros([batch, w], DType::F32, MemCategory::Activations)?);
+            if with_grads {
+                grads.push(b.zeros([batch, w], DType::F32, MemCategory::Activations)?);
+            }
+        }
+        Ok(Workspace {
+            batch,
+            x: b.zeros([batch, cfg.input], DType::F32, MemCategory::Inputs)?,
+            y: b.zeros([1, batch], DType::U32, MemCategory::Inputs)?,
+            acts,
+            grads,
+            loss_rows: b.zeros([1, batch], DType::F32, MemCategory::Activations)?,
+            loss_sum: b.zeros([1, 1], DType::F32, MemCategory::Other)?,
+            correct: b.zeros([1, 1], DType::U32, MemCategory::Other)?,
+        })
+    }
+
+    /// Reads (loss sum, correct count) accumulated since the last reset, and resets them.
+    pub fn take_totals(&mut self, b: &mut B) -> Result<(f64, u64)> {
+        let loss = b.read_f32(&self.loss_sum)?[0] as f64;
+        let correct = b.read_u32(&self.correct)?[0] as u64;
+        b.fill(&mut self.loss_sum, 0.0)?;
+        b.fill(&mut self.correct, 0.0)?;
+        Ok((loss, correct))
+    }
+}
+
+impl<B: Backend> Mlp<B> {
+    /// Builds the model with He-initialised weights (same seed, same weights on every backend).
+    pub fn new(b: &mut B, cfg: MlpConfig, optimizer: Optimizer, seed: u64) -> Result<Self> {
+        cfg.validate()?;
+        let widths = cfg.widths();
+        let mut weights = Vec::new();
+        let mut biases = Vec::new();
+        for (layer, w) in widths.windows(2).enumerate() {
+            let init = he_normal(w[0], w[1], seed, layer);
+            let weight = b.upload_f32(&init, [w[0], w[1]], MemCategory::Parameters)?;
+            weights.push(Self::param(b, weight, &optimizer)?);
+            let bias = b.zeros([1, w[1]], DType::F32, MemCategory::Parameters)?;
+            biases.push(Self::param(b, bias, &optimizer)?);
+        }
+        Ok(Mlp { cfg, weights, biases, optimizer, step: 0 })
+    }
+
+    fn param(b: &mut B, value: B::Tensor, opt: &Optimizer) -> Result<Param<B>> {
+        let shape = value.shape();
+        let grad = b.zeros(shape, DType::F32, MemCategory::Gradients)?;
+        let state = (0..opt.state_slots()).map(|_| b.zeros(shape, DType::F32, MemCategory::OptimizerState)).collect::<Result<_>>()?;
+        Ok(Param { value, grad, state })
+    }
+
+    /// Forward pass of `ws.x` into `ws.acts` (the last one holds the logits).
+    pub fn forward(&self, b: &mut B, ws: &mut Workspace<B>) -> Result<()> {
+        let last = self.weights.len() - 1;
+        for i in 0..=last {
+            let (done, rest) = ws.acts.split_at_mut(i);
+            let input = if i == 0 { &ws.x } else { &done[i - 1] };
+            let out = &mut rest[0];
+            b.matmul(input, &self.weights[i].value, out, false, false, false)?;
+            b.bias_add(out, &self.biases[i].value)?;
+            if i < last {
+                b.relu(out)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Loss (accumulated into `ws.loss_sum`), correct count, and gradients of every parameter.
+    pub fn backward(&mut self, b: &mut B, ws: &mut Workspace<B>) -> Result<()> {
+        let last = self.weights.len() - 1;
+        let scale = 1.0 / ws.batch as f32;
+        b.softmax_xent(&ws.acts[last], &ws.y, &mut ws.loss_rows, Some(&mut ws.grads[last]), scale)?;
+        b.accumulate_sum(&ws.loss_rows, &mut ws.loss_sum, 0)?;
+        b.count_correct(&ws.acts[last], &ws.y, &mut ws.correct, 0)?;
+        for i in (0..=last).rev() {
+            let input = if i == 0 { &ws.x } else { &ws.acts[i - 1] };
+            b.matmul(input, &ws.grads[i], &mut self.weights[i].grad, true, false, false)?;
+            b.sum_cols(&ws.grads[i], &mut self.biases[i].grad)?;
+            if i > 0 {
+                let (before, after) = ws.grads.split_at_mut(i);
+                b.matmul(&after[0], &self.weights[i].value, &mut before[i - 1], false, true, false)?;
+                b.relu_backward(&mut before[i - 1], &ws.acts[i - 1])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One optimizer step over every parameter.
+    pub fn update(&mut self, b: &mut B) -> Result<()> {
+        self.step += 1;
+        let opt = self.optimizer;
+        for p in self.weights.iter_mut().chain(self.biases.iter_mut()) {
+            match (opt, p.state.as_mut_slice()) {
+                (super::Optimizer::Sgd(hp), [v]) => b.sgd_step(&mut p.value, &p.grad, v, hp)?,
+                (super::Optimizer::AdamW(hp), [m, v]) => b.adamw_step(&mut p.value, &p.grad, m, v, hp, self.step)?,
+                _ => unreachable!("state_slots matches the optimizer"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Forward, backward and update on the batch already in `ws`: one training step.
+    pub fn train_step(&mut self, b: &mut B, ws: &mut Workspace<B>) -> Result<()> {
+        self.forward(b, ws)?;
+        self.backward(b, ws)?;
+        self.update(b)
+    }
+
+    /// Forward pass plus loss and correct count, without gradients (validation).
+    pub fn eval_step(&self, b: &mut B, ws: &mut Workspace<B>) -> Result<()> {
+        self.forward(b, ws)?;
+        let last = ws.acts.len() - 1;
+        b.softmax_xent(&ws.acts[last], &ws.y, &mut ws.loss_rows, None, 1.0)?;
+        b.accumulate_sum(&ws.loss_rows, &mut ws.loss_sum, 0)?;
+        b.count_correct(&ws.acts[last], &ws.y, &mut ws.correct, 0)
+    }
+
+    /// All parameter values, weights then biases per layer, read back to the host.
+    pub fn read_parameters(&self, b: &mut B) -> Result<Vec<Vec<f32>>> {
+        self.weights.iter().zip(&self.biases).flat_map(|(w, bi)| [&w.value, &bi.value]).map(|t| b.read_f32(t)).collect()
+    }
+}

@@ -1,0 +1,10 @@
+//! The model: a multi-layer perceptron with explicit forward and backward passes per layer,
+//! softmax cross-entropy, and SGD-momentum or AdamW — written once against `Backend`.
+
+mod init;
+mod mlp;
+mod optim;
+
+pub use init::he_normal;
+pub use mlp::{Mlp, MlpConfig, Workspace};
+pub use optim::{Optimizer, OptimizerKind};

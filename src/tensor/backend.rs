@@ -1,0 +1,173 @@
+use serde::{Deserialize, Serialize};
+
+use super::{DType, MemCategory, MemoryReport, Shape};
+use crate::error::Result;
+
+/// What a tensor of any backend can tell about itself.
+pub trait TensorMeta {
+    fn shape(&self) -> Shape;
+    fn dtype(&self) -> DType;
+    fn numel(&self) -> usize {
+        self.shape()[0] * self.shape()[1]
+    }
+}
+
+/// How a backend describes itself in every output and report.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct BackendInfo {
+    /// "cpu", "gpu" or "cuda".
+    pub kind: String,
+    /// Adapter or CPU name.
+    pub name: String,
+    /// Graphics API (Vulkan, Metal, Dx12, Gl) for GPUs; "native" for the CPU.
+    pub api: String,
+    pub driver: String,
+    /// wgpu's device type: DiscreteGpu, IntegratedGpu, VirtualGpu, Cpu, Other.
+    pub device_type: String,
+    /// True for adapters that are emulated on the CPU (llvmpipe, WARP, SwiftShader).
+    pub software: bool,
+    /// Whether per-step GPU busy time can be measured with timestamp queries.
+    pub timestamps: bool,
+}
+
+impl BackendInfo {
+    /// A one-line label, with the software-GPU warning where it applies.
+    pub fn label(&self) -> String {
+        let warn = if self.software { " [software GPU: runs on your CPU]" } else { "" };
+        match self.kind.as_str() {
+            "cpu" => format!("CPU: {}", self.name),
+            _ => format!("{} {} ({}, {}){warn}", self.kind.to_uppercase(), self.name, self.api, self.device_type),
+        }
+    }
+}
+
+/// SGD with momentum, PyTorch semantics: v = μ·v + (g + wd·p); p -= lr·v.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Sgd {
+    pub lr: f32,
+    pub momentum: f32,
+    pub weight_decay: f32,
+}
+
+/// AdamW (decoupled weight decay), PyTorch semantics; `step` counts from 1.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct AdamW {
+    pub lr: f32,
+    pub beta1: f32,
+    pub beta2: f32,
+    pub eps: f32,
+    pub weight_decay: f32,
+}
+
+/// The op set. The model and training loop are written once against it; the CPU backend is
+/// the reference every GPU kernel is tested against.
+///
+/// Outputs are passed as `&mut` and must not alias inputs. GPU backends only *record* ops;
+/// `flush` submits what was recorded and `read_*` waits for it.
+pub trait Backend {
+    type Tensor: TensorMeta;
+
+    fn info(&self) -> BackendInfo;
+
+    /// A zero-filled tensor.
+    fn zeros(&mut self, shape: Shape, dtype: DType, cat: MemCategory) -> Result<Self::Tensor>;
+    fn upload_f32(&mut self, data: &[f32], shape: Shape, cat: MemCategory) -> Result<Self::Tensor>;
+    fn upload_u32(&mut self, data: &[u32], shape: Shape, cat: MemCategory) -> Result<Self::Tensor>;
+    /// Overwrites a tensor's contents (e.g. the next input batch) without reallocating.
+    fn write_f32(&mut self, t: &mut Self::Tensor, data: &[f32]) -> Result<()>;
+    fn write_u32(&mut self, t: &mut Self::Tensor, data: &[u32]) -> Result<()>;
+    fn read_f32(&mut self, t: &Self::Tensor) -> Result<Vec<f32>>;
+    fn read_u32(&mut self, t: &Self::Tensor) -> Result<Vec<u32>>;
+
+    /// c = op(a)·op(b) (+ c when `accumulate`), where op transposes when the flag is set.
+    fn matmul(
+        &mut self,
+        a: &Self::Tensor,
+        b: &Self::Tensor,
+        c: &mut Self::Tensor,
+        trans_a: bool,
+        trans_b: bool,
+        accumulate: bool,
+    ) -> Result<()>;
+    /// y[r, c] += bias[c]
+    fn bias_add(&mut self, y: &mut Self::Tensor, bias: &Self::Tensor) -> Result<()>;
+    /// x = max(x, 0)
+    fn relu(&mut self, x: &mut Self::Tensor) -> Result<()>;
+    /// grad *= (act > 0), where `act` is the ReLU's output.
+    fn relu_backward(&mut self, grad: &mut Self::Tensor, act: &Self::Tensor) -> Result<()>;
+    /// Fused softmax + cross-entropy. Writes each row's loss into `loss_rows` ([1, rows]) and,
+    /// when given, grad = (softmax(logits) − onehot(labels)) · grad_scale.
+    fn softmax_xent(
+        &mut self,
+        logits: &Self::Tensor,
+        labels: &Self::Tensor,
+        loss_rows: &mut Self::Tensor,
+        grad: Option<&mut Self::Tensor>,
+        grad_scale: f32,
+    ) -> Result<()>;
+    /// out[0, c] = Σ_r x[r, c]  (bias gradients)
+    fn sum_cols(&mut self, x: &Self::Tensor, out: &mut Self::Tensor) -> Result<()>;
+    /// out[0, r] = Σ_c x[r, c]
+    fn sum_rows(&mut self, x: &Self::Tensor, out: &mut Self::Tensor) -> Result<()>;
+    /// acc[0, index] += Σ x  (running loss sums that are read back only now and then)
+    fn accumulate_sum(&mut self, x: &Self::Tensor, acc: &mut Self::Tensor, index: usize) -> Result<()>;
+    /// out[0, r] = argmax_c x[r, c] (first maximum wins), as u32.
+    fn argmax_rows(&mut self, x: &Self::Tensor, out: &mut Self::Tensor) -> Result<()>;
+    /// acc[0, index] += #{r : argmax_c logits[r, c] == labels[r]}, as u32.
+    fn count_correct(
+        &mut self,
+        logits: &Self::Tensor,
+        labels: &Self::Tensor,
+        acc: &mut Self::Tensor,
+        index: usize,
+    ) -> Result<()>;
+    fn sgd_step(&mut self, p: &mut Self::Tensor, g: &Self::Tensor, v: &mut Self::Tensor, hp: Sgd) -> Result<()>;
+    fn adamw_step(
+        &mut self,
+        p: &mut Self::Tensor,
+        g: &Self::Tensor,
+        m: &mut Self::Tensor,
+        v: &mut Self::Tensor,
+        hp: AdamW,
+        step: u32,
+    ) -> Result<()>;
+    fn fill(&mut self, t: &mut Self::Tensor, value: f32) -> Result<()>;
+    /// t *= alpha
+    fn scale(&mut self, t: &mut Self::Tensor, alpha: f32) -> Result<()>;
+    fn copy(&mut self, src: &Self::Tensor, dst: &mut Self::Tensor) -> Result<()>;
+
+    /// Submits recorded work (no-op on the CPU). A training step calls it once.
+    fn flush(&mut self) -> Result<()>;
+    /// Waits until all submitted work has finished.
+    fn sync(&mut self) -> Result<()>;
+    /// GPU busy time measured by timestamp queries since the last call, in seconds;
+    /// `None` where the backend cannot measure it.
+    fn take_busy_seconds(&mut self) -> Result<Option<f64>>;
+    fn memory(&self) -> MemoryReport;
+    /// Forgets peak memory figures, e.g. between the runs of a sweep.
+    fn reset_memory_peaks(&mut self);
+}
+
+/// Per-step AdamW factors, computed once on the host so every backend uses the same values.
+#[derive(Clone, Copy, Debug)]
+pub struct AdamFactors {
+    /// 1 − lr·wd (decoupled weight decay)
+    pub decay: f32,
+    /// lr / (1 − β1^t)
+    pub step_size: f32,
+    /// √(1 − β2^t)
+    pub bias2_sqrt: f32,
+}
+
+impl AdamW {
+    pub fn factors(&self, step: u32) -> AdamFactors {
+        let t = step.max(1) as i32;
+        let bc1 = 1.0 - (self.beta1 as f64).powi(t);
+        let bc2 = 1.0 - (self.beta2 as f64).powi(t);
+        AdamFactors {
+            decay: 1.0 - self.lr * self.weight_decay,
+            step_size: (self.lr as f64 / bc1) as f32,
+            bias2_sqrt: bc2.sqrt() as f32,
+        }
+    }
+}

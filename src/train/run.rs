@@ -1,0 +1,213 @@
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::{TrainConfig, TrainEvent, TrainSink};
+use crate::data::{Dataset, batcher};
+use crate::error::{Error, Result};
+use crate::nn::{Mlp, MlpConfig, Workspace};
+use crate::tensor::{Backend, BackendInfo, MemoryReport};
+
+/// One epoch's figures. Losses and accuracies are measured on this run's data; times are wall
+/// clock on this machine; `gpu_busy_s` is derived from GPU timestamp queries.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EpochSummary {
+    pub epoch: usize,
+    pub train_loss: f64,
+    pub train_accuracy: f64,
+    pub val_loss: f64,
+    pub val_accuracy: f64,
+    pub train_wall_s: f64,
+    pub samples_per_s: f64,
+    pub gpu_busy_s: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TrainReport {
+    pub backend: BackendInfo,
+    pub dataset: String,
+    pub dataset_source: String,
+    pub model: String,
+    pub parameters: usize,
+    pub config: TrainConfig,
+    pub epochs: Vec<EpochSummary>,
+    pub steps: u64,
+    /// Wall time of the training steps (validation excluded), seconds. Measured.
+    pub train_wall_s: f64,
+    /// Training samples per second over the whole run. Measured.
+    pub samples_per_s: f64,
+    /// Median step time over the read-back windows, ms. Measured.
+    pub median_step_ms: f64,
+    /// GPU busy time over the training steps. Derived from GPU timestamps; None where the
+    /// backend has none.
+    pub gpu_busy_s: Option<f64>,
+    /// gpu_busy_s / train_wall_s. Derived.
+    pub gpu_busy_fraction: Option<f64>,
+    pub final_val_accuracy: f64,
+    pub memory: MemoryReport,
+    pub stopped_early: bool,
+}
+
+/// Trains an MLP on `data` and evaluates it after every epoch.
+pub fn train<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mut dyn TrainSink) -> Result<TrainReport> {
+    cfg.validate()?;
+    if data.train_len() == 0 || data.val_len() == 0 {
+        return Err(Error::InvalidConfig(format!("data set {} has an empty train or validation split", data.name)));
+    }
+    let model_cfg = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes };
+    let mut model = Mlp::new(b, model_cfg.clone(), cfg.optimizer(), cfg.seed)?;
+    let n = data.train_len();
+    let batch = cfg.batch.min(n);
+    let steps_per_epoch = batcher::batches_per_epoch(n, batch, false) as u64;
+    sink.event(TrainEvent::Started { total_steps: steps_per_epoch * cfg.epochs as u64, steps_per_epoch });
+
+    let mut full = Workspace::new(b, &model_cfg, batch, true)?;
+    let mut tail: Option<Workspace<B>> = None; // the last, smaller batch of an epoch
+    let mut xb = Vec::new();
+    let mut yb = Vec::new();
+    let mut epochs = Vec::new();
+    let mut step: u64 = 0;
+    let mut window_ms = Vec::new();
+    let (mut total_wall, mut total_busy, mut any_busy) = (0.0f64, 0.0f64, false);
+    let mut stopped_early = false;
+    b.take_busy_seconds()?; // start the GPU clock from zero
+
+    'epochs: for epoch in 0..cfg.epochs {
+        let order = batcher::epoch_order(n, cfg.seed, epoch as u64);
+        let (mut ep_loss, mut ep_correct, mut ep_seen, mut ep_wall) = (0.0f64, 0u64, 0usize, 0.0f64);
+        let (mut win_steps, mut win_seen) = (0u64, 0usize);
+        let mut win_start = Instant::now();
+        for (i, idx) in order.chunks(batch).enumerate() {
+            if sink.stop_requested() {
+                stopped_early = true;
+                break 'epochs;
+            }
+            batcher::gather(&data.train_x, &data.train_y, data.features, idx, &mut xb, &mut yb);
+            let ws = if idx.len() == batch {
+                &mut full
+            } else {
+                if tail.as_ref().is_none_or(|t| t.batch != idx.len()) {
+                    tail = Some(Workspace::new(b, &model_cfg, idx.len(), true)?);
+                }
+                tail.as_mut().expect("created above")
+            };
+            b.write_f32(&mut ws.x, &xb)?;
+            b.write_u32(&mut ws.y, &yb)?;
+            model.train_step(b, ws)?;
+            b.flush()?;
+            step += 1;
+            win_steps += 1;
+            win_seen += idx.len();
+            let last = i as u64 + 1 == steps_per_epoch;
+            if step % cfg.log_every as u64 == 0 || last {
+                // Reading back waits for the device; the window's wall time includes it.
+                let (mut loss, mut correct) = full.take_totals(b)?;
+                if let Some(t) = tail.as_mut() {
+                    let (l, c) = t.take_totals(b)?;
+                    loss += l;
+                    correct += c;
+                }
+                let secs = win_start.elapsed().as_secs_f64();
+                window_ms.push(secs * 1e3 / win_steps as f64);
+                ep_wall += secs;
+                let mean = loss / win_seen as f64;
+                if !mean.is_finite() {
+                    return Err(Error::Diverged { step, loss: mean as f32 });
+                }
+                ep_loss += loss;
+                ep_correct += correct;
+                ep_seen += win_seen;
+                sink.event(TrainEvent::Progress {
+                    step,
+                    epoch,
+                    loss: mean,
+                    accuracy: correct as f64 / win_seen as f64,
+                    samples_per_s: win_seen as f64 / secs.max(1e-12),
+                });
+                (win_steps, win_seen) = (0, 0);
+                win_start = Instant::now();
+            }
+        }
+        let busy = b.take_busy_seconds()?;
+        let (val_loss, val_accuracy) = evaluate(b, &model, data, batch)?;
+        b.take_busy_seconds()?; // validation is not part of the training figures
+        if let Some(s) = busy {
+            total_busy += s;
+            any_busy = true;
+        }
+        total_wall += ep_wall;
+        let summary = EpochSummary {
+            epoch,
+            train_loss: ep_loss / ep_seen.max(1) as f64,
+            train_accuracy: ep_correct as f64 / ep_seen.max(1) as f64,
+            val_loss,
+            val_accuracy,
+            train_wall_s: ep_wall,
+            samples_per_s: ep_seen as f64 / ep_wall.max(1e-12),
+            gpu_busy_s: busy,
+        };
+        sink.event(TrainEvent::Epoch(summary.clone()));
+        epochs.push(summary);
+    }
+
+    let seen: usize = epochs.len() * n;
+    let gpu_busy_s = any_busy.then_some(total_busy);
+    Ok(TrainReport {
+        backend: b.info(),
+        dataset: data.name.clone(),
+        dataset_source: data.source.clone(),
+        model: model_cfg.describe(),
+        parameters: model_cfg.parameter_count(),
+        config: cfg.clone(),
+        steps: step,
+        train_wall_s: total_wall,
+        samples_per_s: seen as f64 / total_wall.max(1e-12),
+        median_step_ms: median(&mut window_ms),
+        gpu_busy_fraction: gpu_busy_s.map(|s| s / total_wall.max(1e-12)),
+        gpu_busy_s,
+        final_val_accuracy: epochs.last().map(|e| e.val_accuracy).unwrap_or(0.0),
+        epochs,
+        memory: b.memory(),
+        stopped_early,
+    })
+}
+
+/// Mean loss and accuracy over the whole validation split.
+pub fn evaluate<B: Backend>(b: &mut B, model: &Mlp<B>, data: &Dataset, batch: usize) -> Result<(f64, f64)> {
+    let n = data.val_len();
+    let idx: Vec<u32> = (0..n as u32).collect();
+    let (mut xb, mut yb) = (Vec::new(), Vec::new());
+    let mut ws: Option<Workspace<B>> = None;
+    let (mut loss, mut correct) = (0.0, 0);
+    for chunk in idx.chunks(batch) {
+        if ws.as_ref().is_none_or(|w| w.batch != chunk.len()) {
+            if let Some(mut w) = ws.take() {
+                let (l, c) = w.take_totals(b)?;
+                loss += l;
+                correct += c;
+            }
+            ws = Some(Workspace::new(b, &model.cfg, chunk.len(), false)?);
+        }
+        let w = ws.as_mut().expect("created above");
+        batcher::gather(&data.val_x, &data.val_y, data.features, chunk, &mut xb, &mut yb);
+        b.write_f32(&mut w.x, &xb)?;
+        b.write_u32(&mut w.y, &yb)?;
+        model.eval_step(b, w)?;
+        b.flush()?;
+    }
+    if let Some(mut w) = ws {
+        let (l, c) = w.take_totals(b)?;
+        loss += l;
+        correct += c;
+    }
+    Ok((loss / n as f64, correct as f64 / n as f64))
+}
+
+pub fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 { v[m] } else { (v[m - 1] + v[m]) / 2.0 }
+}

@@ -1,0 +1,86 @@
+//! The binary: bad input gets a one-line error and a non-zero exit, never a panic; the JSON
+//! outputs have the fields scripts rely on.
+
+use std::process::{Command, Output};
+
+fn gpulab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpulab")).args(args).env("XDG_RUNTIME_DIR", std::env::temp_dir()).output().expect("the binary runs")
+}
+
+#[track_caller]
+fn fails_with(args: &[&str], words: &[&str]) {
+    let out = gpulab(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} should fail");
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    for w in words {
+        assert!(err.to_lowercase().contains(&w.to_lowercase()), "{args:?}: expected {w:?} in {err}");
+    }
+}
+
+#[test]
+fn invalid_settings_fail_cleanly() {
+    fails_with(&["train", "--backend", "cpu", "--batch", "0"], &["batch size must be at least 1"]);
+    fails_with(&["train", "--backend", "cpu", "--lr", "NaN"], &["learning rate"]);
+    fails_with(&["train", "--backend", "cpu", "--lr", "-1"], &["learning rate"]);
+    fails_with(&["train", "--backend", "tpu"], &["unknown backend"]);
+    fails_with(&["train", "--backend", "cpu", "--optimizer", "lion"], &["unknown optimizer"]);
+    fails_with(&["train", "--backend", "cpu", "--dataset", "nope"], &["nope"]);
+    fails_with(&["train", "--backend", "cpu", "--dataset", "idx:/definitely/not/here"], &["/definitely/not/here"]);
+    fails_with(&["train", "--backend", "cuda"], &["built without CUDA support", "--features cuda"]);
+    fails_with(&["bench", "matmul", "--backend", "cpu", "--sizes", "0"], &["sizes"]);
+}
+
+#[test]
+fn adapter_index_out_of_range_fails_cleanly() {
+    // With adapters: "out of range"; without any: "no GPU adapter". Either way no panic.
+    let out = gpulab(&["train", "--backend", "gpu:99", "--epochs", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && !err.contains("panicked"), "{err}");
+    assert!(err.contains("out of range") || err.contains("no GPU adapter"), "{err}");
+}
+
+#[test]
+fn info_json_lists_cpu_and_adapters() {
+    let out = gpulab(&["info", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["cpu"]["threads"].as_u64().unwrap() >= 1);
+    let adapters = v["adapters"].as_array().unwrap();
+    if crate::common::require_gpu() {
+        assert!(!adapters.is_empty(), "GPULAB_REQUIRE_GPU=1 but info lists no adapter");
+    }
+    for a in adapters {
+        assert!(a["name"].is_string() && a["features"].is_array() && a["limits"]["max_buffer_size"].is_u64());
+        if a["device_type"] == "Cpu" {
+            assert_eq!(a["software"], true, "a CPU-type adapter is flagged as a software GPU");
+        }
+    }
+}
+
+#[test]
+fn bench_matmul_json_rows_have_n_and_gflops() {
+    let out = gpulab(&["bench", "matmul", "--backend", "cpu", "--sizes", "32,65", "--runs", "2", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.iter().map(|r| r["n"].as_u64().unwrap()).collect::<Vec<_>>(), [32, 65]);
+    assert!(rows.iter().all(|r| r["gflops"].as_f64().unwrap() > 0.0));
+}
+
+#[test]
+fn bench_train_json_has_samples_per_second() {
+    let out = gpulab(&["bench", "train", "--backend", "cpu", "--input", "20", "--hidden", "16", "--classes", "3", "--batch", "8,16", "--seconds", "0.05", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| r["samples_per_s"].as_f64().unwrap() > 0.0));
+}
+
+#[test]
+fn train_cpu_prints_a_labelled_summary() {
+    let out = gpulab(&["train", "--backend", "cpu", "--epochs", "2", "--hidden", "32"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("validation acc") && text.contains("(measured)"), "{text}");
+    assert!(text.contains("GPU busy:       unavailable (CPU backend)"), "{text}");
+}

@@ -1,0 +1,278 @@
+//! Every GPU kernel against the CPU reference on random inputs, including odd shapes that are
+//! not multiples of any workgroup size. Output buffers are poisoned with NaN first, so an
+//! element a kernel forgets to write fails the comparison.
+
+use gpulab::device::CpuBackend;
+use gpulab::device::gpu::{GpuBackend, MatmulVariant};
+use gpulab::tensor::{AdamW, Backend, DType, MemCategory as M, Sgd};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+
+use crate::common::{assert_close, random, with_gpu};
+
+const TOL: f32 = 1e-5;
+
+fn nan(n: usize) -> Vec<f32> {
+    vec![f32::NAN; n]
+}
+
+fn matmul<B: Backend>(b: &mut B, a: &[f32], bm: &[f32], c0: &[f32], (m, n, k): (usize, usize, usize), ta: bool, tb: bool, acc: bool) -> Vec<f32> {
+    let a = b.upload_f32(a, if ta { [k, m] } else { [m, k] }, M::Inputs).unwrap();
+    let bm = b.upload_f32(bm, if tb { [n, k] } else { [k, n] }, M::Inputs).unwrap();
+    let mut c = b.upload_f32(c0, [m, n], M::Activations).unwrap();
+    b.matmul(&a, &bm, &mut c, ta, tb, acc).unwrap();
+    b.read_f32(&c).unwrap()
+}
+
+fn check_matmul(gpu: &mut GpuBackend, variant: MatmulVariant, (m, n, k): (usize, usize, usize), ta: bool, tb: bool, acc: bool, seed: u64) {
+    gpu.set_matmul_variant(variant);
+    let a = random(m * k, seed, -1.0, 1.0);
+    let bm = random(k * n, seed + 1, -1.0, 1.0);
+    let c0 = if acc { random(m * n, seed + 2, -1.0, 1.0) } else { nan(m * n) };
+    let want = matmul(&mut CpuBackend::new(), &a, &bm, &c0, (m, n, k), ta, tb, acc);
+    let got = matmul(gpu, &a, &bm, &c0, (m, n, k), ta, tb, acc);
+    assert_close(&format!("matmul {variant:?} {m}x{n}x{k} ta={ta} tb={tb} acc={acc}"), &got, &want, TOL);
+}
+
+#[test]
+fn matmul_fixed_odd_shapes_all_variants() {
+    with_gpu("matmul_fixed_odd_shapes_all_variants", |gpu| {
+        let before = gpu.matmul_variant();
+        for variant in MatmulVariant::ALL {
+            for shape in [(1, 1, 1), (17, 33, 9), (64, 64, 64), (65, 31, 129), (3, 200, 7), (130, 1, 70)] {
+                for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                    check_matmul(gpu, variant, shape, ta, tb, false, 11);
+                    check_matmul(gpu, variant, shape, ta, tb, true, 12);
+                }
+            }
+        }
+        gpu.set_matmul_variant(before);
+    });
+}
+
+#[test]
+fn matmul_random_shapes_property() {
+    with_gpu("matmul_random_shapes_property", |gpu| {
+        let before = gpu.matmul_variant();
+        let mut runner = TestRunner::new(Config { cases: 48, ..Config::default() });
+        // proptest wants an `Fn`; the shared backend is borrowed per case.
+        let cell = std::cell::RefCell::new(&mut *gpu);
+        let strategy = (1usize..90, 1usize..90, 1usize..90, any::<bool>(), any::<bool>(), any::<bool>(), 0usize..2, any::<u64>());
+        runner
+            .run(&strategy, |(m, n, k, ta, tb, acc, v, seed)| {
+                check_matmul(&mut cell.borrow_mut(), MatmulVariant::ALL[v], (m, n, k), ta, tb, acc, seed);
+                Ok(())
+            })
+            .unwrap();
+        gpu.set_matmul_variant(before);
+    });
+}
+
+/// Runs the same element-wise op sequence on a backend and returns every output.
+fn elementwise<B: Backend>(b: &mut B, x: &[f32], y: &[f32], shape: [usize; 2]) -> Vec<Vec<f32>> {
+    let n = shape[0] * shape[1];
+    let mut out = Vec::new();
+    let mut t = b.upload_f32(x, shape, M::Activations).unwrap();
+    b.relu(&mut t).unwrap();
+    out.push(b.read_f32(&t).unwrap());
+    let act = b.upload_f32(y, shape, M::Activations).unwrap();
+    let mut g = b.upload_f32(x, shape, M::Gradients).unwrap();
+    b.relu_backward(&mut g, &act).unwrap();
+    out.push(b.read_f32(&g).unwrap());
+    let bias = b.upload_f32(&y[..shape[1]], [1, shape[1]], M::Parameters).unwrap();
+    let mut t = b.upload_f32(x, shape, M::Activations).unwrap();
+    b.bias_add(&mut t, &bias).unwrap();
+    out.push(b.read_f32(&t).unwrap());
+    b.scale(&mut t, -0.37).unwrap();
+    out.push(b.read_f32(&t).unwrap());
+    let mut dst = b.upload_f32(&nan(n), shape, M::Activations).unwrap();
+    b.copy(&t, &mut dst).unwrap();
+    out.push(b.read_f32(&dst).unwrap());
+    b.fill(&mut dst, 2.5).unwrap();
+    out.push(b.read_f32(&dst).unwrap());
+    let z = b.zeros(shape, DType::F32, M::Other).unwrap();
+    out.push(b.read_f32(&z).unwrap());
+    out
+}
+
+#[test]
+fn elementwise_ops_match_cpu() {
+    with_gpu("elementwise_ops_match_cpu", |gpu| {
+        for (i, shape) in [[1, 1], [17, 33], [3, 257], [256, 4], [1, 1000]].into_iter().enumerate() {
+            let n = shape[0] * shape[1];
+            let x = random(n, 100 + i as u64, -2.0, 2.0);
+            let y = random(n, 200 + i as u64, -2.0, 2.0);
+            let want = elementwise(&mut CpuBackend::new(), &x, &y, shape);
+            let got = elementwise(gpu, &x, &y, shape);
+            for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_close(&format!("elementwise op {j} shape {shape:?}"), g, w, TOL);
+            }
+        }
+    });
+}
+
+#[test]
+fn u32_fill_copy_and_zeros_keep_bits() {
+    with_gpu("u32_fill_copy_and_zeros_keep_bits", |gpu| {
+        let data: Vec<u32> = (0..37).map(|i| i * 2_654_435_761u32).collect();
+        let src = gpu.upload_u32(&data, [1, 37], M::Inputs).unwrap();
+        let mut dst = gpu.upload_u32(&[7; 37], [1, 37], M::Inputs).unwrap();
+        gpu.copy(&src, &mut dst).unwrap();
+        assert_eq!(gpu.read_u32(&dst).unwrap(), data);
+        gpu.fill(&mut dst, 5.0).unwrap();
+        assert_eq!(gpu.read_u32(&dst).unwrap(), vec![5; 37]);
+        let z = gpu.zeros([3, 5], DType::U32, M::Other).unwrap();
+        assert_eq!(gpu.read_u32(&z).unwrap(), vec![0; 15]);
+    });
+}
+
+/// Spills past 65535 workgroups in x, so the y dimension of the dispatch is exercised.
+#[test]
+fn large_elementwise_spills_into_second_dispatch_dimension() {
+    with_gpu("large_elementwise_spills_into_second_dispatch_dimension", |gpu| {
+        let n = 65_535 * 256 + 1_000;
+        let x: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
+        let mut t = gpu.upload_f32(&x, [1, n], M::Activations).unwrap();
+        gpu.scale(&mut t, 0.5).unwrap();
+        let got = gpu.read_f32(&t).unwrap();
+        for i in [0, 1, 65_535 * 256 - 1, 65_535 * 256, n - 1] {
+            assert_eq!(got[i], x[i] * 0.5, "element {i}");
+        }
+        assert!(got.iter().zip(&x).all(|(g, x)| *g == x * 0.5));
+    });
+}
+
+fn reductions<B: Backend>(b: &mut B, x: &[f32], labels: &[u32], shape: [usize; 2]) -> (Vec<Vec<f32>>, Vec<Vec<u32>>) {
+    let [r, c] = shape;
+    let xt = b.upload_f32(x, shape, M::Activations).unwrap();
+    let mut cols = b.upload_f32(&nan(c), [1, c], M::Gradients).unwrap();
+    b.sum_cols(&xt, &mut cols).unwrap();
+    let mut rows = b.upload_f32(&nan(r), [1, r], M::Other).unwrap();
+    b.sum_rows(&xt, &mut rows).unwrap();
+    let mut acc = b.upload_f32(&[1.5, -2.0], [1, 2], M::Other).unwrap();
+    b.accumulate_sum(&xt, &mut acc, 1).unwrap();
+    b.accumulate_sum(&xt, &mut acc, 1).unwrap();
+    let lab = b.upload_u32(labels, [1, r], M::Inputs).unwrap();
+    let mut am = b.upload_u32(&vec![u32::MAX; r], [1, r], M::Other).unwrap();
+    b.argmax_rows(&xt, &mut am).unwrap();
+    let mut correct = b.upload_u32(&[3, 4, 5], [1, 3], M::Other).unwrap();
+    b.count_correct(&xt, &lab, &mut correct, 2).unwrap();
+    (
+        vec![b.read_f32(&cols).unwrap(), b.read_f32(&rows).unwrap(), b.read_f32(&acc).unwrap()],
+        vec![b.read_u32(&am).unwrap(), b.read_u32(&correct).unwrap()],
+    )
+}
+
+#[test]
+fn reductions_match_cpu() {
+    with_gpu("reductions_match_cpu", |gpu| {
+        for (i, shape) in [[1, 1], [17, 33], [300, 10], [5, 700], [1025, 3]].into_iter().enumerate() {
+            let [r, c] = shape;
+            let x = random(r * c, 300 + i as u64, -1.0, 1.0);
+            let labels: Vec<u32> = random(r, 400 + i as u64, 0.0, c as f32).iter().map(|v| *v as u32).collect();
+            let (wf, wu) = reductions(&mut CpuBackend::new(), &x, &labels, shape);
+            let (gf, gu) = reductions(gpu, &x, &labels, shape);
+            for (j, (g, w)) in gf.iter().zip(&wf).enumerate() {
+                // Sums of up to 3500 terms in a different order: allow rounding of that size.
+                assert_close(&format!("reduction {j} shape {shape:?}"), g, w, 1e-4);
+            }
+            assert_eq!(gu, wu, "argmax / correct count, shape {shape:?}");
+            assert_eq!(gu[1][..2], [3, 4], "other accumulator slots untouched");
+        }
+    });
+}
+
+fn xent<B: Backend>(b: &mut B, logits: &[f32], labels: &[u32], shape: [usize; 2], scale: f32) -> Vec<Vec<f32>> {
+    let [r, c] = shape;
+    let l = b.upload_f32(logits, shape, M::Activations).unwrap();
+    let y = b.upload_u32(labels, [1, r], M::Inputs).unwrap();
+    let mut loss = b.upload_f32(&nan(r), [1, r], M::Activations).unwrap();
+    let mut grad = b.upload_f32(&nan(r * c), shape, M::Gradients).unwrap();
+    b.softmax_xent(&l, &y, &mut loss, Some(&mut grad), scale).unwrap();
+    let mut loss_only = b.upload_f32(&nan(r), [1, r], M::Activations).unwrap();
+    b.softmax_xent(&l, &y, &mut loss_only, None, 1.0).unwrap();
+    vec![b.read_f32(&loss).unwrap(), b.read_f32(&grad).unwrap(), b.read_f32(&loss_only).unwrap()]
+}
+
+#[test]
+fn softmax_cross_entropy_matches_cpu() {
+    with_gpu("softmax_cross_entropy_matches_cpu", |gpu| {
+        for (i, shape) in [[1, 2], [17, 10], [64, 33], [3, 1000], [200, 7]].into_iter().enumerate() {
+            let [r, c] = shape;
+            // Large logits check the max-subtraction that keeps exp() finite.
+            let logits = random(r * c, 500 + i as u64, -30.0, 30.0);
+            let labels: Vec<u32> = (0..r).map(|j| (j * 7 % c) as u32).collect();
+            let want = xent(&mut CpuBackend::new(), &logits, &labels, shape, 1.0 / r as f32);
+            let got = xent(gpu, &logits, &labels, shape, 1.0 / r as f32);
+            for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_close(&format!("softmax_xent output {j} shape {shape:?}"), g, w, TOL);
+            }
+        }
+    });
+}
+
+#[test]
+fn softmax_cross_entropy_out_of_range_label_is_nan_on_both() {
+    with_gpu("softmax_cross_entropy_out_of_range_label_is_nan_on_both", |gpu| {
+        let logits = random(6, 1, -1.0, 1.0);
+        let want = xent(&mut CpuBackend::new(), &logits, &[0, 3], [2, 3], 1.0);
+        let got = xent(gpu, &logits, &[0, 3], [2, 3], 1.0);
+        assert!(want[0][1].is_nan() && got[0][1].is_nan());
+        assert!(!got[0][0].is_nan());
+    });
+}
+
+fn optim<B: Backend>(b: &mut B, p0: &[f32], g0: &[f32], shape: [usize; 2]) -> Vec<Vec<f32>> {
+    let n = shape[0] * shape[1];
+    let g = b.upload_f32(g0, shape, M::Gradients).unwrap();
+    let mut p = b.upload_f32(p0, shape, M::Parameters).unwrap();
+    let mut v = b.zeros(shape, DType::F32, M::OptimizerState).unwrap();
+    let sgd = Sgd { lr: 0.1, momentum: 0.9, weight_decay: 1e-3 };
+    for _ in 0..3 {
+        b.sgd_step(&mut p, &g, &mut v, sgd).unwrap();
+    }
+    let mut out = vec![b.read_f32(&p).unwrap(), b.read_f32(&v).unwrap()];
+    let mut p = b.upload_f32(p0, shape, M::Parameters).unwrap();
+    let mut m1 = b.upload_f32(&vec![0.0; n], shape, M::OptimizerState).unwrap();
+    let mut m2 = b.upload_f32(&vec![0.0; n], shape, M::OptimizerState).unwrap();
+    let adam = AdamW { lr: 1e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01 };
+    for step in 1..=3 {
+        b.adamw_step(&mut p, &g, &mut m1, &mut m2, adam, step).unwrap();
+    }
+    out.extend([b.read_f32(&p).unwrap(), b.read_f32(&m1).unwrap(), b.read_f32(&m2).unwrap()]);
+    out
+}
+
+#[test]
+fn optimizer_updates_match_cpu() {
+    with_gpu("optimizer_updates_match_cpu", |gpu| {
+        for (i, shape) in [[1, 1], [17, 33], [257, 3]].into_iter().enumerate() {
+            let n = shape[0] * shape[1];
+            let p = random(n, 600 + i as u64, -1.0, 1.0);
+            let g = random(n, 700 + i as u64, -0.5, 0.5);
+            let want = optim(&mut CpuBackend::new(), &p, &g, shape);
+            let got = optim(gpu, &p, &g, shape);
+            for (j, (gv, w)) in got.iter().zip(&want).enumerate() {
+                assert_close(&format!("optimizer output {j} shape {shape:?}"), gv, w, TOL);
+            }
+        }
+    });
+}
+
+/// Mistakes in shapes are errors on every backend, never panics or silent garbage.
+#[test]
+fn shape_mismatches_are_errors() {
+    fn check<B: Backend>(b: &mut B) {
+        let a = b.zeros([2, 3], DType::F32, M::Other).unwrap();
+        let w = b.zeros([4, 5], DType::F32, M::Other).unwrap();
+        let mut c = b.zeros([2, 5], DType::F32, M::Other).unwrap();
+        let e = b.matmul(&a, &w, &mut c, false, false, false).unwrap_err();
+        assert!(e.to_string().contains("inner dimensions"), "{e}");
+        let labels = b.zeros([1, 2], DType::F32, M::Other).unwrap();
+        let mut loss = b.zeros([1, 2], DType::F32, M::Other).unwrap();
+        assert!(b.softmax_xent(&a, &labels, &mut loss, None, 1.0).is_err(), "f32 labels must be refused");
+        assert!(b.upload_f32(&[1.0; 5], [2, 3], M::Other).is_err());
+    }
+    check(&mut CpuBackend::new());
+    with_gpu("shape_mismatches_are_errors", |gpu| check(gpu));
+}

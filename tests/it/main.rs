@@ -1,0 +1,8 @@
+//! One integration-test crate with a module per area (ripgrep's layout).
+
+mod cli;
+mod common;
+mod data;
+mod kernels;
+mod ledger;
+mod training;
