@@ -70,3 +70,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
     }
 }
+
+// The same for narrow rows (e.g. 10 classes): one invocation per row, no workgroup memory and
+// no barriers, which cost far more than the arithmetic on software adapters.
+@compute @workgroup_size({{WG}})
+fn rowwise(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let row = gid.x + gid.y * nwg.x * {{WG}}u;
+    if row >= p.rows { return; }
+    let base = row * p.cols;
+    var row_max = -3.4028235e38;
+    for (var j = 0u; j < p.cols; j += 1u) { row_max = max(row_max, logits[base + j]); }
+    var sum = 0.0;
+    for (var j = 0u; j < p.cols; j += 1u) { sum += exp(logits[base + j] - row_max); }
+    let label = labels[row];
+    if label < p.cols {
+        loss[row] = row_max + log(sum) - logits[base + label];
+    } else {
+        loss[row] = bitcast<f32>(0x7fc00000u);
+    }
+    if p.write_grad != 0u {
+        for (var j = 0u; j < p.cols; j += 1u) {
+            let prob = exp(logits[base + j] - row_max) / sum;
+            grad[base + j] = (prob - select(0.0, 1.0, j == label)) * p.scale;
+        }
+    }
+}

@@ -60,6 +60,7 @@ pub fn bench_train<B: Backend>(b: &mut B, cfg: &TrainBenchConfig) -> Result<Trai
         model.train_step(b, &mut ws)?;
         b.flush()
     };
+    b.prepare()?;
     for i in 0..10 {
         step(b, i)?;
     }

@@ -136,6 +136,12 @@ pub trait Backend {
     fn scale(&mut self, t: &mut Self::Tensor, alpha: f32) -> Result<()>;
     fn copy(&mut self, src: &Self::Tensor, dst: &mut Self::Tensor) -> Result<()>;
 
+    /// Compiles whatever the backend compiles lazily (GPU pipelines), so timed work that
+    /// follows does not pay for it. A no-op where nothing is compiled.
+    fn prepare(&mut self) -> Result<()> {
+        Ok(())
+    }
+
     /// Submits recorded work (no-op on the CPU). A training step calls it once.
     fn flush(&mut self) -> Result<()>;
     /// Waits until all submitted work has finished.

@@ -197,7 +197,8 @@ fn xent<B: Backend>(b: &mut B, logits: &[f32], labels: &[u32], shape: [usize; 2]
 #[test]
 fn softmax_cross_entropy_matches_cpu() {
     with_gpu("softmax_cross_entropy_matches_cpu", |gpu| {
-        for (i, shape) in [[1, 2], [17, 10], [64, 33], [3, 1000], [200, 7]].into_iter().enumerate() {
+        // Up to 64 columns run the thread-per-row kernel, wider rows the workgroup-per-row one.
+        for (i, shape) in [[1, 2], [17, 10], [64, 33], [2, 64], [9, 65], [3, 1000], [200, 7]].into_iter().enumerate() {
             let [r, c] = shape;
             // Large logits check the max-subtraction that keeps exp() finite.
             let logits = random(r * c, 500 + i as u64, -30.0, 30.0);

@@ -33,6 +33,7 @@ pub enum Kernel {
     Scale,
     Copy,
     SoftmaxXent,
+    SoftmaxXentRowwise,
     SumCols,
     SumRows,
     ArgmaxRows,
@@ -40,6 +41,28 @@ pub enum Kernel {
     CountCorrect,
     Sgd,
     AdamW,
+}
+
+impl Kernel {
+    /// Every kernel that is not a matmul variant (those are compiled per chosen variant).
+    pub const SIMPLE: [Kernel; 16] = [
+        Kernel::Relu,
+        Kernel::ReluBackward,
+        Kernel::BiasAdd,
+        Kernel::Fill,
+        Kernel::FillBits,
+        Kernel::Scale,
+        Kernel::Copy,
+        Kernel::SoftmaxXent,
+        Kernel::SoftmaxXentRowwise,
+        Kernel::SumCols,
+        Kernel::SumRows,
+        Kernel::ArgmaxRows,
+        Kernel::AccumulateSum,
+        Kernel::CountCorrect,
+        Kernel::Sgd,
+        Kernel::AdamW,
+    ];
 }
 
 struct KernelDef {
@@ -64,6 +87,7 @@ impl Kernel {
             Scale => ("elementwise.wgsl", ELEMENTWISE, "scale"),
             Copy => ("elementwise.wgsl", ELEMENTWISE, "copy"),
             SoftmaxXent => ("softmax_xent.wgsl", SOFTMAX_XENT, "main"),
+            SoftmaxXentRowwise => ("softmax_xent.wgsl", SOFTMAX_XENT, "rowwise"),
             SumCols => ("reduce.wgsl", REDUCE, "sum_cols"),
             SumRows => ("reduce.wgsl", REDUCE, "sum_rows"),
             ArgmaxRows => ("reduce.wgsl", REDUCE, "argmax_rows"),

@@ -26,6 +26,9 @@ const STORAGE: wgpu::BufferUsages =
     wgpu::BufferUsages::STORAGE.union(wgpu::BufferUsages::COPY_SRC).union(wgpu::BufferUsages::COPY_DST);
 const STAGING: wgpu::BufferUsages = wgpu::BufferUsages::MAP_READ.union(wgpu::BufferUsages::COPY_DST);
 
+/// Up to this many classes, softmax-cross-entropy runs one thread per row.
+const ROWWISE_MAX_COLS: usize = 64;
+
 /// Errors wgpu reports outside an error scope, kept until the next check.
 #[derive(Default)]
 struct ErrorSink {
@@ -350,8 +353,15 @@ impl Backend for GpuBackend {
         let write_grad = grad.is_some() as u32;
         let grad_buf = grad.map(|g| g.buffer().clone()).unwrap_or_else(|| self.dummy.clone());
         let params = [u32_len(rows, "softmax_xent")?, u32_len(cols, "softmax_xent")?, grad_scale.to_bits(), write_grad];
-        let g = self.rows_grid(rows);
-        self.run(Kernel::SoftmaxXent, 0, &params, &[(1, logits.buffer()), (2, labels.buffer()), (3, loss_rows.buffer()), (4, &grad_buf)], g)
+        let bindings = [(1, logits.buffer()), (2, labels.buffer()), (3, loss_rows.buffer()), (4, &grad_buf)];
+        // Narrow rows: a thread per row beats a workgroup per row with its barriers.
+        if cols <= ROWWISE_MAX_COLS {
+            let g = self.grid(rows);
+            self.run(Kernel::SoftmaxXentRowwise, 0, &params, &bindings, g)
+        } else {
+            let g = self.rows_grid(rows);
+            self.run(Kernel::SoftmaxXent, 0, &params, &bindings, g)
+        }
     }
 
     fn sum_cols(&mut self, x: &GpuTensor, out: &mut GpuTensor) -> Result<()> {
@@ -447,6 +457,18 @@ impl Backend for GpuBackend {
         checks::same_shape("copy", src, dst)?;
         let n = u32_len(src.numel(), "copy")?;
         self.elementwise(Kernel::Copy, n as usize, [n, 0, 0, 0], &[(3, dst.buffer()), (4, src.buffer())])
+    }
+
+    fn prepare(&mut self) -> Result<()> {
+        let matmul = match self.matmul {
+            MatmulVariant::RegBlock => Kernel::MatmulRegBlock,
+            MatmulVariant::Tiled => Kernel::MatmulTiled,
+        };
+        let keys = Kernel::SIMPLE.iter().map(|&k| (k, 0)).chain((0..4).map(|v| (matmul, v)));
+        for (kernel, variant) in keys {
+            self.pipelines.get(&self.device, PipelineKey { kernel, dtype: DType::F32, variant })?;
+        }
+        Ok(())
     }
 
     fn flush(&mut self) -> Result<()> {
