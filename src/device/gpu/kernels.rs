@@ -15,11 +15,10 @@ const ELEMENTWISE: &str = include_str!("../../../shaders/elementwise.wgsl");
 const SOFTMAX_XENT: &str = include_str!("../../../shaders/softmax_xent.wgsl");
 const REDUCE: &str = include_str!("../../../shaders/reduce.wgsl");
 const OPTIMIZER: &str = include_str!("../../../shaders/optimizer.wgsl");
+const TRANSPOSE: &str = include_str!("../../../shaders/transpose.wgsl");
 
 /// Workgroup size of the 1-D kernels.
 pub const WG: u32 = 256;
-/// Workgroup edge of the register-blocked matmul (each invocation computes 4×4 outputs).
-pub const MATMUL_WG: u32 = 8;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kernel {
@@ -41,11 +40,12 @@ pub enum Kernel {
     CountCorrect,
     Sgd,
     AdamW,
+    Transpose,
 }
 
 impl Kernel {
     /// Every kernel that is not a matmul variant (those are compiled per chosen variant).
-    pub const SIMPLE: [Kernel; 16] = [
+    pub const SIMPLE: [Kernel; 17] = [
         Kernel::Relu,
         Kernel::ReluBackward,
         Kernel::BiasAdd,
@@ -62,6 +62,7 @@ impl Kernel {
         Kernel::CountCorrect,
         Kernel::Sgd,
         Kernel::AdamW,
+        Kernel::Transpose,
     ];
 }
 
@@ -69,8 +70,6 @@ struct KernelDef {
     file: &'static str,
     source: &'static str,
     entry: &'static str,
-    /// Compiled without wgpu's runtime bounds checks (see `PipelineCache::get`).
-    trusted: bool,
 }
 
 impl Kernel {
@@ -95,9 +94,9 @@ impl Kernel {
             CountCorrect => ("reduce.wgsl", REDUCE, "count_correct"),
             Sgd => ("optimizer.wgsl", OPTIMIZER, "sgd"),
             AdamW => ("optimizer.wgsl", OPTIMIZER, "adamw"),
+            Transpose => ("transpose.wgsl", TRANSPOSE, "main"),
         };
-        let trusted = matches!(self, MatmulRegBlock | MatmulTiled);
-        KernelDef { file, source, entry, trusted }
+        KernelDef { file, source, entry }
     }
 }
 
@@ -120,7 +119,8 @@ pub fn render(source: &str, values: &[(&str, String)]) -> Result<String> {
 pub struct PipelineKey {
     pub kernel: Kernel,
     pub dtype: DType,
-    /// Kernel-specific: for matmul, bit 0 = transpose A, bit 1 = transpose B.
+    /// Kernel-specific: for matmul, bit 0 = transpose A, bit 1 = transpose B, bits 2/3 = A/B
+    /// rows allow vec4 loads.
     pub variant: u32,
 }
 
@@ -140,23 +140,18 @@ impl PipelineCache {
             def.source,
             &[
                 ("DT", key.dtype.wgsl().to_string()),
-                ("WG", if matches!(key.kernel, Kernel::MatmulRegBlock) { MATMUL_WG } else { WG }.to_string()),
+                ("WG", WG.to_string()),
                 ("TA", flag(1)),
                 ("TB", flag(2)),
+                ("VA", flag(4)),
+                ("VB", flag(8)),
             ],
         )?;
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let desc = wgpu::ShaderModuleDescriptor { label: Some(def.file), source: wgpu::ShaderSource::Wgsl(source.into()) };
-        let module = if def.trusted {
-            // SAFETY: a trusted kernel clamps every index it loads or stores to the matrix shape,
-            // and the host checks each shape against its buffer before dispatch, so no access
-            // leaves its binding. Dropping wgpu's per-access bounds checks (and the forced loop
-            // bound) roughly doubles GEMM speed on software adapters.
-            let checks = wgpu::ShaderRuntimeChecks { bounds_checks: false, ..wgpu::ShaderRuntimeChecks::checked() };
-            unsafe { device.create_shader_module_trusted(desc, checks) }
-        } else {
-            device.create_shader_module(desc)
-        };
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(def.file),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        });
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(def.entry),
             layout: None,
