@@ -7,7 +7,9 @@ pub mod bench;
 pub mod data;
 pub mod device;
 pub mod error;
+pub mod exercises;
 pub mod nn;
+pub mod report;
 pub mod tensor;
 pub mod train;
 

@@ -25,13 +25,13 @@ pub struct MatmulRow {
     pub max_rel_err: f64,
 }
 
-fn random(n: usize, seed: u64) -> Vec<f32> {
+pub fn random_matrix(n: usize, seed: u64) -> Vec<f32> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     (0..n).map(|_| rng.random_range(-1.0..1.0)).collect()
 }
 
 /// Median seconds of `runs` n×n×n matmuls (after a warm-up), and the product.
-fn time_matmul<B: Backend>(b: &mut B, a: &[f32], bm: &[f32], n: usize, runs: usize) -> Result<(f64, Vec<f32>)> {
+pub fn time_matmul<B: Backend>(b: &mut B, a: &[f32], bm: &[f32], n: usize, runs: usize) -> Result<(f64, Vec<f32>)> {
     let ta = b.upload_f32(a, [n, n], MemCategory::Inputs)?;
     let tb = b.upload_f32(bm, [n, n], MemCategory::Inputs)?;
     let mut tc = b.zeros([n, n], DType::F32, MemCategory::Activations)?;
@@ -57,8 +57,8 @@ pub fn bench_matmul(sizes: &[usize], runs: usize, cpu: bool, mut gpu: Option<&mu
     let mut rows = Vec::new();
     let mut cpu_b = CpuBackend::new();
     for &n in sizes {
-        let a = random(n * n, 1);
-        let bm = random(n * n, 2);
+        let a = random_matrix(n * n, 1);
+        let bm = random_matrix(n * n, 2);
         let (cpu_s, reference) = time_matmul(&mut cpu_b, &a, &bm, n, runs)?;
         let flops = 2.0 * (n as f64).powi(3);
         if cpu {

@@ -1,0 +1,61 @@
+//! Settings and helpers the training exercises share.
+
+use super::settings::{self, Settings, Value};
+use crate::data::{self, Dataset, DatasetSpec};
+use crate::error::Result;
+use crate::nn::OptimizerKind;
+use crate::train::TrainConfig;
+
+/// The model and data settings every training exercise has.
+pub fn training_settings(s: Settings, dataset: &str, hidden: &[u64], batch: i64, epochs: i64) -> Settings {
+    s.add("dataset", "Data set", "digits (embedded), shapes[:res=16,channels=1,n=4000,noise=0.1] (generated), or idx:DIR (MNIST files you have)", Value::Text(dataset.into()))
+        .add("hidden", "Hidden layers", "Widths of the hidden layers, e.g. 256,128", settings::list(hidden, 1, 16384))
+        .add("batch", "Batch size", "Samples per training step", settings::int(batch, 1, 65536))
+        .add("epochs", "Epochs", "Passes over the training data", settings::int(epochs, 1, 1000))
+        .add("lr", "Learning rate", "SGD step size", settings::float(0.05, 1e-6, 10.0))
+        .add("optimizer", "Optimizer", "SGD with momentum 0.9, or AdamW", settings::choice("sgd", &["sgd", "adamw"]))
+        .add("seed", "Seed", "Same seed, same data order and initial weights on every backend", settings::int(42, 0, i64::MAX))
+}
+
+pub fn dataset_spec(s: &Settings) -> Result<DatasetSpec> {
+    Ok(s.text("dataset")?.parse::<DatasetSpec>()?)
+}
+
+pub fn load_dataset(s: &Settings) -> Result<Dataset> {
+    Ok(data::load(&dataset_spec(s)?, s.int("seed")? as u64)?)
+}
+
+/// The training config from the shared settings, with `batch` overriding the setting.
+pub fn train_config(s: &Settings, batch: usize) -> Result<TrainConfig> {
+    let optimizer: OptimizerKind = s.choice("optimizer")?.parse()?;
+    let lr = s.float("lr")? as f32;
+    let cfg = TrainConfig {
+        hidden: s.list("hidden")?.into_iter().map(|v| v as usize).collect(),
+        batch,
+        epochs: s.int("epochs")? as usize,
+        // AdamW wants a far smaller step than SGD; the learner sets it explicitly.
+        lr,
+        optimizer,
+        momentum: 0.9,
+        weight_decay: 0.0,
+        seed: s.int("seed")? as u64,
+        log_every: 10,
+    };
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// Validation shared by the training exercises: the data spec parses and the config is sane.
+pub fn validate_training(s: &Settings) -> Result<()> {
+    dataset_spec(s)?;
+    train_config(s, s.int("batch")? as usize).map(|_| ())
+}
+
+pub fn percent(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+pub fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
+}
+

@@ -1,0 +1,56 @@
+//! The ten exercises behind one trait. The GUI, the CLI and the tests all drive
+//! `Exercise::run`, so whatever one shows, the others can produce and check.
+
+mod batch_sweep;
+mod common;
+mod cpu_vs_gpu;
+mod lessons;
+mod planned;
+pub mod settings;
+pub mod sink;
+
+pub use settings::{Setting, Settings, Value};
+pub use sink::{ChannelSink, CollectSink, Event, Sink};
+
+use crate::error::Result;
+use crate::report::Report;
+
+pub trait Exercise: Send + Sync {
+    /// The id used on the command line, e.g. `cpu-vs-gpu`.
+    fn id(&self) -> &'static str;
+    /// 1–10, the order of the chapter.
+    fn number(&self) -> u32;
+    fn title(&self) -> &'static str;
+    /// The lesson's markdown.
+    fn lesson(&self) -> &'static str {
+        lessons::text(self.number())
+    }
+    /// False for labs that are listed with their lesson but not built yet.
+    fn runnable(&self) -> bool {
+        true
+    }
+    /// The settings with their defaults (which finish in a few minutes on a 2-core machine).
+    fn settings(&self) -> Settings;
+    /// Checks the settings as a whole; `run` calls it too.
+    fn validate(&self, settings: &Settings) -> Result<()>;
+    /// Runs the lab, reporting to `sink`; returns the report (also when stopped early).
+    fn run(&self, settings: &Settings, sink: &mut dyn Sink) -> Result<Report>;
+}
+
+/// All ten, in the chapter's order.
+pub fn registry() -> Vec<Box<dyn Exercise>> {
+    let mut all: Vec<Box<dyn Exercise>> = vec![Box::new(cpu_vs_gpu::CpuVsGpu), Box::new(batch_sweep::BatchSweep)];
+    all.extend(planned::all().into_iter().map(|p| Box::new(p) as Box<dyn Exercise>));
+    all.sort_by_key(|e| e.number());
+    all
+}
+
+/// The exercise with this id (or number).
+pub fn find(id: &str) -> Option<Box<dyn Exercise>> {
+    registry().into_iter().find(|e| e.id() == id || e.number().to_string() == id)
+}
+
+/// The ids in order, for error messages.
+pub fn ids() -> Vec<&'static str> {
+    registry().iter().map(|e| e.id()).collect()
+}
