@@ -3,6 +3,7 @@
 //! One headless core — tensors on a CPU, wgpu or CUDA backend, an MLP, a training loop, data
 //! sets — driven by a thin CLI (and, later, a thin GUI). See `../shared/DESIGN.md`.
 
+pub mod app;
 pub mod bench;
 pub mod data;
 pub mod device;

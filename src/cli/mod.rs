@@ -4,6 +4,7 @@
 mod bench;
 mod info;
 mod progress;
+mod run;
 mod train;
 
 use clap::{Parser, Subcommand};
@@ -13,6 +14,15 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Open the lab, render the real window for --frames frames, save a PNG here, and exit.
+    #[arg(long, value_name = "PATH")]
+    screenshot: Option<std::path::PathBuf>,
+    /// The exercise to show at start (id or number), e.g. with --screenshot.
+    #[arg(long, value_name = "ID")]
+    exercise: Option<String>,
+    /// Frames to render before the screenshot is taken.
+    #[arg(long, default_value_t = 10)]
+    frames: u32,
 }
 
 #[derive(Subcommand)]
@@ -24,6 +34,10 @@ enum Command {
     /// Measure speed: GEMM GFLOP/s or training-step throughput.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// List the ten exercises, one per line, starting with the id.
+    List,
+    /// Run one exercise headless, with progress bars, and write its report.
+    Run(run::RunArgs),
 }
 
 pub fn try_main() -> anyhow::Result<()> {
@@ -32,11 +46,11 @@ pub fn try_main() -> anyhow::Result<()> {
         Some(Command::Info(a)) => info::run(a),
         Some(Command::Train(a)) => train::run(a),
         Some(Command::Bench(b)) => bench::run(b),
+        Some(Command::List) => run::list(),
+        Some(Command::Run(a)) => run::run(a),
         None => {
-            use clap::CommandFactory;
-            Cli::command().print_help()?;
-            println!("\nThe desktop lab is not built yet; start with `gpulab train --backend gpu`.");
-            Ok(())
+            let opts = gpulab::app::AppOptions { screenshot: cli.screenshot, exercise: cli.exercise, frames: cli.frames };
+            Ok(gpulab::app::run(opts)?)
         }
     }
 }

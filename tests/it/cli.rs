@@ -84,3 +84,35 @@ fn train_cpu_prints_a_labelled_summary() {
     assert!(text.contains("validation acc") && text.contains("(measured)"), "{text}");
     assert!(text.contains("GPU busy:       unavailable (CPU backend)"), "{text}");
 }
+
+#[test]
+fn list_prints_one_line_per_exercise_starting_with_its_id() {
+    let out = gpulab(&["list"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ids: Vec<&str> = text.lines().map(|l| l.split_whitespace().next().unwrap()).collect();
+    assert_eq!(ids, ["cpu-vs-gpu", "batch-sweep", "precision", "input-pipeline", "checkpoint", "distributed", "profiling", "inference-batching", "quantization", "platform"]);
+}
+
+#[test]
+fn run_writes_the_three_report_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("r");
+    let out = gpulab(&[
+        "run", "batch-sweep", "--set", "backend=cpu", "--set", "dataset=digits", "--set", "epochs=1", "--set", "batch_sizes=32,64",
+        "--out", out_dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for f in ["report.json", "report.csv", "report.md"] {
+        assert!(out_dir.join(f).is_file(), "{f} missing");
+    }
+    assert!(String::from_utf8_lossy(&out.stdout).contains("gave the highest throughput"));
+}
+
+#[test]
+fn run_refuses_unknown_ids_settings_and_unbuilt_labs() {
+    fails_with(&["run", "warp-drive"], &["unknown exercise", "cpu-vs-gpu"]);
+    fails_with(&["run", "cpu-vs-gpu", "--set", "batch=0"], &["batch", "outside"]);
+    fails_with(&["run", "cpu-vs-gpu", "--set", "epochs"], &["key=value"]);
+    fails_with(&["run", "precision"], &["not runnable yet"]);
+}

@@ -3,6 +3,7 @@
 mod cli;
 mod common;
 mod data;
+mod exercises;
 mod kernels;
 mod ledger;
 mod training;

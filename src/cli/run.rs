@@ -1,0 +1,87 @@
+use std::path::PathBuf;
+
+use clap::Args;
+use gpulab::exercises::{self, Event, Sink};
+use indicatif::ProgressBar;
+
+use super::progress;
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// Exercise id (see `gpulab list`) or number.
+    id: String,
+    /// Override a setting, e.g. --set batch=128 --set backends=cpu,gpu:0 (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Folder for report.json, report.csv and report.md.
+    #[arg(long, default_value = "gpulab-report")]
+    out: PathBuf,
+    /// Print the settings with their defaults and exit.
+    #[arg(long)]
+    show_settings: bool,
+}
+
+pub fn list() -> anyhow::Result<()> {
+    for e in exercises::registry() {
+        let state = if e.runnable() { "" } else { "  (lesson only: not runnable yet)" };
+        println!("{:<20} {:>2}. {}{state}", e.id(), e.number(), e.title());
+    }
+    Ok(())
+}
+
+/// Progress bars for a headless run; events that matter are printed above them.
+struct CliSink {
+    bar: ProgressBar,
+}
+
+impl Sink for CliSink {
+    fn emit(&mut self, ev: Event) {
+        match ev {
+            Event::Phase(p) => {
+                self.bar.suspend(|| eprintln!("== {p}"));
+                self.bar.set_prefix(p);
+                self.bar.set_position(0);
+            }
+            Event::Progress { done, total } => {
+                self.bar.set_length(total);
+                self.bar.set_position(done);
+            }
+            Event::Log(l) => self.bar.suspend(|| eprintln!("   {l}")),
+            Event::Point { .. } | Event::Table(_) | Event::Finished(_) | Event::Failed(_) => {}
+        }
+    }
+    fn stop_requested(&self) -> bool {
+        false
+    }
+}
+
+pub fn run(a: RunArgs) -> anyhow::Result<()> {
+    let ex = exercises::find(&a.id).ok_or_else(|| anyhow::anyhow!("unknown exercise {:?}; known: {}", a.id, exercises::ids().join(", ")))?;
+    let mut settings = ex.settings();
+    settings.apply(&a.set)?;
+    if a.show_settings {
+        for s in &settings.0 {
+            println!("{:<16} = {:<24} {}", s.key, s.value.to_text(), s.help);
+        }
+        return Ok(());
+    }
+    ex.validate(&settings)?;
+    let mut sink = CliSink { bar: progress::bar(0, ex.title()) };
+    let report = ex.run(&settings, &mut sink);
+    sink.bar.finish_and_clear();
+    let report = report?;
+    let paths = gpulab::report::write_all(&report, &a.out)?;
+    println!("{}\n", report.title);
+    println!("{}", report.verdict.summary);
+    for e in &report.verdict.evidence {
+        println!("  - {e}");
+    }
+    for n in &report.notes {
+        println!("note: {n}");
+    }
+    println!();
+    for p in paths {
+        println!("wrote {}", p.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! The exercises headless, as the CLI and the GUI run them: tiny configs to completion, the
+//! tables and verdicts they promise, settings that refuse bad values, reports that round-trip.
+
+use gpulab::exercises::{self, CollectSink, Event, Settings};
+use gpulab::report::{self, Cell, Report};
+
+use crate::common::require_gpu;
+
+fn settings(id: &str, pairs: &[&str]) -> Settings {
+    let ex = exercises::find(id).unwrap();
+    let mut s = ex.settings();
+    s.apply(&pairs.iter().map(|p| p.to_string()).collect::<Vec<_>>()).unwrap();
+    s
+}
+
+fn run(id: &str, s: &Settings) -> (Report, Vec<Event>) {
+    let mut sink = CollectSink::default();
+    let report = exercises::find(id).unwrap().run(s, &mut sink).unwrap();
+    (report, sink.events)
+}
+
+fn text(c: &Cell) -> String {
+    match c {
+        Cell::Text(t) => t.clone(),
+        Cell::Num(v) => v.to_string(),
+        Cell::Empty => String::new(),
+    }
+}
+
+#[test]
+fn registry_lists_the_ten_in_order_with_lessons() {
+    let all = exercises::registry();
+    let ids: Vec<_> = all.iter().map(|e| e.id()).collect();
+    assert_eq!(ids, ["cpu-vs-gpu", "batch-sweep", "precision", "input-pipeline", "checkpoint", "distributed", "profiling", "inference-batching", "quantization", "platform"]);
+    for (i, e) in all.iter().enumerate() {
+        assert_eq!(e.number() as usize, i + 1);
+        assert!(e.lesson().starts_with(&format!("# {} ", i + 1)), "lesson {} heading", i + 1);
+        assert_eq!(e.runnable(), i < 2, "{}", e.id());
+        if !e.runnable() {
+            let err = e.run(&e.settings(), &mut CollectSink::default()).unwrap_err().to_string();
+            assert!(err.contains("not runnable yet"), "{err}");
+        }
+    }
+}
+
+#[test]
+fn cpu_vs_gpu_runs_to_a_computed_verdict() {
+    use gpulab::device::gpu::adapters;
+    let has_gpu = require_gpu() || !adapters::enumerate(&adapters::instance()).is_empty();
+    let backends = if has_gpu { "cpu,gpu" } else { "cpu" };
+    let s = settings("cpu-vs-gpu", &[&format!("backends={backends}"), "epochs=1", "sweep_sizes=16,48", "sweep_runs=1", "hidden=32"]);
+    let (r, events) = run("cpu-vs-gpu", &s);
+    let training = r.table("Training").unwrap();
+    assert_eq!(training.rows.len(), backends.split(',').count());
+    assert!(training.rows.iter().all(|row| text(row.last().unwrap()) == "ok"), "{:?}", training.rows);
+    let sweep = r.table("Matmul sweep").unwrap();
+    assert_eq!(sweep.rows.len(), 2);
+    assert!(r.chart("gflops").unwrap().series.iter().all(|s| s.points.len() == 2));
+    assert!(!r.verdict.summary.is_empty());
+    if backends.contains("gpu") {
+        // The verdict quotes the measured times, so it changes with the numbers.
+        assert!(r.verdict.summary.contains(" s against ") && r.verdict.summary.contains('×'), "{}", r.verdict.summary);
+        assert!(r.figures.iter().any(|f| f.label.contains("speedup")));
+        for b in r.metadata.backends.iter().filter(|b| b.software) {
+            assert!(r.notes.iter().any(|n| n.contains("software GPU: runs on your CPU")), "{b:?}");
+        }
+    }
+    assert!(events.iter().any(|e| matches!(e, Event::Point { chart, .. } if chart == "loss")));
+    assert!(events.iter().any(|e| matches!(e, Event::Phase(p) if p.contains("matmul sweep"))));
+}
+
+#[test]
+fn batch_sweep_reports_memory_and_an_out_of_memory_row_then_continues() {
+    // 0.6 MiB fits batch 16 of the digits MLP but not batch 2048; batch 32 after it must still run.
+    let s = settings("batch-sweep", &["backend=cpu", "dataset=digits", "hidden=64", "epochs=1", "batch_sizes=16,2048,32", "vram_budget_mib=0.6"]);
+    let (r, _) = run("batch-sweep", &s);
+    let t = r.table("Batch sizes").unwrap();
+    let status: Vec<String> = t.rows.iter().map(|row| text(&row[1])).collect();
+    assert_eq!(status[0], "ok");
+    assert!(status[1].starts_with("OUT OF MEMORY") && status[1].contains("budget"), "{status:?}");
+    assert_eq!(status[2], "ok", "the sweep continues after an out-of-memory");
+    assert!(r.verdict.summary.contains("Batch 2048 did not fit"), "{}", r.verdict.summary);
+    assert!(r.verdict.evidence.iter().any(|e| e.contains("reduce the batch size")));
+    // Activations grow with the batch; parameters do not.
+    let col = |name: &str| t.columns.iter().position(|c| c.name == name).unwrap();
+    let num = |row: usize, c: usize| match t.rows[row][c] { Cell::Num(v) => v, _ => panic!("not a number") };
+    assert_eq!(num(0, col("parameters")), num(2, col("parameters")));
+    assert!(num(2, col("activations")) > num(0, col("activations")));
+    assert!(r.notes.iter().any(|n| n.contains("simulated")));
+}
+
+#[test]
+fn settings_refuse_bad_values_and_keep_the_old_ones() {
+    let ex = exercises::find("cpu-vs-gpu").unwrap();
+    let mut s = ex.settings();
+    for (pair, word) in [
+        ("batch=0", "outside"),
+        ("lr=NaN", "outside"),
+        ("lr=-1", "outside"),
+        ("epochs=ten", "whole number"),
+        ("backends=tpu", "unknown backend"),
+        ("sweep_sizes=", "empty"),
+        ("nonsense=1", "unknown setting"),
+        ("optimizer=lion", "not one of"),
+    ] {
+        let err = s.apply(&[pair.to_string()]).unwrap_err().to_string();
+        assert!(err.contains(word), "{pair}: {err}");
+    }
+    assert_eq!(s, ex.settings(), "failed edits leave the settings unchanged");
+    s.apply(&["dataset=shapes:res=0".to_string()]).unwrap();
+    assert!(ex.validate(&s).is_err(), "an invalid data set is caught by validate");
+    let mut b = exercises::find("batch-sweep").unwrap().settings();
+    b.apply(&["backend=cpu,gpu".to_string()]).unwrap();
+    assert!(exercises::find("batch-sweep").unwrap().validate(&b).unwrap_err().to_string().contains("exactly one"));
+}
+
+#[test]
+fn reports_round_trip_through_json_and_write_all_three_files() {
+    let s = settings("batch-sweep", &["backend=cpu", "dataset=digits", "hidden=16", "epochs=1", "batch_sizes=64"]);
+    let (r, _) = run("batch-sweep", &s);
+    let dir = tempfile::tempdir().unwrap();
+    let paths = report::write_all(&r, dir.path()).unwrap();
+    assert_eq!(paths.len(), 3);
+    assert_eq!(report::read_json(&paths[0]).unwrap(), r);
+    let csv = std::fs::read_to_string(&paths[1]).unwrap();
+    assert!(csv.starts_with("chart,x_label,y_label,series,x,y,provenance") && csv.contains("measured"));
+    let md = std::fs::read_to_string(&paths[2]).unwrap();
+    assert!(md.contains("## Verdict") && md.contains(&r.verdict.summary) && md.contains("seed 42"));
+    let err = report::read_json(&paths[2]).unwrap_err().to_string();
+    assert!(err.contains("not a gpulab report"), "{err}");
+}
+
+#[test]
+fn stopping_returns_a_partial_report() {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let mut sink = CollectSink { events: vec![], stop: Some(stop) };
+    let s = settings("batch-sweep", &["backend=cpu", "dataset=digits", "epochs=1"]);
+    let r = exercises::find("batch-sweep").unwrap().run(&s, &mut sink).unwrap();
+    assert!(r.stopped_early);
+    assert!(r.table("Batch sizes").unwrap().rows.is_empty());
+}
