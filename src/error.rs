@@ -21,7 +21,7 @@ pub enum Error {
     CudaNotBuilt,
 
     #[error(
-        "out of GPU memory: {category} needs {needed} more bytes but only {available} of the {budget}-byte budget are free; \
+        "out of device memory: {category} needs {needed} more bytes but only {available} of the {budget}-byte budget are free; \
          reduce the batch size, use mixed precision, or accumulate gradients over smaller batches"
     )]
     OutOfMemory { category: String, needed: u64, available: u64, budget: u64 },

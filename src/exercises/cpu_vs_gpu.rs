@@ -294,7 +294,7 @@ fn build_report(ex: &CpuVsGpu, s: &Settings, meta: Metadata, trained: &[Trained]
     if let Some(c) = cpu_run {
         v.evidence.push(format!("CPU: {:.0} samples/s, median step {:.3} ms, validation accuracy {:.2}%.", c.samples_per_s, c.median_step_ms, c.final_val_accuracy * 100.0));
     }
-    for (info, p) in gpus.iter().map(|(i, p)| (i, p)) {
+    for (info, p) in gpus.iter().map(|g| (&g.0, &g.1)) {
         let name = short_label(info);
         let peak_g = p.iter().map(|(_, g)| *g).fold(0.0, f64::max);
         let peak_c = cpu_points.iter().map(|(_, g)| *g).fold(0.0, f64::max);

@@ -29,7 +29,7 @@ fn budget_refusal_names_the_category_and_sizes() {
     let mut b = CpuBackend::with_budget(Some(1000));
     let _keep = b.zeros([1, 200], DType::F32, M::Parameters).unwrap();
     let err = b.zeros([1, 100], DType::F32, M::Activations).unwrap_err().to_string();
-    assert!(err.contains("out of GPU memory") && err.contains("activations"), "{err}");
+    assert!(err.contains("out of device memory") && err.contains("activations"), "{err}");
     assert!(err.contains("400") && err.contains("200") && err.contains("1000"), "{err}");
     assert!(err.contains("reduce the batch size"), "{err}");
     // The refused allocation left no trace.

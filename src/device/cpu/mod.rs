@@ -121,7 +121,7 @@ impl crate::tensor::Backend for CpuBackend {
             kind: "cpu".into(),
             name: format!("{} ({} threads)", cpu_name(), self.threads),
             api: "native".into(),
-            driver: format!("gemm {} + rayon", "0.19"),
+            driver: "gemm 0.19 + rayon".into(),
             device_type: "Cpu".into(),
             software: false,
             timestamps: false,

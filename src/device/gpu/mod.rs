@@ -59,6 +59,7 @@ impl GpuBackend {
         let (index, adapter) = adapters::select(adapters::enumerate(&instance), sel)?;
         let mut gpu = Self::from_adapter(index, &adapter, budget)?;
         gpu.matmul = tuning::choose(&mut gpu)?;
+        gpu.reset_memory_peaks(); // the measurement's matrices are not the user's memory
         Ok(gpu)
     }
 
@@ -276,12 +277,11 @@ impl Backend for GpuBackend {
     }
 
     fn zeros(&mut self, shape: Shape, dtype: DType, cat: MemCategory) -> Result<GpuTensor> {
-        let mut t = self.alloc(shape, dtype, cat)?;
+        // Pooled buffers hold old data, so every new tensor is cleared on the device.
+        let t = self.alloc(shape, dtype, cat)?;
         let n = u32_len(t.numel(), "zeros")?;
-        let buf = t.buf.take();
-        let r = self.elementwise(Kernel::FillBits, n as usize, [n, 0, 0, 0], &[(3, buf.as_ref().expect("fresh tensor"))]);
-        t.buf = buf;
-        r.map(|_| t)
+        self.elementwise(Kernel::FillBits, n as usize, [n, 0, 0, 0], &[(3, t.buffer())])?;
+        Ok(t)
     }
 
     fn upload_f32(&mut self, data: &[f32], shape: Shape, cat: MemCategory) -> Result<GpuTensor> {

@@ -4,13 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
 use super::GpuBackend;
 use crate::error::{Error, Result};
-use crate::tensor::{Backend, DType, MemCategory};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -85,27 +83,16 @@ pub fn choose(gpu: &mut GpuBackend) -> Result<MatmulVariant> {
     Ok(best)
 }
 
-/// Best-of-`reps` seconds of an n×n×n matmul for each variant (after one warm-up run).
+/// Median seconds of an n×n×n matmul for each variant (after a warm-up run).
 pub fn measure(gpu: &mut GpuBackend, n: usize, reps: usize) -> Result<Vec<(MatmulVariant, f64)>> {
     let before = gpu.matmul_variant();
-    let a = gpu.upload_f32(&vec![0.5; n * n], [n, n], MemCategory::Other)?;
-    let b = gpu.upload_f32(&vec![0.25; n * n], [n, n], MemCategory::Other)?;
-    let mut c = gpu.zeros([n, n], DType::F32, MemCategory::Other)?;
+    let (a, b) = (crate::bench::random_matrix(n * n, 1), crate::bench::random_matrix(n * n, 2));
     let mut out = Vec::new();
     for v in MatmulVariant::ALL {
         gpu.set_matmul_variant(v);
-        let mut best = f64::INFINITY;
-        for i in 0..=reps {
-            gpu.sync()?;
-            let t = Instant::now();
-            gpu.matmul(&a, &b, &mut c, false, false, false)?;
-            gpu.sync()?;
-            if i > 0 {
-                best = best.min(t.elapsed().as_secs_f64());
-            }
-        }
-        out.push((v, best));
+        let timed = crate::bench::time_matmul(gpu, &a, &b, n, reps);
+        gpu.set_matmul_variant(before);
+        out.push((v, timed?.0));
     }
-    gpu.set_matmul_variant(before);
     Ok(out)
 }
