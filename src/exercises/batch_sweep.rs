@@ -187,8 +187,8 @@ fn build_report(ex: &BatchSweep, s: &Settings, meta: Metadata, outcomes: &[(u64,
             let d_acc = (hi.final_val_accuracy - lo.final_val_accuracy) * 100.0;
             if d_acc < -1.0 {
                 summary.push(format!(
-                    "But accuracy after the same {} epochs fell from {} to {}: batch {hi_b} took only {} steps against {} — fewer, larger steps learn less per epoch at the same learning rate.",
-                    lo.epochs.len(),
+                    "But accuracy after the same {} fell from {} to {}: batch {hi_b} took only {} steps against {} — fewer, larger steps learn less per epoch at the same learning rate.",
+                    common::plural(lo.epochs.len(), "epoch"),
                     percent(lo.final_val_accuracy),
                     percent(hi.final_val_accuracy),
                     hi.steps,
@@ -234,7 +234,7 @@ fn build_report(ex: &BatchSweep, s: &Settings, meta: Metadata, outcomes: &[(u64,
     };
     for b in &report.metadata.backends {
         if b.software {
-            report.notes.push(format!("{} is a software GPU: runs on your CPU. Its numbers are your CPU's, not a GPU's.", b.label()));
+            report.notes.push(format!("{} ({}) is a software GPU: runs on your CPU. Its numbers are your CPU's, not a GPU's.", b.name, b.api));
         }
     }
     if budget.is_some() {

@@ -55,6 +55,15 @@ pub fn percent(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 
+/// "0.70 s" or, below a second, "4.2 ms".
+pub fn duration(secs: f64) -> String {
+    if secs >= 1.0 { format!("{secs:.2} s") } else { format!("{:.1} ms", secs * 1e3) }
+}
+
+pub fn plural(n: usize, word: &str) -> String {
+    if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
+}
+
 pub fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1u64 << 20) as f64
 }

@@ -213,7 +213,7 @@ fn build_report(ex: &CpuVsGpu, s: &Settings, meta: Metadata, trained: &[Trained]
     let mut columns = vec![Column::num("n", "", 0, Provenance::Measured), Column::num("CPU", "GFLOP/s", 2, Provenance::derived("2n³ ÷ median measured time"))];
     for (info, _) in &gpus {
         columns.push(Column::num(&short_label(info), "GFLOP/s", 2, Provenance::derived("2n³ ÷ median measured time")));
-        columns.push(Column::num(&format!("{} ÷ CPU", short_label(info)), "×", 2, Provenance::derived("the two GFLOP/s columns")));
+        columns.push(Column::num(&format!("{} ÷ CPU", short_label(info)), "×", 3, Provenance::derived("the two GFLOP/s columns")));
     }
     let mut sizes: Vec<usize> = sweep.iter().flat_map(|(_, p)| p.iter().map(|(n, _)| *n)).collect();
     sizes.sort_unstable();
@@ -269,9 +269,14 @@ fn build_report(ex: &CpuVsGpu, s: &Settings, meta: Metadata, trained: &[Trained]
         let name = short_label(info);
         if let Some(c) = cpu_run {
             let speedup = c.train_wall_s / r.train_wall_s.max(1e-12);
-            report.figures.push(Figure { label: format!("training speedup of {name} over the CPU"), value: speedup, unit: "×".into(), provenance: Provenance::derived("the two measured training times") });
             let (word, factor) = if speedup >= 1.0 { ("faster", speedup) } else { ("slower", 1.0 / speedup) };
-            summary.push(format!("Training on {name} took {:.2} s against {:.2} s on the CPU: {factor:.1}× {word}.", r.train_wall_s, c.train_wall_s));
+            report.figures.push(Figure {
+                label: format!("{name} trains {word} than the CPU by"),
+                value: factor,
+                unit: "×".into(),
+                provenance: Provenance::derived("the two measured training times"),
+            });
+            summary.push(format!("Training on {name} took {} against {} on the CPU: {factor:.1}× {word}.", common::duration(r.train_wall_s), common::duration(c.train_wall_s)));
             let why = if info.software {
                 format!("{name} is a software GPU: runs on your CPU. It emulates GPU threads on the same cores the CPU backend uses, and pays for the emulation, so it cannot win here.")
             } else if let Some(busy) = r.gpu_busy_fraction.filter(|b| *b < 0.5) {
@@ -318,7 +323,7 @@ fn build_report(ex: &CpuVsGpu, s: &Settings, meta: Metadata, trained: &[Trained]
     v.summary = summary.join(" ");
     for b in &report.metadata.backends {
         if b.software {
-            report.notes.push(format!("{} is a software GPU: runs on your CPU. Its numbers are your CPU's, not a GPU's.", b.label()));
+            report.notes.push(format!("{} ({}) is a software GPU: runs on your CPU. Its numbers are your CPU's, not a GPU's.", b.name, b.api));
         }
     }
     report.verdict = v;

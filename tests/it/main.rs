@@ -4,6 +4,8 @@ mod cli;
 mod common;
 mod data;
 mod exercises;
+mod gui;
 mod kernels;
 mod ledger;
 mod training;
+mod window;

@@ -1,0 +1,165 @@
+//! Plots: live chart histories while a run goes, the report's charts once it has finished. One
+//! plot per chart id; log-x by plotting log10(x) with 10^v tick labels; markers as labelled
+//! vertical lines; bar charts as grouped bars.
+
+use eframe::egui;
+use egui::{Color32, RichText};
+use egui_plot::{Bar, BarChart, HoverPosition, Legend, Line, Plot, PlotPoint, Text, VLine};
+
+use super::job::{LiveChart, decimate};
+use crate::report::{Chart, ChartKind, Provenance};
+
+/// Points drawn per series at most.
+pub const MAX_DRAWN: usize = 2000;
+
+/// What is drawn, whether it came from a live history or a finished report.
+pub struct ChartView<'a> {
+    pub id: &'a str,
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub kind: ChartKind,
+    pub log_x: bool,
+    pub series: Vec<(&'a str, &'a [[f64; 2]], &'a Provenance)>,
+    pub markers: &'a [(f64, String)],
+}
+
+impl<'a> ChartView<'a> {
+    pub fn from_report(c: &'a Chart) -> Self {
+        ChartView {
+            id: &c.id,
+            title: c.title.clone(),
+            x_label: c.x_label.clone(),
+            y_label: c.y_label.clone(),
+            kind: c.kind,
+            log_x: c.log_x,
+            series: c.series.iter().map(|s| (s.name.as_str(), s.points.as_slice(), &s.provenance)).collect(),
+            markers: &c.markers,
+        }
+    }
+
+    /// Live charts carry only an id; these are the known ones' titles and axes.
+    pub fn from_live(c: &'a LiveChart) -> Self {
+        let (title, x, y, log_x) = match c.id.as_str() {
+            "loss" => ("Training loss", "step", "loss", false),
+            "val_accuracy" => ("Validation accuracy", "epoch", "accuracy (%)", false),
+            "gflops" => ("Matmul speed", "matrix size n", "GFLOP/s", true),
+            "throughput" => ("Throughput", "batch size", "samples/s", true),
+            _ => (c.id.as_str(), "x", "y", false),
+        };
+        ChartView {
+            id: &c.id,
+            title: format!("{title} (live)"),
+            x_label: x.into(),
+            y_label: y.into(),
+            kind: ChartKind::Line,
+            log_x,
+            series: c.series.iter().map(|s| (s.name.as_str(), s.points.as_slice(), &s.provenance)).collect(),
+            markers: &[],
+        }
+    }
+}
+
+fn provenance_of(series: &[(&str, &[[f64; 2]], &Provenance)]) -> String {
+    let mut labels: Vec<String> = series.iter().map(|s| s.2.label()).collect();
+    labels.dedup();
+    labels.join("; ")
+}
+
+/// `v` with about three significant digits, no trailing noise.
+pub fn short_num(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 10_000.0 {
+        format!("{:.0}", v)
+    } else if a >= 100.0 {
+        format!("{:.0}", v)
+    } else if a >= 10.0 {
+        format!("{:.1}", v)
+    } else if a >= 0.1 {
+        format!("{:.2}", v)
+    } else if a >= 0.001 {
+        format!("{:.4}", v)
+    } else {
+        format!("{:.2e}", v)
+    }
+}
+
+pub fn show(ui: &mut egui::Ui, c: &ChartView<'_>, salt: &str, height: f32) {
+    ui.label(RichText::new(&c.title).strong());
+    ui.small(format!("{} vs {}{} · {}", c.y_label, c.x_label, if c.log_x { " (log scale)" } else { "" }, provenance_of(&c.series)));
+    if c.kind == ChartKind::Bars && !c.markers.is_empty() {
+        for (_, m) in c.markers {
+            ui.small(RichText::new(format!("— {m}")).color(Color32::from_rgb(230, 120, 80)));
+        }
+    }
+    let log_x = c.log_x;
+    let tx = move |x: f64| if log_x { x.log10() } else { x };
+    let mut plot = Plot::new(("chart", salt, c.id))
+        .height(height)
+        .legend(Legend::default())
+        .x_axis_label(c.x_label.clone())
+        .y_axis_label(c.y_label.clone())
+        .allow_scroll(false);
+    match c.kind {
+        ChartKind::Line => {
+            if log_x {
+                plot = plot
+                    .x_axis_formatter(|m, _| short_num(10f64.powf(m.value)))
+                    .label_formatter(|h| {
+                        let (name, p) = match h {
+                            HoverPosition::NearDataPoint { plot_name, position, .. } => (*plot_name, *position),
+                            HoverPosition::Elsewhere { position } => ("", *position),
+                        };
+                        Some(format!("{}{}x = {}\ny = {}", name, if name.is_empty() { "" } else { "\n" }, short_num(10f64.powf(p.x)), short_num(p.y)))
+                    });
+            }
+            let series = &c.series;
+            let markers = c.markers;
+            plot.show(ui, |pui| {
+                for (name, pts, prov) in series {
+                    let pts: Vec<[f64; 2]> = decimate(pts, MAX_DRAWN).into_iter().filter(|p| !log_x || p[0] > 0.0).map(|p| [tx(p[0]), p[1]]).collect();
+                    pui.line(Line::new(format!("{name} ({})", prov.short()), pts).width(1.5));
+                }
+                let top = series.iter().flat_map(|s| s.1.iter().map(|p| p[1])).fold(f64::NAN, f64::max);
+                for (x, label) in markers {
+                    if log_x && *x <= 0.0 {
+                        continue;
+                    }
+                    pui.vline(VLine::new(label.clone(), tx(*x)).color(Color32::from_rgb(230, 120, 80)));
+                    if top.is_finite() {
+                        pui.text(Text::new(label.clone(), PlotPoint::new(tx(*x), top), label.clone()).color(Color32::from_rgb(230, 120, 80)));
+                    }
+                }
+            });
+        }
+        ChartKind::Bars => {
+            // Distinct x values become groups; each series is one bar per group.
+            let mut xs: Vec<f64> = c.series.iter().flat_map(|s| s.1.iter().map(|p| p[0])).collect();
+            xs.sort_by(|a, b| a.total_cmp(b));
+            xs.dedup();
+            let n = c.series.len().max(1) as f64;
+            let w = 0.8 / n;
+            let xs2 = xs.clone();
+            let xl = c.x_label.clone();
+            plot = plot.x_axis_formatter(move |m, _| {
+                let g = m.value.round();
+                if (m.value - g).abs() < 1e-6 && g >= 0.0 && (g as usize) < xs2.len() { format!("{} {}", xl, short_num(xs2[g as usize])) } else { String::new() }
+            });
+            let series = &c.series;
+            plot.show(ui, |pui| {
+                for (si, (name, pts, prov)) in series.iter().enumerate() {
+                    let bars: Vec<Bar> = pts
+                        .iter()
+                        .filter_map(|p| {
+                            let g = xs.iter().position(|x| *x == p[0])? as f64;
+                            Some(Bar::new(g + (si as f64 - (n - 1.0) / 2.0) * w, p[1]).width(w * 0.95).name(format!("{name}: {} ({})", short_num(p[1]), prov.short())))
+                        })
+                        .collect();
+                    pui.bar_chart(BarChart::new(format!("{name} ({})", prov.short()), bars));
+                }
+            });
+        }
+    }
+}

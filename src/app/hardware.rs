@@ -1,0 +1,217 @@
+//! The hardware panel: adapters (enumerated once on a background thread), the CPU with its live
+//! use, and NVIDIA telemetry when NVML is present. A sampler thread refreshes the live figures
+//! about once a second and ends when the app drops its handle.
+
+use eframe::egui;
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use egui::{Color32, RichText};
+
+use crate::device::gpu::adapters::{self, AdapterSummary};
+
+#[derive(Clone, Debug, Default)]
+pub struct NvidiaGpu {
+    pub name: String,
+    pub utilization: Option<u32>,
+    pub memory_used: Option<u64>,
+    pub memory_total: Option<u64>,
+    pub temperature: Option<u32>,
+    pub power_mw: Option<u32>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Live {
+    pub cpu_name: String,
+    pub threads: usize,
+    /// Overall CPU use, percent.
+    pub cpu_use: Option<f32>,
+    pub per_core: Vec<f32>,
+    pub memory_used: u64,
+    pub memory_total: u64,
+    /// Empty when NVML is absent.
+    pub nvidia: Vec<NvidiaGpu>,
+}
+
+pub struct Hardware {
+    rx: Receiver<Vec<AdapterSummary>>,
+    /// None while detecting.
+    pub adapters: Option<Vec<AdapterSummary>>,
+    pub live: Arc<Mutex<Live>>,
+    sampler_started: bool,
+}
+
+impl Hardware {
+    /// Starts adapter enumeration in the background; `wake` repaints the UI when it is done.
+    pub fn start(wake: impl Fn() + Send + 'static) -> Self {
+        let (tx, rx) = mpsc::channel();
+        let _ = std::thread::Builder::new().name("gpulab-adapters".into()).spawn(move || {
+            let found = std::panic::catch_unwind(|| {
+                let inst = adapters::instance();
+                adapters::enumerate(&inst).iter().enumerate().map(|(i, a)| adapters::summarize(i, a)).collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+            let _ = tx.send(found);
+            wake();
+        });
+        let live = Live { cpu_name: crate::device::cpu::cpu_name(), threads: rayon::current_num_threads(), ..Default::default() };
+        Hardware { rx, adapters: None, live: Arc::new(Mutex::new(live)), sampler_started: false }
+    }
+
+    pub fn poll(&mut self) {
+        if self.adapters.is_none()
+            && let Ok(a) = self.rx.try_recv()
+        {
+            self.adapters = Some(a);
+        }
+    }
+
+    /// Starts the ~1 s sampler (CPU use, memory, NVML) the first time the panel is shown.
+    pub fn ensure_sampler(&mut self, ctx: &egui::Context) {
+        if self.sampler_started {
+            return;
+        }
+        self.sampler_started = true;
+        let weak: Weak<Mutex<Live>> = Arc::downgrade(&self.live);
+        let ctx = ctx.clone();
+        let _ = std::thread::Builder::new().name("gpulab-sampler".into()).spawn(move || sample_loop(weak, ctx));
+    }
+
+    pub fn ui(&mut self, ui: &mut egui::Ui) {
+        ui.heading("GPU adapters");
+        match &self.adapters {
+            None => {
+                ui.horizontal(|ui| {
+                    ui.spinner();
+                    ui.label("detecting…");
+                });
+            }
+            Some(list) if list.is_empty() => {
+                ui.colored_label(Color32::from_rgb(230, 160, 60), "No GPU adapter found. Install a Vulkan driver (e.g. mesa-vulkan-drivers) — the CPU backend still works.");
+            }
+            Some(list) => {
+                for a in list {
+                    egui::CollapsingHeader::new(RichText::new(format!("#{} {}", a.index, a.name)).strong()).id_salt(("adapter", a.index)).default_open(true).show(ui, |ui| {
+                        if a.software {
+                            ui.colored_label(Color32::from_rgb(240, 170, 50), "Warning: software GPU: runs on your CPU — its numbers are your CPU's, not a GPU's");
+                        }
+                        egui::Grid::new(("adapter-grid", a.index)).num_columns(2).striped(true).show(ui, |ui| {
+                            let mut row = |k: &str, v: String| {
+                                ui.label(k);
+                                ui.add(egui::Label::new(v).wrap());
+                                ui.end_row();
+                            };
+                            row("backend", a.backend.clone());
+                            row("device type", a.device_type.clone());
+                            row("driver", format!("{} {}", a.driver, a.driver_info).trim().to_string());
+                            row("use as", format!("gpu:{}", a.index));
+                            row("features", if a.features.is_empty() { "none of the optional ones".into() } else { a.features.join(", ") });
+                            let l = &a.limits;
+                            row("max buffer", bytes(l.max_buffer_size));
+                            row("max storage binding", bytes(l.max_storage_buffer_binding_size));
+                            row("workgroup storage", bytes(l.max_compute_workgroup_storage_size as u64));
+                            row("invocations / workgroup", l.max_compute_invocations_per_workgroup.to_string());
+                            row("workgroup size x", l.max_compute_workgroup_size_x.to_string());
+                            row("workgroups / dimension", l.max_compute_workgroups_per_dimension.to_string());
+                            row("storage buffers / stage", l.max_storage_buffers_per_shader_stage.to_string());
+                        });
+                    });
+                }
+            }
+        }
+        ui.separator();
+        let live = self.live.lock().map(|l| l.clone()).unwrap_or_default();
+        ui.heading("CPU");
+        ui.label(format!("{} — {} threads", live.cpu_name, live.threads));
+        match live.cpu_use {
+            Some(u) => {
+                ui.add(egui::ProgressBar::new(u / 100.0).text(format!("CPU use {u:.0}% (measured, ~1 s)")));
+                if !live.per_core.is_empty() {
+                    let cores: Vec<String> = live.per_core.iter().map(|c| format!("{c:.0}%")).collect();
+                    ui.small(format!("per core: {}", cores.join("  ")));
+                }
+                if live.memory_total > 0 {
+                    ui.label(format!("memory {} of {} in use (measured)", bytes(live.memory_used), bytes(live.memory_total)));
+                }
+            }
+            None => {
+                ui.horizontal(|ui| {
+                    ui.spinner();
+                    ui.label("measuring CPU use…");
+                });
+            }
+        }
+        if !live.nvidia.is_empty() {
+            ui.separator();
+            ui.heading("NVIDIA telemetry (NVML, measured)");
+            for g in &live.nvidia {
+                ui.label(RichText::new(&g.name).strong());
+                let opt = |v: Option<String>| v.unwrap_or_else(|| "n/a".into());
+                ui.label(format!(
+                    "utilisation {} · memory {} · temperature {} · power {}",
+                    opt(g.utilization.map(|u| format!("{u}%"))),
+                    opt(g.memory_used.zip(g.memory_total).map(|(u, t)| format!("{} / {}", bytes(u), bytes(t)))),
+                    opt(g.temperature.map(|t| format!("{t} °C"))),
+                    opt(g.power_mw.map(|p| format!("{:.1} W", p as f64 / 1000.0))),
+                ));
+            }
+        }
+    }
+}
+
+fn sample_loop(weak: Weak<Mutex<Live>>, ctx: egui::Context) {
+    let Ok(mut sys) = sysinfo::System::new() else { return };
+    let nvml = nvml_wrapper::Nvml::init().ok();
+    // CPU use is measured between two refreshes.
+    sys.refresh_cpu_usage();
+    std::thread::sleep(Duration::from_millis(300));
+    loop {
+        sys.refresh_cpu_usage();
+        sys.refresh_memory();
+        let nvidia = nvml.as_ref().map(read_nvml).unwrap_or_default();
+        let Some(live) = weak.upgrade() else { return };
+        if let Ok(mut l) = live.lock() {
+            l.cpu_use = Some(sys.global_cpu_usage());
+            l.per_core = sys.cpus().iter().map(|c| c.usage()).collect();
+            l.memory_used = sys.used_memory();
+            l.memory_total = sys.total_memory();
+            l.nvidia = nvidia;
+        }
+        drop(live);
+        ctx.request_repaint();
+        std::thread::sleep(Duration::from_millis(1000));
+    }
+}
+
+fn read_nvml(nvml: &nvml_wrapper::Nvml) -> Vec<NvidiaGpu> {
+    let n = nvml.device_count().unwrap_or(0);
+    (0..n)
+        .filter_map(|i| nvml.device_by_index(i).ok())
+        .map(|d| {
+            let mem = d.memory_info().ok();
+            NvidiaGpu {
+                name: d.name().unwrap_or_else(|_| "NVIDIA GPU".into()),
+                utilization: d.utilization_rates().ok().map(|u| u.gpu),
+                memory_used: mem.as_ref().map(|m| m.used),
+                memory_total: mem.as_ref().map(|m| m.total),
+                temperature: d.temperature(nvml_wrapper::enum_wrappers::device::TemperatureSensor::Gpu).ok(),
+                power_mw: d.power_usage().ok(),
+            }
+        })
+        .collect()
+}
+
+pub fn bytes(b: u64) -> String {
+    const K: f64 = 1024.0;
+    let f = b as f64;
+    if f >= K * K * K {
+        format!("{:.1} GiB", f / (K * K * K))
+    } else if f >= K * K {
+        format!("{:.1} MiB", f / (K * K))
+    } else if f >= K {
+        format!("{:.1} KiB", f / K)
+    } else {
+        format!("{b} B")
+    }
+}

@@ -1,0 +1,159 @@
+//! The whole app without a window (egui_kittest): pick an exercise, configure it, press Run,
+//! step frames until the report arrives, and check what the learner sees.
+
+use std::time::{Duration, Instant};
+
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use gpulab::app::GpulabApp;
+
+fn harness() -> Harness<'static, GpulabApp> {
+    // egui_commonmark draws its code-block copy button with an icon (U+1F5D0) that the bundled
+    // fonts lack, so the harness tolerates missing glyphs; the lessons' own characters are
+    // checked against the bundled fonts in `lesson_text_uses_only_bundled_glyphs`.
+    Harness::builder()
+        .allow_missing_glyphs()
+        .with_size(eframe::egui::vec2(1920.0, 1400.0))
+        .build_eframe(|cc| GpulabApp::with_state(&cc.egui_ctx, Default::default(), None, None))
+}
+
+/// Steps frames until adapter detection is done; returns whether a GPU adapter exists.
+fn wait_for_adapters(h: &mut Harness<'static, GpulabApp>) -> bool {
+    let t0 = Instant::now();
+    while h.state().adapters().is_none() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "adapter detection did not finish in 60 s");
+        h.step();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let n = h.state().adapters().map_or(0, |a| a.len());
+    if n == 0 {
+        assert!(!crate::common::require_gpu(), "GPULAB_REQUIRE_GPU=1 but the app found no GPU adapter");
+        eprintln!("gui: no GPU adapter; testing the CPU backend only");
+    }
+    n > 0
+}
+
+/// Steps frames until the run ends; panics after `timeout`.
+fn run_to_end(h: &mut Harness<'static, GpulabApp>, timeout: Duration) {
+    let t0 = Instant::now();
+    // The click lands on the next frame.
+    h.step();
+    assert!(h.state().is_running() || h.state().run_view().is_some(), "pressing Run started nothing");
+    while h.state().is_running() {
+        assert!(t0.elapsed() < timeout, "the run did not finish within {timeout:?}");
+        h.step();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    h.step();
+    h.step();
+    let v = h.state().run_view().expect("a run view");
+    if let gpulab::app::Status::Failed(msg) = &v.status {
+        panic!("the run failed: {msg}");
+    }
+}
+
+#[test]
+fn exercise_1_runs_end_to_end_and_shows_results() {
+    let mut h = harness();
+    let gpu = wait_for_adapters(&mut h);
+    h.get_by_label("1. CPU vs GPU").click();
+    h.step();
+    assert_eq!(h.state().selected(), "cpu-vs-gpu");
+    let backends = if gpu { "cpu,gpu" } else { "cpu" };
+    for (k, v) in [("backends", backends), ("epochs", "1"), ("sweep_sizes", "16,32"), ("sweep_runs", "1")] {
+        h.state_mut().set_setting(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+    }
+    // A bad value is refused and the old one stays.
+    assert!(h.state_mut().set_setting("epochs", "zero").is_err());
+    assert_eq!(h.state().settings("cpu-vs-gpu").unwrap().int("epochs").unwrap(), 1);
+    h.step();
+    h.get_by_label("Run").click();
+    run_to_end(&mut h, Duration::from_secs(120));
+
+    let report = h.state().report().expect("a report").clone();
+    assert!(!report.stopped_early);
+    assert!(report.table("Training").is_some(), "the report has no Training table");
+    // What the learner sees: the table, the verdict, and provenance on the numbers.
+    h.get_by_label("Training");
+    h.get_by_label("Matmul sweep");
+    h.get_by_label(&report.verdict.summary);
+    assert!(h.query_all_by_label_contains("measured").count() > 0, "no provenance label is shown");
+    assert!(h.query_by_label("Export report…").is_some(), "no export button after the run");
+    if gpu {
+        // The software-GPU (or other) notes are shown.
+        for n in &report.notes {
+            assert!(h.query_all_by_label_contains(n.as_str()).count() > 0, "note not shown: {n}");
+        }
+    }
+}
+
+#[test]
+fn exercise_2_shows_out_of_memory_rows() {
+    let mut h = harness();
+    wait_for_adapters(&mut h);
+    h.get_by_label("2. Batch-size sweep").click();
+    h.step();
+    assert_eq!(h.state().selected(), "batch-sweep");
+    for (k, v) in [("backend", "cpu"), ("dataset", "digits"), ("epochs", "1"), ("batch_sizes", "16,4096"), ("vram_budget_mib", "2")] {
+        h.state_mut().set_setting(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+    }
+    h.step();
+    h.get_by_label("Run").click();
+    run_to_end(&mut h, Duration::from_secs(120));
+
+    let report = h.state().report().expect("a report").clone();
+    let t = report.table("Batch sizes").expect("a Batch sizes table");
+    assert_eq!(t.rows.len(), 2);
+    // The table is shown (its title is also a setting's label, so check a column header too).
+    assert!(h.query_all_by_label("Batch sizes").count() >= 2, "the Batch sizes table title is not shown");
+    h.get_by_label("total peak");
+    h.get_by_label(&report.verdict.summary);
+    let oom = h.query_all_by_label_contains("OUT OF MEMORY").count();
+    assert_eq!(oom, 1, "expected one OUT OF MEMORY row (batch 4096), saw {oom}");
+    // Batch 16 fitted: its row says ok.
+    assert!(h.query_by_label("ok").is_some(), "the batch-16 row is not shown as ok");
+}
+
+#[test]
+fn not_runnable_exercise_shows_lesson_and_no_run_button() {
+    let mut h = harness();
+    h.get_by_label("3. FP32 vs FP16/BF16 mixed precision").click();
+    h.step();
+    h.step();
+    assert_eq!(h.state().selected(), "precision");
+    assert!(h.query_by_label("Run").is_none(), "a not-runnable exercise offers a Run button");
+    assert!(h.query_by_label("Not runnable yet").is_some());
+    // The lesson is rendered (its first heading).
+    assert!(h.query_all_by_label_contains("Mixed precision").count() > 0, "the lesson is not shown");
+    // Exercise 1 has a working Run button, for contrast.
+    h.get_by_label("1. CPU vs GPU").click();
+    h.step();
+    h.step();
+    assert!(h.query_by_label("Run").is_some());
+}
+
+#[test]
+fn every_lesson_is_shown_when_its_exercise_is_selected() {
+    let mut h = harness();
+    for e in gpulab::exercises::registry() {
+        h.get_by_label(&format!("{}. {}", e.number(), e.title())).click();
+        h.step();
+        h.step();
+        assert_eq!(h.state().selected(), e.id());
+        // The lesson's first heading is on screen.
+        let heading = e.lesson().lines().next().unwrap().trim_start_matches("# ").to_string();
+        assert!(h.query_all_by_label_contains(&heading).count() > 0, "lesson {} not shown", e.number());
+    }
+}
+
+/// A character the bundled fonts lack shows as a box on machines without system fonts.
+#[test]
+fn lesson_text_uses_only_bundled_glyphs() {
+    let ctx = eframe::egui::Context::default();
+    let _ = ctx.run_ui(Default::default(), |_| {});
+    let font = eframe::egui::FontId::proportional(14.0);
+    for e in gpulab::exercises::registry() {
+        let missing: Vec<char> = ctx.fonts_mut(|f| e.lesson().chars().filter(|c| !c.is_whitespace() && !f.has_glyph(&font, *c)).collect());
+        assert!(missing.is_empty(), "lesson {} uses characters the bundled fonts lack: {missing:?}", e.number());
+    }
+}
