@@ -48,11 +48,27 @@ pub struct ScreenshotPlan {
     frame: u32,
     after_finish: Option<u32>,
     requested: bool,
+    /// When the app was created, and how long the UI work of each frame took while the
+    /// exercise ran: printed when the screenshot is saved (the lab's speed figures).
+    started: Instant,
+    first_frame: Option<Duration>,
+    running_ms: Vec<f32>,
 }
 
 impl ScreenshotPlan {
     pub fn new(path: PathBuf, frames: u32, autorun: bool, result: Arc<Mutex<Option<Result<(), String>>>>) -> Self {
-        ScreenshotPlan { path, frames: frames.max(1), autorun, result, frame: 0, after_finish: None, requested: false }
+        ScreenshotPlan {
+            path,
+            frames: frames.max(1),
+            autorun,
+            result,
+            frame: 0,
+            after_finish: None,
+            requested: false,
+            started: Instant::now(),
+            first_frame: None,
+            running_ms: Vec::new(),
+        }
     }
 }
 
@@ -265,6 +281,16 @@ impl GpulabApp {
             return;
         }
         plan.requested = true;
+        if let Some(first) = plan.first_frame {
+            let mut v = plan.running_ms.clone();
+            v.sort_by(|a, b| a.total_cmp(b));
+            let median = v.get(v.len() / 2).map(|m| format!("{m:.2} ms")).unwrap_or_else(|| "—".into());
+            eprintln!(
+                "screenshot: first frame {:.0} ms after start; UI work per frame while the exercise ran: median {median} over {} frames (measured)",
+                first.as_secs_f64() * 1e3,
+                v.len()
+            );
+        }
         let path = plan.path.clone();
         let result = plan.result.clone();
         let ctx2 = ctx.clone();
@@ -282,6 +308,13 @@ impl GpulabApp {
     }
 
     fn record_frame_time(&mut self, ms: f32) {
+        let running = self.job.is_some();
+        if let Some(plan) = &mut self.screenshot {
+            plan.first_frame.get_or_insert_with(|| plan.started.elapsed());
+            if running {
+                plan.running_ms.push(ms);
+            }
+        }
         if self.frame_times.len() >= 120 {
             self.frame_times.pop_front();
         }
