@@ -12,9 +12,10 @@ pub fn training_settings(s: Settings, dataset: &str, hidden: &[u64], batch: i64,
         .add("hidden", "Hidden layers", "Widths of the hidden layers, e.g. 256,128", settings::list(hidden, 1, 16384))
         .add("batch", "Batch size", "Samples per training step", settings::int(batch, 1, 65536))
         .add("epochs", "Epochs", "Passes over the training data", settings::int(epochs, 1, 1000))
-        .add("lr", "Learning rate", "SGD step size", settings::float(0.05, 1e-6, 10.0))
+        .add("lr", "Learning rate", "Optimizer step size: around 0.05 for SGD, 0.001 for AdamW", settings::float(0.05, 1e-6, 10.0))
         .add("optimizer", "Optimizer", "SGD with momentum 0.9, or AdamW", settings::choice("sgd", &["sgd", "adamw"]))
         .add("seed", "Seed", "Same seed, same data order and initial weights on every backend", settings::int(42, 0, i64::MAX))
+        .add("log_every", "Log every", "Read loss and accuracy back from the device every N steps (each read-back makes the CPU wait for the GPU)", settings::int(10, 1, 100_000))
 }
 
 pub fn dataset_spec(s: &Settings) -> Result<DatasetSpec> {
@@ -39,7 +40,7 @@ pub fn train_config(s: &Settings, batch: usize) -> Result<TrainConfig> {
         momentum: 0.9,
         weight_decay: 0.0,
         seed: s.int("seed")? as u64,
-        log_every: 10,
+        log_every: s.int("log_every")? as usize,
     };
     cfg.validate()?;
     Ok(cfg)
