@@ -32,6 +32,9 @@ pub enum Error {
     )]
     DeviceOutOfMemory { category: String, bytes: u64, detail: String },
 
+    #[error("could not open the lab window ({0}); without a display, use the command line: gpulab list, gpulab run ID")]
+    Window(String),
+
     #[error("GPU error: {0}")]
     Gpu(String),
 

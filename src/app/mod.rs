@@ -69,7 +69,7 @@ pub fn run(opts: AppOptions) -> crate::Result<()> {
             Ok(Box::new(app))
         }),
     );
-    outcome.map_err(|e| crate::Error::Gpu(format!("could not open the window: {e}")))?;
+    outcome.map_err(|e| crate::Error::Window(e.to_string()))?;
     if let Some(e) = apply_err {
         return Err(crate::Error::InvalidConfig(e));
     }
