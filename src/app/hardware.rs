@@ -11,15 +11,7 @@ use egui::{Color32, RichText};
 
 use crate::device::gpu::adapters::{self, AdapterSummary};
 
-#[derive(Clone, Debug, Default)]
-pub struct NvidiaGpu {
-    pub name: String,
-    pub utilization: Option<u32>,
-    pub memory_used: Option<u64>,
-    pub memory_total: Option<u64>,
-    pub temperature: Option<u32>,
-    pub power_mw: Option<u32>,
-}
+pub use crate::device::telemetry::NvidiaGpu;
 
 #[derive(Clone, Debug, Default)]
 pub struct Live {
@@ -162,14 +154,14 @@ impl Hardware {
 
 fn sample_loop(weak: Weak<Mutex<Live>>, ctx: egui::Context) {
     let Ok(mut sys) = sysinfo::System::new() else { return };
-    let nvml = nvml_wrapper::Nvml::init().ok();
+    let nvml = crate::device::telemetry::init();
     // CPU use is measured between two refreshes.
     sys.refresh_cpu_usage();
     std::thread::sleep(Duration::from_millis(300));
     loop {
         sys.refresh_cpu_usage();
         sys.refresh_memory();
-        let nvidia = nvml.as_ref().map(read_nvml).unwrap_or_default();
+        let nvidia = nvml.as_ref().map(crate::device::telemetry::read).unwrap_or_default();
         let Some(live) = weak.upgrade() else { return };
         if let Ok(mut l) = live.lock() {
             l.cpu_use = Some(sys.global_cpu_usage());
@@ -184,23 +176,6 @@ fn sample_loop(weak: Weak<Mutex<Live>>, ctx: egui::Context) {
     }
 }
 
-fn read_nvml(nvml: &nvml_wrapper::Nvml) -> Vec<NvidiaGpu> {
-    let n = nvml.device_count().unwrap_or(0);
-    (0..n)
-        .filter_map(|i| nvml.device_by_index(i).ok())
-        .map(|d| {
-            let mem = d.memory_info().ok();
-            NvidiaGpu {
-                name: d.name().unwrap_or_else(|_| "NVIDIA GPU".into()),
-                utilization: d.utilization_rates().ok().map(|u| u.gpu),
-                memory_used: mem.as_ref().map(|m| m.used),
-                memory_total: mem.as_ref().map(|m| m.total),
-                temperature: d.temperature(nvml_wrapper::enum_wrappers::device::TemperatureSensor::Gpu).ok(),
-                power_mw: d.power_usage().ok(),
-            }
-        })
-        .collect()
-}
 
 pub fn bytes(b: u64) -> String {
     const K: f64 = 1024.0;

@@ -5,6 +5,7 @@
 pub mod cpu;
 pub mod cuda;
 pub mod gpu;
+pub mod telemetry;
 
 use std::fmt;
 use std::str::FromStr;

@@ -6,6 +6,7 @@ use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink, TrainBridge};
 use super::Exercise;
 use crate::bench::{random_matrix, time_matmul};
+use crate::device::telemetry::UtilizationSampler;
 use crate::device::{Device, Engine};
 use crate::error::{Error, Result};
 use crate::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
@@ -20,6 +21,8 @@ struct Trained {
     device: String,
     info: Option<BackendInfo>,
     result: std::result::Result<TrainReport, String>,
+    /// Mean GPU utilisation NVML reported during training (NVIDIA only).
+    nvml_utilization: Option<f64>,
 }
 
 impl Exercise for CpuVsGpu {
@@ -77,13 +80,14 @@ impl Exercise for CpuVsGpu {
                 Ok(e) => e,
                 Err(e) => {
                     sink.emit(Event::Log(format!("{d}: {e}")));
-                    trained.push(Trained { device: d.to_string(), info: None, result: Err(e.to_string()) });
+                    trained.push(Trained { device: d.to_string(), info: None, result: Err(e.to_string()), nvml_utilization: None });
                     continue;
                 }
             };
             let info = with_backend!(&mut engine, b => b.info());
             let series = short_label(&info);
             sink.emit(Event::Log(format!("training on {}", info.label())));
+            let sampler = if info.kind == "gpu" { UtilizationSampler::start(&info.name) } else { None };
             let result = with_backend!(&mut engine, b => {
                 let mut bridge = TrainBridge { sink: &mut *sink, series, total_steps: 0 };
                 train::train(b, &data, &cfg, &mut bridge)
@@ -91,7 +95,8 @@ impl Exercise for CpuVsGpu {
             if let Err(e) = &result {
                 sink.emit(Event::Log(format!("{}: {e}", info.label())));
             }
-            trained.push(Trained { device: d.to_string(), info: Some(info.clone()), result: result.map_err(|e| e.to_string()) });
+            let nvml_utilization = sampler.and_then(UtilizationSampler::finish);
+            trained.push(Trained { device: d.to_string(), info: Some(info.clone()), result: result.map_err(|e| e.to_string()), nvml_utilization });
             meta.backends.push(info);
             engines.push((d.to_string(), engine));
             sink.emit(Event::Table(training_table(&trained)));
@@ -156,6 +161,7 @@ fn training_table(trained: &[Trained]) -> Table {
             Column::num("throughput", "samples/s", 0, Provenance::Measured),
             Column::num("median step", "ms", 3, Provenance::Measured),
             Column::num("GPU busy", "%", 0, Provenance::derived("GPU timestamp queries ÷ training time")),
+            Column::num("NVML utilisation", "%", 0, Provenance::derived("mean of the NVIDIA driver's utilisation samples every 100 ms")),
             Column::num("validation accuracy", "%", 2, Provenance::Measured),
             Column::num("peak memory", "MiB", 2, Provenance::derived("gpulab's allocation ledger")),
             Column::text("status"),
@@ -171,13 +177,14 @@ fn training_table(trained: &[Trained]) -> Table {
                 r.samples_per_s.into(),
                 r.median_step_ms.into(),
                 r.gpu_busy_fraction.map(|f| f * 100.0).into(),
+                tr.nvml_utilization.into(),
                 (r.final_val_accuracy * 100.0).into(),
                 common::mib(r.memory.total_peak).into(),
                 if r.stopped_early { "stopped" } else { "ok" }.into(),
             ],
             Err(e) => {
                 let mut row = vec![Cell::from(name)];
-                row.extend(std::iter::repeat_n(Cell::Empty, 6));
+                row.extend(std::iter::repeat_n(Cell::Empty, 7));
                 row.push(format!("failed: {e}").into());
                 row
             }
@@ -257,15 +264,15 @@ fn build_report(ex: &CpuVsGpu, s: &Settings, meta: Metadata, trained: &[Trained]
         (Ok(r), Some(i)) if i.kind == "cpu" => Some(r),
         _ => None,
     });
-    let gpu_runs: Vec<(&BackendInfo, &TrainReport)> = trained
+    let gpu_runs: Vec<(&BackendInfo, &TrainReport, Option<f64>)> = trained
         .iter()
         .filter_map(|t| match (&t.result, &t.info) {
-            (Ok(r), Some(i)) if i.kind != "cpu" => Some((i, r)),
+            (Ok(r), Some(i)) if i.kind != "cpu" => Some((i, r, t.nvml_utilization)),
             _ => None,
         })
         .collect();
     let mut summary = Vec::new();
-    for (info, r) in &gpu_runs {
+    for (info, r, nvml) in &gpu_runs {
         let name = short_label(info);
         if let Some(c) = cpu_run {
             let speedup = c.train_wall_s / r.train_wall_s.max(1e-12);
@@ -289,10 +296,11 @@ fn build_report(ex: &CpuVsGpu, s: &Settings, meta: Metadata, trained: &[Trained]
             summary.push(why);
         }
         v.evidence.push(format!(
-            "{name}: {:.0} samples/s, median step {:.3} ms, GPU busy {}, validation accuracy {:.2}%.",
+            "{name}: {:.0} samples/s, median step {:.3} ms, GPU busy {}{}, validation accuracy {:.2}%.",
             r.samples_per_s,
             r.median_step_ms,
             r.gpu_busy_fraction.map(percent).unwrap_or_else(|| "not measurable (no timestamp queries)".into()),
+            nvml.map(|u| format!(" (the NVIDIA driver reported {u:.0}% utilisation)")).unwrap_or_default(),
             r.final_val_accuracy * 100.0
         ));
     }

@@ -1,0 +1,78 @@
+//! NVIDIA telemetry through NVML, where the driver's library is present: utilisation, memory,
+//! temperature and power as the driver reports them. Everything here is optional; without
+//! NVML the functions return nothing and callers show nothing.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// One NVIDIA GPU as NVML sees it (measured by the driver).
+#[derive(Clone, Debug, Default)]
+pub struct NvidiaGpu {
+    pub name: String,
+    pub utilization: Option<u32>,
+    pub memory_used: Option<u64>,
+    pub memory_total: Option<u64>,
+    pub temperature: Option<u32>,
+    pub power_mw: Option<u32>,
+}
+
+pub fn init() -> Option<nvml_wrapper::Nvml> {
+    nvml_wrapper::Nvml::init().ok()
+}
+
+pub fn read(nvml: &nvml_wrapper::Nvml) -> Vec<NvidiaGpu> {
+    let n = nvml.device_count().unwrap_or(0);
+    (0..n)
+        .filter_map(|i| nvml.device_by_index(i).ok())
+        .map(|d| {
+            let mem = d.memory_info().ok();
+            NvidiaGpu {
+                name: d.name().unwrap_or_else(|_| "NVIDIA GPU".into()),
+                utilization: d.utilization_rates().ok().map(|u| u.gpu),
+                memory_used: mem.as_ref().map(|m| m.used),
+                memory_total: mem.as_ref().map(|m| m.total),
+                temperature: d.temperature(nvml_wrapper::enum_wrappers::device::TemperatureSensor::Gpu).ok(),
+                power_mw: d.power_usage().ok(),
+            }
+        })
+        .collect()
+}
+
+/// Samples the utilisation NVML reports for the GPU named `adapter` every 100 ms until
+/// `finish`, which returns the mean in percent. `None` without NVML or without a GPU of that
+/// name.
+pub struct UtilizationSampler {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Vec<u32>>,
+}
+
+impl UtilizationSampler {
+    pub fn start(adapter: &str) -> Option<Self> {
+        let nvml = init()?;
+        let wanted = adapter.to_lowercase();
+        let index = read(&nvml).iter().position(|g| wanted.contains(&g.name.to_lowercase()) || g.name.to_lowercase().contains(&wanted))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let mut samples = Vec::new();
+            while !flag.load(Ordering::Relaxed) {
+                if let Ok(d) = nvml.device_by_index(index as u32)
+                    && let Ok(u) = d.utilization_rates()
+                {
+                    samples.push(u.gpu);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            samples
+        });
+        Some(UtilizationSampler { stop, handle })
+    }
+
+    pub fn finish(self) -> Option<f64> {
+        self.stop.store(true, Ordering::Relaxed);
+        let samples = self.handle.join().ok()?;
+        (!samples.is_empty()).then(|| samples.iter().map(|&s| s as f64).sum::<f64>() / samples.len() as f64)
+    }
+}
