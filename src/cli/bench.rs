@@ -105,6 +105,9 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
 fn train(a: TrainArgs) -> anyhow::Result<()> {
     let device: Device = a.backend.parse()?;
     let mut engine = device.open(None)?;
+    if !a.json {
+        eprintln!("samples/s and ms/step are measured on this machine (median over windows of 10 steps); GFLOP/s is derived from them");
+    }
     for &batch in &a.batch {
         let cfg = TrainBenchConfig { input: a.input, hidden: a.hidden.clone(), classes: a.classes, batch, seconds: a.seconds, min_steps: 20, optimizer: OptimizerKind::Sgd };
         let pb = progress::spinner(&format!("timing batch {batch}"));

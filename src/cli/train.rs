@@ -74,6 +74,7 @@ pub fn run(a: TrainArgs) -> anyhow::Result<()> {
 }
 
 fn run_with_progress<B: gpulab::tensor::Backend>(b: &mut B, data: &data::Dataset, cfg: &TrainConfig) -> anyhow::Result<TrainReport> {
+    eprintln!("per-epoch figures are measured in this run; GPU busy % is derived from GPU timestamp queries");
     let pb = progress::bar(0, "train");
     let mut sink = |ev: TrainEvent| match ev {
         TrainEvent::Started { total_steps, .. } => pb.set_length(total_steps),
