@@ -379,6 +379,17 @@ impl GpulabApp {
         });
     }
 
+    /// Loads a report.json to show beside the current result (what the path box's Load does).
+    pub fn compare_with(&mut self, path: &str) {
+        self.compare_path = path.to_string();
+        self.compare_path();
+    }
+
+    /// The report loaded for comparison, once it has arrived.
+    pub fn compared(&self) -> Option<&Report> {
+        self.compare.as_ref()
+    }
+
     fn compare_path(&mut self) {
         let path = PathBuf::from(self.compare_path.trim());
         let tx = self.files_tx.clone();

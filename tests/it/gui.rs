@@ -157,3 +157,42 @@ fn lesson_text_uses_only_bundled_glyphs() {
         assert!(missing.is_empty(), "lesson {} uses characters the bundled fonts lack: {missing:?}", e.number());
     }
 }
+
+#[test]
+fn an_exported_report_can_be_opened_beside_the_current_one() {
+    let mut h = harness();
+    wait_for_adapters(&mut h);
+    h.get_by_label("2. Batch-size sweep").click();
+    h.step();
+    for (k, v) in [("backend", "cpu"), ("dataset", "digits"), ("epochs", "1"), ("batch_sizes", "32")] {
+        h.state_mut().set_setting(k, v).unwrap();
+    }
+    h.step();
+    h.get_by_label("Run").click();
+    run_to_end(&mut h, Duration::from_secs(120));
+    let report = h.state().report().expect("a report").clone();
+    let dir = tempfile::tempdir().unwrap();
+    gpulab::report::write_all(&report, dir.path()).unwrap();
+
+    h.state_mut().compare_with(dir.path().join("report.json").to_str().unwrap());
+    let t0 = Instant::now();
+    while h.state().compared().is_none() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the report to compare never loaded");
+        h.step();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    h.step();
+    assert_eq!(h.state().compared(), Some(&report));
+    assert!(h.query_all_by_label_contains("Compared:").count() > 0, "the comparison is not shown");
+    // Both verdicts are on screen: the current one and the loaded one.
+    assert!(h.query_all_by_label(&report.verdict.summary).count() >= 2, "the compared verdict is not shown");
+
+    // A file that is not a report gives a message, not a crash.
+    let bad = dir.path().join("report.md");
+    h.state_mut().compare_with(bad.to_str().unwrap());
+    for _ in 0..50 {
+        h.step();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(h.query_all_by_label_contains("not a gpulab report").count() > 0, "no error shown for a bad file");
+}
