@@ -332,50 +332,46 @@ impl GpulabApp {
 
     // ---- files ----
 
-    fn export_dialog(&mut self) {
-        let Some(r) = self.report().cloned() else { return };
+    /// Runs file work (dialogs, reading, writing) on its own thread and posts the outcome back,
+    /// so the UI thread never waits on the disk or a dialog.
+    fn file_job(&mut self, busy: &str, work: impl FnOnce() -> FileMsg + Send + 'static) {
         let tx = self.files_tx.clone();
         let ctx = self.ctx.clone();
-        self.file_busy = Some("waiting for the save dialog…".into());
+        self.file_busy = Some(busy.into());
         std::thread::spawn(move || {
-            let picked = rfd::FileDialog::new().set_title("Export report").set_file_name(format!("{}-report", r.exercise)).save_file();
-            let msg = match picked {
+            let _ = tx.send(work());
+            ctx.request_repaint();
+        });
+    }
+
+    fn export_dialog(&mut self) {
+        let Some(r) = self.report().cloned() else { return };
+        self.file_job("waiting for the save dialog…", move || {
+            match rfd::FileDialog::new().set_title("Export report").set_file_name(format!("{}-report", r.exercise)).save_file() {
                 None => FileMsg::NoDialog("export"),
                 Some(p) => FileMsg::Exported(write_report(&r, &p)),
-            };
-            let _ = tx.send(msg);
-            ctx.request_repaint();
+            }
         });
     }
 
     fn export_default(&mut self) {
         let Some(r) = self.report().cloned() else { return };
-        let tx = self.files_tx.clone();
-        let ctx = self.ctx.clone();
-        self.file_busy = Some("writing…".into());
-        std::thread::spawn(move || {
+        self.file_job("writing…", move || {
             let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string().replace(':', "-");
             let dir = PathBuf::from("gpulab-reports").join(format!("{}-{stamp}", r.exercise));
-            let res = crate::report::write_all(&r, &dir).map_err(|e| e.to_string()).map(|v| {
-                v.into_iter().map(|p| std::fs::canonicalize(&p).unwrap_or(p)).collect()
-            });
-            let _ = tx.send(FileMsg::Exported(res));
-            ctx.request_repaint();
+            let res = crate::report::write_all(&r, &dir)
+                .map_err(|e| e.to_string())
+                .map(|v| v.into_iter().map(|p| std::fs::canonicalize(&p).unwrap_or(p)).collect());
+            FileMsg::Exported(res)
         });
     }
 
     fn compare_dialog(&mut self) {
-        let tx = self.files_tx.clone();
-        let ctx = self.ctx.clone();
-        self.file_busy = Some("waiting for the open dialog…".into());
-        std::thread::spawn(move || {
-            let picked = rfd::FileDialog::new().set_title("Open report.json to compare").add_filter("gpulab report", &["json"]).pick_file();
-            let msg = match picked {
+        self.file_job("waiting for the open dialog…", || {
+            match rfd::FileDialog::new().set_title("Open report.json to compare").add_filter("gpulab report", &["json"]).pick_file() {
                 None => FileMsg::NoDialog("opening a report"),
-                Some(p) => FileMsg::Compared(crate::report::read_json(&p).map(Box::new).map_err(|e| e.to_string())),
-            };
-            let _ = tx.send(msg);
-            ctx.request_repaint();
+                Some(p) => compared(&p),
+            }
         });
     }
 
@@ -392,13 +388,9 @@ impl GpulabApp {
 
     fn compare_path(&mut self) {
         let path = PathBuf::from(self.compare_path.trim());
-        let tx = self.files_tx.clone();
-        let ctx = self.ctx.clone();
-        self.file_busy = Some("reading…".into());
-        std::thread::spawn(move || {
+        self.file_job("reading…", move || {
             let p = if path.is_dir() { path.join("report.json") } else { path };
-            let _ = tx.send(FileMsg::Compared(crate::report::read_json(&p).map(Box::new).map_err(|e| e.to_string())));
-            ctx.request_repaint();
+            compared(&p)
         });
     }
 
@@ -876,4 +868,8 @@ impl Drop for GpulabApp {
             job.shutdown(Duration::from_secs(2));
         }
     }
+}
+
+fn compared(path: &std::path::Path) -> FileMsg {
+    FileMsg::Compared(crate::report::read_json(path).map(Box::new).map_err(|e| e.to_string()))
 }

@@ -232,11 +232,7 @@ fn build_report(ex: &BatchSweep, s: &Settings, meta: Metadata, outcomes: &[(u64,
         stopped_early,
         ..Default::default()
     };
-    for b in &report.metadata.backends {
-        if b.software {
-            report.notes.push(format!("{} ({}) is a software GPU: runs on your CPU. Its numbers are your CPU's, not a GPU's.", b.name, b.api));
-        }
-    }
+    report.note_software_backends();
     if budget.is_some() {
         report.notes.push("The VRAM budget is simulated: gpulab's ledger refuses allocations beyond it, as a smaller GPU would.".into());
     }

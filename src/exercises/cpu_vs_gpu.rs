@@ -329,11 +329,7 @@ fn build_report(ex: &CpuVsGpu, s: &Settings, meta: Metadata, trained: &[Trained]
         });
     }
     v.summary = summary.join(" ");
-    for b in &report.metadata.backends {
-        if b.software {
-            report.notes.push(format!("{} ({}) is a software GPU: runs on your CPU. Its numbers are your CPU's, not a GPU's.", b.name, b.api));
-        }
-    }
+    report.note_software_backends();
     report.verdict = v;
     report.charts = vec![loss, acc, gflops];
     report

@@ -197,6 +197,13 @@ pub struct Report {
 }
 
 impl Report {
+    /// Every exercise warns that a software adapter's numbers are the CPU's.
+    pub fn note_software_backends(&mut self) {
+        for b in self.metadata.backends.iter().filter(|b| b.software) {
+            self.notes.push(format!("{} ({}) is a software GPU: runs on your CPU. Its numbers are your CPU's, not a GPU's.", b.name, b.api));
+        }
+    }
+
     pub fn table(&self, title: &str) -> Option<&Table> {
         self.tables.iter().find(|t| t.title == title)
     }
