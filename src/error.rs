@@ -49,6 +49,9 @@ pub enum Error {
 
     #[error("training diverged at step {step}: the loss became {loss}; lower the learning rate")]
     Diverged { step: u64, loss: f32 },
+
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

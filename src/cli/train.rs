@@ -55,6 +55,7 @@ pub fn run(a: TrainArgs) -> anyhow::Result<()> {
         weight_decay: a.weight_decay,
         seed: a.seed,
         log_every: a.log_every,
+        amp: Default::default(),
     };
     // Settings are checked before anything slow (data generation, adapter start-up) happens.
     cfg.validate()?;

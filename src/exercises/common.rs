@@ -41,6 +41,7 @@ pub fn train_config(s: &Settings, batch: usize) -> Result<TrainConfig> {
         weight_decay: 0.0,
         seed: s.int("seed")? as u64,
         log_every: s.int("log_every")? as usize,
+        amp: Default::default(),
     };
     cfg.validate()?;
     Ok(cfg)

@@ -1,10 +1,12 @@
 //! The model: a multi-layer perceptron with explicit forward and backward passes per layer,
 //! softmax cross-entropy, and SGD-momentum or AdamW — written once against `Backend`.
 
+pub mod amp;
 mod init;
 mod mlp;
 mod optim;
 
 pub use init::he_normal;
 pub use mlp::{Mlp, MlpConfig, Workspace};
+pub use amp::{AmpConfig, GradScaler, GradScalerConfig, GradScalerState, Precision, ScalerStep};
 pub use optim::{Optimizer, OptimizerKind};

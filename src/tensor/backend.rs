@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use super::{DType, MemCategory, MemoryReport, Shape};
+use super::{DType, Epilogue, MemCategory, MemoryReport, Shape};
 use crate::error::Result;
 
 /// What a tensor of any backend can tell about itself.
@@ -105,7 +105,7 @@ pub trait Backend {
         grad: Option<&mut Self::Tensor>,
         grad_scale: f32,
     ) -> Result<()>;
-    /// out[0, c] = Σ_r x[r, c]  (bias gradients)
+    /// out[0, c] = Σ_r x[r, c]  (bias gradients); x may be f32 or 16-bit, the sum is f32.
     fn sum_cols(&mut self, x: &Self::Tensor, out: &mut Self::Tensor) -> Result<()>;
     /// out[0, r] = Σ_c x[r, c]
     fn sum_rows(&mut self, x: &Self::Tensor, out: &mut Self::Tensor) -> Result<()>;
@@ -135,6 +135,42 @@ pub trait Backend {
     /// t *= alpha
     fn scale(&mut self, t: &mut Self::Tensor, alpha: f32) -> Result<()>;
     fn copy(&mut self, src: &Self::Tensor, dst: &mut Self::Tensor) -> Result<()>;
+
+    // Mixed precision (`nn::amp`). F16/BF16 tensors are read and written as f32 through
+    // `read_f32`/`write_f32`, which round on the host exactly as the kernels do.
+
+    /// Why `dtype` cannot be computed on this backend, or None when it can.
+    fn low_precision_unavailable(&self, dtype: DType) -> Option<String> {
+        Some(format!("{} is not supported by this backend", dtype.name()))
+    }
+    /// out = round(x) between f32 and a 16-bit type, either way. When `stats` ([1, 2] u32) is
+    /// given, it gains [#nonzero inputs, #of those that rounded to zero].
+    fn cast(&mut self, x: &Self::Tensor, out: &mut Self::Tensor, stats: Option<&mut Self::Tensor>) -> Result<()> {
+        let _ = (x, out, stats);
+        Err(crate::error::Error::InvalidConfig("cast is not supported by this backend".into()))
+    }
+    /// c = epilogue(op(a)·op(b)) with a, b in one 16-bit type, products summed in f32, the
+    /// result stored in c's type (f32, or a's type). `stats` as for `cast`, over the stored values.
+    #[allow(clippy::too_many_arguments)]
+    fn matmul_low(
+        &mut self,
+        a: &Self::Tensor,
+        b: &Self::Tensor,
+        c: &mut Self::Tensor,
+        trans_a: bool,
+        trans_b: bool,
+        epilogue: Epilogue<'_, Self::Tensor>,
+        stats: Option<&mut Self::Tensor>,
+    ) -> Result<()> {
+        let _ = (a, b, c, trans_a, trans_b, epilogue, stats);
+        Err(crate::error::Error::InvalidConfig("low-precision matmul is not supported by this backend".into()))
+    }
+    /// GradScaler's unscale: g *= inv_scale, and found[0, 0] = 1 if any g was inf or NaN —
+    /// one pass for both.
+    fn unscale_check(&mut self, g: &mut Self::Tensor, inv_scale: f32, found: &mut Self::Tensor) -> Result<()> {
+        let _ = (g, inv_scale, found);
+        Err(crate::error::Error::InvalidConfig("gradient unscaling is not supported by this backend".into()))
+    }
 
     /// Compiles whatever the backend compiles lazily (GPU pipelines), so timed work that
     /// follows does not pay for it. A no-op where nothing is compiled.

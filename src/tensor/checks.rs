@@ -18,12 +18,37 @@ pub fn matmul(
     for t in [a.dtype(), b.dtype(), c.dtype()] {
         ensure_shape(t == DType::F32, "matmul", || format!("only f32 is supported, got {}", t.name()))?;
     }
+    dims("matmul", a, b, c, trans_a, trans_b)
+}
+
+/// `matmul` for 16-bit operands: a and b share one 16-bit type; c is f32 or that type.
+pub fn matmul_low(
+    a: &impl TensorMeta,
+    b: &impl TensorMeta,
+    c: &impl TensorMeta,
+    trans_a: bool,
+    trans_b: bool,
+) -> Result<(usize, usize, usize)> {
+    let dt = a.dtype();
+    ensure_shape(dt.is_low() && b.dtype() == dt, "matmul_low", || format!("operands must share one 16-bit type, got {} and {}", dt.name(), b.dtype().name()))?;
+    ensure_shape(c.dtype() == DType::F32 || c.dtype() == dt, "matmul_low", || format!("output must be f32 or {}, got {}", dt.name(), c.dtype().name()))?;
+    dims("matmul_low", a, b, c, trans_a, trans_b)
+}
+
+fn dims(
+    op: &'static str,
+    a: &impl TensorMeta,
+    b: &impl TensorMeta,
+    c: &impl TensorMeta,
+    trans_a: bool,
+    trans_b: bool,
+) -> Result<(usize, usize, usize)> {
     let [ar, ac] = a.shape();
     let [br, bc] = b.shape();
     let (m, k) = if trans_a { (ac, ar) } else { (ar, ac) };
     let (k2, n) = if trans_b { (bc, br) } else { (br, bc) };
-    ensure_shape(k == k2, "matmul", || format!("inner dimensions differ: a {:?} (T={trans_a}), b {:?} (T={trans_b})", a.shape(), b.shape()))?;
-    ensure_shape(c.shape() == [m, n], "matmul", || format!("output is {:?}, expected {:?}", c.shape(), [m, n]))?;
+    ensure_shape(k == k2, op, || format!("inner dimensions differ: a {:?} (T={trans_a}), b {:?} (T={trans_b})", a.shape(), b.shape()))?;
+    ensure_shape(c.shape() == [m, n], op, || format!("output is {:?}, expected {:?}", c.shape(), [m, n]))?;
     Ok((m, n, k))
 }
 
@@ -47,6 +72,12 @@ impl<T: TensorMeta> TensorMetaDyn for T {
     fn dtype_dyn(&self) -> DType {
         self.dtype()
     }
+}
+
+/// A bias for output `y` of any dtype: f32, [1, cols].
+pub fn bias_for(op: &'static str, y: &impl TensorMeta, bias: &impl TensorMeta) -> Result<()> {
+    same_dtype(op, bias, DType::F32)?;
+    ensure_shape(bias.shape() == [1, y.shape()[1]], op, || format!("bias {:?} for output {:?}", bias.shape(), y.shape()))
 }
 
 pub fn bias(y: &impl TensorMeta, bias: &impl TensorMeta) -> Result<()> {

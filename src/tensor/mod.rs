@@ -4,9 +4,12 @@
 mod backend;
 pub mod checks;
 mod dtype;
+mod epilogue;
+pub mod lowp;
 mod memory;
 
 pub use backend::{AdamFactors, AdamW, Backend, BackendInfo, Sgd, TensorMeta};
+pub use epilogue::Epilogue;
 pub use dtype::DType;
 pub use memory::{Ledger, MemCategory, MemoryReport, SharedLedger, lock as memory_lock};
 

@@ -1,7 +1,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::nn::{Optimizer, OptimizerKind};
+use crate::nn::{AmpConfig, Optimizer, OptimizerKind};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrainConfig {
@@ -15,6 +15,9 @@ pub struct TrainConfig {
     pub seed: u64,
     /// Loss and accuracy are read back from the device every this many steps (and at epoch end).
     pub log_every: usize,
+    /// Mixed precision; the default is plain f32.
+    #[serde(default)]
+    pub amp: AmpConfig,
 }
 
 impl Default for TrainConfig {
@@ -29,6 +32,7 @@ impl Default for TrainConfig {
             weight_decay: 0.0,
             seed: 42,
             log_every: 20,
+            amp: AmpConfig::default(),
         }
     }
 }
@@ -61,7 +65,7 @@ impl TrainConfig {
         if self.log_every == 0 {
             return bad("log_every must be at least 1".into());
         }
-        Ok(())
+        self.amp.validate()
     }
 
     pub fn optimizer(&self) -> Optimizer {

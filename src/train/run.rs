@@ -2,6 +2,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use super::amp_step::AmpReport;
+use super::stepper::Stepper;
 use super::{TrainConfig, TrainEvent, TrainSink};
 use crate::data::{Dataset, batcher};
 use crate::error::{Error, Result};
@@ -46,6 +48,9 @@ pub struct TrainReport {
     pub final_val_accuracy: f64,
     pub memory: MemoryReport,
     pub stopped_early: bool,
+    /// Loss scale, skipped steps and gradient underflow of a mixed-precision run.
+    #[serde(default)]
+    pub amp: Option<AmpReport>,
 }
 
 /// Trains an MLP on `data` and evaluates it after every epoch.
@@ -61,8 +66,7 @@ pub fn train<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mu
     let steps_per_epoch = batcher::batches_per_epoch(n, batch, false) as u64;
     sink.event(TrainEvent::Started { total_steps: steps_per_epoch * cfg.epochs as u64, steps_per_epoch });
 
-    let mut full = Workspace::new(b, &model_cfg, batch, true)?;
-    let mut tail: Option<Workspace<B>> = None; // the last, smaller batch of an epoch
+    let mut steps = Stepper::new(b, &model, cfg, batch)?;
     let mut xb = Vec::new();
     let mut yb = Vec::new();
     let mut epochs = Vec::new();
@@ -70,12 +74,7 @@ pub fn train<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mu
     let mut window_ms = Vec::new();
     let (mut total_wall, mut total_busy, mut any_busy) = (0.0f64, 0.0f64, false);
     let mut stopped_early = false;
-    // Compile every kernel a step uses before the clock starts: one forward and backward pass
-    // on the (zero) workspace touches them all and leaves the parameters unchanged.
-    b.prepare()?;
-    model.forward(b, &mut full)?;
-    model.backward(b, &mut full)?;
-    full.take_totals(b)?;
+    steps.warm_up(b, &mut model)?;
     b.take_busy_seconds()?; // start the GPU clock from zero
 
     'epochs: for epoch in 0..cfg.epochs {
@@ -89,17 +88,7 @@ pub fn train<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mu
                 break 'epochs;
             }
             batcher::gather(&data.train_x, &data.train_y, data.features, idx, &mut xb, &mut yb);
-            let ws = if idx.len() == batch {
-                &mut full
-            } else {
-                if tail.as_ref().is_none_or(|t| t.batch != idx.len()) {
-                    tail = Some(Workspace::new(b, &model_cfg, idx.len(), true)?);
-                }
-                tail.as_mut().expect("created above")
-            };
-            b.write_f32(&mut ws.x, &xb)?;
-            b.write_u32(&mut ws.y, &yb)?;
-            model.train_step(b, ws)?;
+            steps.step(b, &mut model, &xb, &yb, idx.len(), step + 1)?;
             b.flush()?;
             step += 1;
             win_steps += 1;
@@ -107,12 +96,7 @@ pub fn train<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mu
             let last = i as u64 + 1 == steps_per_epoch;
             if step % cfg.log_every as u64 == 0 || last {
                 // Reading back waits for the device; the window's wall time includes it.
-                let (mut loss, mut correct) = full.take_totals(b)?;
-                if let Some(t) = tail.as_mut() {
-                    let (l, c) = t.take_totals(b)?;
-                    loss += l;
-                    correct += c;
-                }
+                let (loss, correct) = steps.take_totals(b)?;
                 let secs = win_start.elapsed().as_secs_f64();
                 window_ms.push(secs * 1e3 / win_steps as f64);
                 ep_wall += secs;
@@ -135,7 +119,7 @@ pub fn train<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mu
             }
         }
         let busy = b.take_busy_seconds()?;
-        let (val_loss, val_accuracy) = evaluate(b, &model, data, batch)?;
+        let (val_loss, val_accuracy) = steps.evaluate(b, &model, data, batch)?;
         b.take_busy_seconds()?; // validation is not part of the training figures
         if let Some(s) = busy {
             total_busy += s;
@@ -175,6 +159,7 @@ pub fn train<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mu
         epochs,
         memory: b.memory(),
         stopped_early,
+        amp: steps.into_amp_report(),
     })
 }
 

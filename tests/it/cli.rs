@@ -114,5 +114,21 @@ fn run_refuses_unknown_ids_settings_and_unbuilt_labs() {
     fails_with(&["run", "warp-drive"], &["unknown exercise", "cpu-vs-gpu"]);
     fails_with(&["run", "cpu-vs-gpu", "--set", "batch=0"], &["batch", "outside"]);
     fails_with(&["run", "cpu-vs-gpu", "--set", "epochs"], &["key=value"]);
-    fails_with(&["run", "precision"], &["not runnable yet"]);
+    fails_with(&["run", "platform"], &["not runnable yet"]);
+    fails_with(&["run", "precision", "--set", "precisions=fp8"], &["unknown precision"]);
+}
+
+#[test]
+fn run_precision_headless_on_the_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("p");
+    let out = gpulab(&[
+        "run", "precision", "--set", "backend=cpu", "--set", "epochs=1", "--set", "hidden=32", "--set", "demo_epochs=1",
+        "--out", out_dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    for want in ["Precisions", "fp16 + GradScaler", "bf16", "Bytes saved vs FP32", "Underflow demonstration"] {
+        assert!(md.contains(want), "{want:?} missing from report.md");
+    }
 }

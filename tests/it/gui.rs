@@ -117,14 +117,14 @@ fn exercise_2_shows_out_of_memory_rows() {
 #[test]
 fn not_runnable_exercise_shows_lesson_and_no_run_button() {
     let mut h = harness();
-    h.get_by_label("3. FP32 vs FP16/BF16 mixed precision").click();
+    h.get_by_label("10. A production GPU platform (simulation)").click();
     h.step();
     h.step();
-    assert_eq!(h.state().selected(), "precision");
+    assert_eq!(h.state().selected(), "platform");
     assert!(h.query_by_label("Run").is_none(), "a not-runnable exercise offers a Run button");
     assert!(h.query_by_label("Not runnable yet").is_some());
     // The lesson is rendered (its first heading).
-    assert!(h.query_all_by_label_contains("Mixed precision").count() > 0, "the lesson is not shown");
+    assert!(h.query_all_by_label_contains("production").count() > 0, "the lesson is not shown");
     // Exercise 1 has a working Run button, for contrast.
     h.get_by_label("1. CPU vs GPU").click();
     h.step();
@@ -195,4 +195,29 @@ fn an_exported_report_can_be_opened_beside_the_current_one() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(h.query_all_by_label_contains("not a gpulab report").count() > 0, "no error shown for a bad file");
+}
+
+#[test]
+fn exercise_3_runs_all_precisions_to_a_verdict() {
+    let mut h = harness();
+    let gpu = wait_for_adapters(&mut h);
+    h.get_by_label("3. FP32 vs FP16/BF16 mixed precision").click();
+    h.step();
+    assert_eq!(h.state().selected(), "precision");
+    let backend = if gpu { "gpu" } else { "cpu" };
+    for (k, v) in [("backend", backend), ("epochs", "1"), ("hidden", "32"), ("demo_epochs", "1")] {
+        h.state_mut().set_setting(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+    }
+    h.step();
+    h.get_by_label("Run").click();
+    run_to_end(&mut h, Duration::from_secs(180));
+
+    let report = h.state().report().expect("a report").clone();
+    let t = report.table("Precisions").expect("a Precisions table");
+    assert_eq!(t.rows.len(), 3);
+    h.get_by_label("Precisions");
+    h.get_by_label("Underflow demonstration");
+    h.get_by_label("gradients flushed to zero");
+    h.get_by_label(&report.verdict.summary);
+    assert!(report.verdict.summary.contains("Underflow"), "{}", report.verdict.summary);
 }

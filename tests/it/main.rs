@@ -1,5 +1,6 @@
 //! One integration-test crate with a module per area (ripgrep's layout).
 
+mod amp;
 mod cli;
 mod common;
 mod data;
@@ -7,5 +8,6 @@ mod exercises;
 mod gui;
 mod kernels;
 mod ledger;
+mod precision;
 mod training;
 mod window;

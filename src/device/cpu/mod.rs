@@ -1,6 +1,7 @@
 //! The CPU backend: the reference for every op and a serious baseline — GEMM from the `gemm`
 //! crate (packed, SIMD, multi-threaded) and rayon for the element-wise work on large tensors.
 
+mod amp;
 mod ops;
 
 use std::sync::{Arc, Mutex};
@@ -14,6 +15,8 @@ pub use ops::PAR_THRESHOLD;
 pub(crate) enum Storage {
     F32(Vec<f32>),
     U32(Vec<u32>),
+    /// F16 or BF16 bit patterns.
+    Low(Vec<u16>, DType),
 }
 
 /// A CPU tensor; dropping it releases its bytes in the ledger.
@@ -32,25 +35,25 @@ impl CpuTensor {
     pub(crate) fn f32(&self) -> &[f32] {
         match &self.data {
             Storage::F32(v) => v,
-            Storage::U32(_) => &[],
+            _ => &[],
         }
     }
     pub(crate) fn f32_mut(&mut self) -> &mut [f32] {
         match &mut self.data {
             Storage::F32(v) => v,
-            Storage::U32(_) => &mut [],
+            _ => &mut [],
         }
     }
     pub(crate) fn u32(&self) -> &[u32] {
         match &self.data {
             Storage::U32(v) => v,
-            Storage::F32(_) => &[],
+            _ => &[],
         }
     }
     pub(crate) fn u32_mut(&mut self) -> &mut [u32] {
         match &mut self.data {
             Storage::U32(v) => v,
-            Storage::F32(_) => &mut [],
+            _ => &mut [],
         }
     }
 }
@@ -63,6 +66,7 @@ impl TensorMeta for CpuTensor {
         match self.data {
             Storage::F32(_) => DType::F32,
             Storage::U32(_) => DType::U32,
+            Storage::Low(_, dt) => dt,
         }
     }
 }
@@ -133,6 +137,7 @@ impl crate::tensor::Backend for CpuBackend {
         let data = match dtype {
             DType::F32 => Storage::F32(vec![0.0; n]),
             DType::U32 => Storage::U32(vec![0; n]),
+            DType::F16 | DType::BF16 => Storage::Low(vec![0; n], dtype),
         };
         self.alloc(data, shape, cat)
     }
@@ -149,6 +154,10 @@ impl crate::tensor::Backend for CpuBackend {
 
     fn write_f32(&mut self, t: &mut CpuTensor, data: &[f32]) -> Result<()> {
         checks::data_len("write", t.shape, data.len())?;
+        if let Storage::Low(bits, dt) = &mut t.data {
+            *bits = crate::tensor::lowp::encode(*dt, data);
+            return Ok(());
+        }
         checks::f32s("write", &[t])?;
         t.f32_mut().copy_from_slice(data);
         Ok(())
@@ -162,6 +171,9 @@ impl crate::tensor::Backend for CpuBackend {
     }
 
     fn read_f32(&mut self, t: &CpuTensor) -> Result<Vec<f32>> {
+        if let Storage::Low(bits, dt) = &t.data {
+            return Ok(crate::tensor::lowp::decode(*dt, bits));
+        }
         checks::f32s("read", &[t])?;
         Ok(t.f32().to_vec())
     }
@@ -220,8 +232,12 @@ impl crate::tensor::Backend for CpuBackend {
     }
 
     fn sum_cols(&mut self, x: &CpuTensor, out: &mut CpuTensor) -> Result<()> {
-        checks::f32s("sum_cols", &[x])?;
         checks::vector_out("sum_cols", out, x.shape[1], DType::F32)?;
+        if let Storage::Low(bits, dt) = &x.data {
+            ops::sum_cols(&crate::tensor::lowp::decode(*dt, bits), out.f32_mut(), x.shape[1]);
+            return Ok(());
+        }
+        checks::f32s("sum_cols", &[x])?;
         ops::sum_cols(x.f32(), out.f32_mut(), x.shape[1]);
         Ok(())
     }
@@ -280,6 +296,7 @@ impl crate::tensor::Backend for CpuBackend {
         match &mut t.data {
             Storage::F32(v) => v.fill(value),
             Storage::U32(v) => v.fill(value as u32),
+            Storage::Low(v, dt) => v.fill(crate::tensor::lowp::round_bits(*dt, value)),
         }
         Ok(())
     }
@@ -295,9 +312,26 @@ impl crate::tensor::Backend for CpuBackend {
         match (&src.data, &mut dst.data) {
             (Storage::F32(s), Storage::F32(d)) => d.copy_from_slice(s),
             (Storage::U32(s), Storage::U32(d)) => d.copy_from_slice(s),
+            (Storage::Low(s, _), Storage::Low(d, _)) => d.copy_from_slice(s),
             _ => unreachable!("same_shape checked the dtypes"),
         }
         Ok(())
+    }
+
+    fn low_precision_unavailable(&self, dtype: DType) -> Option<String> {
+        amp::unavailable(dtype)
+    }
+
+    fn cast(&mut self, x: &CpuTensor, out: &mut CpuTensor, stats: Option<&mut CpuTensor>) -> Result<()> {
+        amp::cast(x, out, stats)
+    }
+
+    fn matmul_low(&mut self, a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: bool, epi: Epilogue<'_, CpuTensor>, stats: Option<&mut CpuTensor>) -> Result<()> {
+        amp::matmul_low(a, b, c, ta, tb, epi, stats, self.threads)
+    }
+
+    fn unscale_check(&mut self, g: &mut CpuTensor, inv_scale: f32, found: &mut CpuTensor) -> Result<()> {
+        amp::unscale_check(g, inv_scale, found)
     }
 
     fn flush(&mut self) -> Result<()> {
@@ -321,4 +355,4 @@ impl crate::tensor::Backend for CpuBackend {
     }
 }
 
-use crate::tensor::{AdamW, MemoryReport, Sgd};
+use crate::tensor::{AdamW, Epilogue, MemoryReport, Sgd};

@@ -16,6 +16,12 @@ const SOFTMAX_XENT: &str = include_str!("../../../shaders/softmax_xent.wgsl");
 const REDUCE: &str = include_str!("../../../shaders/reduce.wgsl");
 const OPTIMIZER: &str = include_str!("../../../shaders/optimizer.wgsl");
 const TRANSPOSE: &str = include_str!("../../../shaders/transpose.wgsl");
+const AMP: &str = include_str!("../../../shaders/amp.wgsl");
+const MATMUL_LOW: &str = include_str!("../../../shaders/matmul_low.wgsl");
+const GRAD_SCALER: &str = include_str!("../../../shaders/grad_scaler.wgsl");
+const LOWP_F16: &str = include_str!("../../../shaders/lowp_f16.wgsl");
+const LOWP_BF16: &str = include_str!("../../../shaders/lowp_bf16.wgsl");
+const LOWP_COMMON: &str = include_str!("../../../shaders/lowp_common.wgsl");
 
 /// Workgroup size of the 1-D kernels.
 pub const WG: u32 = 256;
@@ -41,6 +47,14 @@ pub enum Kernel {
     Sgd,
     AdamW,
     Transpose,
+    // Mixed precision: instantiated per 16-bit type (the pipeline key's dtype).
+    CastToLow,
+    CastToF32,
+    SumColsLow,
+    MatmulLowOut,
+    MatmulLowF32,
+    // f32 only.
+    UnscaleCheck,
 }
 
 impl Kernel {
@@ -95,6 +109,12 @@ impl Kernel {
             Sgd => ("optimizer.wgsl", OPTIMIZER, "sgd"),
             AdamW => ("optimizer.wgsl", OPTIMIZER, "adamw"),
             Transpose => ("transpose.wgsl", TRANSPOSE, "main"),
+            CastToLow => ("amp.wgsl", AMP, "cast_to_low"),
+            CastToF32 => ("amp.wgsl", AMP, "cast_to_f32"),
+            SumColsLow => ("amp.wgsl", AMP, "sum_cols_low"),
+            MatmulLowOut => ("matmul_low.wgsl", MATMUL_LOW, "main_low"),
+            MatmulLowF32 => ("matmul_low.wgsl", MATMUL_LOW, "main_f32"),
+            UnscaleCheck => ("grad_scaler.wgsl", GRAD_SCALER, "unscale_check"),
         };
         KernelDef { file, source, entry }
     }
@@ -112,6 +132,15 @@ pub fn render(source: &str, values: &[(&str, String)]) -> Result<String> {
         return Err(Error::Gpu(format!("shader template placeholder {} has no value", &out[pos..end])));
     }
     Ok(out)
+}
+
+/// The 16-bit type's WGSL helpers that the mixed-precision kernels start with ({{LOWP}}).
+fn lowp_prelude(dtype: DType) -> String {
+    match dtype {
+        DType::F16 => format!("{LOWP_F16}\n{LOWP_COMMON}"),
+        DType::BF16 => format!("{LOWP_BF16}\n{LOWP_COMMON}"),
+        _ => String::new(),
+    }
 }
 
 /// What distinguishes two compiled instances of one kernel.
@@ -145,6 +174,7 @@ impl PipelineCache {
                 ("TB", flag(2)),
                 ("VA", flag(4)),
                 ("VB", flag(8)),
+                ("LOWP", lowp_prelude(key.dtype)),
             ],
         )?;
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);

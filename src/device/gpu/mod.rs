@@ -1,6 +1,7 @@
 //! The wgpu backend: WGSL kernels from `shaders/`, recorded into one encoder per step.
 
 pub mod adapters;
+mod amp;
 mod kernels;
 #[cfg(test)]
 mod matmul_gen;
@@ -19,7 +20,7 @@ pub use pool::GpuTensor;
 pub use tuning::MatmulVariant;
 
 use crate::error::{Error, Result, ensure_shape};
-use crate::tensor::{AdamW, Backend, BackendInfo, DType, Ledger, MemCategory, MemoryReport, Sgd, Shape, TensorMeta, checks, memory_lock};
+use crate::tensor::{AdamW, Backend, BackendInfo, DType, Epilogue, Ledger, MemCategory, MemoryReport, Sgd, Shape, TensorMeta, checks, memory_lock};
 use kernels::{Kernel, PipelineCache, PipelineKey, WG};
 use pool::{Shared, buffer_size};
 use recorder::Recorder;
@@ -209,6 +210,11 @@ impl GpuBackend {
 
     /// Records one dispatch of `kernel` with its parameter words and storage bindings.
     fn run(&mut self, kernel: Kernel, variant: u32, params: &[u32], bindings: &[(u32, &wgpu::Buffer)], groups: (u32, u32)) -> Result<()> {
+        self.run_as(DType::F32, kernel, variant, params, bindings, groups)
+    }
+
+    /// `run` for a kernel instantiated for `dtype` (the 16-bit kernels).
+    fn run_as(&mut self, dtype: DType, kernel: Kernel, variant: u32, params: &[u32], bindings: &[(u32, &wgpu::Buffer)], groups: (u32, u32)) -> Result<()> {
         if groups.0 == 0 || groups.1 == 0 {
             return Ok(());
         }
@@ -216,7 +222,7 @@ impl GpuBackend {
             self.flush()?;
             self.rec.collect_timestamps(&self.device, &self.queue)?;
         }
-        let pipeline = self.pipelines.get(&self.device, PipelineKey { kernel, dtype: DType::F32, variant })?;
+        let pipeline = self.pipelines.get(&self.device, PipelineKey { kernel, dtype, variant })?;
         let uniform = self.rec.push_params(params);
         let mut entries = vec![wgpu::BindGroupEntry { binding: 0, resource: wgpu::BindingResource::Buffer(uniform) }];
         entries.extend(bindings.iter().map(|(i, b)| wgpu::BindGroupEntry { binding: *i, resource: b.as_entire_binding() }));
@@ -279,7 +285,7 @@ impl Backend for GpuBackend {
     fn zeros(&mut self, shape: Shape, dtype: DType, cat: MemCategory) -> Result<GpuTensor> {
         // Pooled buffers hold old data, so every new tensor is cleared on the device.
         let t = self.alloc(shape, dtype, cat)?;
-        let n = u32_len(t.numel(), "zeros")?;
+        let n = u32_len(t.words(), "zeros")?;
         self.elementwise(Kernel::FillBits, n as usize, [n, 0, 0, 0], &[(3, t.buffer())])?;
         Ok(t)
     }
@@ -300,6 +306,10 @@ impl Backend for GpuBackend {
 
     fn write_f32(&mut self, t: &mut GpuTensor, data: &[f32]) -> Result<()> {
         checks::data_len("write", t.shape, data.len())?;
+        if t.dtype.is_low() {
+            let words = amp::pack_words(t.dtype, data);
+            return self.write_bytes(t, bytemuck::cast_slice(&words));
+        }
         checks::f32s("write", &[t])?;
         self.write_bytes(t, bytemuck::cast_slice(data))
     }
@@ -311,6 +321,10 @@ impl Backend for GpuBackend {
     }
 
     fn read_f32(&mut self, t: &GpuTensor) -> Result<Vec<f32>> {
+        if t.dtype.is_low() {
+            let words: Vec<u32> = self.read_bytes(t)?;
+            return Ok(amp::unpack_words(t.dtype, &words, t.numel()));
+        }
         checks::f32s("read", &[t])?;
         self.read_bytes(t)
     }
@@ -385,8 +399,11 @@ impl Backend for GpuBackend {
     }
 
     fn sum_cols(&mut self, x: &GpuTensor, out: &mut GpuTensor) -> Result<()> {
-        checks::f32s("sum_cols", &[x])?;
         checks::vector_out("sum_cols", out, x.shape[1], DType::F32)?;
+        if x.dtype.is_low() {
+            return amp::sum_cols_low(self, x, out);
+        }
+        checks::f32s("sum_cols", &[x])?;
         let [r, c] = x.shape;
         let g = self.grid(c);
         self.run(Kernel::SumCols, 0, &[u32_len(r, "sum_cols")?, u32_len(c, "sum_cols")?, 0, 0], &[(1, x.buffer()), (2, out.buffer())], g)
@@ -464,6 +481,11 @@ impl Backend for GpuBackend {
         match t.dtype {
             DType::F32 => self.elementwise(Kernel::Fill, n as usize, [n, 0, value.to_bits(), 0], &[(1, t.buffer())]),
             DType::U32 => self.elementwise(Kernel::FillBits, n as usize, [n, 0, 0, value as u32], &[(3, t.buffer())]),
+            DType::F16 | DType::BF16 => {
+                let bits = crate::tensor::lowp::round_bits(t.dtype, value) as u32;
+                let n = u32_len(t.words(), "fill")?;
+                self.elementwise(Kernel::FillBits, n as usize, [n, 0, 0, bits | bits << 16], &[(3, t.buffer())])
+            }
         }
     }
 
@@ -475,7 +497,7 @@ impl Backend for GpuBackend {
 
     fn copy(&mut self, src: &GpuTensor, dst: &mut GpuTensor) -> Result<()> {
         checks::same_shape("copy", src, dst)?;
-        let n = u32_len(src.numel(), "copy")?;
+        let n = u32_len(src.words(), "copy")?;
         self.elementwise(Kernel::Copy, n as usize, [n, 0, 0, 0], &[(3, dst.buffer()), (4, src.buffer())])
     }
 
@@ -485,6 +507,22 @@ impl Backend for GpuBackend {
             self.pipelines.get(&self.device, PipelineKey { kernel, dtype: DType::F32, variant: 0 })?;
         }
         Ok(())
+    }
+
+    fn low_precision_unavailable(&self, dtype: DType) -> Option<String> {
+        amp::unavailable(self, dtype)
+    }
+
+    fn cast(&mut self, x: &GpuTensor, out: &mut GpuTensor, stats: Option<&mut GpuTensor>) -> Result<()> {
+        amp::cast(self, x, out, stats)
+    }
+
+    fn matmul_low(&mut self, a: &GpuTensor, b: &GpuTensor, c: &mut GpuTensor, ta: bool, tb: bool, epi: Epilogue<'_, GpuTensor>, stats: Option<&mut GpuTensor>) -> Result<()> {
+        amp::matmul_low(self, a, b, c, ta, tb, epi, stats)
+    }
+
+    fn unscale_check(&mut self, g: &mut GpuTensor, inv_scale: f32, found: &mut GpuTensor) -> Result<()> {
+        amp::unscale_check(self, g, inv_scale, found)
     }
 
     fn flush(&mut self) -> Result<()> {

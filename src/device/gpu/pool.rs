@@ -73,8 +73,14 @@ impl GpuTensor {
         self.buf.as_ref().expect("a live tensor always holds its buffer")
     }
 
+    /// Bytes of data, in whole 32-bit words (16-bit types are packed two per word).
     pub(crate) fn data_bytes(&self) -> u64 {
-        (self.numel() * self.dtype.size_bytes()) as u64
+        self.words() as u64 * 4
+    }
+
+    /// 32-bit words the data occupies.
+    pub(crate) fn words(&self) -> usize {
+        if self.dtype.is_low() { self.numel().div_ceil(2) } else { self.numel() }
     }
 }
 

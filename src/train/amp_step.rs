@@ -1,0 +1,236 @@
+//! The autocast policy, as PyTorch's AMP applies it to an MLP:
+//! - f32 master weights (the optimizer updates those); a 16-bit working copy is cast from them
+//!   once per step, in one pass per weight;
+//! - matmuls, forward and backward, take 16-bit operands and sum products in f32; their
+//!   epilogues (bias + ReLU forward, the ReLU mask backward, the rounding to 16 bits) are fused
+//!   into the matmul, so no f32 copy of an activation is ever stored;
+//! - softmax, the loss, the bias-gradient sums and the optimizer run in f32;
+//! - with a `GradScaler`, the loss gradient is multiplied by the scale inside the fused
+//!   softmax-cross-entropy kernel (free), and unscaling is one fused pass per gradient that
+//!   also flags inf/NaN.
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::{Dataset, batcher};
+use crate::error::Result;
+use crate::nn::{AmpConfig, GradScaler, Mlp, MlpConfig, ScalerStep};
+use crate::tensor::{Backend, DType, Epilogue, MemCategory, TensorMeta};
+
+/// What a mixed-precision run adds to its report. All measured in this run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct AmpReport {
+    pub label: String,
+    /// (step, loss scale in effect for that step), every step; empty without a scaler.
+    pub scale_history: Vec<[f64; 2]>,
+    /// Steps whose gradients overflowed, so the optimizer step was skipped.
+    pub skipped_steps: Vec<u64>,
+    /// Gradient elements (16-bit activation gradients) that were nonzero in f32 before rounding.
+    pub grad_elements_nonzero: u64,
+    /// Of those, how many rounded to zero in 16 bits (underflow).
+    pub grad_elements_flushed: u64,
+}
+
+impl AmpReport {
+    pub fn flushed_fraction(&self) -> f64 {
+        self.grad_elements_flushed as f64 / self.grad_elements_nonzero.max(1) as f64
+    }
+}
+
+/// Per-batch-size buffers in 16 bits: the input, the hidden activations and the activation
+/// gradients. The logits and their gradient stay f32 (softmax and loss are f32 ops).
+pub struct LowWorkspace<B: Backend> {
+    pub batch: usize,
+    x: B::Tensor,
+    y: B::Tensor,
+    acts: Vec<B::Tensor>,
+    logits: B::Tensor,
+    grad_logits: Option<B::Tensor>,
+    grads: Vec<B::Tensor>,
+    loss_rows: B::Tensor,
+    loss_sum: B::Tensor,
+    correct: B::Tensor,
+    /// [#nonzero, #flushed] over the 16-bit activation gradients.
+    stats: B::Tensor,
+}
+
+impl<B: Backend> LowWorkspace<B> {
+    pub fn new(b: &mut B, cfg: &MlpConfig, dt: DType, batch: usize, with_grads: bool) -> Result<Self> {
+        let widths = cfg.widths();
+        let hidden = &widths[1..widths.len() - 1];
+        let acts = hidden.iter().map(|&w| b.zeros([batch, w], dt, MemCategory::Activations)).collect::<Result<_>>()?;
+        let grads = if with_grads { widths[1..].iter().map(|&w| b.zeros([batch, w], dt, MemCategory::Activations)).collect::<Result<_>>()? } else { Vec::new() };
+        Ok(LowWorkspace {
+            batch,
+            x: b.zeros([batch, cfg.input], dt, MemCategory::Inputs)?,
+            y: b.zeros([1, batch], DType::U32, MemCategory::Inputs)?,
+            acts,
+            logits: b.zeros([batch, cfg.classes], DType::F32, MemCategory::Activations)?,
+            grad_logits: if with_grads { Some(b.zeros([batch, cfg.classes], DType::F32, MemCategory::Activations)?) } else { None },
+            grads,
+            loss_rows: b.zeros([1, batch], DType::F32, MemCategory::Activations)?,
+            loss_sum: b.zeros([1, 1], DType::F32, MemCategory::Other)?,
+            correct: b.zeros([1, 1], DType::U32, MemCategory::Other)?,
+            stats: b.zeros([1, 2], DType::U32, MemCategory::Other)?,
+        })
+    }
+
+    /// Writes a batch; the host rounds the input to 16 bits on the way (no cast pass, half the
+    /// upload).
+    pub fn load(&mut self, b: &mut B, x: &[f32], y: &[u32]) -> Result<()> {
+        b.write_f32(&mut self.x, x)?;
+        b.write_u32(&mut self.y, y)
+    }
+
+    /// Reads (loss sum, correct count, [nonzero, flushed]) since the last call, and resets them.
+    pub fn take_totals(&mut self, b: &mut B) -> Result<(f64, u64, [u64; 2])> {
+        let loss = b.read_f32(&self.loss_sum)?[0] as f64;
+        let correct = b.read_u32(&self.correct)?[0] as u64;
+        let s = b.read_u32(&self.stats)?;
+        b.fill(&mut self.loss_sum, 0.0)?;
+        b.fill(&mut self.correct, 0.0)?;
+        b.fill(&mut self.stats, 0.0)?;
+        Ok((loss, correct, [s[0] as u64, s[1] as u64]))
+    }
+}
+
+/// The mixed-precision state of a training run: the 16-bit weight copies, the scaler and what
+/// happened to it.
+pub struct LowPrecision<B: Backend> {
+    pub dt: DType,
+    pub cfg: AmpConfig,
+    w_low: Vec<B::Tensor>,
+    found_inf: B::Tensor,
+    pub scaler: Option<GradScaler>,
+    pub report: AmpReport,
+}
+
+impl<B: Backend> LowPrecision<B> {
+    /// None for f32 runs; an error naming the reason when the backend cannot run `cfg`'s type.
+    pub fn new(b: &mut B, model: &Mlp<B>, cfg: AmpConfig) -> Result<Option<Self>> {
+        let Some(dt) = cfg.precision.low_dtype() else { return Ok(None) };
+        if let Some(why) = b.low_precision_unavailable(dt) {
+            return Err(crate::error::Error::Unsupported(format!("{} training is unavailable on {}: {why}", dt.name(), b.info().label())));
+        }
+        let w_low = model.weights.iter().map(|w| b.zeros(w.value.shape(), dt, MemCategory::Parameters)).collect::<Result<_>>()?;
+        let scaler = if cfg.scaling() { Some(GradScaler::new(cfg.scaler)?) } else { None };
+        Ok(Some(LowPrecision {
+            dt,
+            cfg,
+            w_low,
+            found_inf: b.zeros([1, 1], DType::U32, MemCategory::Other)?,
+            scaler,
+            report: AmpReport { label: cfg.label(), ..Default::default() },
+        }))
+    }
+
+    /// Casts the f32 master weights into their 16-bit working copies.
+    pub fn cast_weights(&mut self, b: &mut B, model: &Mlp<B>) -> Result<()> {
+        for (w, lo) in model.weights.iter().zip(self.w_low.iter_mut()) {
+            b.cast(&w.value, lo, None)?;
+        }
+        Ok(())
+    }
+
+    /// Forward pass of `ws.x` into `ws.logits`.
+    pub fn forward(&self, b: &mut B, model: &Mlp<B>, ws: &mut LowWorkspace<B>) -> Result<()> {
+        let last = self.w_low.len() - 1;
+        for i in 0..=last {
+            let bias = Epilogue::Bias { bias: &model.biases[i].value, relu: i < last };
+            let (done, rest) = ws.acts.split_at_mut(i);
+            let input = if i == 0 { &ws.x } else { &done[i - 1] };
+            let out = if i < last { &mut rest[0] } else { &mut ws.logits };
+            b.matmul_low(input, &self.w_low[i], out, false, false, bias, None)?;
+        }
+        Ok(())
+    }
+
+    /// Loss, correct count and every parameter's f32 gradient (scaled when a scaler runs).
+    pub fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut LowWorkspace<B>) -> Result<()> {
+        let last = self.w_low.len() - 1;
+        let scale = self.scaler.as_ref().map_or(1.0, |s| s.scale());
+        let grad_scale = scale * self.cfg.loss_weight / ws.batch as f32;
+        let grad_logits = ws.grad_logits.as_mut().expect("a training workspace has gradients");
+        b.softmax_xent(&ws.logits, &ws.y, &mut ws.loss_rows, Some(grad_logits), grad_scale)?;
+        b.accumulate_sum(&ws.loss_rows, &mut ws.loss_sum, 0)?;
+        b.count_correct(&ws.logits, &ws.y, &mut ws.correct, 0)?;
+        b.cast(grad_logits, &mut ws.grads[last], Some(&mut ws.stats))?;
+        for i in (0..=last).rev() {
+            let input = if i == 0 { &ws.x } else { &ws.acts[i - 1] };
+            b.matmul_low(input, &ws.grads[i], &mut model.weights[i].grad, true, false, Epilogue::None, None)?;
+            b.sum_cols(&ws.grads[i], &mut model.biases[i].grad)?;
+            if i > 0 {
+                let (before, after) = ws.grads.split_at_mut(i);
+                b.matmul_low(&after[0], &self.w_low[i], &mut before[i - 1], false, true, Epilogue::ReluMask(&ws.acts[i - 1]), Some(&mut ws.stats))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The optimizer step, unless the scaler finds an inf/NaN gradient (then the step is
+    /// skipped and the scale backs off). Reads one flag back per step when scaling.
+    pub fn update(&mut self, b: &mut B, model: &mut Mlp<B>, step: u64) -> Result<()> {
+        let Some(scaler) = self.scaler.as_mut() else { return model.update(b) };
+        self.report.scale_history.push([step as f64, scaler.scale() as f64]);
+        b.fill(&mut self.found_inf, 0.0)?;
+        let inv = scaler.inv_scale();
+        for p in model.weights.iter_mut().chain(model.biases.iter_mut()) {
+            b.unscale_check(&mut p.grad, inv, &mut self.found_inf)?;
+        }
+        let found = b.read_u32(&self.found_inf)?[0] != 0;
+        if scaler.update(found) == ScalerStep::Skipped {
+            self.report.skipped_steps.push(step);
+            return Ok(());
+        }
+        model.update(b)
+    }
+
+    /// Compiles the unscale kernel: unscaling by 1 leaves the (unused) gradients as they are.
+    pub fn warm_up_unscale(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<()> {
+        if self.scaler.is_some() {
+            for p in model.weights.iter_mut().chain(model.biases.iter_mut()) {
+                b.unscale_check(&mut p.grad, 1.0, &mut self.found_inf)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One training step on the batch already in `ws`.
+    pub fn train_step(&mut self, b: &mut B, model: &mut Mlp<B>, ws: &mut LowWorkspace<B>, step: u64) -> Result<()> {
+        self.cast_weights(b, model)?;
+        self.forward(b, model, ws)?;
+        self.backward(b, model, ws)?;
+        self.update(b, model, step)
+    }
+
+    /// Mean loss and accuracy over the validation split, with the same 16-bit forward pass.
+    pub fn evaluate(&mut self, b: &mut B, model: &Mlp<B>, data: &Dataset, batch: usize) -> Result<(f64, f64)> {
+        self.cast_weights(b, model)?;
+        let n = data.val_len();
+        let idx: Vec<u32> = (0..n as u32).collect();
+        let (mut xb, mut yb) = (Vec::new(), Vec::new());
+        let (mut loss, mut correct) = (0.0, 0);
+        let mut ws: Option<LowWorkspace<B>> = None;
+        for chunk in idx.chunks(batch) {
+            if ws.as_ref().is_none_or(|w| w.batch != chunk.len()) {
+                if let Some(mut w) = ws.take() {
+                    let (l, c, _) = w.take_totals(b)?;
+                    (loss, correct) = (loss + l, correct + c);
+                }
+                ws = Some(LowWorkspace::new(b, &model.cfg, self.dt, chunk.len(), false)?);
+            }
+            let w = ws.as_mut().expect("created above");
+            batcher::gather(&data.val_x, &data.val_y, data.features, chunk, &mut xb, &mut yb);
+            w.load(b, &xb, &yb)?;
+            self.forward(b, model, w)?;
+            b.softmax_xent(&w.logits, &w.y, &mut w.loss_rows, None, 1.0)?;
+            b.accumulate_sum(&w.loss_rows, &mut w.loss_sum, 0)?;
+            b.count_correct(&w.logits, &w.y, &mut w.correct, 0)?;
+            b.flush()?;
+        }
+        if let Some(mut w) = ws {
+            let (l, c, _) = w.take_totals(b)?;
+            (loss, correct) = (loss + l, correct + c);
+        }
+        Ok((loss / n as f64, correct as f64 / n as f64))
+    }
+}

@@ -1,0 +1,116 @@
+//! One training step and the validation pass, in f32 or in mixed precision: the loop in
+//! `run.rs` is the same for both and only talks to this.
+
+use super::amp_step::{AmpReport, LowPrecision, LowWorkspace};
+use super::{TrainConfig, evaluate};
+use crate::data::Dataset;
+use crate::error::Result;
+use crate::nn::{Mlp, Workspace};
+use crate::tensor::Backend;
+
+pub enum Stepper<B: Backend> {
+    F32 { full: Workspace<B>, tail: Option<Workspace<B>> },
+    Low { amp: Box<LowPrecision<B>>, full: LowWorkspace<B>, tail: Option<LowWorkspace<B>> },
+}
+
+impl<B: Backend> Stepper<B> {
+    pub fn new(b: &mut B, model: &Mlp<B>, cfg: &TrainConfig, batch: usize) -> Result<Self> {
+        Ok(match LowPrecision::new(b, model, cfg.amp)? {
+            None => Stepper::F32 { full: Workspace::new(b, &model.cfg, batch, true)?, tail: None },
+            Some(amp) => {
+                let full = LowWorkspace::new(b, &model.cfg, amp.dt, batch, true)?;
+                Stepper::Low { amp: Box::new(amp), full, tail: None }
+            }
+        })
+    }
+
+    /// Compiles every kernel a step uses before the clock starts: one forward and backward
+    /// pass on the (zero) workspace touches them all and leaves the parameters unchanged.
+    pub fn warm_up(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<()> {
+        b.prepare()?;
+        match self {
+            Stepper::F32 { full, .. } => {
+                model.forward(b, full)?;
+                model.backward(b, full)?;
+            }
+            Stepper::Low { amp, full, .. } => {
+                amp.cast_weights(b, model)?;
+                amp.forward(b, model, full)?;
+                amp.backward(b, model, full)?;
+                amp.warm_up_unscale(b, model)?;
+            }
+        }
+        self.take_totals(b).map(|_| ())
+    }
+
+    /// Loads the batch and trains one step on it (`rows` samples; the last batch may be short).
+    pub fn step(&mut self, b: &mut B, model: &mut Mlp<B>, xb: &[f32], yb: &[u32], rows: usize, step: u64) -> Result<()> {
+        match self {
+            Stepper::F32 { full, tail } => {
+                let ws = if rows == full.batch {
+                    full
+                } else {
+                    if tail.as_ref().is_none_or(|t| t.batch != rows) {
+                        *tail = Some(Workspace::new(b, &model.cfg, rows, true)?);
+                    }
+                    tail.as_mut().expect("created above")
+                };
+                b.write_f32(&mut ws.x, xb)?;
+                b.write_u32(&mut ws.y, yb)?;
+                model.train_step(b, ws)
+            }
+            Stepper::Low { amp, full, tail } => {
+                let ws = if rows == full.batch {
+                    full
+                } else {
+                    if tail.as_ref().is_none_or(|t| t.batch != rows) {
+                        *tail = Some(LowWorkspace::new(b, &model.cfg, amp.dt, rows, true)?);
+                    }
+                    tail.as_mut().expect("created above")
+                };
+                ws.load(b, xb, yb)?;
+                amp.train_step(b, model, ws, step)
+            }
+        }
+    }
+
+    /// (loss sum, correct count) accumulated since the last call; resets them.
+    pub fn take_totals(&mut self, b: &mut B) -> Result<(f64, u64)> {
+        match self {
+            Stepper::F32 { full, tail } => {
+                let (mut loss, mut correct) = full.take_totals(b)?;
+                if let Some(t) = tail.as_mut() {
+                    let (l, c) = t.take_totals(b)?;
+                    (loss, correct) = (loss + l, correct + c);
+                }
+                Ok((loss, correct))
+            }
+            Stepper::Low { amp, full, tail } => {
+                let (mut loss, mut correct, mut stats) = full.take_totals(b)?;
+                if let Some(t) = tail.as_mut() {
+                    let (l, c, s) = t.take_totals(b)?;
+                    (loss, correct) = (loss + l, correct + c);
+                    stats = [stats[0] + s[0], stats[1] + s[1]];
+                }
+                amp.report.grad_elements_nonzero += stats[0];
+                amp.report.grad_elements_flushed += stats[1];
+                Ok((loss, correct))
+            }
+        }
+    }
+
+    /// Validation in the run's precision.
+    pub fn evaluate(&mut self, b: &mut B, model: &Mlp<B>, data: &Dataset, batch: usize) -> Result<(f64, f64)> {
+        match self {
+            Stepper::F32 { .. } => evaluate(b, model, data, batch),
+            Stepper::Low { amp, .. } => amp.evaluate(b, model, data, batch),
+        }
+    }
+
+    pub fn into_amp_report(self) -> Option<AmpReport> {
+        match self {
+            Stepper::F32 { .. } => None,
+            Stepper::Low { amp, .. } => Some(amp.report),
+        }
+    }
+}

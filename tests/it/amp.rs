@@ -1,0 +1,305 @@
+//! Mixed precision: 16-bit casts bit-exact against the `half` crate, 16-bit matmuls against an
+//! f64 reference, the fused ops against the CPU reference, and digits training in FP16 (+
+//! GradScaler) and BF16 within 1.5 points of FP32 — on the CPU and on the GPU.
+
+use gpulab::data::{self, DatasetSpec};
+use gpulab::device::CpuBackend;
+use gpulab::nn::{AmpConfig, Precision};
+use gpulab::tensor::{Backend, DType, Epilogue, MemCategory as M, lowp};
+use gpulab::train::{NullSink, TrainConfig, train};
+
+use crate::common::{random, with_gpu};
+
+const LOW: [DType; 2] = [DType::F16, DType::BF16];
+
+/// Every f16 and bf16 value (all 65536 patterns of each, so subnormals, ±inf and NaNs), values
+/// between them that need rounding (ties included), f32 subnormals, overflow and specials.
+fn sampled_f32() -> Vec<f32> {
+    let mut v = Vec::new();
+    for bits in 0..=u16::MAX {
+        v.push(lowp::widen(DType::F16, bits));
+        v.push(lowp::widen(DType::BF16, bits));
+    }
+    for bits in (0..u32::MAX).step_by(65_521) {
+        v.push(f32::from_bits(bits));
+    }
+    // Halfway between neighbouring f16 values (ties to even) and just off them.
+    for bits in (0x0001u32..0x7bff).step_by(97) {
+        let (a, b) = (lowp::widen(DType::F16, bits as u16), lowp::widen(DType::F16, bits as u16 + 1));
+        let mid = (a + b) / 2.0;
+        v.extend([mid, -mid, f32::from_bits(mid.to_bits() + 1), f32::from_bits(mid.to_bits() - 1)]);
+    }
+    v.extend([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, -f32::NAN, 65504.0, 65520.0, 65519.99, 1e-8, 3e-8, 5.96e-8, f32::MAX, f32::MIN_POSITIVE, 1e-45]);
+    v
+}
+
+fn same_bits(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        if w.is_nan() {
+            assert!(g.is_nan(), "{what}[{i}]: got {g}, want NaN");
+        } else {
+            assert_eq!(g.to_bits(), w.to_bits(), "{what}[{i}]: got {g:e} ({:#010x}), want {w:e} ({:#010x})", g.to_bits(), w.to_bits());
+        }
+    }
+}
+
+/// f32 -> 16 bits -> f32 through the backend's cast kernels; returns (as stored, widened back).
+fn cast_round_trip<B: Backend>(b: &mut B, dt: DType, x: &[f32]) -> (Vec<f32>, Vec<f32>) {
+    let shape = [1, x.len()];
+    let src = b.upload_f32(x, shape, M::Inputs).unwrap();
+    let mut low = b.zeros(shape, dt, M::Activations).unwrap();
+    b.cast(&src, &mut low, None).unwrap();
+    let mut back = b.upload_f32(&vec![f32::NAN; x.len()], shape, M::Activations).unwrap();
+    b.cast(&low, &mut back, None).unwrap();
+    (b.read_f32(&low).unwrap(), b.read_f32(&back).unwrap())
+}
+
+fn check_casts<B: Backend>(b: &mut B, name: &str) {
+    let x = sampled_f32();
+    for dt in LOW {
+        let want: Vec<f32> = x.iter().map(|&v| lowp::round(dt, v)).collect();
+        let (stored, back) = cast_round_trip(b, dt, &x);
+        same_bits(&format!("{name} {} cast", dt.name()), &stored, &want);
+        same_bits(&format!("{name} {} cast back", dt.name()), &back, &want);
+        // Odd lengths: the last word is half used.
+        let (_, back) = cast_round_trip(b, dt, &x[..257]);
+        same_bits(&format!("{name} {} odd length", dt.name()), &back, &want[..257]);
+    }
+}
+
+#[test]
+fn cpu_casts_match_half_bit_for_bit() {
+    check_casts(&mut CpuBackend::new(), "cpu");
+}
+
+#[test]
+fn gpu_casts_match_half_bit_for_bit() {
+    with_gpu("gpu_casts_match_half_bit_for_bit", |gpu| check_casts(gpu, "gpu"));
+}
+
+/// c = op(a)·op(b) in f64 from the 16-bit-rounded operands.
+fn reference(a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize), ta: bool, tb: bool) -> Vec<f64> {
+    let mut c = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            c[i * n + j] = (0..k)
+                .map(|p| {
+                    let av = if ta { a[p * m + i] } else { a[i * k + p] };
+                    let bv = if tb { b[j * k + p] } else { b[p * n + j] };
+                    av as f64 * bv as f64
+                })
+                .sum();
+        }
+    }
+    c
+}
+
+/// Relative error in the Frobenius norm, against `want`.
+fn rel_err(got: &[f32], want: &[f64]) -> f64 {
+    let num: f64 = got.iter().zip(want).map(|(g, w)| (*g as f64 - w).powi(2)).sum();
+    let den: f64 = want.iter().map(|w| w * w).sum();
+    (num / den.max(1e-300)).sqrt()
+}
+
+fn check_matmul_low<B: Backend>(b: &mut B, name: &str) {
+    for dt in LOW {
+        // The output's own rounding bounds the error: 2^-11 for f16, 2^-8 for bf16.
+        let bound = if dt == DType::F16 { 1e-3 } else { 1e-2 };
+        for (shape, ta, tb) in [((1, 1, 1), false, false), ((17, 33, 9), false, false), ((65, 31, 129), true, false), ((3, 200, 7), false, true), ((33, 10, 64), true, true)] {
+            let (m, n, k) = shape;
+            let a: Vec<f32> = random(m * k, 3, -1.0, 1.0).iter().map(|&v| lowp::round(dt, v)).collect();
+            let bm: Vec<f32> = random(k * n, 4, -1.0, 1.0).iter().map(|&v| lowp::round(dt, v)).collect();
+            let want = reference(&a, &bm, shape, ta, tb);
+            let ta_shape = if ta { [k, m] } else { [m, k] };
+            let tb_shape = if tb { [n, k] } else { [k, n] };
+            let mut la = b.zeros(ta_shape, dt, M::Inputs).unwrap();
+            let mut lb = b.zeros(tb_shape, dt, M::Inputs).unwrap();
+            b.write_f32(&mut la, &a).unwrap();
+            b.write_f32(&mut lb, &bm).unwrap();
+            for out in [DType::F32, dt] {
+                let mut c = b.zeros([m, n], out, M::Activations).unwrap();
+                b.fill(&mut c, f32::NAN).unwrap();
+                b.matmul_low(&la, &lb, &mut c, ta, tb, Epilogue::None, None).unwrap();
+                let got = b.read_f32(&c).unwrap();
+                let err = rel_err(&got, &want);
+                let tol = if out == DType::F32 { 1e-5 } else { bound };
+                assert!(err <= tol, "{name} {} matmul {shape:?} ta={ta} tb={tb} into {}: rel err {err:.2e} > {tol:.0e}", dt.name(), out.name());
+            }
+        }
+    }
+}
+
+#[test]
+fn cpu_low_precision_matmul_vs_f64() {
+    check_matmul_low(&mut CpuBackend::new(), "cpu");
+}
+
+#[test]
+fn gpu_low_precision_matmul_vs_f64() {
+    with_gpu("gpu_low_precision_matmul_vs_f64", |gpu| check_matmul_low(gpu, "gpu"));
+}
+
+/// The fused epilogues, underflow counts, 16-bit column sums and unscale+check: GPU against CPU.
+fn fused_ops<B: Backend>(b: &mut B, dt: DType) -> Vec<Vec<f32>> {
+    let (m, n, k) = (37, 21, 13);
+    let mut out = Vec::new();
+    let mut la = b.zeros([m, k], dt, M::Inputs).unwrap();
+    let mut lb = b.zeros([k, n], dt, M::Inputs).unwrap();
+    b.write_f32(&mut la, &random(m * k, 5, -1.0, 1.0)).unwrap();
+    b.write_f32(&mut lb, &random(k * n, 6, -1.0, 1.0)).unwrap();
+    let bias = b.upload_f32(&random(n, 7, -0.5, 0.5), [1, n], M::Parameters).unwrap();
+    let mut act = b.zeros([m, n], dt, M::Activations).unwrap();
+    b.matmul_low(&la, &lb, &mut act, false, false, Epilogue::Bias { bias: &bias, relu: true }, None).unwrap();
+    out.push(b.read_f32(&act).unwrap());
+    // Backward through the ReLU with gradients so small that many flush to zero in f16.
+    let mut gb = b.zeros([k, n], dt, M::Inputs).unwrap();
+    b.write_f32(&mut gb, &random(k * n, 8, -1e-3, 1e-3)).unwrap();
+    let mut tiny = b.zeros([m, n], dt, M::Activations).unwrap();
+    let mut small_a = b.zeros([m, k], dt, M::Inputs).unwrap();
+    b.write_f32(&mut small_a, &random(m * k, 9, -1e-4, 1e-4)).unwrap();
+    let mut stats = b.zeros([1, 2], DType::U32, M::Other).unwrap();
+    b.matmul_low(&small_a, &gb, &mut tiny, false, false, Epilogue::ReluMask(&act), Some(&mut stats)).unwrap();
+    out.push(b.read_f32(&tiny).unwrap());
+    let mut sums = b.upload_f32(&vec![f32::NAN; n], [1, n], M::Gradients).unwrap();
+    b.sum_cols(&act, &mut sums).unwrap();
+    out.push(b.read_f32(&sums).unwrap());
+    let x = b.upload_f32(&random(m * n, 10, -1e-6, 1e-6), [m, n], M::Activations).unwrap();
+    b.cast(&x, &mut tiny, Some(&mut stats)).unwrap();
+    out.push(b.read_u32(&stats).unwrap().iter().map(|&v| v as f32).collect());
+    let mut g = b.upload_f32(&random(m * n, 11, -4.0, 4.0), [m, n], M::Gradients).unwrap();
+    let mut found = b.zeros([1, 1], DType::U32, M::Other).unwrap();
+    b.unscale_check(&mut g, 0.25, &mut found).unwrap();
+    out.push(b.read_f32(&g).unwrap());
+    out.push(vec![b.read_u32(&found).unwrap()[0] as f32]);
+    let mut bad = random(m * n, 12, -1.0, 1.0);
+    bad[m * n - 1] = f32::INFINITY;
+    b.write_f32(&mut g, &bad).unwrap();
+    b.unscale_check(&mut g, 0.5, &mut found).unwrap();
+    out.push(vec![b.read_u32(&found).unwrap()[0] as f32]);
+    out
+}
+
+#[test]
+fn fused_low_precision_ops_match_the_cpu() {
+    for dt in LOW {
+        let want = fused_ops(&mut CpuBackend::new(), dt);
+        assert_eq!(want[5], [0.0], "finite gradients raise no flag");
+        assert_eq!(want[6], [1.0], "an inf gradient raises the flag");
+        if dt == DType::F16 {
+            assert!(want[3][1] > 0.0, "values near 1e-7 flush in f16: {:?}", want[3]);
+        }
+        with_gpu("fused_low_precision_ops_match_the_cpu", |gpu| {
+            let got = fused_ops(gpu, dt);
+            let names = ["bias+relu", "relu mask", "sum_cols", "stats", "unscale", "found (finite)", "found (inf)"];
+            for ((g, w), what) in got.iter().zip(&want).zip(names) {
+                crate::common::assert_close(&format!("{} {what}", dt.name()), g, w, if what == "stats" || what.starts_with("found") { 0.0 } else { 2e-2 });
+            }
+        });
+    }
+}
+
+fn digits(amp: AmpConfig) -> TrainConfig {
+    TrainConfig { hidden: vec![128, 64], batch: 32, epochs: 12, lr: 0.05, log_every: 10, amp, ..TrainConfig::default() }
+}
+
+fn check_training<B: Backend>(b: &mut B, name: &str) {
+    let data = data::load(&DatasetSpec::Digits, 42).unwrap();
+    b.reset_memory_peaks();
+    let fp32 = train(b, &data, &digits(AmpConfig::default()), &mut NullSink).unwrap();
+    for p in [Precision::F16, Precision::BF16] {
+        b.reset_memory_peaks();
+        let r = train(b, &data, &digits(AmpConfig::new(p)), &mut NullSink).unwrap();
+        let d = (r.final_val_accuracy - fp32.final_val_accuracy) * 100.0;
+        let a = r.amp.as_ref().unwrap();
+        eprintln!("{name} {}: {:.2}% vs FP32 {:.2}%, skipped {}, flushed {}/{}", p.name(), r.final_val_accuracy * 100.0, fp32.final_val_accuracy * 100.0, a.skipped_steps.len(), a.grad_elements_flushed, a.grad_elements_nonzero);
+        assert!(d.abs() <= 1.5, "{name} {}: {:.2}% vs FP32 {:.2}%", p.name(), r.final_val_accuracy * 100.0, fp32.final_val_accuracy * 100.0);
+        let amp = r.amp.as_ref().expect("a mixed-precision run reports its scaler");
+        assert_eq!(amp.scale_history.is_empty(), p == Precision::BF16, "{name}: BF16 runs unscaled, FP16 scaled");
+        let act = |r: &gpulab::train::TrainReport| r.memory.categories.iter().find(|c| c.0 == M::Activations).unwrap().2;
+        assert!(act(&r) < act(&fp32), "{name} {}: 16-bit activations must take less memory", p.name());
+    }
+}
+
+#[test]
+fn digits_in_fp16_and_bf16_within_1_5_points_of_fp32_on_cpu() {
+    check_training(&mut CpuBackend::new(), "cpu");
+}
+
+#[test]
+fn digits_in_fp16_and_bf16_within_1_5_points_of_fp32_on_gpu() {
+    with_gpu("digits_in_fp16_and_bf16_within_1_5_points_of_fp32_on_gpu", |gpu| check_training(gpu, "gpu"));
+}
+
+mod grad_scaler {
+    use gpulab::nn::{GradScaler, GradScalerConfig, GradScalerState, ScalerStep};
+
+    fn scaler(growth_interval: u32) -> GradScaler {
+        GradScaler::new(GradScalerConfig { growth_interval, ..GradScalerConfig::default() }).unwrap()
+    }
+
+    #[test]
+    fn defaults_are_pytorchs() {
+        let c = GradScalerConfig::default();
+        assert_eq!((c.init_scale, c.growth_factor, c.backoff_factor, c.growth_interval), (65536.0, 2.0, 0.5, 2000));
+        let s = GradScaler::new(c).unwrap();
+        assert_eq!(s.scale(), 65536.0);
+        assert_eq!(s.inv_scale(), 1.0 / 65536.0);
+    }
+
+    #[test]
+    fn grows_after_the_interval_of_finite_steps() {
+        let mut s = scaler(2000);
+        for _ in 0..1999 {
+            assert_eq!(s.update(false), ScalerStep::Stepped);
+        }
+        assert_eq!(s.scale(), 65536.0);
+        assert_eq!(s.update(false), ScalerStep::Grew);
+        assert_eq!(s.state, GradScalerState { scale: 131072.0, growth_tracker: 0 });
+    }
+
+    #[test]
+    fn overflow_skips_backs_off_and_restarts_the_interval() {
+        let mut s = scaler(3);
+        s.update(false);
+        s.update(false);
+        assert_eq!(s.update(true), ScalerStep::Skipped);
+        assert_eq!(s.state, GradScalerState { scale: 32768.0, growth_tracker: 0 });
+        // The interval counts again from the skipped step.
+        assert_eq!(s.update(false), ScalerStep::Stepped);
+        assert_eq!(s.update(false), ScalerStep::Stepped);
+        assert_eq!(s.update(false), ScalerStep::Grew);
+        assert_eq!(s.scale(), 65536.0);
+    }
+
+    #[test]
+    fn never_backs_off_below_the_floor_nor_grows_to_inf() {
+        let mut s = scaler(1);
+        for _ in 0..100 {
+            assert_eq!(s.update(true), ScalerStep::Skipped);
+        }
+        assert_eq!(s.scale(), s.config.min_scale);
+        let mut s = GradScaler::new(GradScalerConfig { init_scale: f32::MAX, growth_interval: 1, ..GradScalerConfig::default() }).unwrap();
+        assert_eq!(s.update(false), ScalerStep::Stepped, "growing would overflow, so the scale stays");
+        assert_eq!(s.scale(), f32::MAX);
+    }
+
+    #[test]
+    fn bad_configs_are_refused_and_state_round_trips_through_serde() {
+        for bad in [
+            GradScalerConfig { growth_factor: 1.0, ..GradScalerConfig::default() },
+            GradScalerConfig { backoff_factor: 1.5, ..GradScalerConfig::default() },
+            GradScalerConfig { growth_interval: 0, ..GradScalerConfig::default() },
+            GradScalerConfig { init_scale: f32::NAN, ..GradScalerConfig::default() },
+            GradScalerConfig { min_scale: 0.0, ..GradScalerConfig::default() },
+        ] {
+            assert!(GradScaler::new(bad).is_err(), "{bad:?}");
+        }
+        let mut s = scaler(5);
+        s.update(true);
+        s.update(false);
+        let json = serde_json::to_string(&s).unwrap();
+        let back: GradScaler = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, s);
+    }
+}

@@ -1,0 +1,62 @@
+//! Exercise 3 headless: all three precisions and the underflow demo run to a computed verdict,
+//! and the demo really shows FP16 flushing tiny gradients that the GradScaler keeps.
+
+use gpulab::exercises::{self, CollectSink};
+use gpulab::report::{Cell, Report};
+
+use crate::common::require_gpu;
+
+fn run(backend: &str) -> Report {
+    let ex = exercises::find("precision").unwrap();
+    let mut s = ex.settings();
+    let sets = [format!("backend={backend}"), "epochs=2".into(), "hidden=64".into(), "demo_epochs=1".into()];
+    s.apply(&sets).unwrap();
+    ex.run(&s, &mut CollectSink::default()).unwrap()
+}
+
+fn num(c: &Cell) -> f64 {
+    match c {
+        Cell::Num(v) => *v,
+        other => panic!("expected a number, got {other:?}"),
+    }
+}
+
+fn col(r: &Report, table: &str, name: &str) -> usize {
+    r.table(table).unwrap().columns.iter().position(|c| c.name == name).unwrap_or_else(|| panic!("{table} has no column {name}"))
+}
+
+fn check(r: &Report) {
+    let t = r.table("Precisions").unwrap();
+    let labels: Vec<String> = t.rows.iter().map(|row| format!("{:?}", row[0])).collect();
+    assert_eq!(t.rows.len(), 3, "{labels:?}");
+    for row in &t.rows {
+        assert_eq!(row[1], Cell::Text("ok".into()), "{row:?}");
+    }
+    let act = col(r, "Precisions", "activations");
+    assert!(num(&t.rows[1][act]) < num(&t.rows[0][act]) && num(&t.rows[2][act]) < num(&t.rows[0][act]), "16-bit activations are smaller");
+    assert!(r.table("Bytes saved vs FP32 (negative = more)").is_some());
+    let d = r.table("Underflow demonstration").unwrap();
+    assert_eq!(d.rows.len(), 3);
+    let fl = col(r, "Underflow demonstration", "gradients flushed to zero");
+    let (unscaled, scaled) = (num(&d.rows[1][fl]), num(&d.rows[2][fl]));
+    assert!(unscaled > 50.0 && scaled < 1.0, "flushed: unscaled {unscaled}%, scaled {scaled}%");
+    let acc = col(r, "Underflow demonstration", "validation accuracy");
+    assert!(num(&d.rows[2][acc]) > num(&d.rows[1][acc]) + 20.0, "scaling rescues training: {:?}", d.rows);
+    assert!(r.chart("loss").unwrap().series.len() == 3 && r.chart("loss_scale").is_some() && r.chart("underflow_loss").is_some());
+    assert!(r.verdict.summary.contains("Underflow") && r.verdict.summary.contains("fp16 + GradScaler"), "{}", r.verdict.summary);
+}
+
+#[test]
+fn precision_lab_runs_on_the_cpu() {
+    check(&run("cpu"));
+}
+
+#[test]
+fn precision_lab_runs_on_the_gpu() {
+    use gpulab::device::gpu::adapters;
+    if !require_gpu() && adapters::enumerate(&adapters::instance()).is_empty() {
+        eprintln!("SKIPPED precision_lab_runs_on_the_gpu: no GPU adapter");
+        return;
+    }
+    check(&run("gpu"));
+}
