@@ -71,7 +71,7 @@ impl Exercise for PrecisionLab {
             .add("init_scale", "Initial loss scale", "GradScaler's starting scale (PyTorch: 65536). Try 1e10 to watch overflow steps being skipped", settings::float(65536.0, 1.0, 1e30))
             .add("growth_interval", "Growth interval", "Finite steps before the scale doubles (PyTorch: 2000)", settings::int(2000, 1, 1_000_000))
             .add("underflow_demo", "Underflow demo", "Also train FP16 on tiny gradients, without and with loss scaling", Value::Bool(true))
-            .add("demo_loss_exponent", "Demo loss weight (power of 2)", "The demo multiplies the loss by 2^this (and the SGD learning rate by its inverse, so FP32 trains exactly as before), making every gradient tiny", settings::int(-20, -40, 0))
+            .add("demo_loss_exponent", "Demo loss weight (power of 2)", "The demo multiplies the loss by 2^this (and the SGD learning rate by its inverse, so FP32 trains exactly as before), making every gradient tiny", settings::int(-24, -40, 0))
             .add("demo_epochs", "Demo epochs", "Epochs of each underflow-demo run", settings::int(2, 1, 100));
         common::training_settings(s, "digits", &[128, 64], 32, 5)
     }
@@ -129,10 +129,16 @@ impl Exercise for PrecisionLab {
                 if sink.stop_requested() {
                     break;
                 }
-                let amp = AmpConfig { grad_scaling: scaling, loss_weight: weight, ..scaler(AmpConfig::new(p))? };
-                let label = format!("demo: {}", amp.label());
-                demo.push(train_one(&mut engine, &data, TrainConfig { amp, ..demo_cfg.clone() }, label, sink));
-                sink.emit(Event::Table(demo_table(&demo, weight)));
+                // The FP32 reference trains with weight 1 and the plain learning rate: the same
+                // updates exactly, since λ·(lr/λ) = lr.
+                let (amp, cfg, label) = if p == Precision::F32 {
+                    (AmpConfig::default(), TrainConfig { lr: base.lr, ..demo_cfg.clone() }, "demo: fp32 (weight 1, same updates)".to_string())
+                } else {
+                    let amp = AmpConfig { grad_scaling: scaling, loss_weight: weight, ..scaler(AmpConfig::new(p))? };
+                    (amp, demo_cfg.clone(), format!("demo: {}", amp.label()))
+                };
+                demo.push(train_one(&mut engine, &data, TrainConfig { amp, ..cfg }, label, sink));
+                sink.emit(Event::Table(demo_table(&demo)));
             }
         }
 
@@ -239,7 +245,7 @@ fn savings_table(runs: &[Run]) -> Option<Table> {
     Some(Table { title: "Bytes saved vs FP32 (negative = more)".into(), columns, rows })
 }
 
-fn demo_table(demo: &[Run], weight: f32) -> Table {
+fn demo_table(demo: &[Run]) -> Table {
     let columns = vec![
         Column::text("run"),
         Column::text("status"),
@@ -255,7 +261,7 @@ fn demo_table(demo: &[Run], weight: f32) -> Table {
             let mut row: Vec<Cell> = vec![run.label.clone().into()];
             match &run.result {
                 Ok(r) => {
-                    row.extend(["ok".into(), (weight as f64).into()]);
+                    row.extend(["ok".into(), (run.amp.loss_weight as f64).into()]);
                     row.push(run.loss.first().map(|p| p[1]).into());
                     row.push(run.loss.last().map(|p| p[1]).into());
                     row.extend([flushed(r).into(), (r.final_val_accuracy * 100.0).into()]);
@@ -292,9 +298,9 @@ fn build_report(ex: &PrecisionLab, s: &Settings, meta: Metadata, runs: &[Run], d
     };
     report.tables.push(comparison_table(runs));
     report.tables.extend(savings_table(runs));
-    let weight = 2f32.powi(s.int("demo_loss_exponent").unwrap_or(-20) as i32);
+    let weight = 2f32.powi(s.int("demo_loss_exponent").unwrap_or(-24) as i32);
     if !demo.is_empty() {
-        report.tables.push(demo_table(demo, weight));
+        report.tables.push(demo_table(demo));
     }
 
     report.charts.push(loss_chart("loss", "Training loss, same model, data and seed", runs));
@@ -332,7 +338,7 @@ fn build_report(ex: &PrecisionLab, s: &Settings, meta: Metadata, runs: &[Run], d
     if !demo.is_empty() {
         report.notes.push(format!(
             "Underflow demo setup: the loss is multiplied by {weight:e} (2^{}), which makes every gradient that small — as a small loss weight or a loss averaged over many elements would; the SGD learning rate is divided by the same factor, so FP32 trains exactly as with weight 1. Gradients below about 6e-8 cannot be stored in FP16 and become zero.",
-            s.int("demo_loss_exponent").unwrap_or(-20)
+            s.int("demo_loss_exponent").unwrap_or(-24)
         ));
     }
     report
@@ -390,19 +396,19 @@ fn verdict(runs: &[Run], demo: &[Run], weight: f32) -> Verdict {
     }
     let by = |p: Precision, scaling: bool| demo.iter().find(|r| r.amp.precision == p && r.amp.scaling() == scaling).and_then(|r| r.ok().map(|t| (r, t)));
     if let (Some((plain, tp)), Some((scaled, ts))) = (by(Precision::F16, false), by(Precision::F16, true)) {
-        let drop = |r: &Run| match (r.loss.first(), r.loss.last()) {
-            (Some(a), Some(b)) => a[1] - b[1],
-            _ => 0.0,
+        let path = |r: &Run| match (r.loss.first(), r.loss.last()) {
+            (Some(a), Some(b)) => format!("went from {:.3} to {:.3}", a[1], b[1]),
+            _ => "was not logged".into(),
         };
         let (fp, fs) = (flushed(tp).unwrap_or(0.0), flushed(ts).unwrap_or(0.0));
         summary.push(format!(
-            "Underflow: with gradients scaled by {weight:e}, FP16 without scaling flushed {fp:.1}% of its nonzero gradient elements to zero and its loss fell by {:.3}; with the GradScaler {fs:.1}% flushed and the loss fell by {:.3}.",
-            drop(plain),
-            drop(scaled)
+            "Underflow: with gradients scaled by {weight:e}, FP16 without scaling flushed {fp:.1}% of its nonzero gradient elements to zero and its loss {}; with the GradScaler {fs:.1}% flushed and the loss {}.",
+            path(plain),
+            path(scaled)
         ));
         v.evidence.push(format!("Demo accuracy: FP16 unscaled {}, FP16 + GradScaler {}.", percent(tp.final_val_accuracy), percent(ts.final_val_accuracy)));
         if let Some((_, t32)) = by(Precision::F32, false) {
-            v.evidence.push(format!("Demo FP32 reference (same tiny gradients, f32 can hold them): accuracy {}.", percent(t32.final_val_accuracy)));
+            v.evidence.push(format!("Demo FP32 reference (weight 1 and the plain learning rate: the same updates): accuracy {}.", percent(t32.final_val_accuracy)));
         }
     }
     if summary.is_empty() {

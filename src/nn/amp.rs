@@ -85,6 +85,10 @@ impl AmpConfig {
         if !self.loss_weight.is_finite() || self.loss_weight <= 0.0 {
             return Err(Error::InvalidConfig(format!("loss weight must be a positive finite number, got {}", self.loss_weight)));
         }
+        // The f32 path has no loss weight; refusing beats silently ignoring it.
+        if self.precision == Precision::F32 && self.loss_weight != 1.0 {
+            return Err(Error::InvalidConfig("a loss weight applies to fp16/bf16 runs only".into()));
+        }
         self.scaler.validate()
     }
 

@@ -215,9 +215,10 @@ fn exercise_3_runs_all_precisions_to_a_verdict() {
     let report = h.state().report().expect("a report").clone();
     let t = report.table("Precisions").expect("a Precisions table");
     assert_eq!(t.rows.len(), 3);
-    h.get_by_label("Precisions");
+    // The table's title is also a setting's label.
+    assert!(h.query_all_by_label("Precisions").count() >= 2, "the Precisions table is not shown");
     h.get_by_label("Underflow demonstration");
-    h.get_by_label("gradients flushed to zero");
+    assert!(h.query_all_by_label("gradients flushed to zero").count() >= 2, "the flushed column is not shown");
     h.get_by_label(&report.verdict.summary);
     assert!(report.verdict.summary.contains("Underflow"), "{}", report.verdict.summary);
 }

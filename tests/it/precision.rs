@@ -39,7 +39,7 @@ fn check(r: &Report) {
     assert_eq!(d.rows.len(), 3);
     let fl = col(r, "Underflow demonstration", "gradients flushed to zero");
     let (unscaled, scaled) = (num(&d.rows[1][fl]), num(&d.rows[2][fl]));
-    assert!(unscaled > 50.0 && scaled < 1.0, "flushed: unscaled {unscaled}%, scaled {scaled}%");
+    assert!(unscaled > 90.0 && scaled < 10.0, "flushed: unscaled {unscaled}%, scaled {scaled}%");
     let acc = col(r, "Underflow demonstration", "validation accuracy");
     assert!(num(&d.rows[2][acc]) > num(&d.rows[1][acc]) + 20.0, "scaling rescues training: {:?}", d.rows);
     assert!(r.chart("loss").unwrap().series.len() == 3 && r.chart("loss_scale").is_some() && r.chart("underflow_loss").is_some());
