@@ -147,7 +147,7 @@ pub trait Backend {
     /// given, it gains [#nonzero inputs, #of those that rounded to zero].
     fn cast(&mut self, x: &Self::Tensor, out: &mut Self::Tensor, stats: Option<&mut Self::Tensor>) -> Result<()> {
         let _ = (x, out, stats);
-        Err(crate::error::Error::InvalidConfig("cast is not supported by this backend".into()))
+        Err(crate::error::Error::Unsupported("cast is not supported by this backend".into()))
     }
     /// c = epilogue(op(a)·op(b)) with a, b in one 16-bit type, products summed in f32, the
     /// result stored in c's type (f32, or a's type). `stats` as for `cast`, over the stored values.
@@ -163,13 +163,13 @@ pub trait Backend {
         stats: Option<&mut Self::Tensor>,
     ) -> Result<()> {
         let _ = (a, b, c, trans_a, trans_b, epilogue, stats);
-        Err(crate::error::Error::InvalidConfig("low-precision matmul is not supported by this backend".into()))
+        Err(crate::error::Error::Unsupported("low-precision matmul is not supported by this backend".into()))
     }
     /// GradScaler's unscale: g *= inv_scale, and found[0, 0] = 1 if any g was inf or NaN —
     /// one pass for both.
     fn unscale_check(&mut self, g: &mut Self::Tensor, inv_scale: f32, found: &mut Self::Tensor) -> Result<()> {
         let _ = (g, inv_scale, found);
-        Err(crate::error::Error::InvalidConfig("gradient unscaling is not supported by this backend".into()))
+        Err(crate::error::Error::Unsupported("gradient unscaling is not supported by this backend".into()))
     }
 
     /// Compiles whatever the backend compiles lazily (GPU pipelines), so timed work that
