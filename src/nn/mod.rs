@@ -6,5 +6,5 @@ mod mlp;
 mod optim;
 
 pub use init::he_normal;
-pub use mlp::{Mlp, MlpConfig, Workspace};
+pub use mlp::{Mlp, MlpConfig, Param, Workspace};
 pub use optim::{Optimizer, OptimizerKind};

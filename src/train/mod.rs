@@ -2,9 +2,11 @@
 //! charts and the tests' collectors are interchangeable (burn-train's renderer pattern).
 
 mod config;
+mod hooks;
 mod run;
 mod sink;
 
 pub use config::TrainConfig;
-pub use run::{EpochSummary, TrainReport, evaluate, median, train};
+pub use hooks::{LoaderPosition, NoHooks, StepDone, TrainHooks};
+pub use run::{EpochSummary, TrainReport, evaluate, median, train, train_with};
 pub use sink::{NullSink, TrainEvent, TrainSink};

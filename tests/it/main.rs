@@ -1,5 +1,10 @@
 //! One integration-test crate with a module per area (ripgrep's layout).
 
+mod checkpoint;
+mod checkpoint_gui;
+mod checkpoint_interop;
+mod checkpoint_kill;
+mod checkpoint_lab;
 mod cli;
 mod common;
 mod data;
