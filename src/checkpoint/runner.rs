@@ -30,6 +30,7 @@ pub struct Worker {
     /// A line taken while checking whether the output ended, handed out by the next `next`.
     peeked: Option<Line>,
     stderr: Arc<Mutex<Vec<String>>>,
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
     done: bool,
 }
 
@@ -74,7 +75,7 @@ impl Worker {
         });
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let (err, keep) = (child.stderr.take().expect("stderr is piped"), stderr.clone());
-        std::thread::spawn(move || {
+        let stderr_reader = std::thread::spawn(move || {
             for line in BufReader::new(err).lines().map_while(|l| l.ok()) {
                 let mut k = keep.lock().unwrap_or_else(|p| p.into_inner());
                 k.push(line);
@@ -83,7 +84,7 @@ impl Worker {
                 }
             }
         });
-        Ok(Worker { stdin: child.stdin.take(), child, lines, peeked: None, stderr, done: false })
+        Ok(Worker { stdin: child.stdin.take(), child, lines, peeked: None, stderr, stderr_reader: Some(stderr_reader), done: false })
     }
 
     /// The next line, waiting up to `timeout`; None on timeout or once the output has ended.
@@ -129,6 +130,10 @@ impl Worker {
         self.stdin = None;
         let s = self.child.wait().map_err(|e| Error::Io { path: "training process".into(), source: e })?;
         self.done = true;
+        // Its stderr is complete once the reader has seen the pipe close.
+        if let Some(r) = self.stderr_reader.take() {
+            let _ = r.join();
+        }
         Ok(s)
     }
 

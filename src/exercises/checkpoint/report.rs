@@ -206,14 +206,14 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
         let skipped = resumed.map(|r| r.skipped.len()).unwrap_or(0);
         v.evidence.push(format!("The newest checkpoint {file} was corrupted ({what}); the resume skipped {} and used the checkpoint at step {resume_step}.", plural(skipped, "checkpoint")));
     }
-    for (path, _, reason) in resumed.map(|r| r.skipped.as_slice()).unwrap_or(&[]) {
-        v.evidence.push(format!("Skipped {path}: {reason}"));
+    for (_, kind, reason) in resumed.map(|r| r.skipped.as_slice()).unwrap_or(&[]) {
+        v.evidence.push(format!("Skipped ({kind}): {reason}"));
     }
     if let (Some(w), Some(st)) = (mean_write, step_s) {
         v.evidence.push(format!(
-            "One checkpoint took {} to write against {} per training step: checkpointing every {} steps costs about {:.1}% of training time, while a crash loses on average half an interval ({:.1} steps).",
-            common::duration(w),
-            common::duration(st),
+            "One checkpoint took {:.3} ms to write against {:.3} ms per training step: checkpointing every {} steps costs about {:.1}% of training time, while a crash loses on average half an interval ({:.1} steps).",
+            w * 1e3,
+            st * 1e3,
             runs.every,
             100.0 * w / (w + st * runs.every.max(1) as f64),
             runs.every as f64 / 2.0
