@@ -185,3 +185,17 @@ fn a_fresh_run_refuses_a_folder_that_already_holds_checkpoints() {
     let err = run_worker(&small_spec(tmp.path(), OptimizerKind::Sgd, 50), &mut emit, Arc::new(AtomicBool::new(false))).unwrap_err();
     assert!(err.to_string().contains("already holds checkpoints"), "{err}");
 }
+
+#[test]
+fn every_e_epochs_saves_at_epoch_ends_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut spec = small_spec(tmp.path(), OptimizerKind::Sgd, 0);
+    spec.policy.every_epochs = 1;
+    spec.policy.at_end = false;
+    let (losses, events) = train(&spec);
+    let per_epoch = losses.len() as u64 / 2;
+    let saved: Vec<u64> = events.iter().filter_map(|e| if let WorkerEvent::Saved { step, .. } = e { Some(*step) } else { None }).collect();
+    assert_eq!(saved, [per_epoch, 2 * per_epoch]);
+    let ck = store::read(&newest(tmp.path())).unwrap();
+    assert_eq!((ck.meta.position.epoch, ck.meta.position.batch), (2, 0), "the loader continues at the next epoch's first batch");
+}

@@ -157,3 +157,31 @@ fn a_parent_survives_garbage_and_a_child_that_dies_at_once() {
     assert!(!w.wait().unwrap().success());
     assert!(w.stderr_tail().contains("batch size"), "{}", w.stderr_tail());
 }
+
+#[test]
+fn a_save_requested_on_stdin_is_written_after_the_current_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = spec(dir.path(), 0);
+    s.cfg.hidden = vec![16];
+    s.cfg.epochs = 1;
+    let mut w = Worker::spawn(exe(), &s.args()).unwrap();
+    let mut saved = Vec::new();
+    let mut last_step = 0;
+    while let Some(e) = next(&mut w) {
+        match e {
+            WorkerEvent::Step { step, .. } => {
+                if step == 3 {
+                    w.request_save().unwrap();
+                }
+                last_step = step;
+            }
+            WorkerEvent::Saved { step, .. } => saved.push(step),
+            _ => {}
+        }
+    }
+    assert!(w.wait().unwrap().success(), "{}", w.stderr_tail());
+    // With no interval, only the requested checkpoint (some step after 3) and the final one.
+    assert_eq!(saved.len(), 2, "{saved:?}");
+    assert!(saved[0] >= 3 && saved[0] < last_step, "{saved:?}");
+    assert_eq!(saved[1], last_step);
+}
