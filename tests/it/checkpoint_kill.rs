@@ -161,16 +161,15 @@ fn a_parent_survives_garbage_and_a_child_that_dies_at_once() {
 #[test]
 fn a_save_requested_on_stdin_is_written_after_the_current_step() {
     let dir = tempfile::tempdir().unwrap();
-    let mut s = spec(dir.path(), 0);
-    s.cfg.hidden = vec![16];
-    s.cfg.epochs = 1;
+    // The wide model's 120 steps leave the child's stdin reader ample time, even on a busy machine.
+    let s = spec(dir.path(), 0);
     let mut w = Worker::spawn(exe(), &s.args()).unwrap();
     let mut saved = Vec::new();
     let mut last_step = 0;
     while let Some(e) = next(&mut w) {
         match e {
             WorkerEvent::Step { step, .. } => {
-                if step == 3 {
+                if step == 1 {
                     w.request_save().unwrap();
                 }
                 last_step = step;
@@ -180,8 +179,8 @@ fn a_save_requested_on_stdin_is_written_after_the_current_step() {
         }
     }
     assert!(w.wait().unwrap().success(), "{}", w.stderr_tail());
-    // With no interval, only the requested checkpoint (some step after 3) and the final one.
+    // With no interval, only the requested checkpoint (after step 1) and the final one.
     assert_eq!(saved.len(), 2, "{saved:?}");
-    assert!(saved[0] >= 3 && saved[0] < last_step, "{saved:?}");
+    assert!(saved[0] >= 1 && saved[0] < last_step, "{saved:?}");
     assert_eq!(saved[1], last_step);
 }
