@@ -23,7 +23,7 @@ fn figure(r: &Report, label: &str) -> f64 {
 fn crash_and_corrupted_latest_fall_back_and_stay_bit_exact() {
     let (r, events) = run(&["backend=cpu", "epochs=2", "hidden=16", "checkpoint_every=5", "keep_last=3", "crash_at=23", "corrupt=flip-data"]);
     assert!(r.verdict.summary.contains("bit for bit"), "{}", r.verdict.summary);
-    assert_eq!(figure(&r, "max |loss difference|"), 0.0);
+    assert_eq!(figure(&r, "max absolute loss difference"), 0.0);
     // Crash after 23 (perhaps a step or two later); newest checkpoint corrupted, so the one before.
     let crash = figure(&r, "crash");
     let resumed = figure(&r, "resumed from step");

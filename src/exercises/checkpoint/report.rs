@@ -155,7 +155,7 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
         Figure { label: "resumed from step".into(), value: resume_step as f64, unit: "step".into(), provenance: Provenance::Measured },
         Figure { label: "steps lost (redone after resuming)".into(), value: steps_lost as f64, unit: "steps".into(), provenance: Provenance::Measured },
         Figure { label: "loss steps compared with the reference".into(), value: cmp.steps as f64, unit: "steps".into(), provenance: Provenance::Measured },
-        Figure { label: "max |loss difference| vs reference".into(), value: cmp.max_abs, unit: "".into(), provenance: Provenance::Measured },
+        Figure { label: "max absolute loss difference vs reference".into(), value: cmp.max_abs, unit: "".into(), provenance: Provenance::Measured },
     ];
     if let Some(b) = mean_bytes {
         figures.push(Figure { label: "checkpoint size".into(), value: b, unit: "bytes".into(), provenance: Provenance::Measured });
@@ -167,7 +167,7 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
         figures.push(Figure { label: "write throughput".into(), value: b / w.max(1e-12) / 1e6, unit: "MB/s".into(), provenance: Provenance::derived("size ÷ write time") });
     }
     if let Some((_, max)) = runs.weights {
-        figures.push(Figure { label: "max |final weight difference| vs reference".into(), value: max, unit: "".into(), provenance: Provenance::Measured });
+        figures.push(Figure { label: "max absolute final-weight difference vs reference".into(), value: max, unit: "".into(), provenance: Provenance::Measured });
     }
 
     let mut v = Verdict::default();
