@@ -47,6 +47,12 @@ pub enum Error {
     #[error("I/O error on {path}: {source}")]
     Io { path: std::path::PathBuf, source: std::io::Error },
 
+    #[error(transparent)]
+    Checkpoint(#[from] crate::checkpoint::CheckpointError),
+
+    #[error("the training process failed: {0}")]
+    TrainingProcess(String),
+
     #[error("training diverged at step {step}: the loss became {loss}; lower the learning rate")]
     Diverged { step: u64, loss: f32 },
 

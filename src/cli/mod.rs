@@ -2,6 +2,7 @@
 //! library, and prints; progress bars go to stderr so `--json` output on stdout stays clean.
 
 mod bench;
+mod checkpointed;
 mod info;
 mod progress;
 mod run;

@@ -40,6 +40,8 @@ pub struct TrainArgs {
     /// Print the full report as JSON on stdout.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    checkpoints: super::checkpointed::CheckpointArgs,
 }
 
 pub fn run(a: TrainArgs) -> anyhow::Result<()> {
@@ -59,6 +61,9 @@ pub fn run(a: TrainArgs) -> anyhow::Result<()> {
     };
     // Settings are checked before anything slow (data generation, adapter start-up) happens.
     cfg.validate()?;
+    if a.checkpoints.dir.is_some() {
+        return super::checkpointed::run(a.checkpoints, a.backend, a.dataset, cfg, a.json);
+    }
     let spec: DatasetSpec = a.dataset.parse()?;
     let data = data::load(&spec, a.seed)?;
     let mut engine = device.open(None)?;
@@ -99,7 +104,7 @@ fn run_with_progress<B: gpulab::tensor::Backend>(b: &mut B, data: &data::Dataset
     Ok(report?)
 }
 
-fn print_summary(r: &TrainReport) {
+pub(super) fn print_summary(r: &TrainReport) {
     println!("backend:        {}", r.backend.label());
     println!("data:           {} — {}", r.dataset, r.dataset_source);
     println!("model:          MLP {} ({} parameters), {:?}, batch {}, lr {}", r.model, r.parameters, r.config.optimizer, r.config.batch, r.config.lr);

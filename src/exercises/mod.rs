@@ -2,6 +2,7 @@
 //! `Exercise::run`, so whatever one shows, the others can produce and check.
 
 mod batch_sweep;
+mod checkpoint;
 mod common;
 mod cpu_vs_gpu;
 mod lessons;
@@ -42,6 +43,7 @@ pub trait Exercise: Send + Sync {
 pub fn registry() -> Vec<Box<dyn Exercise>> {
     let mut all: Vec<Box<dyn Exercise>> = vec![Box::new(cpu_vs_gpu::CpuVsGpu), Box::new(batch_sweep::BatchSweep)];
     all.push(Box::new(precision::PrecisionLab));
+    all.push(Box::new(checkpoint::CheckpointLab));
     all.extend(planned::all().into_iter().map(|p| Box::new(p) as Box<dyn Exercise>));
     all.sort_by_key(|e| e.number());
     all

@@ -13,7 +13,6 @@ pub struct Planned {
 pub fn all() -> Vec<Planned> {
     [
         ("input-pipeline", 4, "Input pipeline: workers, prefetch, cache"),
-        ("checkpoint", 5, "Checkpointing through a real crash"),
         ("distributed", 6, "1 vs N GPUs: data parallelism"),
         ("profiling", 7, "GPU profiling"),
         ("inference-batching", 8, "Inference batching and dynamic batching"),

@@ -7,6 +7,6 @@ mod mlp;
 mod optim;
 
 pub use init::he_normal;
-pub use mlp::{Mlp, MlpConfig, Workspace};
+pub use mlp::{Mlp, MlpConfig, Param, Workspace};
 pub use amp::{AmpConfig, GradScaler, GradScalerConfig, GradScalerState, Precision, ScalerStep};
 pub use optim::{Optimizer, OptimizerKind};

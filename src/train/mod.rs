@@ -3,11 +3,13 @@
 
 mod amp_step;
 mod config;
+mod hooks;
 mod run;
 mod sink;
 mod stepper;
 
 pub use amp_step::AmpReport;
 pub use config::TrainConfig;
-pub use run::{EpochSummary, TrainReport, evaluate, median, train};
+pub use hooks::{LoaderPosition, NoHooks, StepDone, TrainHooks};
+pub use run::{EpochSummary, TrainReport, evaluate, median, train, train_with};
 pub use sink::{NullSink, TrainEvent, TrainSink};

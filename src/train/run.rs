@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::amp_step::AmpReport;
 use super::stepper::Stepper;
-use super::{TrainConfig, TrainEvent, TrainSink};
+use super::{LoaderPosition, NoHooks, StepDone, TrainConfig, TrainEvent, TrainHooks, TrainSink};
 use crate::data::{Dataset, batcher};
 use crate::error::{Error, Result};
 use crate::nn::{Mlp, MlpConfig, Workspace};
@@ -55,6 +55,11 @@ pub struct TrainReport {
 
 /// Trains an MLP on `data` and evaluates it after every epoch.
 pub fn train<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mut dyn TrainSink) -> Result<TrainReport> {
+    train_with(b, data, cfg, sink, &mut NoHooks)
+}
+
+/// `train`, starting where `hooks` restore to and telling them after every step (checkpoints).
+pub fn train_with<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mut dyn TrainSink, hooks: &mut dyn TrainHooks<B>) -> Result<TrainReport> {
     cfg.validate()?;
     if data.train_len() == 0 || data.val_len() == 0 {
         return Err(Error::InvalidConfig(format!("data set {} has an empty train or validation split", data.name)));
@@ -64,25 +69,34 @@ pub fn train<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mu
     let n = data.train_len();
     let batch = cfg.batch.min(n);
     let steps_per_epoch = batcher::batches_per_epoch(n, batch, false) as u64;
+    let start = hooks.restore(b, &mut model)?.unwrap_or_default();
+    if start.epoch > cfg.epochs || start.batch >= steps_per_epoch as usize {
+        return Err(Error::InvalidConfig(format!("cannot resume at epoch {} batch {}: the run has {} epochs of {steps_per_epoch} batches", start.epoch, start.batch, cfg.epochs)));
+    }
     sink.event(TrainEvent::Started { total_steps: steps_per_epoch * cfg.epochs as u64, steps_per_epoch });
 
     let mut steps = Stepper::new(b, &model, cfg, batch)?;
+    if let Some(state) = hooks.restored_scaler() {
+        steps.restore_scaler(state)?;
+    }
     let mut xb = Vec::new();
     let mut yb = Vec::new();
     let mut epochs = Vec::new();
-    let mut step: u64 = 0;
+    let mut step: u64 = start.step;
+    let mut total_seen = 0usize;
     let mut window_ms = Vec::new();
     let (mut total_wall, mut total_busy, mut any_busy) = (0.0f64, 0.0f64, false);
     let mut stopped_early = false;
     steps.warm_up(b, &mut model)?;
     b.take_busy_seconds()?; // start the GPU clock from zero
 
-    'epochs: for epoch in 0..cfg.epochs {
+    'epochs: for epoch in start.epoch..cfg.epochs {
         let order = batcher::epoch_order(n, cfg.seed, epoch as u64);
         let (mut ep_loss, mut ep_correct, mut ep_seen, mut ep_wall) = (0.0f64, 0u64, 0usize, 0.0f64);
         let (mut win_steps, mut win_seen) = (0u64, 0usize);
         let mut win_start = Instant::now();
-        for (i, idx) in order.chunks(batch).enumerate() {
+        let skip = if epoch == start.epoch { start.batch } else { 0 };
+        for (i, idx) in order.chunks(batch).enumerate().skip(skip) {
             if sink.stop_requested() {
                 stopped_early = true;
                 break 'epochs;
@@ -117,6 +131,8 @@ pub fn train<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mu
                 (win_steps, win_seen) = (0, 0);
                 win_start = Instant::now();
             }
+            let next = if last { LoaderPosition { step, epoch: epoch + 1, batch: 0 } } else { LoaderPosition { step, epoch, batch: i + 1 } };
+            hooks.after_step(b, &model, StepDone { next, epoch_end: last, run_end: last && epoch + 1 == cfg.epochs, scaler: steps.scaler_state() })?;
         }
         let busy = b.take_busy_seconds()?;
         let (val_loss, val_accuracy) = steps.evaluate(b, &model, data, batch)?;
@@ -126,6 +142,7 @@ pub fn train<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mu
             any_busy = true;
         }
         total_wall += ep_wall;
+        total_seen += ep_seen;
         let summary = EpochSummary {
             epoch,
             train_loss: ep_loss / ep_seen.max(1) as f64,
@@ -140,7 +157,7 @@ pub fn train<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mu
         epochs.push(summary);
     }
 
-    let seen: usize = epochs.len() * n;
+    let seen = total_seen;
     let gpu_busy_s = any_busy.then_some(total_busy);
     Ok(TrainReport {
         backend: b.info(),

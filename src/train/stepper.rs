@@ -4,8 +4,8 @@
 use super::amp_step::{AmpReport, LowPrecision, LowWorkspace};
 use super::{TrainConfig, evaluate};
 use crate::data::Dataset;
-use crate::error::Result;
-use crate::nn::{Mlp, Workspace};
+use crate::error::{Error, Result};
+use crate::nn::{GradScalerState, Mlp, Workspace};
 use crate::tensor::Backend;
 
 pub enum Stepper<B: Backend> {
@@ -104,6 +104,26 @@ impl<B: Backend> Stepper<B> {
         match self {
             Stepper::F32 { .. } => evaluate(b, model, data, batch),
             Stepper::Low { amp, .. } => amp.evaluate(b, model, data, batch),
+        }
+    }
+
+    /// The loss scaler's state (what a checkpoint keeps), when this run scales.
+    pub fn scaler_state(&self) -> Option<GradScalerState> {
+        match self {
+            Stepper::Low { amp, .. } => amp.scaler.as_ref().map(|s| s.state),
+            Stepper::F32 { .. } => None,
+        }
+    }
+
+    /// Continues scaling from a checkpoint's state. A state without a scaler to take it means
+    /// the checkpoint and this run disagree about precision: refused, not ignored.
+    pub fn restore_scaler(&mut self, state: GradScalerState) -> Result<()> {
+        match self {
+            Stepper::Low { amp, .. } if amp.scaler.is_some() => {
+                amp.scaler.as_mut().expect("checked").state = state;
+                Ok(())
+            }
+            _ => Err(Error::InvalidConfig("the checkpoint holds a loss scaler's state but this run does not scale its loss; resume with the checkpoint's precision".into())),
         }
     }
 

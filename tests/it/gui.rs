@@ -7,7 +7,7 @@ use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use gpulab::app::GpulabApp;
 
-fn harness() -> Harness<'static, GpulabApp> {
+pub(crate) fn harness() -> Harness<'static, GpulabApp> {
     // egui_commonmark draws its code-block copy button with an icon (U+1F5D0) that the bundled
     // fonts lack, so the harness tolerates missing glyphs; the lessons' own characters are
     // checked against the bundled fonts in `lesson_text_uses_only_bundled_glyphs`.
@@ -18,7 +18,7 @@ fn harness() -> Harness<'static, GpulabApp> {
 }
 
 /// Steps frames until adapter detection is done; returns whether a GPU adapter exists.
-fn wait_for_adapters(h: &mut Harness<'static, GpulabApp>) -> bool {
+pub(crate) fn wait_for_adapters(h: &mut Harness<'static, GpulabApp>) -> bool {
     let t0 = Instant::now();
     while h.state().adapters().is_none() {
         assert!(t0.elapsed() < Duration::from_secs(60), "adapter detection did not finish in 60 s");
@@ -34,7 +34,7 @@ fn wait_for_adapters(h: &mut Harness<'static, GpulabApp>) -> bool {
 }
 
 /// Steps frames until the run ends; panics after `timeout`.
-fn run_to_end(h: &mut Harness<'static, GpulabApp>, timeout: Duration) {
+pub(crate) fn run_to_end(h: &mut Harness<'static, GpulabApp>, timeout: Duration) {
     let t0 = Instant::now();
     // The click lands on the next frame.
     h.step();

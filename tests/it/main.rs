@@ -1,6 +1,11 @@
 //! One integration-test crate with a module per area (ripgrep's layout).
 
 mod amp;
+mod checkpoint;
+mod checkpoint_gui;
+mod checkpoint_interop;
+mod checkpoint_kill;
+mod checkpoint_lab;
 mod cli;
 mod common;
 mod data;

@@ -1,0 +1,47 @@
+//! Why a checkpoint was refused. Each variant names the file and the problem, so a resume can
+//! say which checkpoint it skipped and why.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("checkpoint {path} is truncated: {detail}")]
+    Truncated { path: PathBuf, detail: String },
+
+    #[error("checkpoint {path} has a bad header: {detail}")]
+    BadHeader { path: PathBuf, detail: String },
+
+    #[error("checkpoint {path} fails its checksum (stored {stored}, computed {computed}): the file was changed after it was written")]
+    ChecksumMismatch { path: PathBuf, stored: String, computed: String },
+
+    #[error("checkpoint {path} lacks tensor {name}")]
+    MissingTensor { path: PathBuf, name: String },
+
+    #[error("checkpoint {path}: tensor {name} has shape {found:?} ({dtype}), this model needs {expected:?} (F32)")]
+    ShapeMismatch { path: PathBuf, name: String, expected: Vec<usize>, found: Vec<usize>, dtype: String },
+
+    #[error("checkpoint {path} is for a different model: it holds {found}, this run trains {expected}")]
+    ArchitectureMismatch { path: PathBuf, expected: String, found: String },
+
+    #[error("checkpoint {path} has no usable {key} in its metadata: {detail}")]
+    BadMetadata { path: PathBuf, key: String, detail: String },
+
+    #[error("checkpoint I/O on {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+impl CheckpointError {
+    /// A short name for tables and logs, e.g. "checksum mismatch".
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CheckpointError::Truncated { .. } => "truncated",
+            CheckpointError::BadHeader { .. } => "bad header",
+            CheckpointError::ChecksumMismatch { .. } => "checksum mismatch",
+            CheckpointError::MissingTensor { .. } => "missing tensor",
+            CheckpointError::ShapeMismatch { .. } => "shape mismatch",
+            CheckpointError::ArchitectureMismatch { .. } => "architecture mismatch",
+            CheckpointError::BadMetadata { .. } => "bad metadata",
+            CheckpointError::Io { .. } => "I/O error",
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! Follows one training child process: turns its JSON lines into live chart points and a
+//! record of what happened, and kills it (SIGKILL) once it reports the chosen step.
+
+use std::time::{Duration, Instant};
+
+use crate::checkpoint::WorkerEvent;
+use crate::checkpoint::runner::{Line, Worker};
+use crate::error::{Error, Result};
+use crate::exercises::{Event, Sink};
+use crate::report::Provenance;
+
+/// A checkpoint write the child reported. Measured in the child.
+#[derive(Clone, Debug)]
+pub struct SaveRecord {
+    pub step: u64,
+    pub bytes: u64,
+    pub write_s: f64,
+}
+
+/// Everything one child reported.
+#[derive(Clone, Debug, Default)]
+pub struct ChildLog {
+    pub backend: Option<crate::tensor::BackendInfo>,
+    pub total_steps: u64,
+    pub losses: Vec<(u64, f64)>,
+    pub saves: Vec<SaveRecord>,
+    /// (path, kind, reason) of checkpoints refused on resume.
+    pub skipped: Vec<(String, String, String)>,
+    /// (path, step) of the checkpoint it resumed from.
+    pub resumed_from: Option<(String, u64)>,
+    /// Steps done and training wall time, when it finished.
+    pub finished: Option<(u64, f64)>,
+    /// The step after which the parent sent SIGKILL.
+    pub killed_after: Option<u64>,
+    /// A checkpoint write had started but not been reported done when the kill was sent.
+    pub killed_mid_write: bool,
+    pub unexpected_lines: usize,
+    pub stopped: bool,
+}
+
+impl ChildLog {
+    pub fn last_step(&self) -> u64 {
+        self.losses.last().map_or(0, |l| l.0)
+    }
+}
+
+/// No output for this long means the child hangs.
+const SILENCE_LIMIT: Duration = Duration::from_secs(300);
+
+/// Reads `worker` to its end. With `kill_at`, sends SIGKILL right after the child reports
+/// that step (it may finish a few more before the signal lands; their lines are still read).
+pub fn follow(mut worker: Worker, sink: &mut dyn Sink, series: &str, kill_at: Option<u64>, progress_base: u64, progress_total: u64) -> Result<ChildLog> {
+    let mut log = ChildLog::default();
+    let mut saving: Option<u64> = None;
+    let mut failed: Option<String> = None;
+    let mut last_line = Instant::now();
+    loop {
+        if sink.stop_requested() {
+            worker.kill()?;
+            log.stopped = true;
+            return Ok(log);
+        }
+        let Some(line) = worker.next(Duration::from_millis(100)) else {
+            if worker.output_ended() {
+                break;
+            }
+            if last_line.elapsed() > SILENCE_LIMIT {
+                worker.kill()?;
+                return Err(Error::TrainingProcess(format!("no output for {} s; killed it. Its last messages: {}", SILENCE_LIMIT.as_secs(), worker.stderr_tail())));
+            }
+            continue;
+        };
+        last_line = Instant::now();
+        let ev = match line {
+            Line::Event(ev) => ev,
+            Line::Unexpected(text) => {
+                log.unexpected_lines += 1;
+                sink.emit(Event::Log(format!("{series}: ignored unexpected output {text:?}")));
+                continue;
+            }
+        };
+        match ev {
+            WorkerEvent::Backend { info } => log.backend = Some(info),
+            WorkerEvent::Started { total_steps, .. } => log.total_steps = total_steps,
+            WorkerEvent::Skipped { path, kind, reason } => {
+                sink.emit(Event::Log(format!("resume skipped {path}: {reason}")));
+                log.skipped.push((path, kind, reason));
+            }
+            WorkerEvent::Resumed { path, step, .. } => {
+                sink.emit(Event::Log(format!("resumed from {path} (step {step})")));
+                log.resumed_from = Some((path, step));
+            }
+            WorkerEvent::Fresh => {}
+            WorkerEvent::Step { step, loss, .. } => {
+                log.losses.push((step, loss));
+                sink.emit(Event::Point { chart: "loss".into(), series: series.into(), x: step as f64, y: loss, provenance: Provenance::Measured });
+                sink.emit(Event::Progress { done: progress_base + step, total: progress_total });
+                if kill_at.is_some_and(|k| step >= k) && log.killed_after.is_none() {
+                    log.killed_mid_write = saving.is_some();
+                    worker.kill()?;
+                    log.killed_after = Some(step);
+                    sink.emit(Event::Log(format!("{series}: sent SIGKILL after step {step}")));
+                }
+            }
+            WorkerEvent::Saving { step } => saving = Some(step),
+            WorkerEvent::Saved { step, bytes, write_s, .. } => {
+                saving = None;
+                log.saves.push(SaveRecord { step, bytes, write_s });
+            }
+            WorkerEvent::Epoch { .. } => {}
+            WorkerEvent::Finished { steps, train_wall_s, .. } => log.finished = Some((steps, train_wall_s)),
+            WorkerEvent::Failed { message } => failed = Some(message),
+        }
+    }
+    let status = worker.wait()?;
+    if log.killed_after.is_none() && (!status.success() || log.finished.is_none()) {
+        let why = failed.unwrap_or_else(|| format!("it exited with {status} before finishing. Its last messages: {}", worker.stderr_tail()));
+        return Err(Error::TrainingProcess(why));
+    }
+    Ok(log)
+}

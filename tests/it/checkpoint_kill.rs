@@ -1,0 +1,186 @@
+//! The real crash: the gpulab binary trains as a child process and is killed with SIGKILL at
+//! random moments — including right as a checkpoint write starts — twenty times, resuming
+//! each time. The stitched loss sequence and the final weights equal an uninterrupted run's
+//! exactly (CPU backend).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use gpulab::checkpoint::runner::{Line, Worker};
+use gpulab::checkpoint::{Policy, WorkerEvent, WorkerSpec, store};
+use gpulab::nn::OptimizerKind;
+use gpulab::train::TrainConfig;
+use rand::{Rng, SeedableRng};
+
+fn spec(dir: &Path, every: u64) -> WorkerSpec {
+    WorkerSpec {
+        backend: "cpu".into(),
+        dataset: "digits".into(),
+        // Wide enough that a checkpoint write takes a moment to land a kill in.
+        cfg: TrainConfig { hidden: vec![256, 256], batch: 48, epochs: 4, lr: 0.002, optimizer: OptimizerKind::AdamW, log_every: 1, ..TrainConfig::default() },
+        dir: dir.into(),
+        policy: Policy { every_steps: every, every_epochs: 0, keep_last: 2, at_end: true },
+        resume: false,
+    }
+}
+
+fn exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_gpulab"))
+}
+
+fn next(w: &mut Worker) -> Option<WorkerEvent> {
+    loop {
+        match w.next(Duration::from_secs(120)) {
+            Some(Line::Event(e)) => return Some(e),
+            Some(Line::Unexpected(l)) => panic!("unexpected output from the child: {l:?}"),
+            None if w.output_ended() => return None,
+            None => panic!("the child went silent for 120 s: {}", w.stderr_tail()),
+        }
+    }
+}
+
+/// Runs `spec` to the end in a child; returns its losses.
+fn run_to_end(spec: &WorkerSpec) -> BTreeMap<u64, f64> {
+    let mut w = Worker::spawn(exe(), &spec.args()).unwrap();
+    let mut losses = BTreeMap::new();
+    let mut finished = false;
+    while let Some(e) = next(&mut w) {
+        match e {
+            WorkerEvent::Step { step, loss, .. } => {
+                losses.insert(step, loss);
+            }
+            WorkerEvent::Finished { .. } => finished = true,
+            WorkerEvent::Failed { message } => panic!("child failed: {message}"),
+            _ => {}
+        }
+    }
+    assert!(w.wait().unwrap().success() && finished, "child did not finish: {}", w.stderr_tail());
+    losses
+}
+
+#[test]
+fn sigkill_at_random_moments_twenty_times_then_resume_is_bit_exact() {
+    let (ref_dir, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let reference = run_to_end(&spec(ref_dir.path(), 0));
+    let total = *reference.keys().last().unwrap();
+
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0xC0FFEE);
+    let mut run = spec(dir.path(), 4);
+    let mut seen: BTreeMap<u64, f64> = BTreeMap::new();
+    let (mut kills, mut at_write_start, mut tmp_left) = (0, 0, 0);
+    for round in 0..20 {
+        let mut w = Worker::spawn(exe(), &run.args()).unwrap();
+        // Every third round dies the moment a checkpoint write starts; the others after a
+        // random number of steps, plus a random sub-millisecond delay.
+        let at_save = round % 3 == 2;
+        let after_steps = rng.random_range(1..12u64);
+        let delay_us = rng.random_range(0..800u64);
+        let mut steps_here = 0;
+        let mut killed = false;
+        while let Some(e) = next(&mut w) {
+            match e {
+                WorkerEvent::Step { step, loss, .. } => {
+                    // A step redone after a resume must give the very same loss.
+                    if let Some(old) = seen.insert(step, loss) {
+                        assert_eq!(old.to_bits(), loss.to_bits(), "round {round}: step {step} redone with a different loss");
+                    }
+                    steps_here += 1;
+                    if !at_save && steps_here >= after_steps {
+                        std::thread::sleep(Duration::from_micros(delay_us));
+                        killed = true;
+                    }
+                }
+                WorkerEvent::Saving { .. } if at_save && steps_here > 0 => {
+                    at_write_start += 1;
+                    killed = true;
+                }
+                WorkerEvent::Failed { message } => panic!("round {round}: child failed: {message}"),
+                _ => {}
+            }
+            if killed {
+                w.kill().unwrap();
+                kills += 1;
+                break;
+            }
+        }
+        if !killed {
+            w.wait().unwrap();
+        }
+        tmp_left += std::fs::read_dir(dir.path()).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with(".tmp-")).count();
+        // Every checkpoint left behind validates: a kill never leaves a half-written one under a real name.
+        for p in store::list(dir.path()).unwrap() {
+            store::read(&p).unwrap_or_else(|e| panic!("round {round}: a kill left a bad checkpoint: {e}"));
+        }
+        run.resume = true;
+    }
+    eprintln!("{kills} kills, {at_write_start} as a checkpoint write started, {tmp_left} left a partial temporary file");
+    assert!(kills >= 15, "only {kills} of 20 rounds were killed; the run is too short for the test");
+    assert!(at_write_start >= 5);
+    // The signal beat the write (temporary file, fsync, rename) at least once; those files were
+    // never taken for checkpoints and the next writer removed them.
+    assert!(tmp_left >= 1, "no kill landed during a checkpoint write");
+
+    // The last resume runs to the end.
+    for (step, loss) in run_to_end(&run) {
+        if let Some(old) = seen.insert(step, loss) {
+            assert_eq!(old.to_bits(), loss.to_bits(), "step {step} redone with a different loss");
+        }
+    }
+    assert_eq!(seen.len() as u64, total, "some steps never ran");
+    for (step, want) in &reference {
+        assert_eq!(seen[step].to_bits(), want.to_bits(), "loss at step {step}: {} vs reference {want}", seen[step]);
+    }
+    let a = store::read(&store::list(ref_dir.path()).unwrap()[0]).unwrap();
+    let b = store::read(&store::list(dir.path()).unwrap()[0]).unwrap();
+    assert_eq!(a.meta.position, b.meta.position);
+    assert!(a.tensors == b.tensors, "final weights or optimizer state differ from the uninterrupted run");
+}
+
+#[test]
+fn a_parent_survives_garbage_and_a_child_that_dies_at_once() {
+    // Not gpulab at all: `sh` prints garbage and exits non-zero.
+    if cfg!(unix) {
+        let mut w = Worker::spawn(Path::new("sh"), &["-c".into(), "echo not-json; echo '{\"event\":\"nope\"}'; exit 3".into()]).unwrap();
+        let mut lines = Vec::new();
+        while let Some(l) = w.next(Duration::from_secs(10)) {
+            lines.push(l);
+        }
+        assert!(lines.iter().all(|l| matches!(l, Line::Unexpected(_))), "{lines:?}");
+        assert_eq!(lines.len(), 2);
+    }
+    // gpulab refusing its arguments: the parent sees a failed exit and the error on stderr.
+    let mut bad = spec(Path::new("/nonexistent/dir/for/gpulab"), 4);
+    bad.cfg.batch = 0;
+    let mut w = Worker::spawn(exe(), &bad.args()).unwrap();
+    while w.next(Duration::from_secs(30)).is_some() {}
+    assert!(!w.wait().unwrap().success());
+    assert!(w.stderr_tail().contains("batch size"), "{}", w.stderr_tail());
+}
+
+#[test]
+fn a_save_requested_on_stdin_is_written_after_the_current_step() {
+    let dir = tempfile::tempdir().unwrap();
+    // The wide model's 120 steps leave the child's stdin reader ample time, even on a busy machine.
+    let s = spec(dir.path(), 0);
+    let mut w = Worker::spawn(exe(), &s.args()).unwrap();
+    let mut saved = Vec::new();
+    let mut last_step = 0;
+    while let Some(e) = next(&mut w) {
+        match e {
+            WorkerEvent::Step { step, .. } => {
+                if step == 1 {
+                    w.request_save().unwrap();
+                }
+                last_step = step;
+            }
+            WorkerEvent::Saved { step, .. } => saved.push(step),
+            _ => {}
+        }
+    }
+    assert!(w.wait().unwrap().success(), "{}", w.stderr_tail());
+    // With no interval, only the requested checkpoint (after step 1) and the final one.
+    assert_eq!(saved.len(), 2, "{saved:?}");
+    assert!(saved[0] >= 1 && saved[0] < last_step, "{saved:?}");
+    assert_eq!(saved[1], last_step);
+}
