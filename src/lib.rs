@@ -10,6 +10,7 @@ pub mod device;
 pub mod error;
 pub mod exercises;
 pub mod nn;
+pub mod profile;
 pub mod report;
 pub mod tensor;
 pub mod train;

@@ -13,10 +13,8 @@ pub struct Planned {
 pub fn all() -> Vec<Planned> {
     [
         ("precision", 3, "FP32 vs FP16/BF16 mixed precision"),
-        ("input-pipeline", 4, "Input pipeline: workers, prefetch, cache"),
         ("checkpoint", 5, "Checkpointing through a real crash"),
         ("distributed", 6, "1 vs N GPUs: data parallelism"),
-        ("profiling", 7, "GPU profiling"),
         ("inference-batching", 8, "Inference batching and dynamic batching"),
         ("quantization", 9, "FP32 vs INT8 inference"),
         ("platform", 10, "A production GPU platform (simulation)"),

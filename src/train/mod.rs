@@ -2,9 +2,11 @@
 //! charts and the tests' collectors are interchangeable (burn-train's renderer pattern).
 
 mod config;
+pub mod feed;
 mod run;
 mod sink;
 
 pub use config::TrainConfig;
-pub use run::{EpochSummary, TrainReport, evaluate, median, train};
+pub use feed::{Feed, Inline};
+pub use run::{EpochSummary, TrainReport, evaluate, median, train, train_fed};
 pub use sink::{NullSink, TrainEvent, TrainSink};

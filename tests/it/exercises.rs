@@ -35,7 +35,7 @@ fn registry_lists_the_ten_in_order_with_lessons() {
     for (i, e) in all.iter().enumerate() {
         assert_eq!(e.number() as usize, i + 1);
         assert!(e.lesson().starts_with(&format!("# {} ", i + 1)), "lesson {} heading", i + 1);
-        assert_eq!(e.runnable(), i < 2, "{}", e.id());
+        assert_eq!(e.runnable(), matches!(i + 1, 1 | 2 | 4 | 7), "{}", e.id());
         if !e.runnable() {
             let err = e.run(&e.settings(), &mut CollectSink::default()).unwrap_err().to_string();
             assert!(err.contains("not runnable yet"), "{err}");

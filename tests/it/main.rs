@@ -7,5 +7,8 @@ mod exercises;
 mod gui;
 mod kernels;
 mod ledger;
+mod pipeline;
+mod pipeline_labs;
+mod profiler;
 mod training;
 mod window;
