@@ -188,7 +188,9 @@ impl Loader {
             workers.push(Worker { tickets: Some(ticket_tx), results: result_rx, handle: Some(handle) });
         }
         let mut loader = Loader { shared, workers, next: 0, issued: 0, total };
-        loader.issue();
+        if cfg.prefetch_factor > 0 {
+            loader.issue(); // start filling the queues before the first batch is asked for
+        }
         Ok(loader)
     }
 
@@ -200,7 +202,8 @@ impl Loader {
         CacheStats { hits: self.shared.hits.load(Ordering::Relaxed), misses: self.shared.misses.load(Ordering::Relaxed) }
     }
 
-    /// Hands out tickets up to the prefetch limit.
+    /// Hands out tickets up to the prefetch limit: `num_workers * prefetch_factor` batches in
+    /// flight counting the one the trainer is about to take (at least that one).
     fn issue(&mut self) {
         let w = self.workers.len();
         if w == 0 {
@@ -221,6 +224,7 @@ impl Loader {
             return None;
         }
         let global = self.next;
+        self.issue();
         self.next += 1;
         let out = if self.workers.is_empty() {
             match self.shared.make(global, spans::MAIN) {
@@ -229,7 +233,6 @@ impl Loader {
                 Err(e) => Err(e),
             }
         } else {
-            self.issue();
             let w = global % self.workers.len();
             match self.workers[w].results.recv() {
                 Ok(r) => r,

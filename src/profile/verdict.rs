@@ -185,17 +185,17 @@ mod tests {
     fn run(steps: usize, wait: f64, upload: f64, record: f64, sync: f64, kernel_ms: f64, per_step: usize, intensity: f64) -> Timeline {
         let mut v = Vec::new();
         let mut t = 0.0;
+        let at = |v: &mut Vec<Span>, t: &mut f64, name: &str, d: f64| {
+            v.push(Span::new(MAIN, name, *t, *t + d * 1e-3));
+            *t += d * 1e-3;
+        };
         for _ in 0..steps {
-            let mut at = |name: &str, d: f64| {
-                v.push(Span::new(MAIN, name, t, t + d * 1e-3));
-                t += d * 1e-3;
-            };
-            at(stage::DATA_WAIT, wait);
-            at(stage::UPLOAD, upload);
-            at(stage::RECORD, record);
-            at(stage::SUBMIT, 0.01);
+            at(&mut v, &mut t, stage::DATA_WAIT, wait);
+            at(&mut v, &mut t, stage::UPLOAD, upload);
+            at(&mut v, &mut t, stage::RECORD, record);
+            at(&mut v, &mut t, stage::SUBMIT, 0.01);
             let gpu_start = t;
-            at(stage::WAIT, sync);
+            at(&mut v, &mut t, stage::WAIT, sync);
             for k in 0..per_step {
                 let s = gpu_start + k as f64 * kernel_ms * 1e-3;
                 let mut span = Span::new(GPU, "kernel", s, s + kernel_ms * 1e-3);
