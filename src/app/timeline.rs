@@ -70,6 +70,7 @@ pub fn show(ui: &mut egui::Ui, t: &Timeline, salt: &str) {
         .include_y(-0.6)
         .include_y(n as f64 - 0.4)
         .x_axis_label("ms since the run started")
+        .y_axis_min_width(110.0)
         .y_grid_spacer(move |_| (0..n).map(|i| GridMark { value: i as f64, step_size: 1.0 }).collect())
         .y_axis_formatter(move |m, _| {
             let i = n as f64 - 1.0 - m.value;
