@@ -11,6 +11,7 @@ pub mod device;
 pub mod error;
 pub mod exercises;
 pub mod nn;
+pub mod profile;
 pub mod report;
 pub mod tensor;
 pub mod train;

@@ -4,7 +4,7 @@
 
 use eframe::egui;
 use egui::{Color32, RichText};
-use egui_plot::{Bar, BarChart, HoverPosition, Legend, Line, Plot, PlotPoint, Text, VLine};
+use egui_plot::{Bar, BarChart, HoverPosition, Legend, Line, Plot, PlotPoint, Points, Text, VLine};
 
 use super::job::{LiveChart, decimate};
 use crate::report::{Chart, ChartKind, Provenance};
@@ -120,7 +120,12 @@ pub fn show(ui: &mut egui::Ui, c: &ChartView<'_>, salt: &str, height: f32) {
             plot.show(ui, |pui| {
                 for (name, pts, prov) in series {
                     let pts: Vec<[f64; 2]> = decimate(pts, MAX_DRAWN).into_iter().filter(|p| !log_x || p[0] > 0.0).map(|p| [tx(p[0]), p[1]]).collect();
-                    pui.line(Line::new(format!("{name} ({})", prov.short()), pts).width(1.5));
+                    // A lone point (e.g. one kernel on the roofline) is a marker, not a line.
+                    if pts.len() == 1 {
+                        pui.points(Points::new(format!("{name} ({})", prov.short()), pts).radius(4.0));
+                    } else {
+                        pui.line(Line::new(format!("{name} ({})", prov.short()), pts).width(1.5));
+                    }
                 }
                 let top = series.iter().flat_map(|s| s.1.iter().map(|p| p[1])).fold(f64::NAN, f64::max);
                 for (x, label) in markers {

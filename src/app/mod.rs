@@ -7,6 +7,7 @@ mod hardware;
 mod job;
 mod lab;
 mod results;
+mod timeline;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

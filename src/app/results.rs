@@ -104,6 +104,7 @@ pub fn report(ui: &mut egui::Ui, r: &Report, salt: &str) {
         ui.add_space(6.0);
         table(ui, t, salt);
     }
+    super::timeline::show_all(ui, r, salt);
 }
 
 /// One line that says what a report was run on.

@@ -84,7 +84,7 @@ pub fn run_worker(spec: &WorkerSpec, emit: &mut dyn FnMut(WorkerEvent), request:
             };
             (emit.borrow_mut())(out)
         };
-        let report = train::train_with(b, &data, &spec.cfg, &mut sink, &mut hooks)?;
+        let report = train::train_with(b, &data, &spec.cfg, &mut sink, &mut hooks, &mut train::Inline)?;
         (emit.borrow_mut())(WorkerEvent::Finished { steps: report.steps, val_accuracy: report.final_val_accuracy, train_wall_s: report.train_wall_s });
         Ok(report)
     })

@@ -6,7 +6,9 @@ pub mod batcher;
 pub mod digits;
 mod error;
 pub mod idx;
+pub mod loader;
 pub mod shapes;
+pub mod source;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -14,6 +16,8 @@ use std::str::FromStr;
 
 pub use error::DataError;
 pub use shapes::ShapesConfig;
+pub use loader::{Batch, CacheStats, Loader, LoaderConfig};
+pub use source::{CostlySource, SampleSource, SourceCost};
 
 /// A classification data set held in memory as f32 features (row-major, one row per sample)
 /// and u32 labels, already split into train and validation.

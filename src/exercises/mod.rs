@@ -5,9 +5,12 @@ mod batch_sweep;
 mod checkpoint;
 mod common;
 mod cpu_vs_gpu;
+mod input_pipeline;
 mod lessons;
+mod pipeline_common;
 mod planned;
 mod precision;
+mod profiling;
 pub mod settings;
 pub mod sink;
 
@@ -44,6 +47,7 @@ pub fn registry() -> Vec<Box<dyn Exercise>> {
     let mut all: Vec<Box<dyn Exercise>> = vec![Box::new(cpu_vs_gpu::CpuVsGpu), Box::new(batch_sweep::BatchSweep)];
     all.push(Box::new(precision::PrecisionLab));
     all.push(Box::new(checkpoint::CheckpointLab));
+    all.extend([Box::new(input_pipeline::InputPipeline) as Box<dyn Exercise>, Box::new(profiling::Profiling)]);
     all.extend(planned::all().into_iter().map(|p| Box::new(p) as Box<dyn Exercise>));
     all.sort_by_key(|e| e.number());
     all

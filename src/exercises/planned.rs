@@ -12,9 +12,7 @@ pub struct Planned {
 
 pub fn all() -> Vec<Planned> {
     [
-        ("input-pipeline", 4, "Input pipeline: workers, prefetch, cache"),
         ("distributed", 6, "1 vs N GPUs: data parallelism"),
-        ("profiling", 7, "GPU profiling"),
         ("inference-batching", 8, "Inference batching and dynamic batching"),
         ("quantization", 9, "FP32 vs INT8 inference"),
         ("platform", 10, "A production GPU platform (simulation)"),

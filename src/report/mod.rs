@@ -194,6 +194,9 @@ pub struct Report {
     /// Caveats the reader must see, e.g. that an adapter is a software GPU.
     pub notes: Vec<String>,
     pub stopped_early: bool,
+    /// Profiler timelines (exercises 4 and 7): drawn in the app, exported as trace JSON.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timelines: Vec<crate::profile::Timeline>,
 }
 
 impl Report {

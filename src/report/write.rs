@@ -113,5 +113,13 @@ pub fn write_all(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
     write_json(report, &paths[0])?;
     write_csv(report, &paths[1])?;
     write_markdown(report, &paths[2])?;
-    Ok(paths.to_vec())
+    let mut paths = paths.to_vec();
+    // Each recorded timeline also goes out as a Chrome/Perfetto trace beside the report.
+    for t in &report.timelines {
+        let p = dir.join(crate::profile::trace::file_name(t));
+        let bytes = serde_json::to_vec(&crate::profile::trace::to_json(t)).map_err(|e| Error::InvalidConfig(format!("serialising the trace: {e}")))?;
+        atomic_write(&p, &bytes)?;
+        paths.push(p);
+    }
+    Ok(paths)
 }

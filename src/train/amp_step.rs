@@ -74,11 +74,10 @@ impl<B: Backend> LowWorkspace<B> {
         })
     }
 
-    /// Writes a batch; the host rounds the input to 16 bits on the way (no cast pass, half the
-    /// upload).
-    pub fn load(&mut self, b: &mut B, x: &[f32], y: &[u32]) -> Result<()> {
-        b.write_f32(&mut self.x, x)?;
-        b.write_u32(&mut self.y, y)
+    /// The input tensors: writing f32 rows into the 16-bit `x` rounds them on the host (no
+    /// cast pass, half the upload).
+    pub fn inputs(&mut self) -> (&mut B::Tensor, &mut B::Tensor) {
+        (&mut self.x, &mut self.y)
     }
 
     /// Reads (loss sum, correct count, [nonzero, flushed]) since the last call, and resets them.
@@ -220,7 +219,8 @@ impl<B: Backend> LowPrecision<B> {
             }
             let w = ws.as_mut().expect("created above");
             batcher::gather(&data.val_x, &data.val_y, data.features, chunk, &mut xb, &mut yb);
-            w.load(b, &xb, &yb)?;
+            b.write_f32(&mut w.x, &xb)?;
+            b.write_u32(&mut w.y, &yb)?;
             self.forward(b, model, w)?;
             b.softmax_xent(&w.logits, &w.y, &mut w.loss_rows, None, 1.0)?;
             b.accumulate_sum(&w.loss_rows, &mut w.loss_sum, 0)?;

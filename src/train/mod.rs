@@ -3,6 +3,7 @@
 
 mod amp_step;
 mod config;
+pub mod feed;
 mod hooks;
 mod run;
 mod sink;
@@ -10,6 +11,7 @@ mod stepper;
 
 pub use amp_step::AmpReport;
 pub use config::TrainConfig;
+pub use feed::{Feed, Inline};
 pub use hooks::{LoaderPosition, NoHooks, StepDone, TrainHooks};
-pub use run::{EpochSummary, TrainReport, evaluate, median, train, train_with};
+pub use run::{EpochSummary, TrainReport, evaluate, median, train, train_fed, train_with};
 pub use sink::{NullSink, TrainEvent, TrainSink};

@@ -3,11 +3,13 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::amp_step::AmpReport;
+use super::feed::{Feed, Inline};
 use super::stepper::Stepper;
 use super::{LoaderPosition, NoHooks, StepDone, TrainConfig, TrainEvent, TrainHooks, TrainSink};
 use crate::data::{Dataset, batcher};
 use crate::error::{Error, Result};
 use crate::nn::{Mlp, MlpConfig, Workspace};
+use crate::profile::spans::stage;
 use crate::tensor::{Backend, BackendInfo, MemoryReport};
 
 /// One epoch's figures. Losses and accuracies are measured on this run's data; times are wall
@@ -55,11 +57,24 @@ pub struct TrainReport {
 
 /// Trains an MLP on `data` and evaluates it after every epoch.
 pub fn train<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mut dyn TrainSink) -> Result<TrainReport> {
-    train_with(b, data, cfg, sink, &mut NoHooks)
+    train_with(b, data, cfg, sink, &mut NoHooks, &mut Inline)
 }
 
-/// `train`, starting where `hooks` restore to and telling them after every step (checkpoints).
-pub fn train_with<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mut dyn TrainSink, hooks: &mut dyn TrainHooks<B>) -> Result<TrainReport> {
+/// `train`, with batches from `feed` and each step's stages reported to it.
+pub fn train_fed<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mut dyn TrainSink, feed: &mut dyn Feed<B>) -> Result<TrainReport> {
+    train_with(b, data, cfg, sink, &mut NoHooks, feed)
+}
+
+/// `train`, starting where `hooks` restore to and telling them after every step (checkpoints),
+/// with batches from `feed` and each step's stages reported to it (input pipeline, profiler).
+pub fn train_with<B: Backend>(
+    b: &mut B,
+    data: &Dataset,
+    cfg: &TrainConfig,
+    sink: &mut dyn TrainSink,
+    hooks: &mut dyn TrainHooks<B>,
+    feed: &mut dyn Feed<B>,
+) -> Result<TrainReport> {
     cfg.validate()?;
     if data.train_len() == 0 || data.val_len() == 0 {
         return Err(Error::InvalidConfig(format!("data set {} has an empty train or validation split", data.name)));
@@ -101,16 +116,33 @@ pub fn train_with<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink
                 stopped_early = true;
                 break 'epochs;
             }
-            batcher::gather(&data.train_x, &data.train_y, data.features, idx, &mut xb, &mut yb);
-            steps.step(b, &mut model, &xb, &yb, idx.len(), step + 1)?;
+            let t0 = Instant::now();
+            feed.batch(data, epoch, idx, &mut xb, &mut yb)?;
+            let t1 = Instant::now();
+            feed.span(stage::DATA_WAIT, t0, t1);
+            let (x, y) = steps.inputs(b, &model, idx.len())?;
+            feed.upload(b, x, y, &xb, &yb)?;
+            let t2 = Instant::now();
+            feed.span(stage::UPLOAD, t1, t2);
+            steps.train(b, &mut model, idx.len(), step + 1)?;
+            let t3 = Instant::now();
+            feed.span(stage::RECORD, t2, t3);
             b.flush()?;
+            let t4 = Instant::now();
+            feed.span(stage::SUBMIT, t3, t4);
+            if feed.sync_each_step() {
+                b.sync()?;
+                feed.span(stage::WAIT, t4, Instant::now());
+            }
             step += 1;
             win_steps += 1;
             win_seen += idx.len();
             let last = i as u64 + 1 == steps_per_epoch;
             if step % cfg.log_every as u64 == 0 || last {
                 // Reading back waits for the device; the window's wall time includes it.
+                let t5 = Instant::now();
                 let (loss, correct) = steps.take_totals(b)?;
+                feed.span(stage::READBACK, t5, Instant::now());
                 let secs = win_start.elapsed().as_secs_f64();
                 window_ms.push(secs * 1e3 / win_steps as f64);
                 ep_wall += secs;

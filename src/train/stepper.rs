@@ -43,9 +43,10 @@ impl<B: Backend> Stepper<B> {
         self.take_totals(b).map(|_| ())
     }
 
-    /// Loads the batch and trains one step on it (`rows` samples; the last batch may be short).
-    pub fn step(&mut self, b: &mut B, model: &mut Mlp<B>, xb: &[f32], yb: &[u32], rows: usize, step: u64) -> Result<()> {
-        match self {
+    /// The input tensors for a batch of `rows` samples (the last batch of an epoch may be
+    /// short: it gets a workspace of its own). The feed writes the batch into them.
+    pub fn inputs(&mut self, b: &mut B, model: &Mlp<B>, rows: usize) -> Result<(&mut B::Tensor, &mut B::Tensor)> {
+        Ok(match self {
             Stepper::F32 { full, tail } => {
                 let ws = if rows == full.batch {
                     full
@@ -55,9 +56,7 @@ impl<B: Backend> Stepper<B> {
                     }
                     tail.as_mut().expect("created above")
                 };
-                b.write_f32(&mut ws.x, xb)?;
-                b.write_u32(&mut ws.y, yb)?;
-                model.train_step(b, ws)
+                (&mut ws.x, &mut ws.y)
             }
             Stepper::Low { amp, full, tail } => {
                 let ws = if rows == full.batch {
@@ -68,7 +67,17 @@ impl<B: Backend> Stepper<B> {
                     }
                     tail.as_mut().expect("created above")
                 };
-                ws.load(b, xb, yb)?;
+                ws.inputs()
+            }
+        })
+    }
+
+    /// Trains one step on the batch `inputs` was given (`rows` samples).
+    pub fn train(&mut self, b: &mut B, model: &mut Mlp<B>, rows: usize, step: u64) -> Result<()> {
+        match self {
+            Stepper::F32 { full, tail } => model.train_step(b, if rows == full.batch { full } else { tail.as_mut().expect("inputs() made it") }),
+            Stepper::Low { amp, full, tail } => {
+                let ws = if rows == full.batch { full } else { tail.as_mut().expect("inputs() made it") };
                 amp.train_step(b, model, ws, step)
             }
         }

@@ -222,3 +222,31 @@ fn exercise_3_runs_all_precisions_to_a_verdict() {
     h.get_by_label(&report.verdict.summary);
     assert!(report.verdict.summary.contains("Underflow"), "{}", report.verdict.summary);
 }
+
+/// Exercises 4 and 7: runs to the verdict, with the timelines and (on a GPU) the kernel table.
+#[test]
+fn exercises_4_and_7_run_to_their_verdicts_with_timelines() {
+    let mut h = harness();
+    let gpu = wait_for_adapters(&mut h);
+    let backend = if gpu { "gpu" } else { "cpu" };
+    for (label, id) in [("4. Input pipeline: workers, prefetch, cache", "input-pipeline"), ("7. GPU profiling", "profiling")] {
+        h.get_by_label(label).click();
+        h.step();
+        assert_eq!(h.state().selected(), id);
+        for (k, v) in [("backend", backend), ("dataset", "shapes:res=8,n=240"), ("hidden", "16"), ("batch", "32"), ("epochs", "1"), ("storage_latency_ms", "1"), ("decode_passes", "1")] {
+            h.state_mut().set_setting(k, v).unwrap_or_else(|e| panic!("{id}: {k}={v}: {e}"));
+        }
+        h.step();
+        h.get_by_label("Run").click();
+        run_to_end(&mut h, Duration::from_secs(180));
+        let report = h.state().report().expect("a report").clone();
+        h.get_by_label(&report.verdict.summary);
+        h.get_by_label("Timelines");
+        assert!(!report.timelines.is_empty());
+        // The first timeline is open: its lanes are on screen.
+        assert!(h.query_all_by_label_contains("Lanes, top to bottom: ").count() > 0, "{id}: the timeline is not shown");
+        if gpu && id == "profiling" {
+            assert!(h.query_all_by_label_contains("Kernels · run").count() > 0, "no kernel table");
+        }
+    }
+}

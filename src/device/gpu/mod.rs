@@ -2,10 +2,12 @@
 
 pub mod adapters;
 mod amp;
+mod kernel_profiler;
 mod kernels;
 #[cfg(test)]
 mod matmul_gen;
 mod pool;
+mod profiling;
 mod readback;
 mod recorder;
 pub mod tuning;
@@ -15,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use eframe::wgpu;
 
 pub use adapters::{AdapterSummary, GpuSelector};
+pub use kernel_profiler::KernelTime;
 pub use kernels::render as render_template;
 pub use pool::GpuTensor;
 pub use tuning::MatmulVariant;
@@ -221,6 +224,10 @@ impl GpuBackend {
         if self.rec.params_full() || self.rec.queries_full() {
             self.flush()?;
             self.rec.collect_timestamps(&self.device, &self.queue)?;
+        }
+        if self.rec.prof.is_some() {
+            let (flops, bytes) = profiling::work_estimate(kernel, params, bindings);
+            self.rec.profiled_pass(&self.device, format!("{kernel:?}"), flops, bytes);
         }
         let pipeline = self.pipelines.get(&self.device, PipelineKey { kernel, dtype, variant })?;
         let uniform = self.rec.push_params(params);
@@ -542,6 +549,7 @@ impl Backend for GpuBackend {
         }
         self.flush()?;
         self.rec.collect_timestamps(&self.device, &self.queue)?;
+        self.drain_kernel_profiler()?;
         self.check()?;
         Ok(self.rec.take_busy_ns().map(|ns| ns * 1e-9))
     }

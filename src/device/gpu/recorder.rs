@@ -5,6 +5,7 @@
 
 use eframe::wgpu;
 
+use super::kernel_profiler::KernelProfiler;
 use crate::error::{Error, Result};
 
 /// Bytes of parameters one dispatch may pass (16 words).
@@ -33,6 +34,8 @@ pub struct Recorder {
     ts: Option<Timestamps>,
     pub dispatches: u64,
     pub submits: u64,
+    /// Profiling mode: a timestamped pass per dispatch (see kernel_profiler.rs).
+    pub prof: Option<KernelProfiler>,
 }
 
 impl Recorder {
@@ -70,7 +73,7 @@ impl Recorder {
                 collected_ns: 0.0,
             }
         });
-        Recorder { encoder: None, pass: None, params: Vec::new(), uniform, slot_stride, ts, dispatches: 0, submits: 0 }
+        Recorder { encoder: None, pass: None, params: Vec::new(), uniform, slot_stride, ts, dispatches: 0, submits: 0, prof: None }
     }
 
     pub fn has_timestamps(&self) -> bool {
@@ -104,8 +107,26 @@ impl Recorder {
 
     /// The open encoder (for copies); closes the compute pass first.
     pub fn encoder(&mut self, device: &wgpu::Device) -> &mut wgpu::CommandEncoder {
-        self.pass = None;
+        self.close_pass();
         self.encoder.get_or_insert_with(|| device.create_command_encoder(&Default::default()))
+    }
+
+    /// Ends the open compute pass (and, when profiling, its query).
+    fn close_pass(&mut self) {
+        self.pass = None;
+        if let (Some(p), Some(e)) = (self.prof.as_mut(), self.encoder.as_mut()) {
+            p.end(e);
+        }
+    }
+
+    /// Profiling mode: opens a pass of its own, timestamped by the profiler, for the next dispatch.
+    pub fn profiled_pass(&mut self, device: &wgpu::Device, kernel: String, flops: f64, bytes: f64) {
+        self.close_pass();
+        let Some(prof) = self.prof.as_mut() else { return };
+        let encoder = self.encoder.get_or_insert_with(|| device.create_command_encoder(&Default::default()));
+        let writes = prof.begin(encoder, kernel, flops, bytes);
+        let pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("gpulab kernel"), timestamp_writes: writes });
+        self.pass = Some(pass.forget_lifetime());
     }
 
     pub fn dispatch(&mut self, device: &wgpu::Device, pipeline: &wgpu::ComputePipeline, bind_group: &wgpu::BindGroup, groups: (u32, u32)) {
@@ -132,14 +153,23 @@ impl Recorder {
 
     /// Submits everything recorded (the parameter arena is uploaded first, in queue order).
     pub fn flush(&mut self, queue: &wgpu::Queue) -> Option<wgpu::SubmissionIndex> {
-        self.pass = None;
-        let encoder = self.encoder.take()?;
+        self.close_pass();
+        let mut encoder = self.encoder.take()?;
+        if let Some(p) = self.prof.as_mut() {
+            p.resolve(&mut encoder);
+        }
         if !self.params.is_empty() {
             queue.write_buffer(&self.uniform, 0, &self.params);
             self.params.clear();
         }
         self.submits += 1;
-        Some(queue.submit([encoder.finish()]))
+        let submitted = std::time::Instant::now();
+        let index = queue.submit([encoder.finish()]);
+        if let Some(p) = self.prof.as_mut() {
+            // Fails only with queries left open, and `resolve` closed them.
+            let _ = p.end_frame(submitted);
+        }
+        Some(index)
     }
 
     /// Resolves the timestamps written so far and adds their pass durations to the collected
@@ -168,7 +198,8 @@ impl Recorder {
     }
 
     pub fn take_busy_ns(&mut self) -> Option<f64> {
-        self.ts.as_mut().map(|t| std::mem::take(&mut t.collected_ns))
+        let profiled = self.prof.as_mut().map_or(0.0, |p| std::mem::take(&mut p.busy_ns));
+        self.ts.as_mut().map(|t| std::mem::take(&mut t.collected_ns) + profiled)
     }
 }
 

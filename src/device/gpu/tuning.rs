@@ -36,8 +36,12 @@ impl MatmulVariant {
 
 /// Where the choices live: the user's cache folder, or GPULAB_CACHE_DIR.
 fn cache_file() -> Option<PathBuf> {
-    let dir = std::env::var_os("GPULAB_CACHE_DIR").map(PathBuf::from).or_else(|| dirs::cache_dir().map(|d| d.join("gpulab")))?;
-    Some(dir.join("kernel-choices.json"))
+    Some(cache_dir()?.join("kernel-choices.json"))
+}
+
+/// gpulab's cache folder: GPULAB_CACHE_DIR, else the user's cache folder.
+pub fn cache_dir() -> Option<PathBuf> {
+    std::env::var_os("GPULAB_CACHE_DIR").map(PathBuf::from).or_else(|| dirs::cache_dir().map(|d| d.join("gpulab")))
 }
 
 fn cache_key(gpu: &GpuBackend) -> String {
