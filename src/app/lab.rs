@@ -206,6 +206,21 @@ impl GpulabApp {
         self.file_status = None;
     }
 
+    /// The one-click next step a report suggests: change its settings, keep this run for
+    /// comparison, and run again ("measure again").
+    pub fn apply_suggestion(&mut self) {
+        let Some(r) = self.report().cloned() else { return };
+        let Some(sg) = r.suggestion.clone() else { return };
+        for (k, v) in &sg.settings {
+            if let Err(e) = self.set_setting(k, v) {
+                self.file_status = Some(Err(format!("could not apply {k} = {v}: {e}")));
+                return;
+            }
+        }
+        self.compare = Some(r);
+        self.start_run();
+    }
+
     pub fn stop_run(&mut self) {
         if let Some(j) = &self.job {
             j.request_stop();
@@ -656,6 +671,13 @@ impl GpulabApp {
             }
             let chart_h = if wide > 700.0 { 220.0 } else { 180.0 };
             if let Some(r) = v.report.clone() {
+                if let Some(sg) = &r.suggestion {
+                    let hover = sg.settings.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", ");
+                    if ui.add_enabled(self.job.is_none(), egui::Button::new(RichText::new(&sg.label).strong())).on_hover_text(format!("Sets {hover}, runs again, and shows this run beside the new one")).clicked() {
+                        self.apply_suggestion();
+                    }
+                    ui.add_space(4.0);
+                }
                 self.file_bar(ui);
                 if self.compare.is_some() {
                     self.compare_ui(ui, Some(&r));

@@ -5,7 +5,7 @@
 use super::common;
 use super::pipeline_common::{self as pc};
 use super::settings::Settings;
-use super::settings::Value;
+use super::settings::{self, Value};
 use super::sink::{Event, Sink};
 use super::Exercise;
 use crate::device::Engine;
@@ -14,7 +14,9 @@ use crate::profile::kernels::{self, KernelRow};
 use crate::profile::peaks::{self, Peaks};
 use crate::profile::session::{PipelineConfig, ProfiledRun};
 use crate::profile::Bottleneck;
-use crate::report::{Cell, Chart, ChartKind, Column, Figure, Provenance, Report, Series, Table, Verdict};
+use crate::nn::{AmpConfig, Precision};
+use crate::report::{Cell, Chart, ChartKind, Column, Figure, Provenance, Report, Series, Suggestion, Table, Verdict};
+use crate::train::TrainConfig;
 
 pub struct Profiling;
 
@@ -33,6 +35,7 @@ impl Exercise for Profiling {
         let s = Settings::default().add("backend", "Backend", "Where to train: cpu, gpu, gpu:N, gpu:NAME", Value::Devices(vec!["gpu".into()]));
         let s = common::training_settings(s, "shapes:res=16,n=1600", &[256, 128], 64, 1);
         let s = pc::pipeline_settings(pc::cost_settings(s, 0.3, 3), 1, 0, false);
+        let s = s.add("precision", "Precision", "fp32, or mixed precision: fp16 (with a GradScaler; needs SHADER_F16 on a GPU) or bf16 — see exercise 3", settings::choice("fp32", &["fp32", "fp16", "bf16"]));
         s.add("measure_again", "Apply the fix and measure again", "After the first profile, apply the suggested optimization and profile again", Value::Bool(true))
     }
 
@@ -40,13 +43,15 @@ impl Exercise for Profiling {
         common::validate_training(s)?;
         pc::pipeline_config(s)?;
         s.bool("measure_again")?;
+        amp(s)?;
         Ok(())
     }
 
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
         self.validate(s)?;
         let batch = s.int("batch")? as usize;
-        let (data, cfg) = pc::training(s, batch)?;
+        let (data, mut cfg) = pc::training(s, batch)?;
+        cfg.amp = amp(s)?;
         let (mut engine, meta) = pc::open(s, &data, sink)?;
         let pipe = pc::pipeline_config(s)?;
         let peaks = match &mut engine {
@@ -64,7 +69,7 @@ impl Exercise for Profiling {
             && !sink.stop_requested()
         {
             sink.emit(Event::Log(format!("applying: {what}")));
-            let cfg2 = common::train_config(s, *batch2)?;
+            let cfg2 = TrainConfig { batch: *batch2, ..cfg.clone() };
             runs.push(pc::profiled(&mut engine, &data, &cfg2, pipe2, "2 optimized", p.as_ref(), sink)?);
         }
         let mut tables = vec![pc::runs_table("Runs", &runs)];
@@ -95,12 +100,35 @@ impl Exercise for Profiling {
             verdict: verdict(&runs, fix.as_ref().map(|f| f.0.as_str())),
             stopped_early: sink.stop_requested(),
             timelines: runs.iter().map(|r| r.timeline.clone()).collect(),
+            suggestion: next_step(&runs),
             ..Default::default()
         };
         pc::notes(&mut report, &runs, &pipe.cost);
         report.notes.push("Kernel FLOPs and bytes are estimates (FLOPs from each kernel's shapes, bytes from the buffers it binds), so GFLOP/s and GB/s per kernel are derived, not counted by hardware.".into());
         Ok(report)
     }
+}
+
+fn amp(s: &Settings) -> Result<AmpConfig> {
+    Ok(AmpConfig::new(s.choice("precision")?.parse::<Precision>()?))
+}
+
+/// The fix for the last run's bottleneck, as settings the lab applies with one click before
+/// profiling again (the last run is the optimized one when `measure_again` ran).
+fn next_step(runs: &[ProfiledRun]) -> Option<Suggestion> {
+    let last = runs.last()?;
+    let (what, p, batch) = fix_for(last.diagnosis.bottleneck, &last.pipeline, last.train.config.batch)?;
+    let settings = [
+        ("num_workers", p.num_workers.to_string()),
+        ("prefetch_factor", p.prefetch_factor.to_string()),
+        ("cache", p.cache.to_string()),
+        ("pin_memory", p.pin_memory.to_string()),
+        ("batch", batch.to_string()),
+    ];
+    Some(Suggestion {
+        label: format!("Apply the fix for run {} ({what}) and profile again", last.label),
+        settings: settings.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+    })
 }
 
 /// The one-click optimization for a bottleneck: what it changes, the new pipeline and batch.

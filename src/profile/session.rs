@@ -14,7 +14,7 @@ use crate::data::{CacheStats, CostlySource, Dataset, Loader, LoaderConfig, Sourc
 use crate::device::Engine;
 use crate::device::gpu::{GpuBackend, KernelTime};
 use crate::error::{Error, Result};
-use crate::tensor::{Backend, MemCategory, TensorMeta};
+use crate::tensor::{Backend, DType, MemCategory, TensorMeta};
 use crate::train::{Feed, TrainConfig, TrainReport, TrainSink, train_fed};
 
 /// The loader's knobs and the source's cost.
@@ -98,7 +98,14 @@ impl<B: Backend> Feed<B> for LoaderFeed {
         } else {
             // A fresh buffer per batch, then a device-side copy into the model's input: the
             // extra hop pageable (unpinned) memory takes.
-            let fresh = b.upload_f32(xb, x.shape(), MemCategory::Staging)?;
+            let fresh = if x.dtype() == DType::F32 {
+                b.upload_f32(xb, x.shape(), MemCategory::Staging)?
+            } else {
+                // A 16-bit input (mixed precision): the host rounds while writing.
+                let mut t = b.zeros(x.shape(), x.dtype(), MemCategory::Staging)?;
+                b.write_f32(&mut t, xb)?;
+                t
+            };
             b.copy(&fresh, x)?;
         }
         b.write_u32(y, yb)

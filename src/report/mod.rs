@@ -197,6 +197,18 @@ pub struct Report {
     /// Profiler timelines (exercises 4 and 7): drawn in the app, exported as trace JSON.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timelines: Vec<crate::profile::Timeline>,
+    /// A next step computed from this run (e.g. the profiler's fix for its bottleneck): the
+    /// lab offers it as one click that changes these settings and runs again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggestion: Option<Suggestion>,
+}
+
+/// Settings to change for the next run, and what the change is.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Suggestion {
+    pub label: String,
+    /// Setting key → new value text, as `--set key=value` takes it.
+    pub settings: BTreeMap<String, String>,
 }
 
 impl Report {

@@ -250,3 +250,36 @@ fn exercises_4_and_7_run_to_their_verdicts_with_timelines() {
         }
     }
 }
+
+/// Exercise 7's one click: an input-bound profile offers its fix; the click changes the
+/// settings, profiles again (here in bf16) and shows the earlier run beside the new one.
+#[test]
+fn exercise_7_applies_the_suggested_fix_with_one_click_and_compares() {
+    let mut h = harness();
+    let gpu = wait_for_adapters(&mut h);
+    h.get_by_label("7. GPU profiling").click();
+    h.step();
+    let backend = if gpu { "gpu" } else { "cpu" };
+    // 5 ms of simulated storage per sample on one worker without prefetch: input-bound.
+    for (k, v) in [("backend", backend), ("dataset", "shapes:res=8,n=240"), ("hidden", "16"), ("batch", "32"), ("epochs", "1"), ("storage_latency_ms", "5"), ("decode_passes", "0"), ("measure_again", "false"), ("precision", "bf16")] {
+        h.state_mut().set_setting(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+    }
+    h.step();
+    h.get_by_label("Run").click();
+    run_to_end(&mut h, Duration::from_secs(180));
+    let first = h.state().report().expect("a report").clone();
+    assert_eq!(first.tables[0].rows.len(), 1, "measure_again=false profiles once");
+    let sg = first.suggestion.clone().expect("an input-bound run suggests a fix");
+    assert!(sg.settings["num_workers"].parse::<u32>().unwrap() >= 4, "{sg:?}");
+
+    h.get_by_label(&sg.label).click();
+    h.step();
+    assert!(h.state().is_running(), "the click starts a run");
+    run_to_end(&mut h, Duration::from_secs(180));
+    let second = h.state().report().expect("a second report").clone();
+    assert_eq!(second.config["num_workers"], sg.settings["num_workers"]);
+    assert_eq!(second.config["precision"], "bf16");
+    assert_eq!(h.state().compared().map(|r| r.config.clone()), Some(first.config.clone()), "the earlier run is kept for comparison");
+    h.get_by_label(&second.verdict.summary);
+    h.get_by_label(&first.verdict.summary);
+}

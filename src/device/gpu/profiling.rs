@@ -61,6 +61,12 @@ pub(super) fn work_estimate(kernel: Kernel, params: &[u32], bindings: &[(u32, &w
             let (m, n, k, acc) = (p(0), p(1), p(2), p(3));
             (2.0 * m * n * k, 4.0 * (m * k + k * n + m * n * (1.0 + acc)))
         }
+        // 16-bit operands (f16, or bf16 packed two per word); the output is 16-bit or f32.
+        Kernel::MatmulLowOut | Kernel::MatmulLowF32 => {
+            let (m, n, k) = (p(0), p(1), p(2));
+            let out = if kernel == Kernel::MatmulLowOut { 2.0 } else { 4.0 };
+            (2.0 * m * n * k, 2.0 * (m * k + k * n) + out * m * n)
+        }
         _ => {
             let bytes: f64 = bindings.iter().map(|(_, b)| b.size() as f64).sum();
             let elements = match kernel {
