@@ -47,6 +47,9 @@ impl WorkerSpec {
             ("--weight-decay", c.weight_decay.to_string()),
             ("--seed", c.seed.to_string()),
             ("--log-every", c.log_every.to_string()),
+            // The child gets the precision with its default scaling; a custom scaler or loss
+            // weight (in-process runs only) has no flag.
+            ("--precision", c.amp.precision.name().to_string()),
             ("--checkpoint-dir", self.dir.display().to_string()),
             ("--checkpoint-every", self.policy.every_steps.to_string()),
             ("--checkpoint-every-epochs", self.policy.every_epochs.to_string()),

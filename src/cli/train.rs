@@ -1,7 +1,7 @@
 use clap::Args;
 use gpulab::data::{self, DatasetSpec};
 use gpulab::device::Device;
-use gpulab::nn::OptimizerKind;
+use gpulab::nn::{AmpConfig, OptimizerKind, Precision};
 use gpulab::train::{self, TrainConfig, TrainEvent, TrainReport};
 use gpulab::with_backend;
 
@@ -34,6 +34,9 @@ pub struct TrainArgs {
     weight_decay: f32,
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// fp32, or mixed precision: fp16 (with PyTorch's default GradScaler) or bf16 (unscaled).
+    #[arg(long, default_value = "fp32")]
+    precision: String,
     /// Read loss and accuracy back from the device every N steps.
     #[arg(long, default_value_t = 20)]
     log_every: usize,
@@ -47,6 +50,7 @@ pub struct TrainArgs {
 pub fn run(a: TrainArgs) -> anyhow::Result<()> {
     let device: Device = a.backend.parse()?;
     let optimizer: OptimizerKind = a.optimizer.parse()?;
+    let precision: Precision = a.precision.parse()?;
     let cfg = TrainConfig {
         hidden: a.hidden,
         batch: a.batch,
@@ -57,7 +61,7 @@ pub fn run(a: TrainArgs) -> anyhow::Result<()> {
         weight_decay: a.weight_decay,
         seed: a.seed,
         log_every: a.log_every,
-        amp: Default::default(),
+        amp: AmpConfig::new(precision),
     };
     // Settings are checked before anything slow (data generation, adapter start-up) happens.
     cfg.validate()?;
@@ -107,7 +111,14 @@ fn run_with_progress<B: gpulab::tensor::Backend>(b: &mut B, data: &data::Dataset
 pub(super) fn print_summary(r: &TrainReport) {
     println!("backend:        {}", r.backend.label());
     println!("data:           {} — {}", r.dataset, r.dataset_source);
-    println!("model:          MLP {} ({} parameters), {:?}, batch {}, lr {}", r.model, r.parameters, r.config.optimizer, r.config.batch, r.config.lr);
+    println!("model:          MLP {} ({} parameters), {:?}, batch {}, lr {}, {}", r.model, r.parameters, r.config.optimizer, r.config.batch, r.config.lr, r.config.amp.label());
+    if let Some(a) = r.amp.as_ref().filter(|_| r.config.amp.scaling()) {
+        let last = a.scale_history.last().map_or(f64::NAN, |s| s[1]);
+        println!("loss scale:     {} at the last step; {} of {} steps skipped for inf/NaN gradients (measured)", last, a.skipped_steps.len(), r.steps);
+    }
+    if let Some(a) = &r.amp {
+        println!("grad underflow: {:.2}% of nonzero 16-bit activation gradients rounded to zero (measured)", a.flushed_fraction() * 100.0);
+    }
     println!("validation acc: {:.2}% after {} epochs (measured)", r.final_val_accuracy * 100.0, r.epochs.len());
     println!("training time:  {:.2} s for {} steps (measured)", r.train_wall_s, r.steps);
     println!("throughput:     {:.0} samples/s (measured)", r.samples_per_s);

@@ -70,7 +70,7 @@ pub fn markdown(report: &Report) -> String {
     for t in &report.tables {
         md.push_str(&format!("\n## {}\n\n", t.title));
         let head: Vec<String> = t.columns.iter().map(|c| if c.unit.is_empty() { c.name.clone() } else { format!("{} ({})", c.name, c.unit) }).collect();
-        md.push_str(&format!("| {} |\n|{}|\n", head.join(" | "), " --- |".repeat(t.columns.len())));
+        md.push_str(&format!("| {} |\n|{}\n", head.join(" | "), " --- |".repeat(t.columns.len())));
         for r in &t.rows {
             let cells: Vec<String> = r.iter().zip(&t.columns).map(|(c, col)| c.format(col).replace('|', "\\|")).collect();
             md.push_str(&format!("| {} |\n", cells.join(" | ")));

@@ -86,6 +86,16 @@ fn train_cpu_prints_a_labelled_summary() {
 }
 
 #[test]
+fn train_fp16_reports_its_loss_scale_and_a_bad_precision_is_named() {
+    let out = gpulab(&["train", "--backend", "cpu", "--epochs", "1", "--hidden", "32", "--precision", "fp16"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("fp16 + GradScaler") && text.contains("loss scale:     65536"), "{text}");
+    assert!(text.contains("grad underflow:"), "{text}");
+    fails_with(&["train", "--backend", "cpu", "--precision", "fp8"], &["unknown precision"]);
+}
+
+#[test]
 fn list_prints_one_line_per_exercise_starting_with_its_id() {
     let out = gpulab(&["list"]);
     assert!(out.status.success());
@@ -128,6 +138,7 @@ fn run_precision_headless_on_the_cpu() {
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(!md.lines().any(|l| l.ends_with("||")), "a table row with a stray empty cell:\n{md}");
     for want in ["Precisions", "fp16 + GradScaler", "bf16", "Bytes saved vs FP32", "Underflow demonstration"] {
         assert!(md.contains(want), "{want:?} missing from report.md");
     }
