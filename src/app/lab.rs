@@ -847,10 +847,13 @@ impl eframe::App for GpulabApp {
                 let lesson_w = avail.x * 0.55;
                 ui.horizontal_top(|ui| {
                     let down = egui::Layout::top_down(egui::Align::Min);
-                    ui.allocate_ui_with_layout(egui::vec2(lesson_w, avail.y), down, |ui| {
-                        ui.set_min_size(egui::vec2(lesson_w, avail.y));
-                        self.lesson(ui, ex_idx);
-                    });
+                    // The lesson gets exactly its share: a long unbreakable code span is
+                    // clipped (the lesson can be widened by narrowing the panels) instead of
+                    // pushing the controls off screen.
+                    let (rect, _) = ui.allocate_exact_size(egui::vec2(lesson_w, avail.y), egui::Sense::hover());
+                    let mut lesson_ui = ui.new_child(egui::UiBuilder::new().max_rect(rect).layout(down));
+                    lesson_ui.set_clip_rect(rect.intersect(ui.clip_rect()));
+                    self.lesson(&mut lesson_ui, ex_idx);
                     ui.separator();
                     ui.allocate_ui_with_layout(egui::vec2(ui.available_width(), avail.y), down, |ui| self.controls(ui, ex_idx));
                 });
