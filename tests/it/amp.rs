@@ -303,3 +303,32 @@ mod grad_scaler {
         assert_eq!(back, s);
     }
 }
+
+/// An adapter without SHADER_F16 (llvmpipe opened with the feature withheld): FP16 is refused
+/// by name, never run in f32 behind the learner's back, while BF16 (plain u32 storage) trains.
+#[test]
+fn fp16_is_refused_by_name_without_shader_f16_and_bf16_still_trains() {
+    use eframe::wgpu::Features;
+    use gpulab::device::{GpuBackend, GpuSelector};
+    let mut g = match GpuBackend::open_withholding(&GpuSelector::Auto, None, Features::SHADER_F16) {
+        Ok(g) => g,
+        Err(e) => {
+            assert!(!crate::common::require_gpu(), "GPULAB_REQUIRE_GPU=1 but no GPU backend could be opened: {e}");
+            eprintln!("SKIPPED fp16 without SHADER_F16: no GPU adapter ({e})");
+            return;
+        }
+    };
+    assert!(!g.summary().features.iter().any(|f| f == "SHADER_F16"), "{:?}", g.summary().features);
+    let why = g.low_precision_unavailable(DType::F16).expect("fp16 must be unavailable");
+    assert!(why.contains("SHADER_F16"), "{why}");
+    assert_eq!(g.low_precision_unavailable(DType::BF16), None);
+
+    let data = data::load(&DatasetSpec::Digits, 42).unwrap();
+    let base = TrainConfig { hidden: vec![16], batch: 64, epochs: 1, ..TrainConfig::default() };
+    let fp16 = TrainConfig { amp: AmpConfig::new(Precision::F16), ..base.clone() };
+    let err = train(&mut g, &data, &fp16, &mut NullSink).unwrap_err().to_string();
+    assert!(err.contains("unavailable") && err.contains("SHADER_F16"), "{err}");
+    let bf16 = TrainConfig { amp: AmpConfig::new(Precision::BF16), ..base };
+    let r = train(&mut g, &data, &bf16, &mut NullSink).expect("bf16 trains without SHADER_F16");
+    assert!(r.final_val_accuracy > 0.5, "{}", r.final_val_accuracy);
+}

@@ -59,17 +59,29 @@ impl GpuBackend {
     /// Opens the adapter the selector names, with its real limits and the optional features we
     /// use, and picks the matmul variant for it (measured once, then cached on disk).
     pub fn open(sel: &GpuSelector, budget: Option<u64>) -> Result<Self> {
+        Self::open_withholding(sel, budget, wgpu::Features::empty())
+    }
+
+    /// `open`, without some optional features even where the adapter has them: shows (and
+    /// tests) what gpulab does on adapters that lack them, e.g. FP16 without SHADER_F16.
+    pub fn open_withholding(sel: &GpuSelector, budget: Option<u64>, withheld: wgpu::Features) -> Result<Self> {
         let instance = adapters::instance();
         let (index, adapter) = adapters::select(adapters::enumerate(&instance), sel)?;
-        let mut gpu = Self::from_adapter(index, &adapter, budget)?;
+        let mut gpu = Self::from_adapter_withholding(index, &adapter, budget, withheld)?;
         gpu.matmul = tuning::choose(&mut gpu)?;
         gpu.reset_memory_peaks(); // the measurement's matrices are not the user's memory
         Ok(gpu)
     }
 
     pub fn from_adapter(index: usize, adapter: &wgpu::Adapter, budget: Option<u64>) -> Result<Self> {
-        let summary = adapters::summarize(index, adapter);
-        let features = adapter.features() & adapters::wanted_features();
+        Self::from_adapter_withholding(index, adapter, budget, wgpu::Features::empty())
+    }
+
+    fn from_adapter_withholding(index: usize, adapter: &wgpu::Adapter, budget: Option<u64>, withheld: wgpu::Features) -> Result<Self> {
+        let mut summary = adapters::summarize(index, adapter);
+        let features = adapter.features() & adapters::wanted_features() & !withheld;
+        // The summary lists what this device was opened with, not all the adapter could do.
+        summary.features.retain(|name| adapters::WANTED_FEATURES.iter().any(|(f, n)| n == name && features.contains(*f)));
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("gpulab"),
             required_features: features,
