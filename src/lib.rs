@@ -10,6 +10,7 @@ pub mod data;
 pub mod device;
 pub mod error;
 pub mod exercises;
+pub mod fsutil;
 pub mod nn;
 pub mod profile;
 pub mod report;

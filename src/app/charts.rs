@@ -45,6 +45,7 @@ impl<'a> ChartView<'a> {
             "val_accuracy" => ("Validation accuracy", "epoch", "accuracy (%)", false),
             "gflops" => ("Matmul speed", "matrix size n", "GFLOP/s", true),
             "throughput" => ("Throughput", "batch size", "samples/s", true),
+            "data_wait" => ("Data wait per step", "step", "ms", false),
             _ => (c.id.as_str(), "x", "y", false),
         };
         ChartView {

@@ -48,7 +48,8 @@ pub struct RunView {
     pub logs: VecDeque<String>,
     pub live: Vec<LiveChart>,
     pub tables: Vec<Table>,
-    pub report: Option<Report>,
+    /// Shared, so the results panel can hold it across `&mut self` calls without a copy.
+    pub report: Option<std::sync::Arc<Report>>,
     pub started: Instant,
     pub elapsed: Option<Duration>,
 }
@@ -123,7 +124,7 @@ impl RunView {
                 self.status = Status::Finished;
                 self.phase = if r.stopped_early { "stopped early".into() } else { "finished".into() };
                 self.progress = None;
-                self.report = Some(*r);
+                self.report = Some(std::sync::Arc::from(r));
                 return true;
             }
             Event::Failed(msg) => {

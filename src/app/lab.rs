@@ -190,7 +190,7 @@ impl GpulabApp {
     }
 
     pub fn report(&self) -> Option<&Report> {
-        self.run_view().and_then(|r| r.report.as_ref())
+        self.run_view().and_then(|r| r.report.as_deref())
     }
 
     pub fn start_run(&mut self) {
@@ -671,6 +671,7 @@ impl GpulabApp {
             }
             let chart_h = if wide > 700.0 { 220.0 } else { 180.0 };
             if let Some(r) = v.report.clone() {
+                // An Arc: a pointer copy per frame, not the report's tables and series.
                 if let Some(sg) = &r.suggestion {
                     let hover = sg.settings.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", ");
                     if ui.add_enabled(self.job.is_none(), egui::Button::new(RichText::new(&sg.label).strong())).on_hover_text(format!("Sets {hover}, runs again, and shows this run beside the new one")).clicked() {

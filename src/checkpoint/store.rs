@@ -1,8 +1,7 @@
 //! Checkpoint files in a folder: atomic writes, listing newest first, keep-last-K, and
 //! loading the newest one that validates (saying which were skipped and why).
 
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -37,28 +36,11 @@ pub struct Saved {
     pub write_s: f64,
 }
 
-/// Writes `bytes` as `dir/name` so that a crash at any instant leaves the old file or the new
-/// one: temporary file in the same folder, fsync, rename over, fsync the folder.
+/// Writes `bytes` as `dir/name` atomically and durably (see `fsutil::write_atomic`); the
+/// temporary name carries the process id and a prefix `prune` recognises.
 pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, CheckpointError> {
-    fs::create_dir_all(dir).map_err(io(dir))?;
-    let tmp = dir.join(format!("{TMP_PREFIX}{}-{name}", std::process::id()));
-    let fin = dir.join(name);
-    let mut f = File::create(&tmp).map_err(io(&tmp))?;
-    f.write_all(bytes).map_err(io(&tmp))?;
-    f.sync_all().map_err(io(&tmp))?;
-    drop(f);
-    fs::rename(&tmp, &fin).map_err(io(&fin))?;
-    sync_dir(dir)?;
-    Ok(fin)
-}
-
-/// Makes a rename durable. Windows cannot open a folder as a file; NTFS journals renames.
-fn sync_dir(dir: &Path) -> Result<(), CheckpointError> {
-    #[cfg(unix)]
-    File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))?;
-    #[cfg(not(unix))]
-    let _ = dir;
-    Ok(())
+    let tmp = format!("{TMP_PREFIX}{}-{name}", std::process::id());
+    crate::fsutil::write_atomic(dir, &tmp, name, bytes).map_err(|(path, source)| CheckpointError::Io { path, source })
 }
 
 /// Encodes and atomically writes one checkpoint, timing the whole of it.

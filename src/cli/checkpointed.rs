@@ -67,7 +67,7 @@ pub fn run(a: CheckpointArgs, backend: String, dataset: String, cfg: TrainConfig
         WorkerEvent::Resumed { path, step, epoch, batch } => eprintln!("resumed from {path}: step {step}, epoch {} batch {batch}", epoch + 1),
         WorkerEvent::Fresh => eprintln!("starting at step 0"),
         WorkerEvent::Saved { path, bytes, write_s, .. } => eprintln!("saved {path}: {bytes} bytes in {:.1} ms (measured)", write_s * 1e3),
-        WorkerEvent::Epoch { epoch, val_loss, val_accuracy } => eprintln!("epoch {:>3}: val loss {val_loss:.4} acc {:5.1}%", epoch + 1, val_accuracy * 100.0),
+        WorkerEvent::Epoch { epoch, val_loss, val_accuracy } => eprintln!("epoch {:>3}: val loss {val_loss:.4} acc {:5.1}% (measured)", epoch + 1, val_accuracy * 100.0),
         _ => {}
     };
     let report = run_worker(&spec, &mut emit, request)?;

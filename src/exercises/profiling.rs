@@ -52,7 +52,8 @@ impl Exercise for Profiling {
         let batch = s.int("batch")? as usize;
         let (data, mut cfg) = pc::training(s, batch)?;
         cfg.amp = amp(s)?;
-        let (mut engine, meta) = pc::open(s, &data, sink)?;
+        let (mut engine, mut meta) = pc::open(s, &data, sink)?;
+        meta.precision = cfg.amp.label();
         let pipe = pc::pipeline_config(s)?;
         let peaks = match &mut engine {
             Engine::Gpu(g) => {

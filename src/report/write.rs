@@ -2,7 +2,6 @@
 //! rows) and Markdown (summary, tables, verdict). Files are written to a temporary name and
 //! renamed, so an interrupted export never leaves half a report.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::Report;
@@ -14,12 +13,9 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
 
 fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("report")));
-    let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-    f.write_all(bytes).map_err(io(&tmp))?;
-    f.sync_all().map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("report");
+    let tmp = format!(".{name}.{}.tmp", std::process::id());
+    crate::fsutil::write_atomic(dir, &tmp, name, bytes).map(|_| ()).map_err(|(path, source)| Error::Io { path, source })
 }
 
 pub fn write_json(report: &Report, path: &Path) -> Result<()> {

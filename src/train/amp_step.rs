@@ -183,16 +183,6 @@ impl<B: Backend> LowPrecision<B> {
         model.update(b)
     }
 
-    /// Compiles the unscale kernel: unscaling by 1 leaves the (unused) gradients as they are.
-    pub fn warm_up_unscale(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<()> {
-        if self.scaler.is_some() {
-            for p in model.weights.iter_mut().chain(model.biases.iter_mut()) {
-                b.unscale_check(&mut p.grad, 1.0, &mut self.found_inf)?;
-            }
-        }
-        Ok(())
-    }
-
     /// One training step on the batch already in `ws`.
     pub fn train_step(&mut self, b: &mut B, model: &mut Mlp<B>, ws: &mut LowWorkspace<B>, step: u64) -> Result<()> {
         self.cast_weights(b, model)?;

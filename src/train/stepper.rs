@@ -37,7 +37,9 @@ impl<B: Backend> Stepper<B> {
                 amp.cast_weights(b, model)?;
                 amp.forward(b, model, full)?;
                 amp.backward(b, model, full)?;
-                amp.warm_up_unscale(b, model)?;
+                // The warm-up's gradient statistics are not the run's: read and drop them.
+                full.take_totals(b)?;
+                return Ok(());
             }
         }
         self.take_totals(b).map(|_| ())

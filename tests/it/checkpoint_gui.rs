@@ -28,5 +28,5 @@ fn exercise_5_crashes_resumes_and_shows_the_verdict() {
         assert!(h.query_all_by_label(title).count() > 0, "table {title} is not shown");
     }
     assert!(h.query_all_by_label_contains("skipped: truncated").count() > 0, "the fallback is not shown");
-    assert!(h.query_all_by_label_contains("measured").count() > 0, "no provenance label is shown");
+    crate::gui::assert_provenance_shown(&h, &report);
 }

@@ -77,7 +77,7 @@ fn exercise_1_runs_end_to_end_and_shows_results() {
     h.get_by_label("Training");
     h.get_by_label("Matmul sweep");
     h.get_by_label(&report.verdict.summary);
-    assert!(h.query_all_by_label_contains("measured").count() > 0, "no provenance label is shown");
+    assert_provenance_shown(&h, &report);
     assert!(h.query_by_label("Export report…").is_some(), "no export button after the run");
     if gpu {
         // The software-GPU (or other) notes are shown.
@@ -282,4 +282,20 @@ fn exercise_7_applies_the_suggested_fix_with_one_click_and_compares() {
     assert_eq!(h.state().compared().map(|r| r.config.clone()), Some(first.config.clone()), "the earlier run is kept for comparison");
     h.get_by_label(&second.verdict.summary);
     h.get_by_label(&first.verdict.summary);
+}
+
+/// Every table column with a provenance shows it under its name ("(unit) · measured"), as the
+/// results view writes it; the status bar's "measured" does not count.
+pub(crate) fn assert_provenance_shown(h: &Harness<'static, GpulabApp>, report: &gpulab::report::Report) {
+    let mut checked = 0;
+    for t in &report.tables {
+        for c in &t.columns {
+            let Some(p) = &c.provenance else { continue };
+            let unit = if c.unit.is_empty() { String::new() } else { format!("({})", c.unit) };
+            let sub = [unit.as_str(), p.short()].iter().filter(|s| !s.is_empty()).copied().collect::<Vec<_>>().join(" · ");
+            assert!(h.query_all_by_label(&sub).count() > 0, "{}: column {} shows no {sub:?}", t.title, c.name);
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "the report has no column with a provenance");
 }

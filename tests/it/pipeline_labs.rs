@@ -36,6 +36,18 @@ fn input_pipeline_sweeps_one_change_at_a_time() {
     assert!(r.timelines[2].lanes.iter().filter(|l| l.starts_with("loader worker")).count() == 2);
     assert!(r.verdict.summary.contains("waiting for data"), "{}", r.verdict.summary);
     assert!(r.verdict.evidence.iter().any(|e| e.contains("served from memory")));
+    // The fixes must show in the numbers, not only in the words: 0.5 ms of storage per sample
+    // (16 ms a batch) on one worker is input-bound; four workers and the cache cut the wait,
+    // and the cached run's second epoch reads from memory.
+    let col = |name: &str| t.columns.iter().position(|c| c.name == name).unwrap_or_else(|| panic!("no column {name}"));
+    let num = |row: usize, name: &str| match &t.rows[row][col(name)] {
+        gpulab::report::Cell::Num(v) => *v,
+        other => panic!("{name} of row {row} is {other:?}"),
+    };
+    let text = |row: usize, name: &str| format!("{:?}", t.rows[row][col(name)]);
+    assert!(text(0, "bottleneck (computed)").contains("input"), "the slow run is {}", text(0, "bottleneck (computed)"));
+    assert!(num(3, "data wait per step") < num(0, "data wait per step") / 2.0, "data wait {} -> {}", num(0, "data wait per step"), num(3, "data wait per step"));
+    assert!(num(3, "cache hits") > 0.0, "the cached run read nothing from its cache");
     for id in ["samples_per_s", "data_wait"] {
         assert!(r.chart(id).is_some_and(|c| c.series.len() == 4), "chart {id}");
     }

@@ -59,7 +59,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// Every kernel that is not a matmul variant (those are compiled per chosen variant).
-    pub const SIMPLE: [Kernel; 17] = [
+    pub const SIMPLE: [Kernel; 18] = [
         Kernel::Relu,
         Kernel::ReluBackward,
         Kernel::BiasAdd,
@@ -77,6 +77,7 @@ impl Kernel {
         Kernel::Sgd,
         Kernel::AdamW,
         Kernel::Transpose,
+        Kernel::UnscaleCheck,
     ];
 }
 

@@ -32,8 +32,6 @@ pub struct ChildLog {
     pub finished: Option<(u64, f64)>,
     /// The step after which the parent sent SIGKILL.
     pub killed_after: Option<u64>,
-    /// A checkpoint write had started but not been reported done when the kill was sent.
-    pub killed_mid_write: bool,
     pub unexpected_lines: usize,
     pub stopped: bool,
 }
@@ -51,7 +49,6 @@ const SILENCE_LIMIT: Duration = Duration::from_secs(300);
 /// that step (it may finish a few more before the signal lands; their lines are still read).
 pub fn follow(mut worker: Worker, sink: &mut dyn Sink, series: &str, kill_at: Option<u64>, progress_base: u64, progress_total: u64) -> Result<ChildLog> {
     let mut log = ChildLog::default();
-    let mut saving: Option<u64> = None;
     let mut failed: Option<String> = None;
     let mut last_line = Instant::now();
     loop {
@@ -96,15 +93,13 @@ pub fn follow(mut worker: Worker, sink: &mut dyn Sink, series: &str, kill_at: Op
                 sink.emit(Event::Point { chart: "loss".into(), series: series.into(), x: step as f64, y: loss, provenance: Provenance::Measured });
                 sink.emit(Event::Progress { done: progress_base + step, total: progress_total });
                 if kill_at.is_some_and(|k| step >= k) && log.killed_after.is_none() {
-                    log.killed_mid_write = saving.is_some();
                     worker.kill()?;
                     log.killed_after = Some(step);
                     sink.emit(Event::Log(format!("{series}: sent SIGKILL after step {step}")));
                 }
             }
-            WorkerEvent::Saving { step } => saving = Some(step),
+            WorkerEvent::Saving { .. } => {}
             WorkerEvent::Saved { step, bytes, write_s, .. } => {
-                saving = None;
                 log.saves.push(SaveRecord { step, bytes, write_s });
             }
             WorkerEvent::Epoch { .. } => {}

@@ -90,7 +90,7 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
         Column::num("interval", "steps", 0, Provenance::Measured),
         Column::num("checkpoints per run", "", 0, derived("run length ÷ interval")),
         Column::num("time writing", "s", 3, derived("checkpoints × measured mean write time")),
-        Column::num("share of training time", "%", 1, derived("time writing ÷ measured reference training time")),
+        Column::num("share of training time", "%", 1, derived("time writing ÷ (measured reference training time + time writing)")),
         Column::num("bytes written", "MiB", 2, derived("checkpoints × measured checkpoint size")),
         Column::num("steps lost by this crash", "", 0, derived("crash step − last checkpoint step at this interval")),
         Column::num("time lost", "s", 3, derived("steps lost × measured mean step time")),
@@ -153,7 +153,7 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
     let mut figures = vec![
         Figure { label: "crash: last step before SIGKILL landed".into(), value: crash as f64, unit: "step".into(), provenance: Provenance::Measured },
         Figure { label: "resumed from step".into(), value: resume_step as f64, unit: "step".into(), provenance: Provenance::Measured },
-        Figure { label: "steps lost (redone after resuming)".into(), value: steps_lost as f64, unit: "steps".into(), provenance: Provenance::Measured },
+        Figure { label: "steps lost (redone after resuming)".into(), value: steps_lost as f64, unit: "steps".into(), provenance: Provenance::derived("last step reported before the kill − resumed step") },
         Figure { label: "loss steps compared with the reference".into(), value: cmp.steps as f64, unit: "steps".into(), provenance: Provenance::Measured },
         Figure { label: "max absolute loss difference vs reference".into(), value: cmp.max_abs, unit: "".into(), provenance: Provenance::Measured },
     ];
@@ -170,6 +170,12 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
         figures.push(Figure { label: "max absolute final-weight difference vs reference".into(), value: max, unit: "".into(), provenance: Provenance::Measured });
     }
 
+    // With no checkpoint that validated, the "resume" is a fresh start: say so.
+    let (resumed_how, used) = if resumed.is_some_and(|r| r.resumed_from.is_some()) {
+        (format!("resuming from the checkpoint at step {resume_step}"), format!("used the checkpoint at step {resume_step}"))
+    } else {
+        ("with no checkpoint that validated, starting over from step 0".to_string(), "found none that validated, so it started over".to_string())
+    };
     let mut v = Verdict::default();
     let finished = resumed.is_some_and(|r| r.finished.is_some());
     if stopped_early || !finished {
@@ -179,7 +185,7 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
         let within = cmp.max_rel <= GPU_TOLERANCE;
         v.summary = match (cmp.identical && weights_same, on_cpu) {
             (true, _) => format!(
-                "The crash after step {crash} lost {} of work; resuming from the checkpoint at step {resume_step} reproduced the uninterrupted run bit for bit: all {} losses compared are identical (max difference 0) and so are the final weights.",
+                "The crash after step {crash} lost {} of work; {resumed_how} reproduced the uninterrupted run bit for bit: all {} losses compared are identical (max difference 0) and so are the final weights.",
                 plural(steps_lost as usize, "step"),
                 cmp.steps
             ),
@@ -204,18 +210,19 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
     }
     if let Some((file, what)) = &runs.damage {
         let skipped = resumed.map(|r| r.skipped.len()).unwrap_or(0);
-        v.evidence.push(format!("The newest checkpoint {file} was corrupted ({what}); the resume skipped {} and used the checkpoint at step {resume_step}.", plural(skipped, "checkpoint")));
+        v.evidence.push(format!("The newest checkpoint {file} was corrupted ({what}); the resume skipped {} and {used}.", plural(skipped, "checkpoint")));
     }
     for (_, kind, reason) in resumed.map(|r| r.skipped.as_slice()).unwrap_or(&[]) {
         v.evidence.push(format!("Skipped ({kind}): {reason}"));
     }
-    if let (Some(w), Some(st)) = (mean_write, step_s) {
+    // Checkpoints by epoch only (every = 0 steps) have no step interval to price here.
+    if let (Some(w), Some(st), true) = (mean_write, step_s, runs.every > 0) {
         v.evidence.push(format!(
             "One checkpoint took {:.3} ms to write against {:.3} ms per training step: checkpointing every {} steps costs about {:.1}% of training time, while a crash loses on average half an interval ({:.1} steps).",
             w * 1e3,
             st * 1e3,
             runs.every,
-            100.0 * w / (w + st * runs.every.max(1) as f64),
+            100.0 * w / (w + st * runs.every as f64),
             runs.every as f64 / 2.0
         ));
     }
