@@ -98,12 +98,25 @@ fn gpu_kernel_timestamps_are_present_monotonic_and_after_their_submit() {
         // No kernel before the first submit.
         let first_submit = t.lane_spans(MAIN).filter(|s| s.name == stage::SUBMIT).map(|s| s.start_s).fold(f64::INFINITY, f64::min);
         assert!(kernels[0].start_s >= first_submit - 1e-7);
+        // That shift is chosen to satisfy the line above; this one can fail: with a wrong
+        // timestamp period or shift, kernels would run on past the training thread's last wait.
+        let main_end = t.lane_spans(MAIN).map(|s| s.end_s).fold(f64::NEG_INFINITY, f64::max);
+        assert!(kernels.iter().all(|k| k.end_s <= main_end + 1e-3), "a kernel ends after the training thread's last span ({main_end} s)");
         assert_nested_or_disjoint(t);
         check_trace(t);
         let busy = r.train.gpu_busy_s.expect("busy time from the profiled kernels");
         assert!(busy > 0.0, "profiling mode must still count GPU busy time");
-        // The normal mode comes back after profiling.
-        assert!(g.take_kernel_times().unwrap().is_empty());
+        // The normal mode comes back after profiling: new work records no per-kernel times
+        // but still counts busy time.
+        use gpulab::tensor::{Backend, DType, MemCategory};
+        let a = g.upload_f32(&[1.0; 64 * 64], [64, 64], MemCategory::Other).unwrap();
+        let mut c = g.zeros([64, 64], DType::F32, MemCategory::Other).unwrap();
+        g.take_busy_seconds().unwrap();
+        g.matmul(&a, &a, &mut c, false, false, false).unwrap();
+        g.flush().unwrap();
+        g.sync().unwrap();
+        assert!(g.take_kernel_times().unwrap().is_empty(), "kernel profiling is still on");
+        assert!(g.take_busy_seconds().unwrap().is_some_and(|s| s > 0.0), "busy time is no longer measured");
     });
 }
 
