@@ -1,8 +1,8 @@
-{{LOWP}}
+{{FLOAT16}}
 // Casts between f32 and a 16-bit type, and the column sums of a 16-bit matrix (bias
 // gradients). f32 values are moved as raw bits so nothing is flushed or canonicalised.
 //
-// Template: the LOWP placeholder on the first line (the 16-bit type's helpers), {{WG}} workgroup size.
+// Template: the FLOAT16 placeholder on the first line (the 16-bit type's helpers), {{WG}} workgroup size.
 
 struct Params { n: u32, cols: u32, count: u32, pad: u32 }
 
@@ -14,7 +14,7 @@ struct Params { n: u32, cols: u32, count: u32, pad: u32 }
 @group(0) @binding(4) var<storage, read_write> dst_words: array<u32>;
 @group(0) @binding(5) var<storage, read_write> stats: array<atomic<u32>>;
 @group(0) @binding(6) var<storage, read_write> sums: array<f32>;
-@group(0) @binding(7) var<storage, read> src_low: array<lo_elems>;
+@group(0) @binding(7) var<storage, read> src16: array<half_elems>;
 
 fn index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return gid.x + gid.y * nwg.x * {{WG}}u;
@@ -22,22 +22,22 @@ fn index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 
 // One invocation per output word: elements 2w and 2w+1 of `n`.
 @compute @workgroup_size({{WG}})
-fn cast_to_low(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn cast_to16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let w = index(gid, nwg);
     let i = 2u * w;
     if i < p.n {
         let x0 = src_bits[i];
-        let r0 = lo_round_bits(x0);
+        let r0 = half_round_bits(x0);
         var x1 = 0u;
         var r1 = 0u;
         if i + 1u < p.n {
             x1 = src_bits[i + 1u];
-            r1 = lo_round_bits(x1);
+            r1 = half_round_bits(x1);
         }
-        dst_words[w] = lo_pack_bits(r0, r1);
+        dst_words[w] = half_pack_bits(r0, r1);
         if p.count != 0u {
-            lo_count(x0, r0);
-            lo_count(x1, r1);
+            half_count(x0, r0);
+            half_count(x1, r1);
         }
     }
     if p.count != 0u {
@@ -55,19 +55,19 @@ fn cast_to_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
     if i < p.n {
         let w = src_words[i / 2u];
         let h = select(w & 0xffffu, w >> 16u, (i & 1u) == 1u);
-        dst_bits[i] = lo_widen_bits(h);
+        dst_bits[i] = half_widen_bits(h);
     }
 }
 
 // sums[c] = Σ_r x[r, c] in f32, rows in order (as the CPU reference sums them); n = rows.
 @compute @workgroup_size({{WG}})
-fn sum_cols_low(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+fn sum_cols16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let c = index(gid, nwg);
     if c >= p.cols { return; }
     var s = 0.0;
     for (var r = 0u; r < p.n; r += 1u) {
         let e = r * p.cols + c;
-        s += lo_value(src_low[lo_index(e)], e);
+        s += half_value(src16[half_index(e)], e);
     }
     sums[c] = s;
 }

@@ -20,6 +20,10 @@ pub enum Error {
     #[error("built without CUDA support; rebuild with --features cuda")]
     CudaNotBuilt,
 
+    /// Built with CUDA, but no usable driver or device (or the feature is not finished yet).
+    #[error("the CUDA backend is unavailable: {0}")]
+    CudaUnavailable(String),
+
     #[error(
         "out of device memory: {category} needs {needed} more bytes but only {available} of the {budget}-byte budget are free; \
          reduce the batch size, use mixed precision, or accumulate gradients over smaller batches"
@@ -44,6 +48,25 @@ pub enum Error {
     #[error("shape mismatch in {op}: {detail}")]
     Shape { op: &'static str, detail: String },
 
+    #[error("wrong element type in {op}: {detail}")]
+    DType { op: &'static str, detail: String },
+
+    #[error("{op} is not supported by {backend}: {why}")]
+    UnsupportedOp { op: &'static str, backend: String, why: String },
+
+    #[error("exercise {id} is not runnable yet in this version of gpulab; read its lesson meanwhile")]
+    NotRunnable { id: String },
+
+    #[error("could not write the report: {0}")]
+    Report(String),
+
+    #[error("could not take the screenshot: {0}")]
+    Screenshot(String),
+
+    /// Something gpulab itself got wrong; the message is for a bug report.
+    #[error("internal error (a bug in gpulab, please report it): {0}")]
+    Internal(String),
+
     #[error("I/O error on {path}: {source}")]
     Io { path: std::path::PathBuf, source: std::io::Error },
 
@@ -65,4 +88,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Fails with a shape error unless `cond` holds.
 pub(crate) fn ensure_shape(cond: bool, op: &'static str, detail: impl FnOnce() -> String) -> Result<()> {
     if cond { Ok(()) } else { Err(Error::Shape { op, detail: detail() }) }
+}
+
+/// Fails with an element-type error unless `cond` holds.
+pub(crate) fn ensure_dtype(cond: bool, op: &'static str, detail: impl FnOnce() -> String) -> Result<()> {
+    if cond { Ok(()) } else { Err(Error::DType { op, detail: detail() }) }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::format::{CheckpointMeta, RngState};
-use super::protocol::WorkerEvent;
+use super::protocol::ChildEvent;
 use super::{model_state, store};
 use crate::error::{Error, Result};
 use crate::nn::{GradScalerState, Mlp};
@@ -45,7 +45,7 @@ pub struct Checkpointer<'a> {
     pub dataset: String,
     /// Set from outside to save after the current step.
     pub request: Arc<AtomicBool>,
-    pub emit: &'a mut dyn FnMut(WorkerEvent),
+    pub emit: &'a mut dyn FnMut(ChildEvent),
     /// The loss scaler's state read by `restore`, handed to the loop once.
     pub scaler: Option<GradScalerState>,
 }
@@ -56,15 +56,15 @@ impl<B: Backend> TrainHooks<B> for Checkpointer<'_> {
             if let Some(p) = store::list(&self.dir)?.first() {
                 return Err(Error::InvalidConfig(format!("{} already holds checkpoints (e.g. {}); resume from them or choose an empty folder", self.dir.display(), p.display())));
             }
-            (self.emit)(WorkerEvent::Fresh);
+            (self.emit)(ChildEvent::Fresh);
             return Ok(None);
         }
         let (found, skipped) = store::newest_valid(&self.dir, &model.cfg, model_state::optimizer_kind(model))?;
         for s in skipped {
-            (self.emit)(WorkerEvent::Skipped { path: s.path.display().to_string(), kind: s.kind.into(), reason: s.reason });
+            (self.emit)(ChildEvent::Skipped { path: s.path.display().to_string(), kind: s.kind.into(), reason: s.reason });
         }
         let Some((path, ck)) = found else {
-            (self.emit)(WorkerEvent::Fresh);
+            (self.emit)(ChildEvent::Fresh);
             return Ok(None);
         };
         let h = &ck.meta.hyperparameters;
@@ -87,7 +87,7 @@ impl<B: Backend> TrainHooks<B> for Checkpointer<'_> {
         model_state::restore(b, model, &ck.tensors)?;
         model.step = ck.meta.optimizer_step;
         let p = ck.meta.position;
-        (self.emit)(WorkerEvent::Resumed { path: path.display().to_string(), step: p.step, epoch: p.epoch, batch: p.batch });
+        (self.emit)(ChildEvent::Resumed { path: path.display().to_string(), step: p.step, epoch: p.epoch, batch: p.batch });
         Ok(Some(p))
     }
 
@@ -101,7 +101,7 @@ impl<B: Backend> TrainHooks<B> for Checkpointer<'_> {
             return Ok(());
         }
         let step = done.next.step;
-        (self.emit)(WorkerEvent::Saving { step });
+        (self.emit)(ChildEvent::Saving { step });
         let tensors = model_state::snapshot(b, model)?;
         let meta = CheckpointMeta {
             position: done.next,
@@ -116,7 +116,7 @@ impl<B: Backend> TrainHooks<B> for Checkpointer<'_> {
         };
         let saved = store::save(&self.dir, &meta, &tensors)?;
         store::prune(&self.dir, self.policy.keep_last)?;
-        (self.emit)(WorkerEvent::Saved { step, path: saved.path.display().to_string(), bytes: saved.bytes, write_s: saved.write_s });
+        (self.emit)(ChildEvent::Saved { step, path: saved.path.display().to_string(), bytes: saved.bytes, write_s: saved.write_s });
         Ok(())
     }
 }

@@ -2,19 +2,19 @@
 //! written atomically, validated on load, and resumed from the newest one that validates.
 
 mod checkpointer;
+mod child;
+pub mod child_process;
 mod damage;
 mod error;
 pub mod format;
 mod model_state;
 mod protocol;
-pub mod runner;
 pub mod store;
-mod worker;
 
 pub use checkpointer::{Checkpointer, Policy};
 pub use damage::{Damage, damage};
 pub use error::CheckpointError;
 pub use format::{Checkpoint, CheckpointMeta, NamedTensor};
 pub use model_state::{restore, snapshot};
-pub use protocol::WorkerEvent;
-pub use worker::{WorkerSpec, run_worker};
+pub use child::{ChildSpec, run_child};
+pub use protocol::ChildEvent;

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
-pub enum WorkerEvent {
+pub enum ChildEvent {
     /// The backend the process trains on.
     Backend { info: crate::tensor::BackendInfo },
     Started { total_steps: u64, steps_per_epoch: u64 },
@@ -26,13 +26,13 @@ pub enum WorkerEvent {
     Failed { message: String },
 }
 
-impl WorkerEvent {
+impl ChildEvent {
     pub fn to_line(&self) -> String {
-        serde_json::to_string(self).expect("worker events serialise")
+        serde_json::to_string(self).expect("child events serialise")
     }
 
     /// Parses one line; anything else is the caller's "unexpected output".
-    pub fn parse(line: &str) -> Option<WorkerEvent> {
+    pub fn parse(line: &str) -> Option<ChildEvent> {
         serde_json::from_str(line.trim()).ok()
     }
 }

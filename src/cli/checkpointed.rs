@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Args;
-use gpulab::checkpoint::{Policy, WorkerEvent, WorkerSpec, run_worker};
+use gpulab::checkpoint::{Policy, ChildEvent, ChildSpec, run_child};
 use gpulab::train::TrainConfig;
 
 #[derive(Args)]
@@ -36,7 +36,7 @@ pub struct CheckpointArgs {
 pub fn run(a: CheckpointArgs, backend: String, dataset: String, cfg: TrainConfig, json: bool) -> anyhow::Result<()> {
     let dir = a.dir.expect("checked by the caller");
     let policy = Policy { every_steps: a.every_steps, every_epochs: a.every_epochs, keep_last: a.keep_last as usize, at_end: true };
-    let spec = WorkerSpec { backend, dataset, cfg, dir, policy, resume: a.resume };
+    let spec = ChildSpec { backend, dataset, cfg, dir, policy, resume: a.resume };
     let request = Arc::new(AtomicBool::new(false));
     if a.jsonl {
         let flag = request.clone();
@@ -48,29 +48,29 @@ pub fn run(a: CheckpointArgs, backend: String, dataset: String, cfg: TrainConfig
             }
         });
         // The parent reads these lines; once it has gone there is no one to train for.
-        let mut emit = |ev: WorkerEvent| {
+        let mut emit = |ev: ChildEvent| {
             if writeln!(std::io::stdout(), "{}", ev.to_line()).is_err() {
                 std::process::exit(1);
             }
         };
-        return match run_worker(&spec, &mut emit, request) {
+        return match run_child(&spec, &mut emit, request) {
             Ok(_) => Ok(()),
             Err(e) => {
-                println!("{}", WorkerEvent::Failed { message: e.to_string() }.to_line());
+                println!("{}", ChildEvent::Failed { message: e.to_string() }.to_line());
                 Err(e.into())
             }
         };
     }
-    let mut emit = |ev: WorkerEvent| match ev {
-        WorkerEvent::Backend { info } => eprintln!("training on {}", info.label()),
-        WorkerEvent::Skipped { path, reason, .. } => eprintln!("skipped {path}: {reason}"),
-        WorkerEvent::Resumed { path, step, epoch, batch } => eprintln!("resumed from {path}: step {step}, epoch {} batch {batch}", epoch + 1),
-        WorkerEvent::Fresh => eprintln!("starting at step 0"),
-        WorkerEvent::Saved { path, bytes, write_s, .. } => eprintln!("saved {path}: {bytes} bytes in {:.1} ms (measured)", write_s * 1e3),
-        WorkerEvent::Epoch { epoch, val_loss, val_accuracy } => eprintln!("epoch {:>3}: val loss {val_loss:.4} acc {:5.1}% (measured)", epoch + 1, val_accuracy * 100.0),
+    let mut emit = |ev: ChildEvent| match ev {
+        ChildEvent::Backend { info } => eprintln!("training on {}", info.label()),
+        ChildEvent::Skipped { path, reason, .. } => eprintln!("skipped {path}: {reason}"),
+        ChildEvent::Resumed { path, step, epoch, batch } => eprintln!("resumed from {path}: step {step}, epoch {} batch {batch}", epoch + 1),
+        ChildEvent::Fresh => eprintln!("starting at step 0"),
+        ChildEvent::Saved { path, bytes, write_s, .. } => eprintln!("saved {path}: {bytes} bytes in {:.1} ms (measured)", write_s * 1e3),
+        ChildEvent::Epoch { epoch, val_loss, val_accuracy } => eprintln!("epoch {:>3}: val loss {val_loss:.4} acc {:5.1}% (measured)", epoch + 1, val_accuracy * 100.0),
         _ => {}
     };
-    let report = run_worker(&spec, &mut emit, request)?;
+    let report = run_child(&spec, &mut emit, request)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

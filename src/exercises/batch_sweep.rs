@@ -179,11 +179,11 @@ fn build_report(ex: &BatchSweep, s: &Settings, meta: Metadata, outcomes: &[(u64,
     let mut summary = Vec::new();
     if let Some((best_b, best)) = trained.iter().max_by(|a, b| a.1.samples_per_s.total_cmp(&b.1.samples_per_s)) {
         summary.push(format!("Batch {best_b} gave the highest throughput, {:.0} samples/s.", best.samples_per_s));
-        if let (Some((lo_b, lo)), Some((hi_b, hi))) = (trained.first(), trained.last())
-            && lo_b != hi_b
+        if let (Some((half_b, lo)), Some((hi_b, hi))) = (trained.first(), trained.last())
+            && half_b != hi_b
         {
             let ratio = hi.samples_per_s / lo.samples_per_s.max(1e-12);
-            v.evidence.push(format!("Throughput went from {:.0} samples/s at batch {lo_b} to {:.0} at batch {hi_b} ({ratio:.2}×): bigger batches spread each step's fixed costs over more samples.", lo.samples_per_s, hi.samples_per_s));
+            v.evidence.push(format!("Throughput went from {:.0} samples/s at batch {half_b} to {:.0} at batch {hi_b} ({ratio:.2}×): bigger batches spread each step's fixed costs over more samples.", lo.samples_per_s, hi.samples_per_s));
             let d_acc = (hi.final_val_accuracy - lo.final_val_accuracy) * 100.0;
             if d_acc < -1.0 {
                 summary.push(format!(
@@ -195,11 +195,11 @@ fn build_report(ex: &BatchSweep, s: &Settings, meta: Metadata, outcomes: &[(u64,
                     lo.steps
                 ));
             } else {
-                v.evidence.push(format!("Accuracy after the epoch budget moved by {d_acc:+.2} points between batch {lo_b} and {hi_b}."));
+                v.evidence.push(format!("Accuracy after the epoch budget moved by {d_acc:+.2} points between batch {half_b} and {hi_b}."));
             }
             let fixed = |r: &TrainReport| peak(&r.memory, MemCategory::Parameters) + peak(&r.memory, MemCategory::Gradients) + peak(&r.memory, MemCategory::OptimizerState);
             let varying = |r: &TrainReport| peak(&r.memory, MemCategory::Activations) + peak(&r.memory, MemCategory::Inputs);
-            let per_sample = (varying(hi) as f64 - varying(lo) as f64) / (*hi_b as f64 - *lo_b as f64);
+            let per_sample = (varying(hi) as f64 - varying(lo) as f64) / (*hi_b as f64 - *half_b as f64);
             v.evidence.push(format!(
                 "Parameters, gradients and optimizer state stayed near {:.1} KiB at every batch size; activations and inputs grew by about {:.0} bytes per sample in the batch.",
                 fixed(hi) as f64 / 1024.0,

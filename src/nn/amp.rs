@@ -20,8 +20,8 @@ pub enum Precision {
 impl Precision {
     pub const ALL: [Precision; 3] = [Precision::F32, Precision::F16, Precision::BF16];
 
-    /// The storage type of low-precision tensors; None for f32 (no autocast).
-    pub fn low_dtype(self) -> Option<DType> {
+    /// The storage type of 16-bit tensors; None for f32 (no autocast).
+    pub fn dtype16(self) -> Option<DType> {
         match self {
             Precision::F32 => None,
             Precision::F16 => Some(DType::F16),

@@ -140,7 +140,7 @@ pub trait Backend {
     // `read_f32`/`write_f32`, which round on the host exactly as the kernels do.
 
     /// Why `dtype` cannot be computed on this backend, or None when it can.
-    fn low_precision_unavailable(&self, dtype: DType) -> Option<String> {
+    fn amp_unavailable(&self, dtype: DType) -> Option<String> {
         Some(format!("{} is not supported by this backend", dtype.name()))
     }
     /// out = round(x) between f32 and a 16-bit type, either way. When `stats` ([1, 2] u32) is
@@ -152,7 +152,7 @@ pub trait Backend {
     /// c = epilogue(op(a)·op(b)) with a, b in one 16-bit type, products summed in f32, the
     /// result stored in c's type (f32, or a's type). `stats` as for `cast`, over the stored values.
     #[allow(clippy::too_many_arguments)]
-    fn matmul_low(
+    fn matmul16(
         &mut self,
         a: &Self::Tensor,
         b: &Self::Tensor,
@@ -163,7 +163,7 @@ pub trait Backend {
         stats: Option<&mut Self::Tensor>,
     ) -> Result<()> {
         let _ = (a, b, c, trans_a, trans_b, epilogue, stats);
-        Err(crate::error::Error::Unsupported("low-precision matmul is not supported by this backend".into()))
+        Err(crate::error::Error::Unsupported("16-bit matmul is not supported by this backend".into()))
     }
     /// GradScaler's unscale: g *= inv_scale, and found[0, 0] = 1 if any g was inf or NaN —
     /// one pass for both.

@@ -22,7 +22,7 @@ pub fn matmul(
 }
 
 /// `matmul` for 16-bit operands: a and b share one 16-bit type; c is f32 or that type.
-pub fn matmul_low(
+pub fn matmul16(
     a: &impl TensorMeta,
     b: &impl TensorMeta,
     c: &impl TensorMeta,
@@ -30,9 +30,9 @@ pub fn matmul_low(
     trans_b: bool,
 ) -> Result<(usize, usize, usize)> {
     let dt = a.dtype();
-    ensure_shape(dt.is_low() && b.dtype() == dt, "matmul_low", || format!("operands must share one 16-bit type, got {} and {}", dt.name(), b.dtype().name()))?;
-    ensure_shape(c.dtype() == DType::F32 || c.dtype() == dt, "matmul_low", || format!("output must be f32 or {}, got {}", dt.name(), c.dtype().name()))?;
-    dims("matmul_low", a, b, c, trans_a, trans_b)
+    ensure_shape(dt.is_16bit() && b.dtype() == dt, "matmul16", || format!("operands must share one 16-bit type, got {} and {}", dt.name(), b.dtype().name()))?;
+    ensure_shape(c.dtype() == DType::F32 || c.dtype() == dt, "matmul16", || format!("output must be f32 or {}, got {}", dt.name(), c.dtype().name()))?;
+    dims("matmul16", a, b, c, trans_a, trans_b)
 }
 
 fn dims(

@@ -1,7 +1,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Element types. F32 is the compute type; U32 carries labels, argmax results and counters.
-/// F16 and BF16 are the 16-bit storage formats of mixed precision (see `tensor::lowp`); I8
+/// F16 and BF16 are the 16-bit storage formats of mixed precision (see `tensor::float16`); I8
 /// slots in here when quantization lands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum DType {
@@ -20,7 +20,7 @@ impl DType {
     }
 
     /// The 16-bit float formats, stored two per 32-bit word on the GPU.
-    pub fn is_low(self) -> bool {
+    pub fn is_16bit(self) -> bool {
         matches!(self, DType::F16 | DType::BF16)
     }
 

@@ -1,4 +1,4 @@
-/// What a low-precision matmul does to each f32 result before storing it in its output's
+/// What a 16-bit matmul does to each f32 result before storing it in its output's
 /// dtype: fusing these saves a pass over the output (and a full-precision copy of it).
 pub enum Epilogue<'a, T> {
     None,

@@ -5,7 +5,7 @@ mod backend;
 pub mod checks;
 mod dtype;
 mod epilogue;
-pub mod lowp;
+pub mod float16;
 mod memory;
 
 pub use backend::{AdamFactors, AdamW, Backend, BackendInfo, Sgd, TensorMeta};

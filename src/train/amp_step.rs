@@ -38,7 +38,7 @@ impl AmpReport {
 
 /// Per-batch-size buffers in 16 bits: the input, the hidden activations and the activation
 /// gradients. The logits and their gradient stay f32 (softmax and loss are f32 ops).
-pub struct LowWorkspace<B: Backend> {
+pub struct AmpWorkspace<B: Backend> {
     pub batch: usize,
     x: B::Tensor,
     y: B::Tensor,
@@ -53,13 +53,13 @@ pub struct LowWorkspace<B: Backend> {
     stats: B::Tensor,
 }
 
-impl<B: Backend> LowWorkspace<B> {
+impl<B: Backend> AmpWorkspace<B> {
     pub fn new(b: &mut B, cfg: &MlpConfig, dt: DType, batch: usize, with_grads: bool) -> Result<Self> {
         let widths = cfg.widths();
         let hidden = &widths[1..widths.len() - 1];
         let acts = hidden.iter().map(|&w| b.zeros([batch, w], dt, MemCategory::Activations)).collect::<Result<_>>()?;
         let grads = if with_grads { widths[1..].iter().map(|&w| b.zeros([batch, w], dt, MemCategory::Activations)).collect::<Result<_>>()? } else { Vec::new() };
-        Ok(LowWorkspace {
+        Ok(AmpWorkspace {
             batch,
             x: b.zeros([batch, cfg.input], dt, MemCategory::Inputs)?,
             y: b.zeros([1, batch], DType::U32, MemCategory::Inputs)?,
@@ -94,28 +94,28 @@ impl<B: Backend> LowWorkspace<B> {
 
 /// The mixed-precision state of a training run: the 16-bit weight copies, the scaler and what
 /// happened to it.
-pub struct LowPrecision<B: Backend> {
+pub struct Amp<B: Backend> {
     pub dt: DType,
     pub cfg: AmpConfig,
-    w_low: Vec<B::Tensor>,
+    w16: Vec<B::Tensor>,
     found_inf: B::Tensor,
     pub scaler: Option<GradScaler>,
     pub report: AmpReport,
 }
 
-impl<B: Backend> LowPrecision<B> {
+impl<B: Backend> Amp<B> {
     /// None for f32 runs; an error naming the reason when the backend cannot run `cfg`'s type.
     pub fn new(b: &mut B, model: &Mlp<B>, cfg: AmpConfig) -> Result<Option<Self>> {
-        let Some(dt) = cfg.precision.low_dtype() else { return Ok(None) };
-        if let Some(why) = b.low_precision_unavailable(dt) {
+        let Some(dt) = cfg.precision.dtype16() else { return Ok(None) };
+        if let Some(why) = b.amp_unavailable(dt) {
             return Err(crate::error::Error::Unsupported(format!("{} training is unavailable on {}: {why}", dt.name(), b.info().label())));
         }
-        let w_low = model.weights.iter().map(|w| b.zeros(w.value.shape(), dt, MemCategory::Parameters)).collect::<Result<_>>()?;
+        let w16 = model.weights.iter().map(|w| b.zeros(w.value.shape(), dt, MemCategory::Parameters)).collect::<Result<_>>()?;
         let scaler = if cfg.scaling() { Some(GradScaler::new(cfg.scaler)?) } else { None };
-        Ok(Some(LowPrecision {
+        Ok(Some(Amp {
             dt,
             cfg,
-            w_low,
+            w16,
             found_inf: b.zeros([1, 1], DType::U32, MemCategory::Other)?,
             scaler,
             report: AmpReport { label: cfg.label(), ..Default::default() },
@@ -124,28 +124,28 @@ impl<B: Backend> LowPrecision<B> {
 
     /// Casts the f32 master weights into their 16-bit working copies.
     pub fn cast_weights(&mut self, b: &mut B, model: &Mlp<B>) -> Result<()> {
-        for (w, lo) in model.weights.iter().zip(self.w_low.iter_mut()) {
+        for (w, lo) in model.weights.iter().zip(self.w16.iter_mut()) {
             b.cast(&w.value, lo, None)?;
         }
         Ok(())
     }
 
     /// Forward pass of `ws.x` into `ws.logits`.
-    pub fn forward(&self, b: &mut B, model: &Mlp<B>, ws: &mut LowWorkspace<B>) -> Result<()> {
-        let last = self.w_low.len() - 1;
+    pub fn forward(&self, b: &mut B, model: &Mlp<B>, ws: &mut AmpWorkspace<B>) -> Result<()> {
+        let last = self.w16.len() - 1;
         for i in 0..=last {
             let bias = Epilogue::Bias { bias: &model.biases[i].value, relu: i < last };
             let (done, rest) = ws.acts.split_at_mut(i);
             let input = if i == 0 { &ws.x } else { &done[i - 1] };
             let out = if i < last { &mut rest[0] } else { &mut ws.logits };
-            b.matmul_low(input, &self.w_low[i], out, false, false, bias, None)?;
+            b.matmul16(input, &self.w16[i], out, false, false, bias, None)?;
         }
         Ok(())
     }
 
     /// Loss, correct count and every parameter's f32 gradient (scaled when a scaler runs).
-    pub fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut LowWorkspace<B>) -> Result<()> {
-        let last = self.w_low.len() - 1;
+    pub fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut AmpWorkspace<B>) -> Result<()> {
+        let last = self.w16.len() - 1;
         let scale = self.scaler.as_ref().map_or(1.0, |s| s.scale());
         let grad_scale = scale * self.cfg.loss_weight / ws.batch as f32;
         let grad_logits = ws.grad_logits.as_mut().expect("a training workspace has gradients");
@@ -155,11 +155,11 @@ impl<B: Backend> LowPrecision<B> {
         b.cast(grad_logits, &mut ws.grads[last], Some(&mut ws.stats))?;
         for i in (0..=last).rev() {
             let input = if i == 0 { &ws.x } else { &ws.acts[i - 1] };
-            b.matmul_low(input, &ws.grads[i], &mut model.weights[i].grad, true, false, Epilogue::None, None)?;
+            b.matmul16(input, &ws.grads[i], &mut model.weights[i].grad, true, false, Epilogue::None, None)?;
             b.sum_cols(&ws.grads[i], &mut model.biases[i].grad)?;
             if i > 0 {
                 let (before, after) = ws.grads.split_at_mut(i);
-                b.matmul_low(&after[0], &self.w_low[i], &mut before[i - 1], false, true, Epilogue::ReluMask(&ws.acts[i - 1]), Some(&mut ws.stats))?;
+                b.matmul16(&after[0], &self.w16[i], &mut before[i - 1], false, true, Epilogue::ReluMask(&ws.acts[i - 1]), Some(&mut ws.stats))?;
             }
         }
         Ok(())
@@ -184,7 +184,7 @@ impl<B: Backend> LowPrecision<B> {
     }
 
     /// One training step on the batch already in `ws`.
-    pub fn train_step(&mut self, b: &mut B, model: &mut Mlp<B>, ws: &mut LowWorkspace<B>, step: u64) -> Result<()> {
+    pub fn train_step(&mut self, b: &mut B, model: &mut Mlp<B>, ws: &mut AmpWorkspace<B>, step: u64) -> Result<()> {
         self.cast_weights(b, model)?;
         self.forward(b, model, ws)?;
         self.backward(b, model, ws)?;
@@ -198,14 +198,14 @@ impl<B: Backend> LowPrecision<B> {
         let idx: Vec<u32> = (0..n as u32).collect();
         let (mut xb, mut yb) = (Vec::new(), Vec::new());
         let (mut loss, mut correct) = (0.0, 0);
-        let mut ws: Option<LowWorkspace<B>> = None;
+        let mut ws: Option<AmpWorkspace<B>> = None;
         for chunk in idx.chunks(batch) {
             if ws.as_ref().is_none_or(|w| w.batch != chunk.len()) {
                 if let Some(mut w) = ws.take() {
                     let (l, c, _) = w.take_totals(b)?;
                     (loss, correct) = (loss + l, correct + c);
                 }
-                ws = Some(LowWorkspace::new(b, &model.cfg, self.dt, chunk.len(), false)?);
+                ws = Some(AmpWorkspace::new(b, &model.cfg, self.dt, chunk.len(), false)?);
             }
             let w = ws.as_mut().expect("created above");
             batcher::gather(&data.val_x, &data.val_y, data.features, chunk, &mut xb, &mut yb);

@@ -1,7 +1,7 @@
 //! One training step and the validation pass, in f32 or in mixed precision: the loop in
 //! `run.rs` is the same for both and only talks to this.
 
-use super::amp_step::{AmpReport, LowPrecision, LowWorkspace};
+use super::amp_step::{AmpReport, Amp, AmpWorkspace};
 use super::{TrainConfig, evaluate};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
@@ -10,16 +10,16 @@ use crate::tensor::Backend;
 
 pub enum Stepper<B: Backend> {
     F32 { full: Workspace<B>, tail: Option<Workspace<B>> },
-    Low { amp: Box<LowPrecision<B>>, full: LowWorkspace<B>, tail: Option<LowWorkspace<B>> },
+    Amp { amp: Box<Amp<B>>, full: AmpWorkspace<B>, tail: Option<AmpWorkspace<B>> },
 }
 
 impl<B: Backend> Stepper<B> {
     pub fn new(b: &mut B, model: &Mlp<B>, cfg: &TrainConfig, batch: usize) -> Result<Self> {
-        Ok(match LowPrecision::new(b, model, cfg.amp)? {
+        Ok(match Amp::new(b, model, cfg.amp)? {
             None => Stepper::F32 { full: Workspace::new(b, &model.cfg, batch, true)?, tail: None },
             Some(amp) => {
-                let full = LowWorkspace::new(b, &model.cfg, amp.dt, batch, true)?;
-                Stepper::Low { amp: Box::new(amp), full, tail: None }
+                let full = AmpWorkspace::new(b, &model.cfg, amp.dt, batch, true)?;
+                Stepper::Amp { amp: Box::new(amp), full, tail: None }
             }
         })
     }
@@ -33,7 +33,7 @@ impl<B: Backend> Stepper<B> {
                 model.forward(b, full)?;
                 model.backward(b, full)?;
             }
-            Stepper::Low { amp, full, .. } => {
+            Stepper::Amp { amp, full, .. } => {
                 amp.cast_weights(b, model)?;
                 amp.forward(b, model, full)?;
                 amp.backward(b, model, full)?;
@@ -60,12 +60,12 @@ impl<B: Backend> Stepper<B> {
                 };
                 (&mut ws.x, &mut ws.y)
             }
-            Stepper::Low { amp, full, tail } => {
+            Stepper::Amp { amp, full, tail } => {
                 let ws = if rows == full.batch {
                     full
                 } else {
                     if tail.as_ref().is_none_or(|t| t.batch != rows) {
-                        *tail = Some(LowWorkspace::new(b, &model.cfg, amp.dt, rows, true)?);
+                        *tail = Some(AmpWorkspace::new(b, &model.cfg, amp.dt, rows, true)?);
                     }
                     tail.as_mut().expect("created above")
                 };
@@ -78,7 +78,7 @@ impl<B: Backend> Stepper<B> {
     pub fn train(&mut self, b: &mut B, model: &mut Mlp<B>, rows: usize, step: u64) -> Result<()> {
         match self {
             Stepper::F32 { full, tail } => model.train_step(b, if rows == full.batch { full } else { tail.as_mut().expect("inputs() made it") }),
-            Stepper::Low { amp, full, tail } => {
+            Stepper::Amp { amp, full, tail } => {
                 let ws = if rows == full.batch { full } else { tail.as_mut().expect("inputs() made it") };
                 amp.train_step(b, model, ws, step)
             }
@@ -96,7 +96,7 @@ impl<B: Backend> Stepper<B> {
                 }
                 Ok((loss, correct))
             }
-            Stepper::Low { amp, full, tail } => {
+            Stepper::Amp { amp, full, tail } => {
                 let (mut loss, mut correct, mut stats) = full.take_totals(b)?;
                 if let Some(t) = tail.as_mut() {
                     let (l, c, s) = t.take_totals(b)?;
@@ -114,14 +114,14 @@ impl<B: Backend> Stepper<B> {
     pub fn evaluate(&mut self, b: &mut B, model: &Mlp<B>, data: &Dataset, batch: usize) -> Result<(f64, f64)> {
         match self {
             Stepper::F32 { .. } => evaluate(b, model, data, batch),
-            Stepper::Low { amp, .. } => amp.evaluate(b, model, data, batch),
+            Stepper::Amp { amp, .. } => amp.evaluate(b, model, data, batch),
         }
     }
 
     /// The loss scaler's state (what a checkpoint keeps), when this run scales.
     pub fn scaler_state(&self) -> Option<GradScalerState> {
         match self {
-            Stepper::Low { amp, .. } => amp.scaler.as_ref().map(|s| s.state),
+            Stepper::Amp { amp, .. } => amp.scaler.as_ref().map(|s| s.state),
             Stepper::F32 { .. } => None,
         }
     }
@@ -130,7 +130,7 @@ impl<B: Backend> Stepper<B> {
     /// the checkpoint and this run disagree about precision: refused, not ignored.
     pub fn restore_scaler(&mut self, state: GradScalerState) -> Result<()> {
         match self {
-            Stepper::Low { amp, .. } if amp.scaler.is_some() => {
+            Stepper::Amp { amp, .. } if amp.scaler.is_some() => {
                 amp.scaler.as_mut().expect("checked").state = state;
                 Ok(())
             }
@@ -141,7 +141,7 @@ impl<B: Backend> Stepper<B> {
     pub fn into_amp_report(self) -> Option<AmpReport> {
         match self {
             Stepper::F32 { .. } => None,
-            Stepper::Low { amp, .. } => Some(amp.report),
+            Stepper::Amp { amp, .. } => Some(amp.report),
         }
     }
 }

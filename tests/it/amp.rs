@@ -5,7 +5,7 @@
 use gpulab::data::{self, DatasetSpec};
 use gpulab::device::CpuBackend;
 use gpulab::nn::{AmpConfig, Precision};
-use gpulab::tensor::{Backend, DType, Epilogue, MemCategory as M, lowp};
+use gpulab::tensor::{Backend, DType, Epilogue, MemCategory as M, float16};
 use gpulab::train::{NullSink, TrainConfig, train};
 
 use crate::common::{random, with_gpu};
@@ -17,15 +17,15 @@ const LOW: [DType; 2] = [DType::F16, DType::BF16];
 fn sampled_f32() -> Vec<f32> {
     let mut v = Vec::new();
     for bits in 0..=u16::MAX {
-        v.push(lowp::widen(DType::F16, bits));
-        v.push(lowp::widen(DType::BF16, bits));
+        v.push(float16::widen(DType::F16, bits));
+        v.push(float16::widen(DType::BF16, bits));
     }
     for bits in (0..u32::MAX).step_by(65_521) {
         v.push(f32::from_bits(bits));
     }
     // Halfway between neighbouring f16 values (ties to even) and just off them.
     for bits in (0x0001u32..0x7bff).step_by(97) {
-        let (a, b) = (lowp::widen(DType::F16, bits as u16), lowp::widen(DType::F16, bits as u16 + 1));
+        let (a, b) = (float16::widen(DType::F16, bits as u16), float16::widen(DType::F16, bits as u16 + 1));
         let mid = (a + b) / 2.0;
         v.extend([mid, -mid, f32::from_bits(mid.to_bits() + 1), f32::from_bits(mid.to_bits() - 1)]);
     }
@@ -58,7 +58,7 @@ fn cast_round_trip<B: Backend>(b: &mut B, dt: DType, x: &[f32]) -> (Vec<f32>, Ve
 fn check_casts<B: Backend>(b: &mut B, name: &str) {
     let x = sampled_f32();
     for dt in LOW {
-        let want: Vec<f32> = x.iter().map(|&v| lowp::round(dt, v)).collect();
+        let want: Vec<f32> = x.iter().map(|&v| float16::round(dt, v)).collect();
         let (stored, back) = cast_round_trip(b, dt, &x);
         same_bits(&format!("{name} {} cast", dt.name()), &stored, &want);
         same_bits(&format!("{name} {} cast back", dt.name()), &back, &want);
@@ -102,14 +102,14 @@ fn rel_err(got: &[f32], want: &[f64]) -> f64 {
     (num / den.max(1e-300)).sqrt()
 }
 
-fn check_matmul_low<B: Backend>(b: &mut B, name: &str) {
+fn check_matmul16<B: Backend>(b: &mut B, name: &str) {
     for dt in LOW {
         // The output's own rounding bounds the error: 2^-11 for f16, 2^-8 for bf16.
         let bound = if dt == DType::F16 { 1e-3 } else { 1e-2 };
         for (shape, ta, tb) in [((1, 1, 1), false, false), ((17, 33, 9), false, false), ((65, 31, 129), true, false), ((3, 200, 7), false, true), ((33, 10, 64), true, true)] {
             let (m, n, k) = shape;
-            let a: Vec<f32> = random(m * k, 3, -1.0, 1.0).iter().map(|&v| lowp::round(dt, v)).collect();
-            let bm: Vec<f32> = random(k * n, 4, -1.0, 1.0).iter().map(|&v| lowp::round(dt, v)).collect();
+            let a: Vec<f32> = random(m * k, 3, -1.0, 1.0).iter().map(|&v| float16::round(dt, v)).collect();
+            let bm: Vec<f32> = random(k * n, 4, -1.0, 1.0).iter().map(|&v| float16::round(dt, v)).collect();
             let want = reference(&a, &bm, shape, ta, tb);
             let ta_shape = if ta { [k, m] } else { [m, k] };
             let tb_shape = if tb { [n, k] } else { [k, n] };
@@ -120,7 +120,7 @@ fn check_matmul_low<B: Backend>(b: &mut B, name: &str) {
             for out in [DType::F32, dt] {
                 let mut c = b.zeros([m, n], out, M::Activations).unwrap();
                 b.fill(&mut c, f32::NAN).unwrap();
-                b.matmul_low(&la, &lb, &mut c, ta, tb, Epilogue::None, None).unwrap();
+                b.matmul16(&la, &lb, &mut c, ta, tb, Epilogue::None, None).unwrap();
                 let got = b.read_f32(&c).unwrap();
                 let err = rel_err(&got, &want);
                 let tol = if out == DType::F32 { 1e-5 } else { bound };
@@ -132,12 +132,12 @@ fn check_matmul_low<B: Backend>(b: &mut B, name: &str) {
 
 #[test]
 fn cpu_low_precision_matmul_vs_f64() {
-    check_matmul_low(&mut CpuBackend::new(), "cpu");
+    check_matmul16(&mut CpuBackend::new(), "cpu");
 }
 
 #[test]
-fn gpu_low_precision_matmul_vs_f64() {
-    with_gpu("gpu_low_precision_matmul_vs_f64", |gpu| check_matmul_low(gpu, "gpu"));
+fn gpu_matmul16_vs_f64() {
+    with_gpu("gpu_matmul16_vs_f64", |gpu| check_matmul16(gpu, "gpu"));
 }
 
 /// The fused epilogues, underflow counts, 16-bit column sums and unscale+check: GPU against CPU.
@@ -150,7 +150,7 @@ fn fused_ops<B: Backend>(b: &mut B, dt: DType) -> Vec<Vec<f32>> {
     b.write_f32(&mut lb, &random(k * n, 6, -1.0, 1.0)).unwrap();
     let bias = b.upload_f32(&random(n, 7, -0.5, 0.5), [1, n], M::Parameters).unwrap();
     let mut act = b.zeros([m, n], dt, M::Activations).unwrap();
-    b.matmul_low(&la, &lb, &mut act, false, false, Epilogue::Bias { bias: &bias, relu: true }, None).unwrap();
+    b.matmul16(&la, &lb, &mut act, false, false, Epilogue::Bias { bias: &bias, relu: true }, None).unwrap();
     out.push(b.read_f32(&act).unwrap());
     // Backward through the ReLU with gradients so small that many flush to zero in f16.
     let mut gb = b.zeros([k, n], dt, M::Inputs).unwrap();
@@ -159,7 +159,7 @@ fn fused_ops<B: Backend>(b: &mut B, dt: DType) -> Vec<Vec<f32>> {
     let mut small_a = b.zeros([m, k], dt, M::Inputs).unwrap();
     b.write_f32(&mut small_a, &random(m * k, 9, -1e-4, 1e-4)).unwrap();
     let mut stats = b.zeros([1, 2], DType::U32, M::Other).unwrap();
-    b.matmul_low(&small_a, &gb, &mut tiny, false, false, Epilogue::ReluMask(&act), Some(&mut stats)).unwrap();
+    b.matmul16(&small_a, &gb, &mut tiny, false, false, Epilogue::ReluMask(&act), Some(&mut stats)).unwrap();
     out.push(b.read_f32(&tiny).unwrap());
     let mut sums = b.upload_f32(&vec![f32::NAN; n], [1, n], M::Gradients).unwrap();
     b.sum_cols(&act, &mut sums).unwrap();
@@ -319,9 +319,9 @@ fn fp16_is_refused_by_name_without_shader_f16_and_bf16_still_trains() {
         }
     };
     assert!(!g.summary().features.iter().any(|f| f == "SHADER_F16"), "{:?}", g.summary().features);
-    let why = g.low_precision_unavailable(DType::F16).expect("fp16 must be unavailable");
+    let why = g.amp_unavailable(DType::F16).expect("fp16 must be unavailable");
     assert!(why.contains("SHADER_F16"), "{why}");
-    assert_eq!(g.low_precision_unavailable(DType::BF16), None);
+    assert_eq!(g.amp_unavailable(DType::BF16), None);
 
     let data = data::load(&DatasetSpec::Digits, 42).unwrap();
     let base = TrainConfig { hidden: vec![16], batch: 64, epochs: 1, ..TrainConfig::default() };

@@ -5,13 +5,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use gpulab::checkpoint::{CheckpointError, Damage, Policy, WorkerEvent, WorkerSpec, damage, format, run_worker, store};
+use gpulab::checkpoint::{CheckpointError, Damage, Policy, ChildEvent, ChildSpec, damage, format, run_child, store};
 use gpulab::nn::{MlpConfig, OptimizerKind};
 use gpulab::train::TrainConfig;
 
-pub fn small_spec(dir: &Path, optimizer: OptimizerKind, every: u64) -> WorkerSpec {
+pub fn small_spec(dir: &Path, optimizer: OptimizerKind, every: u64) -> ChildSpec {
     let lr = if optimizer == OptimizerKind::AdamW { 0.002 } else { 0.05 };
-    WorkerSpec {
+    ChildSpec {
         backend: "cpu".into(),
         dataset: "digits".into(),
         cfg: TrainConfig { hidden: vec![24, 16], batch: 40, epochs: 2, lr, optimizer, log_every: 1, ..TrainConfig::default() },
@@ -22,11 +22,11 @@ pub fn small_spec(dir: &Path, optimizer: OptimizerKind, every: u64) -> WorkerSpe
 }
 
 /// Trains `spec` in this process; returns (step, loss) per step and the checkpoints written.
-pub fn train(spec: &WorkerSpec) -> (Vec<(u64, f64)>, Vec<WorkerEvent>) {
+pub fn train(spec: &ChildSpec) -> (Vec<(u64, f64)>, Vec<ChildEvent>) {
     let mut events = Vec::new();
-    let mut emit = |e: WorkerEvent| events.push(e);
-    run_worker(spec, &mut emit, Arc::new(AtomicBool::new(false))).expect("training runs");
-    let losses = events.iter().filter_map(|e| if let WorkerEvent::Step { step, loss, .. } = e { Some((*step, *loss)) } else { None }).collect();
+    let mut emit = |e: ChildEvent| events.push(e);
+    run_child(spec, &mut emit, Arc::new(AtomicBool::new(false))).expect("training runs");
+    let losses = events.iter().filter_map(|e| if let ChildEvent::Step { step, loss, .. } = e { Some((*step, *loss)) } else { None }).collect();
     (losses, events)
 }
 
@@ -177,7 +177,7 @@ fn resume_falls_back_past_damaged_checkpoints_and_still_matches_the_reference() 
 
     spec.resume = true;
     let (got, events) = train(&spec);
-    assert!(events.iter().filter(|e| matches!(e, WorkerEvent::Skipped { .. })).count() == 2);
+    assert!(events.iter().filter(|e| matches!(e, ChildEvent::Skipped { .. })).count() == 2);
     assert_eq!(got.first().map(|l| l.0), Some(ck.meta.position.step + 1), "resumed at the wrong step");
     for (step, loss) in &got {
         let w = want[*step as usize - 1];
@@ -190,8 +190,8 @@ fn resume_falls_back_past_damaged_checkpoints_and_still_matches_the_reference() 
 fn a_fresh_run_refuses_a_folder_that_already_holds_checkpoints() {
     let tmp = tempfile::tempdir().unwrap();
     train(&small_spec(tmp.path(), OptimizerKind::Sgd, 50));
-    let mut emit = |_e: WorkerEvent| {};
-    let err = run_worker(&small_spec(tmp.path(), OptimizerKind::Sgd, 50), &mut emit, Arc::new(AtomicBool::new(false))).unwrap_err();
+    let mut emit = |_e: ChildEvent| {};
+    let err = run_child(&small_spec(tmp.path(), OptimizerKind::Sgd, 50), &mut emit, Arc::new(AtomicBool::new(false))).unwrap_err();
     assert!(err.to_string().contains("already holds checkpoints"), "{err}");
 }
 
@@ -203,7 +203,7 @@ fn every_e_epochs_saves_at_epoch_ends_only() {
     spec.policy.at_end = false;
     let (losses, events) = train(&spec);
     let per_epoch = losses.len() as u64 / 2;
-    let saved: Vec<u64> = events.iter().filter_map(|e| if let WorkerEvent::Saved { step, .. } = e { Some(*step) } else { None }).collect();
+    let saved: Vec<u64> = events.iter().filter_map(|e| if let ChildEvent::Saved { step, .. } = e { Some(*step) } else { None }).collect();
     assert_eq!(saved, [per_epoch, 2 * per_epoch]);
     let ck = store::read(&newest(tmp.path())).unwrap();
     assert_eq!((ck.meta.position.epoch, ck.meta.position.batch), (2, 0), "the loader continues at the next epoch's first batch");
@@ -214,7 +214,7 @@ fn fp16_resume_restores_the_loss_scaler_and_matches_the_reference() {
     use gpulab::nn::{AmpConfig, GradScalerState, Precision};
     // A short growth interval and a large initial scale make the scaler back off and grow
     // within a few steps, so a resume that forgot its state would scale differently.
-    let fp16 = |spec: &mut WorkerSpec| {
+    let fp16 = |spec: &mut ChildSpec| {
         let mut amp = AmpConfig::new(Precision::F16);
         amp.scaler.init_scale = 1048576.0;
         amp.scaler.growth_interval = 3;
@@ -247,7 +247,7 @@ fn fp16_resume_restores_the_loss_scaler_and_matches_the_reference() {
     // Resuming that folder as an fp32 run is refused by name.
     let mut as_f32 = small_spec(dir.path(), OptimizerKind::AdamW, 10);
     as_f32.resume = true;
-    let mut emit = |_e: WorkerEvent| {};
-    let err = run_worker(&as_f32, &mut emit, Arc::new(AtomicBool::new(false))).unwrap_err().to_string();
+    let mut emit = |_e: ChildEvent| {};
+    let err = run_child(&as_f32, &mut emit, Arc::new(AtomicBool::new(false))).unwrap_err().to_string();
     assert!(err.contains("fp16") && err.contains("fp32"), "{err}");
 }

@@ -7,14 +7,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use gpulab::checkpoint::runner::{Line, Worker};
-use gpulab::checkpoint::{Policy, WorkerEvent, WorkerSpec, store};
+use gpulab::checkpoint::child_process::{Line, ChildProcess};
+use gpulab::checkpoint::{Policy, ChildEvent, ChildSpec, store};
 use gpulab::nn::OptimizerKind;
 use gpulab::train::TrainConfig;
 use rand::{Rng, SeedableRng};
 
-fn spec(dir: &Path, every: u64) -> WorkerSpec {
-    WorkerSpec {
+fn spec(dir: &Path, every: u64) -> ChildSpec {
+    ChildSpec {
         backend: "cpu".into(),
         dataset: "digits".into(),
         // Wide enough that a checkpoint write takes a moment to land a kill in.
@@ -29,7 +29,7 @@ fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_gpulab"))
 }
 
-fn next(w: &mut Worker) -> Option<WorkerEvent> {
+fn next(w: &mut ChildProcess) -> Option<ChildEvent> {
     loop {
         match w.next(Duration::from_secs(120)) {
             Some(Line::Event(e)) => return Some(e),
@@ -41,17 +41,17 @@ fn next(w: &mut Worker) -> Option<WorkerEvent> {
 }
 
 /// Runs `spec` to the end in a child; returns its losses.
-fn run_to_end(spec: &WorkerSpec) -> BTreeMap<u64, f64> {
-    let mut w = Worker::spawn(exe(), &spec.args()).unwrap();
+fn run_to_end(spec: &ChildSpec) -> BTreeMap<u64, f64> {
+    let mut w = ChildProcess::spawn(exe(), &spec.args()).unwrap();
     let mut losses = BTreeMap::new();
     let mut finished = false;
     while let Some(e) = next(&mut w) {
         match e {
-            WorkerEvent::Step { step, loss, .. } => {
+            ChildEvent::Step { step, loss, .. } => {
                 losses.insert(step, loss);
             }
-            WorkerEvent::Finished { .. } => finished = true,
-            WorkerEvent::Failed { message } => panic!("child failed: {message}"),
+            ChildEvent::Finished { .. } => finished = true,
+            ChildEvent::Failed { message } => panic!("child failed: {message}"),
             _ => {}
         }
     }
@@ -70,7 +70,7 @@ fn sigkill_at_random_moments_twenty_times_then_resume_is_bit_exact() {
     let mut seen: BTreeMap<u64, f64> = BTreeMap::new();
     let (mut kills, mut at_write_start, mut tmp_left) = (0, 0, 0);
     for round in 0..20 {
-        let mut w = Worker::spawn(exe(), &run.args()).unwrap();
+        let mut w = ChildProcess::spawn(exe(), &run.args()).unwrap();
         // Every third round dies the moment a checkpoint write starts; the others after a
         // random number of steps, plus a random sub-millisecond delay.
         let at_save = round % 3 == 2;
@@ -80,7 +80,7 @@ fn sigkill_at_random_moments_twenty_times_then_resume_is_bit_exact() {
         let mut killed = false;
         while let Some(e) = next(&mut w) {
             match e {
-                WorkerEvent::Step { step, loss, .. } => {
+                ChildEvent::Step { step, loss, .. } => {
                     // A step redone after a resume must give the very same loss.
                     if let Some(old) = seen.insert(step, loss) {
                         assert_eq!(old.to_bits(), loss.to_bits(), "round {round}: step {step} redone with a different loss");
@@ -91,11 +91,11 @@ fn sigkill_at_random_moments_twenty_times_then_resume_is_bit_exact() {
                         killed = true;
                     }
                 }
-                WorkerEvent::Saving { .. } if at_save && steps_here > 0 => {
+                ChildEvent::Saving { .. } if at_save && steps_here > 0 => {
                     at_write_start += 1;
                     killed = true;
                 }
-                WorkerEvent::Failed { message } => panic!("round {round}: child failed: {message}"),
+                ChildEvent::Failed { message } => panic!("round {round}: child failed: {message}"),
                 _ => {}
             }
             if killed {
@@ -141,7 +141,7 @@ fn sigkill_at_random_moments_twenty_times_then_resume_is_bit_exact() {
 fn a_parent_survives_garbage_and_a_child_that_dies_at_once() {
     // Not gpulab at all: `sh` prints garbage and exits non-zero.
     if cfg!(unix) {
-        let mut w = Worker::spawn(Path::new("sh"), &["-c".into(), "echo not-json; echo '{\"event\":\"nope\"}'; exit 3".into()]).unwrap();
+        let mut w = ChildProcess::spawn(Path::new("sh"), &["-c".into(), "echo not-json; echo '{\"event\":\"nope\"}'; exit 3".into()]).unwrap();
         let mut lines = Vec::new();
         while let Some(l) = w.next(Duration::from_secs(10)) {
             lines.push(l);
@@ -152,7 +152,7 @@ fn a_parent_survives_garbage_and_a_child_that_dies_at_once() {
     // gpulab refusing its arguments: the parent sees a failed exit and the error on stderr.
     let mut bad = spec(Path::new("/nonexistent/dir/for/gpulab"), 4);
     bad.cfg.batch = 0;
-    let mut w = Worker::spawn(exe(), &bad.args()).unwrap();
+    let mut w = ChildProcess::spawn(exe(), &bad.args()).unwrap();
     while w.next(Duration::from_secs(30)).is_some() {}
     assert!(!w.wait().unwrap().success());
     assert!(w.stderr_tail().contains("batch size"), "{}", w.stderr_tail());
@@ -163,18 +163,18 @@ fn a_save_requested_on_stdin_is_written_after_the_current_step() {
     let dir = tempfile::tempdir().unwrap();
     // The wide model's 120 steps leave the child's stdin reader ample time, even on a busy machine.
     let s = spec(dir.path(), 0);
-    let mut w = Worker::spawn(exe(), &s.args()).unwrap();
+    let mut w = ChildProcess::spawn(exe(), &s.args()).unwrap();
     let mut saved = Vec::new();
     let mut last_step = 0;
     while let Some(e) = next(&mut w) {
         match e {
-            WorkerEvent::Step { step, .. } => {
+            ChildEvent::Step { step, .. } => {
                 if step == 1 {
                     w.request_save().unwrap();
                 }
                 last_step = step;
             }
-            WorkerEvent::Saved { step, .. } => saved.push(step),
+            ChildEvent::Saved { step, .. } => saved.push(step),
             _ => {}
         }
     }

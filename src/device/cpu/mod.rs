@@ -16,7 +16,7 @@ pub(crate) enum Storage {
     F32(Vec<f32>),
     U32(Vec<u32>),
     /// F16 or BF16 bit patterns.
-    Low(Vec<u16>, DType),
+    Bits16(Vec<u16>, DType),
 }
 
 /// A CPU tensor; dropping it releases its bytes in the ledger.
@@ -66,7 +66,7 @@ impl TensorMeta for CpuTensor {
         match self.data {
             Storage::F32(_) => DType::F32,
             Storage::U32(_) => DType::U32,
-            Storage::Low(_, dt) => dt,
+            Storage::Bits16(_, dt) => dt,
         }
     }
 }
@@ -137,7 +137,7 @@ impl crate::tensor::Backend for CpuBackend {
         let data = match dtype {
             DType::F32 => Storage::F32(vec![0.0; n]),
             DType::U32 => Storage::U32(vec![0; n]),
-            DType::F16 | DType::BF16 => Storage::Low(vec![0; n], dtype),
+            DType::F16 | DType::BF16 => Storage::Bits16(vec![0; n], dtype),
         };
         self.alloc(data, shape, cat)
     }
@@ -154,8 +154,8 @@ impl crate::tensor::Backend for CpuBackend {
 
     fn write_f32(&mut self, t: &mut CpuTensor, data: &[f32]) -> Result<()> {
         checks::data_len("write", t.shape, data.len())?;
-        if let Storage::Low(bits, dt) = &mut t.data {
-            *bits = crate::tensor::lowp::encode(*dt, data);
+        if let Storage::Bits16(bits, dt) = &mut t.data {
+            *bits = crate::tensor::float16::encode(*dt, data);
             return Ok(());
         }
         checks::f32s("write", &[t])?;
@@ -171,8 +171,8 @@ impl crate::tensor::Backend for CpuBackend {
     }
 
     fn read_f32(&mut self, t: &CpuTensor) -> Result<Vec<f32>> {
-        if let Storage::Low(bits, dt) = &t.data {
-            return Ok(crate::tensor::lowp::decode(*dt, bits));
+        if let Storage::Bits16(bits, dt) = &t.data {
+            return Ok(crate::tensor::float16::decode(*dt, bits));
         }
         checks::f32s("read", &[t])?;
         Ok(t.f32().to_vec())
@@ -233,8 +233,8 @@ impl crate::tensor::Backend for CpuBackend {
 
     fn sum_cols(&mut self, x: &CpuTensor, out: &mut CpuTensor) -> Result<()> {
         checks::vector_out("sum_cols", out, x.shape[1], DType::F32)?;
-        if let Storage::Low(bits, dt) = &x.data {
-            ops::sum_cols(&crate::tensor::lowp::decode(*dt, bits), out.f32_mut(), x.shape[1]);
+        if let Storage::Bits16(bits, dt) = &x.data {
+            ops::sum_cols(&crate::tensor::float16::decode(*dt, bits), out.f32_mut(), x.shape[1]);
             return Ok(());
         }
         checks::f32s("sum_cols", &[x])?;
@@ -296,7 +296,7 @@ impl crate::tensor::Backend for CpuBackend {
         match &mut t.data {
             Storage::F32(v) => v.fill(value),
             Storage::U32(v) => v.fill(value as u32),
-            Storage::Low(v, dt) => v.fill(crate::tensor::lowp::round_bits(*dt, value)),
+            Storage::Bits16(v, dt) => v.fill(crate::tensor::float16::round_bits(*dt, value)),
         }
         Ok(())
     }
@@ -312,13 +312,13 @@ impl crate::tensor::Backend for CpuBackend {
         match (&src.data, &mut dst.data) {
             (Storage::F32(s), Storage::F32(d)) => d.copy_from_slice(s),
             (Storage::U32(s), Storage::U32(d)) => d.copy_from_slice(s),
-            (Storage::Low(s, _), Storage::Low(d, _)) => d.copy_from_slice(s),
+            (Storage::Bits16(s, _), Storage::Bits16(d, _)) => d.copy_from_slice(s),
             _ => unreachable!("same_shape checked the dtypes"),
         }
         Ok(())
     }
 
-    fn low_precision_unavailable(&self, dtype: DType) -> Option<String> {
+    fn amp_unavailable(&self, dtype: DType) -> Option<String> {
         amp::unavailable(dtype)
     }
 
@@ -326,8 +326,8 @@ impl crate::tensor::Backend for CpuBackend {
         amp::cast(x, out, stats)
     }
 
-    fn matmul_low(&mut self, a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: bool, epi: Epilogue<'_, CpuTensor>, stats: Option<&mut CpuTensor>) -> Result<()> {
-        amp::matmul_low(a, b, c, ta, tb, epi, stats, self.threads)
+    fn matmul16(&mut self, a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: bool, epi: Epilogue<'_, CpuTensor>, stats: Option<&mut CpuTensor>) -> Result<()> {
+        amp::matmul16(a, b, c, ta, tb, epi, stats, self.threads)
     }
 
     fn unscale_check(&mut self, g: &mut CpuTensor, inv_scale: f32, found: &mut CpuTensor) -> Result<()> {

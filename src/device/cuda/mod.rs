@@ -7,9 +7,15 @@ use crate::error::{Error, Result};
 pub enum Never {}
 
 pub fn open(_ordinal: usize) -> Result<Never> {
+    Err(unavailable())
+}
+
+/// Why CUDA cannot be used in this build on this machine (the settings panel and `gpulab info`
+/// show it beside the CUDA entry).
+pub fn unavailable() -> Error {
     if cfg!(feature = "cuda") {
-        Err(Error::Gpu("the CUDA backend is not implemented yet in this version of gpulab; use --backend gpu (wgpu/Vulkan) meanwhile".into()))
+        Error::CudaUnavailable("the CUDA backend is not implemented yet in this version of gpulab; use --backend gpu (wgpu/Vulkan) meanwhile".into())
     } else {
-        Err(Error::CudaNotBuilt)
+        Error::CudaNotBuilt
     }
 }

@@ -1,7 +1,6 @@
 //! Adapter discovery: every adapter on every backend wgpu was built with, described in full,
 //! and the choice of one by index, by name, or by preference (discrete first).
 
-use eframe::wgpu;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};

@@ -1,18 +1,18 @@
 //! Mixed-precision ops on the GPU: 16-bit tensors are packed two per 32-bit word (see
-//! `shaders/lowp_*.wgsl`); FP16 kernels use WGSL's f16 and need SHADER_F16, BF16 kernels are
+//! `shaders/float16_*.wgsl`); FP16 kernels use WGSL's f16 and need SHADER_F16, BF16 kernels are
 //! plain u32 + f32 and run everywhere.
 
 use super::kernels::Kernel;
 use super::{GpuBackend, GpuTensor, u32_len};
 use crate::error::{Error, Result, ensure_shape};
-use crate::tensor::{DType, Epilogue, MemCategory, TensorMeta, checks, lowp};
+use crate::tensor::{DType, Epilogue, MemCategory, TensorMeta, checks, float16};
 
 pub fn unavailable(gpu: &GpuBackend, dtype: DType) -> Option<String> {
     match dtype {
         DType::BF16 => None,
         DType::F16 if gpu.summary.features.iter().any(|f| f == "SHADER_F16") => None,
         DType::F16 => Some(format!("the adapter {} lacks the SHADER_F16 feature, so WGSL kernels cannot use f16 (gpulab does not fall back to f32 silently)", gpu.summary.name)),
-        _ => Some(format!("{} is not a low-precision type", dtype.name())),
+        _ => Some(format!("{} is not a 16-bit type", dtype.name())),
     }
 }
 
@@ -25,11 +25,11 @@ fn ensure_available(gpu: &GpuBackend, dtype: DType) -> Result<()> {
 
 /// Host values rounded to `dt` and packed two per word, as the kernels store them.
 pub fn pack_words(dt: DType, data: &[f32]) -> Vec<u32> {
-    data.chunks(2).map(|p| lowp::round_bits(dt, p[0]) as u32 | (p.get(1).map_or(0, |&v| lowp::round_bits(dt, v)) as u32) << 16).collect()
+    data.chunks(2).map(|p| float16::round_bits(dt, p[0]) as u32 | (p.get(1).map_or(0, |&v| float16::round_bits(dt, v)) as u32) << 16).collect()
 }
 
 pub fn unpack_words(dt: DType, words: &[u32], numel: usize) -> Vec<f32> {
-    words.iter().flat_map(|w| [*w as u16, (*w >> 16) as u16]).take(numel).map(|b| lowp::widen(dt, b)).collect()
+    words.iter().flat_map(|w| [*w as u16, (*w >> 16) as u16]).take(numel).map(|b| float16::widen(dt, b)).collect()
 }
 
 /// A scratch binding for a kernel input or output this call does not use.
@@ -49,15 +49,15 @@ pub fn cast(gpu: &mut GpuBackend, x: &GpuTensor, out: &mut GpuTensor, stats: Opt
     stats_check(&stats)?;
     let n = u32_len(x.numel(), "cast")?;
     match (x.dtype, out.dtype) {
-        (DType::F32, dt) if dt.is_low() => {
+        (DType::F32, dt) if dt.is_16bit() => {
             ensure_available(gpu, dt)?;
             let spare = unused(gpu)?;
             let count = stats.is_some() as u32;
             let s = stats.map(|s| s.buffer().clone()).unwrap_or_else(|| spare.buffer().clone());
             let g = gpu.grid(out.words());
-            gpu.run_as(dt, Kernel::CastToLow, 0, &[n, 0, count, 0], &[(1, x.buffer()), (4, out.buffer()), (5, &s)], g)
+            gpu.run_as(dt, Kernel::CastTo16, 0, &[n, 0, count, 0], &[(1, x.buffer()), (4, out.buffer()), (5, &s)], g)
         }
-        (dt, DType::F32) if dt.is_low() => {
+        (dt, DType::F32) if dt.is_16bit() => {
             ensure_available(gpu, dt)?;
             let g = gpu.grid(x.numel());
             gpu.run_as(dt, Kernel::CastToF32, 0, &[n, 0, 0, 0], &[(3, x.buffer()), (2, out.buffer())], g)
@@ -66,31 +66,31 @@ pub fn cast(gpu: &mut GpuBackend, x: &GpuTensor, out: &mut GpuTensor, stats: Opt
     }
 }
 
-pub fn sum_cols_low(gpu: &mut GpuBackend, x: &GpuTensor, out: &mut GpuTensor) -> Result<()> {
+pub fn sum_cols16(gpu: &mut GpuBackend, x: &GpuTensor, out: &mut GpuTensor) -> Result<()> {
     ensure_available(gpu, x.dtype)?;
     let [r, c] = x.shape;
     let g = gpu.grid(c);
-    gpu.run_as(x.dtype, Kernel::SumColsLow, 0, &[u32_len(r, "sum_cols")?, u32_len(c, "sum_cols")?, 0, 0], &[(7, x.buffer()), (6, out.buffer())], g)
+    gpu.run_as(x.dtype, Kernel::SumCols16, 0, &[u32_len(r, "sum_cols")?, u32_len(c, "sum_cols")?, 0, 0], &[(7, x.buffer()), (6, out.buffer())], g)
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn matmul_low(gpu: &mut GpuBackend, a: &GpuTensor, b: &GpuTensor, c: &mut GpuTensor, ta: bool, tb: bool, epi: Epilogue<'_, GpuTensor>, stats: Option<&mut GpuTensor>) -> Result<()> {
-    let (m, n, k) = checks::matmul_low(a, b, c, ta, tb)?;
+pub fn matmul16(gpu: &mut GpuBackend, a: &GpuTensor, b: &GpuTensor, c: &mut GpuTensor, ta: bool, tb: bool, epi: Epilogue<'_, GpuTensor>, stats: Option<&mut GpuTensor>) -> Result<()> {
+    let (m, n, k) = checks::matmul16(a, b, c, ta, tb)?;
     let dt = a.dtype;
     ensure_available(gpu, dt)?;
     stats_check(&stats)?;
-    u32_len(m * n, "matmul_low")?;
+    u32_len(m * n, "matmul16")?;
     let (m32, n32, k32) = (m as u32, n as u32, k as u32);
     let spare_in = unused(gpu)?;
     let (code, bias, act) = match epi {
         Epilogue::None => (0, spare_in.buffer().clone(), spare_in.buffer().clone()),
         Epilogue::Bias { bias, relu } => {
-            checks::bias_for("matmul_low", c, bias)?;
+            checks::bias_for("matmul16", c, bias)?;
             (1 + relu as u32, bias.buffer().clone(), spare_in.buffer().clone())
         }
         Epilogue::ReluMask(act) => {
-            ensure_shape(act.shape == [m, n] && act.dtype == dt, "matmul_low", || format!("ReLU mask {:?} {} for output {:?}", act.shape, act.dtype.name(), [m, n]))?;
-            ensure_shape(c.dtype == dt, "matmul_low", || "a ReLU mask needs a 16-bit output".into())?;
+            ensure_shape(act.shape == [m, n] && act.dtype == dt, "matmul16", || format!("ReLU mask {:?} {} for output {:?}", act.shape, act.dtype.name(), [m, n]))?;
+            ensure_shape(c.dtype == dt, "matmul16", || "a ReLU mask needs a 16-bit output".into())?;
             (3, spare_in.buffer().clone(), act.buffer().clone())
         }
     };
@@ -98,13 +98,13 @@ pub fn matmul_low(gpu: &mut GpuBackend, a: &GpuTensor, b: &GpuTensor, c: &mut Gp
     let g = gpu.grid((m * n).div_ceil(2));
     if c.dtype == DType::F32 {
         let bindings = [(1, a.buffer()), (2, b.buffer()), (4, c.buffer()), (5, &bias)];
-        return gpu.run_as(dt, Kernel::MatmulLowF32, variant, &[m32, n32, k32, code, 0], &bindings, g);
+        return gpu.run_as(dt, Kernel::Matmul16F32, variant, &[m32, n32, k32, code, 0], &bindings, g);
     }
     let spare_out = unused(gpu)?;
     let count = stats.is_some() as u32;
     let s = stats.map(|s| s.buffer().clone()).unwrap_or_else(|| spare_out.buffer().clone());
     let bindings = [(1, a.buffer()), (2, b.buffer()), (3, c.buffer()), (5, &bias), (6, &act), (7, &s)];
-    gpu.run_as(dt, Kernel::MatmulLowOut, variant, &[m32, n32, k32, code, count], &bindings, g)
+    gpu.run_as(dt, Kernel::Matmul16Out, variant, &[m32, n32, k32, code, count], &bindings, g)
 }
 
 pub fn unscale_check(gpu: &mut GpuBackend, g: &mut GpuTensor, inv_scale: f32, found: &mut GpuTensor) -> Result<()> {

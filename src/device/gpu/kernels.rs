@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use eframe::wgpu;
 
 use crate::error::{Error, Result};
 use crate::tensor::DType;
@@ -17,11 +16,11 @@ const REDUCE: &str = include_str!("../../../shaders/reduce.wgsl");
 const OPTIMIZER: &str = include_str!("../../../shaders/optimizer.wgsl");
 const TRANSPOSE: &str = include_str!("../../../shaders/transpose.wgsl");
 const AMP: &str = include_str!("../../../shaders/amp.wgsl");
-const MATMUL_LOW: &str = include_str!("../../../shaders/matmul_low.wgsl");
+const MATMUL16: &str = include_str!("../../../shaders/matmul16.wgsl");
 const GRAD_SCALER: &str = include_str!("../../../shaders/grad_scaler.wgsl");
-const LOWP_F16: &str = include_str!("../../../shaders/lowp_f16.wgsl");
-const LOWP_BF16: &str = include_str!("../../../shaders/lowp_bf16.wgsl");
-const LOWP_COMMON: &str = include_str!("../../../shaders/lowp_common.wgsl");
+const FLOAT16_F16: &str = include_str!("../../../shaders/float16_f16.wgsl");
+const FLOAT16_BF16: &str = include_str!("../../../shaders/float16_bf16.wgsl");
+const FLOAT16_COMMON: &str = include_str!("../../../shaders/float16_common.wgsl");
 
 /// Workgroup size of the 1-D kernels.
 pub const WG: u32 = 256;
@@ -48,11 +47,11 @@ pub enum Kernel {
     AdamW,
     Transpose,
     // Mixed precision: instantiated per 16-bit type (the pipeline key's dtype).
-    CastToLow,
+    CastTo16,
     CastToF32,
-    SumColsLow,
-    MatmulLowOut,
-    MatmulLowF32,
+    SumCols16,
+    Matmul16Out,
+    Matmul16F32,
     // f32 only.
     UnscaleCheck,
 }
@@ -110,11 +109,11 @@ impl Kernel {
             Sgd => ("optimizer.wgsl", OPTIMIZER, "sgd"),
             AdamW => ("optimizer.wgsl", OPTIMIZER, "adamw"),
             Transpose => ("transpose.wgsl", TRANSPOSE, "main"),
-            CastToLow => ("amp.wgsl", AMP, "cast_to_low"),
+            CastTo16 => ("amp.wgsl", AMP, "cast_to16"),
             CastToF32 => ("amp.wgsl", AMP, "cast_to_f32"),
-            SumColsLow => ("amp.wgsl", AMP, "sum_cols_low"),
-            MatmulLowOut => ("matmul_low.wgsl", MATMUL_LOW, "main_low"),
-            MatmulLowF32 => ("matmul_low.wgsl", MATMUL_LOW, "main_f32"),
+            SumCols16 => ("amp.wgsl", AMP, "sum_cols16"),
+            Matmul16Out => ("matmul16.wgsl", MATMUL16, "main16"),
+            Matmul16F32 => ("matmul16.wgsl", MATMUL16, "main_f32"),
             UnscaleCheck => ("grad_scaler.wgsl", GRAD_SCALER, "unscale_check"),
         };
         KernelDef { file, source, entry }
@@ -135,11 +134,11 @@ pub fn render(source: &str, values: &[(&str, String)]) -> Result<String> {
     Ok(out)
 }
 
-/// The 16-bit type's WGSL helpers that the mixed-precision kernels start with ({{LOWP}}).
-fn lowp_prelude(dtype: DType) -> String {
+/// The 16-bit type's WGSL helpers that the mixed-precision kernels start with ({{FLOAT16}}).
+fn float16_prelude(dtype: DType) -> String {
     match dtype {
-        DType::F16 => format!("{LOWP_F16}\n{LOWP_COMMON}"),
-        DType::BF16 => format!("{LOWP_BF16}\n{LOWP_COMMON}"),
+        DType::F16 => format!("{FLOAT16_F16}\n{FLOAT16_COMMON}"),
+        DType::BF16 => format!("{FLOAT16_BF16}\n{FLOAT16_COMMON}"),
         _ => String::new(),
     }
 }
@@ -175,7 +174,7 @@ impl PipelineCache {
                 ("TB", flag(2)),
                 ("VA", flag(4)),
                 ("VB", flag(8)),
-                ("LOWP", lowp_prelude(key.dtype)),
+                ("FLOAT16", float16_prelude(key.dtype)),
             ],
         )?;
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);

@@ -7,14 +7,12 @@ mod kernels;
 #[cfg(test)]
 mod matmul_gen;
 mod pool;
-mod profiling;
 mod readback;
 mod recorder;
 pub mod tuning;
 
 use std::sync::{Arc, Mutex};
 
-use eframe::wgpu;
 
 pub use adapters::{AdapterSummary, GpuSelector};
 pub use kernel_profiler::KernelTime;
@@ -238,7 +236,7 @@ impl GpuBackend {
             self.rec.collect_timestamps(&self.device, &self.queue)?;
         }
         if self.rec.prof.is_some() {
-            let (flops, bytes) = profiling::work_estimate(kernel, params, bindings);
+            let (flops, bytes) = kernel_profiler::work_estimate(kernel, params, bindings);
             self.rec.profiled_pass(&self.device, format!("{kernel:?}"), flops, bytes);
         }
         let pipeline = self.pipelines.get(&self.device, PipelineKey { kernel, dtype, variant })?;
@@ -325,7 +323,7 @@ impl Backend for GpuBackend {
 
     fn write_f32(&mut self, t: &mut GpuTensor, data: &[f32]) -> Result<()> {
         checks::data_len("write", t.shape, data.len())?;
-        if t.dtype.is_low() {
+        if t.dtype.is_16bit() {
             let words = amp::pack_words(t.dtype, data);
             return self.write_bytes(t, bytemuck::cast_slice(&words));
         }
@@ -340,7 +338,7 @@ impl Backend for GpuBackend {
     }
 
     fn read_f32(&mut self, t: &GpuTensor) -> Result<Vec<f32>> {
-        if t.dtype.is_low() {
+        if t.dtype.is_16bit() {
             let words: Vec<u32> = self.read_bytes(t)?;
             return Ok(amp::unpack_words(t.dtype, &words, t.numel()));
         }
@@ -419,8 +417,8 @@ impl Backend for GpuBackend {
 
     fn sum_cols(&mut self, x: &GpuTensor, out: &mut GpuTensor) -> Result<()> {
         checks::vector_out("sum_cols", out, x.shape[1], DType::F32)?;
-        if x.dtype.is_low() {
-            return amp::sum_cols_low(self, x, out);
+        if x.dtype.is_16bit() {
+            return amp::sum_cols16(self, x, out);
         }
         checks::f32s("sum_cols", &[x])?;
         let [r, c] = x.shape;
@@ -501,7 +499,7 @@ impl Backend for GpuBackend {
             DType::F32 => self.elementwise(Kernel::Fill, n as usize, [n, 0, value.to_bits(), 0], &[(1, t.buffer())]),
             DType::U32 => self.elementwise(Kernel::FillBits, n as usize, [n, 0, 0, value as u32], &[(3, t.buffer())]),
             DType::F16 | DType::BF16 => {
-                let bits = crate::tensor::lowp::round_bits(t.dtype, value) as u32;
+                let bits = crate::tensor::float16::round_bits(t.dtype, value) as u32;
                 let n = u32_len(t.words(), "fill")?;
                 self.elementwise(Kernel::FillBits, n as usize, [n, 0, 0, bits | bits << 16], &[(3, t.buffer())])
             }
@@ -528,7 +526,7 @@ impl Backend for GpuBackend {
         Ok(())
     }
 
-    fn low_precision_unavailable(&self, dtype: DType) -> Option<String> {
+    fn amp_unavailable(&self, dtype: DType) -> Option<String> {
         amp::unavailable(self, dtype)
     }
 
@@ -536,8 +534,8 @@ impl Backend for GpuBackend {
         amp::cast(self, x, out, stats)
     }
 
-    fn matmul_low(&mut self, a: &GpuTensor, b: &GpuTensor, c: &mut GpuTensor, ta: bool, tb: bool, epi: Epilogue<'_, GpuTensor>, stats: Option<&mut GpuTensor>) -> Result<()> {
-        amp::matmul_low(self, a, b, c, ta, tb, epi, stats)
+    fn matmul16(&mut self, a: &GpuTensor, b: &GpuTensor, c: &mut GpuTensor, ta: bool, tb: bool, epi: Epilogue<'_, GpuTensor>, stats: Option<&mut GpuTensor>) -> Result<()> {
+        amp::matmul16(self, a, b, c, ta, tb, epi, stats)
     }
 
     fn unscale_check(&mut self, g: &mut GpuTensor, inv_scale: f32, found: &mut GpuTensor) -> Result<()> {

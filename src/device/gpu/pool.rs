@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use eframe::wgpu;
 
 use crate::tensor::{DType, Ledger, MemCategory, Shape, TensorMeta, memory_lock};
 
@@ -80,7 +79,7 @@ impl GpuTensor {
 
     /// 32-bit words the data occupies.
     pub(crate) fn words(&self) -> usize {
-        if self.dtype.is_low() { self.numel().div_ceil(2) } else { self.numel() }
+        if self.dtype.is_16bit() { self.numel().div_ceil(2) } else { self.numel() }
     }
 }
 

@@ -1,6 +1,5 @@
 //! Reading a mappable buffer back to the host: map, wait, copy out, unmap.
 
-use eframe::wgpu;
 
 use crate::error::{Error, Result};
 

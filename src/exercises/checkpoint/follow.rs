@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::checkpoint::WorkerEvent;
-use crate::checkpoint::runner::{Line, Worker};
+use crate::checkpoint::ChildEvent;
+use crate::checkpoint::child_process::{Line, ChildProcess};
 use crate::error::{Error, Result};
 use crate::exercises::{Event, Sink};
 use crate::report::Provenance;
@@ -45,25 +45,25 @@ impl ChildLog {
 /// No output for this long means the child hangs.
 const SILENCE_LIMIT: Duration = Duration::from_secs(300);
 
-/// Reads `worker` to its end. With `kill_at`, sends SIGKILL right after the child reports
+/// Reads `child` to its end. With `kill_at`, sends SIGKILL right after the child reports
 /// that step (it may finish a few more before the signal lands; their lines are still read).
-pub fn follow(mut worker: Worker, sink: &mut dyn Sink, series: &str, kill_at: Option<u64>, progress_base: u64, progress_total: u64) -> Result<ChildLog> {
+pub fn follow(mut child: ChildProcess, sink: &mut dyn Sink, series: &str, kill_at: Option<u64>, progress_base: u64, progress_total: u64) -> Result<ChildLog> {
     let mut log = ChildLog::default();
     let mut failed: Option<String> = None;
     let mut last_line = Instant::now();
     loop {
         if sink.stop_requested() {
-            worker.kill()?;
+            child.kill()?;
             log.stopped = true;
             return Ok(log);
         }
-        let Some(line) = worker.next(Duration::from_millis(100)) else {
-            if worker.output_ended() {
+        let Some(line) = child.next(Duration::from_millis(100)) else {
+            if child.output_ended() {
                 break;
             }
             if last_line.elapsed() > SILENCE_LIMIT {
-                worker.kill()?;
-                return Err(Error::TrainingProcess(format!("no output for {} s; killed it. Its last messages: {}", SILENCE_LIMIT.as_secs(), worker.stderr_tail())));
+                child.kill()?;
+                return Err(Error::TrainingProcess(format!("no output for {} s; killed it. Its last messages: {}", SILENCE_LIMIT.as_secs(), child.stderr_tail())));
             }
             continue;
         };
@@ -77,39 +77,39 @@ pub fn follow(mut worker: Worker, sink: &mut dyn Sink, series: &str, kill_at: Op
             }
         };
         match ev {
-            WorkerEvent::Backend { info } => log.backend = Some(info),
-            WorkerEvent::Started { total_steps, .. } => log.total_steps = total_steps,
-            WorkerEvent::Skipped { path, kind, reason } => {
+            ChildEvent::Backend { info } => log.backend = Some(info),
+            ChildEvent::Started { total_steps, .. } => log.total_steps = total_steps,
+            ChildEvent::Skipped { path, kind, reason } => {
                 sink.emit(Event::Log(format!("resume skipped {path}: {reason}")));
                 log.skipped.push((path, kind, reason));
             }
-            WorkerEvent::Resumed { path, step, .. } => {
+            ChildEvent::Resumed { path, step, .. } => {
                 sink.emit(Event::Log(format!("resumed from {path} (step {step})")));
                 log.resumed_from = Some((path, step));
             }
-            WorkerEvent::Fresh => {}
-            WorkerEvent::Step { step, loss, .. } => {
+            ChildEvent::Fresh => {}
+            ChildEvent::Step { step, loss, .. } => {
                 log.losses.push((step, loss));
                 sink.emit(Event::Point { chart: "loss".into(), series: series.into(), x: step as f64, y: loss, provenance: Provenance::Measured });
                 sink.emit(Event::Progress { done: progress_base + step, total: progress_total });
                 if kill_at.is_some_and(|k| step >= k) && log.killed_after.is_none() {
-                    worker.kill()?;
+                    child.kill()?;
                     log.killed_after = Some(step);
                     sink.emit(Event::Log(format!("{series}: sent SIGKILL after step {step}")));
                 }
             }
-            WorkerEvent::Saving { .. } => {}
-            WorkerEvent::Saved { step, bytes, write_s, .. } => {
+            ChildEvent::Saving { .. } => {}
+            ChildEvent::Saved { step, bytes, write_s, .. } => {
                 log.saves.push(SaveRecord { step, bytes, write_s });
             }
-            WorkerEvent::Epoch { .. } => {}
-            WorkerEvent::Finished { steps, train_wall_s, .. } => log.finished = Some((steps, train_wall_s)),
-            WorkerEvent::Failed { message } => failed = Some(message),
+            ChildEvent::Epoch { .. } => {}
+            ChildEvent::Finished { steps, train_wall_s, .. } => log.finished = Some((steps, train_wall_s)),
+            ChildEvent::Failed { message } => failed = Some(message),
         }
     }
-    let status = worker.wait()?;
+    let status = child.wait()?;
     if log.killed_after.is_none() && (!status.success() || log.finished.is_none()) {
-        let why = failed.unwrap_or_else(|| format!("it exited with {status} before finishing. Its last messages: {}", worker.stderr_tail()));
+        let why = failed.unwrap_or_else(|| format!("it exited with {status} before finishing. Its last messages: {}", child.stderr_tail()));
         return Err(Error::TrainingProcess(why));
     }
     Ok(log)

@@ -13,8 +13,8 @@ use super::common;
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink};
 use super::Exercise;
-use crate::checkpoint::runner::{Worker, gpulab_exe};
-use crate::checkpoint::{Damage, Policy, WorkerSpec, damage, store};
+use crate::checkpoint::child_process::{ChildProcess, gpulab_exe};
+use crate::checkpoint::{Damage, Policy, ChildSpec, damage, store};
 use crate::error::{Error, Result};
 use crate::report::Report;
 use follow::{ChildLog, follow};
@@ -84,7 +84,7 @@ impl Exercise for CheckpointLab {
         let cfg = common::train_config(s, s.int("batch")? as usize)?;
         let cfg = crate::train::TrainConfig { log_every: 1, ..cfg }; // every step's loss, for the comparison
         let (folder, kept_folder) = folder(s)?;
-        let spec = |dir: &str, policy: Policy, resume: bool| WorkerSpec {
+        let spec = |dir: &str, policy: Policy, resume: bool| ChildSpec {
             backend: s.devices("backend").map(|d| d[0].to_string()).unwrap_or_default(),
             dataset: s.text("dataset").unwrap_or_default(),
             cfg: cfg.clone(),
@@ -124,9 +124,9 @@ fn folder(s: &Settings) -> Result<(PathBuf, bool)> {
     Ok((dir, true))
 }
 
-fn run_children(s: &Settings, sink: &mut dyn Sink, exe: &Path, reference: &WorkerSpec, run: &WorkerSpec, every: u64) -> Result<Runs> {
+fn run_children(s: &Settings, sink: &mut dyn Sink, exe: &Path, reference: &ChildSpec, run: &ChildSpec, every: u64) -> Result<Runs> {
     sink.emit(Event::Phase("reference: training without a crash (child process)".into()));
-    let reference_log = follow(Worker::spawn(exe, &reference.args())?, sink, "reference (uninterrupted)", None, 0, 0)?;
+    let reference_log = follow(ChildProcess::spawn(exe, &reference.args())?, sink, "reference (uninterrupted)", None, 0, 0)?;
     let total = reference_log.total_steps;
     let empty = |reference: ChildLog, crash_at| Runs { reference, crashed: ChildLog::default(), resumed: None, damage: None, crash_at, every, weights: None, folder: PathBuf::new(), kept_folder: false };
     if reference_log.stopped {
@@ -142,7 +142,7 @@ fn run_children(s: &Settings, sink: &mut dyn Sink, exe: &Path, reference: &Worke
     let crash_at = if chosen == 0 { rand::rng().random_range(1..total) } else { chosen };
 
     sink.emit(Event::Phase(format!("training with checkpoints; SIGKILL after step {crash_at}")));
-    let crashed = follow(Worker::spawn(exe, &run.args())?, sink, "crashed run", Some(crash_at), 0, 2 * total)?;
+    let crashed = follow(ChildProcess::spawn(exe, &run.args())?, sink, "crashed run", Some(crash_at), 0, 2 * total)?;
     if crashed.stopped {
         return Ok(Runs { crashed, ..empty(reference_log, crash_at) });
     }
@@ -161,8 +161,8 @@ fn run_children(s: &Settings, sink: &mut dyn Sink, exe: &Path, reference: &Worke
     }
 
     sink.emit(Event::Phase("resuming from the newest valid checkpoint (new child process)".into()));
-    let resume = WorkerSpec { resume: true, ..run.clone() };
-    let resumed = follow(Worker::spawn(exe, &resume.args())?, sink, "resumed run", None, total, 2 * total)?;
+    let resume = ChildSpec { resume: true, ..run.clone() };
+    let resumed = follow(ChildProcess::spawn(exe, &resume.args())?, sink, "resumed run", None, total, 2 * total)?;
     Ok(Runs { crashed, resumed: Some(resumed), damage: damage_done, ..empty(reference_log, crash_at) })
 }
 

@@ -1,7 +1,7 @@
-{{LOWP}}
+{{FLOAT16}}
 // C = epilogue(op(A)·op(B)) for 16-bit A and B: products and sums in f32 (as tensor cores
 // accumulate), the epilogue fused, and the result stored as f32 (`main_f32`, e.g. weight
-// gradients for the f32 master weights) or rounded to 16 bits (`main_low`, activations and
+// gradients for the f32 master weights) or rounded to 16 bits (`main16`, activations and
 // their gradients).
 //
 // One invocation computes one 32-bit word of C: two consecutive row-major elements, which may
@@ -9,7 +9,7 @@
 // stores race-free. This is a plain kernel with no shared-memory tiling — simpler than the
 // tuned f32 kernels, which the exercise's report says when it compares speeds.
 //
-// Template: the LOWP placeholder on the first line (the 16-bit type's helpers), {{WG}}, {{TA}}/{{TB}} transpose flags.
+// Template: the FLOAT16 placeholder on the first line (the 16-bit type's helpers), {{WG}}, {{TA}}/{{TB}} transpose flags.
 
 const TA: bool = {{TA}};
 const TB: bool = {{TB}};
@@ -18,22 +18,22 @@ const TB: bool = {{TB}};
 struct Params { m: u32, n: u32, k: u32, epi: u32, count: u32 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> a: array<lo_elems>;
-@group(0) @binding(2) var<storage, read> b: array<lo_elems>;
-@group(0) @binding(3) var<storage, read_write> c_low: array<u32>;
+@group(0) @binding(1) var<storage, read> a: array<half_elems>;
+@group(0) @binding(2) var<storage, read> b: array<half_elems>;
+@group(0) @binding(3) var<storage, read_write> c16: array<u32>;
 @group(0) @binding(4) var<storage, read_write> c_f32: array<f32>;
 @group(0) @binding(5) var<storage, read> bias: array<f32>;
-@group(0) @binding(6) var<storage, read> act: array<lo_elems>;
+@group(0) @binding(6) var<storage, read> act: array<half_elems>;
 @group(0) @binding(7) var<storage, read_write> stats: array<atomic<u32>>;
 
 fn load_a(row: u32, kk: u32) -> f32 {
     let i = select(row * p.k + kk, kk * p.m + row, TA);
-    return lo_value(a[lo_index(i)], i);
+    return half_value(a[half_index(i)], i);
 }
 
 fn load_b(kk: u32, col: u32) -> f32 {
     let i = select(kk * p.n + col, col * p.k + kk, TB);
-    return lo_value(b[lo_index(i)], i);
+    return half_value(b[half_index(i)], i);
 }
 
 // Element e of C (e < m·n), epilogue applied.
@@ -55,7 +55,7 @@ fn word(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 }
 
 @compute @workgroup_size({{WG}})
-fn main_low(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let w = word(gid, nwg);
     let e = 2u * w;
     let total = p.m * p.n;
@@ -63,20 +63,20 @@ fn main_low(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
         var v0 = 0.0;
         var v1 = 0.0;
         if p.epi == 3u {
-            v0 = element(e, lo_value(act[lo_index(e)], e));
-            if e + 1u < total { v1 = element(e + 1u, lo_value(act[lo_index(e + 1u)], e + 1u)); }
+            v0 = element(e, half_value(act[half_index(e)], e));
+            if e + 1u < total { v1 = element(e + 1u, half_value(act[half_index(e + 1u)], e + 1u)); }
         } else {
             v0 = element(e, 1.0);
             if e + 1u < total { v1 = element(e + 1u, 1.0); }
         }
         let x0 = bitcast<u32>(v0);
         let x1 = bitcast<u32>(v1);
-        let r0 = lo_round_bits(x0);
-        let r1 = lo_round_bits(x1);
-        c_low[w] = lo_pack_bits(r0, r1);
+        let r0 = half_round_bits(x0);
+        let r1 = half_round_bits(x1);
+        c16[w] = half_pack_bits(r0, r1);
         if p.count != 0u {
-            lo_count(x0, r0);
-            lo_count(x1, r1);
+            half_count(x0, r0);
+            half_count(x1, r1);
         }
     }
     if p.count != 0u {

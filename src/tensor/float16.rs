@@ -1,5 +1,5 @@
 //! Host-side conversions between f32 and the 16-bit formats, with the `half` crate. The GPU's
-//! cast kernels (`shaders/lowp_*.wgsl`) implement the same round-to-nearest-even bit for bit,
+//! cast kernels (`shaders/float16_*.wgsl`) implement the same round-to-nearest-even bit for bit,
 //! so a value rounded on the CPU and on the GPU is the same value.
 
 use half::{bf16, f16};
@@ -23,7 +23,7 @@ pub fn widen(dt: DType, bits: u16) -> f32 {
     }
 }
 
-/// `x` rounded to `dt` and widened back: what a low-precision tensor would hold.
+/// `x` rounded to `dt` and widened back: what a 16-bit tensor would hold.
 pub fn round(dt: DType, x: f32) -> f32 {
     widen(dt, round_bits(dt, x))
 }

@@ -1,7 +1,7 @@
-// Helpers over either 16-bit type (appended after lowp_f16.wgsl or lowp_bf16.wgsl).
+// Helpers over either 16-bit type (appended after float16_f16.wgsl or float16_bf16.wgsl).
 
 // Two 16-bit patterns into one stored word (element 2i low, 2i+1 high).
-fn lo_pack_bits(even: u32, odd: u32) -> u32 {
+fn half_pack_bits(even: u32, odd: u32) -> u32 {
     return (even & 0xffffu) | (odd << 16u);
 }
 
@@ -10,7 +10,7 @@ fn lo_pack_bits(even: u32, odd: u32) -> u32 {
 var<workgroup> wg_nonzero: atomic<u32>;
 var<workgroup> wg_flushed: atomic<u32>;
 
-fn lo_count(f32_bits: u32, rounded: u32) {
+fn half_count(f32_bits: u32, rounded: u32) {
     if (f32_bits & 0x7fffffffu) != 0u {
         atomicAdd(&wg_nonzero, 1u);
         if (rounded & 0x7fffu) == 0u { atomicAdd(&wg_flushed, 1u); }

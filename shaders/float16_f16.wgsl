@@ -5,15 +5,15 @@ enable f16;
 // in the low half, the host's little-endian order) with the bit-exact rounding below, so two
 // invocations never write halves of one word.
 
-alias lo_elems = f16;
+alias half_elems = f16;
 
-fn lo_index(i: u32) -> u32 { return i; }
-fn lo_value(x: f16, i: u32) -> f32 { return f32(x); }
+fn half_index(i: u32) -> u32 { return i; }
+fn half_value(x: f16, i: u32) -> f32 { return f32(x); }
 
 // f32 bits -> f16 bits, round to nearest even; a port of the `half` crate's conversion, so the
 // GPU and the CPU round every value identically (WGSL leaves the rounding of f16(x) to the
 // implementation). Overflow gives ±inf; NaN stays NaN.
-fn lo_round_bits(x: u32) -> u32 {
+fn half_round_bits(x: u32) -> u32 {
     let sign = x & 0x80000000u;
     let exp = x & 0x7f800000u;
     let man = x & 0x007fffffu;
@@ -38,7 +38,7 @@ fn lo_round_bits(x: u32) -> u32 {
 }
 
 // f16 bits -> f32 bits, exactly (subnormals included, NaN quieted as `half` does).
-fn lo_widen_bits(h: u32) -> u32 {
+fn half_widen_bits(h: u32) -> u32 {
     let sign = (h & 0x8000u) << 16u;
     let e = h & 0x7c00u;
     let m = h & 0x03ffu;

@@ -9,13 +9,13 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::WorkerEvent;
+use super::ChildEvent;
 use crate::error::{Error, Result};
 
 /// One line from the child.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Line {
-    Event(WorkerEvent),
+    Event(ChildEvent),
     /// Output that is not one of our events (kept for the error message, never trusted).
     Unexpected(String),
 }
@@ -23,7 +23,7 @@ pub enum Line {
 /// How many of the child's last stderr lines to keep for error messages.
 const STDERR_KEEP: usize = 20;
 
-pub struct Worker {
+pub struct ChildProcess {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<Line>,
@@ -52,9 +52,9 @@ pub fn gpulab_exe() -> Result<PathBuf> {
         .ok_or_else(|| Error::InvalidConfig(format!("cannot find the gpulab program to run training in (looked beside {}); set GPULAB_EXE", me.display())))
 }
 
-impl Worker {
+impl ChildProcess {
     /// Starts `exe args…` with piped stdin/stdout/stderr and threads that read its output.
-    pub fn spawn(exe: &Path, args: &[String]) -> Result<Worker> {
+    pub fn spawn(exe: &Path, args: &[String]) -> Result<ChildProcess> {
         let mut child = Command::new(exe)
             .args(args)
             .stdin(Stdio::piped())
@@ -67,7 +67,7 @@ impl Worker {
         std::thread::spawn(move || {
             for line in BufReader::new(out).lines() {
                 let Ok(line) = line else { break };
-                let l = WorkerEvent::parse(&line).map(Line::Event).unwrap_or(Line::Unexpected(line));
+                let l = ChildEvent::parse(&line).map(Line::Event).unwrap_or(Line::Unexpected(line));
                 if tx.send(l).is_err() {
                     break;
                 }
@@ -84,7 +84,7 @@ impl Worker {
                 }
             }
         });
-        Ok(Worker { stdin: child.stdin.take(), child, lines, peeked: None, stderr, stderr_reader: Some(stderr_reader), done: false })
+        Ok(ChildProcess { stdin: child.stdin.take(), child, lines, peeked: None, stderr, stderr_reader: Some(stderr_reader), done: false })
     }
 
     /// The next line, waiting up to `timeout`; None on timeout or once the output has ended.
@@ -143,7 +143,7 @@ impl Worker {
     }
 }
 
-impl Drop for Worker {
+impl Drop for ChildProcess {
     /// A parent that stops early never leaves its training process behind.
     fn drop(&mut self) {
         if !self.done {

@@ -3,16 +3,16 @@
 // the top 16 bits of an f32, so unpacking is a shift and all arithmetic is done in f32; it
 // needs no SHADER_F16 and runs on every adapter.
 
-alias lo_elems = u32;
+alias half_elems = u32;
 
 // Element i lives in word i/2; its f32 value is its 16 bits followed by 16 zero bits.
-fn lo_index(i: u32) -> u32 { return i / 2u; }
-fn lo_value(w: u32, i: u32) -> f32 {
+fn half_index(i: u32) -> u32 { return i / 2u; }
+fn half_value(w: u32, i: u32) -> f32 {
     return bitcast<f32>(select(w << 16u, w & 0xffff0000u, (i & 1u) == 1u));
 }
 
 // f32 bits -> bf16 bits, round to nearest even, as the `half` crate does; NaN stays NaN.
-fn lo_round_bits(x: u32) -> u32 {
+fn half_round_bits(x: u32) -> u32 {
     if (x & 0x7fffffffu) > 0x7f800000u { return (x >> 16u) | 0x0040u; }
     let r = x >> 16u;
     if (x & 0x8000u) != 0u && (x & 0x17fffu) != 0u { return r + 1u; }
@@ -20,7 +20,7 @@ fn lo_round_bits(x: u32) -> u32 {
 }
 
 // bf16 bits -> f32 bits, exactly (NaN quieted as `half` does).
-fn lo_widen_bits(h: u32) -> u32 {
+fn half_widen_bits(h: u32) -> u32 {
     if (h & 0x7fffu) > 0x7f80u { return (h | 0x0040u) << 16u; }
     return h << 16u;
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use super::{Checkpointer, Policy, WorkerEvent};
+use super::{Checkpointer, Policy, ChildEvent};
 use crate::data::{self, DatasetSpec};
 use crate::device::Device;
 use crate::error::Result;
@@ -14,7 +14,7 @@ use crate::train::{self, TrainConfig, TrainEvent, TrainReport};
 use crate::with_backend;
 
 #[derive(Clone, Debug)]
-pub struct WorkerSpec {
+pub struct ChildSpec {
     pub backend: String,
     pub dataset: String,
     pub cfg: TrainConfig,
@@ -23,7 +23,7 @@ pub struct WorkerSpec {
     pub resume: bool,
 }
 
-impl WorkerSpec {
+impl ChildSpec {
     /// The `gpulab train …` arguments that run this spec and report JSON lines.
     pub fn args(&self) -> Vec<String> {
         let c = &self.cfg;
@@ -67,28 +67,28 @@ impl WorkerSpec {
 
 /// Trains `spec` with checkpoints, reporting every event to `emit`; `request` asks for a
 /// checkpoint after the current step.
-pub fn run_worker(spec: &WorkerSpec, emit: &mut dyn FnMut(WorkerEvent), request: Arc<AtomicBool>) -> Result<TrainReport> {
+pub fn run_child(spec: &ChildSpec, emit: &mut dyn FnMut(ChildEvent), request: Arc<AtomicBool>) -> Result<TrainReport> {
     spec.cfg.validate()?;
     let device: Device = spec.backend.parse()?;
     let data_spec: DatasetSpec = spec.dataset.parse()?;
     let data = data::load(&data_spec, spec.cfg.seed)?;
     let mut engine = device.open(None)?;
     with_backend!(&mut engine, b => {
-        emit(WorkerEvent::Backend { info: b.info() });
+        emit(ChildEvent::Backend { info: b.info() });
         // Both the loop's events and the checkpointer's go to `emit`; the RefCell lets them share it.
         let emit = std::cell::RefCell::new(emit);
-        let mut ck_emit = |ev: WorkerEvent| (emit.borrow_mut())(ev);
+        let mut ck_emit = |ev: ChildEvent| (emit.borrow_mut())(ev);
         let mut hooks = Checkpointer { dir: spec.dir.clone(), policy: spec.policy, resume: spec.resume, cfg: spec.cfg.clone(), dataset: data.name.clone(), request, emit: &mut ck_emit, scaler: None };
         let mut sink = |ev: TrainEvent| {
             let out = match ev {
-                TrainEvent::Started { total_steps, steps_per_epoch } => WorkerEvent::Started { total_steps, steps_per_epoch },
-                TrainEvent::Progress { step, epoch, loss, .. } => WorkerEvent::Step { step, epoch, loss },
-                TrainEvent::Epoch(e) => WorkerEvent::Epoch { epoch: e.epoch, val_loss: e.val_loss, val_accuracy: e.val_accuracy },
+                TrainEvent::Started { total_steps, steps_per_epoch } => ChildEvent::Started { total_steps, steps_per_epoch },
+                TrainEvent::Progress { step, epoch, loss, .. } => ChildEvent::Step { step, epoch, loss },
+                TrainEvent::Epoch(e) => ChildEvent::Epoch { epoch: e.epoch, val_loss: e.val_loss, val_accuracy: e.val_accuracy },
             };
             (emit.borrow_mut())(out)
         };
         let report = train::train_with(b, &data, &spec.cfg, &mut sink, &mut hooks, &mut train::Inline)?;
-        (emit.borrow_mut())(WorkerEvent::Finished { steps: report.steps, val_accuracy: report.final_val_accuracy, train_wall_s: report.train_wall_s });
+        (emit.borrow_mut())(ChildEvent::Finished { steps: report.steps, val_accuracy: report.final_val_accuracy, train_wall_s: report.train_wall_s });
         Ok(report)
     })
 }
