@@ -14,6 +14,7 @@ pub mod fsutil;
 pub mod nn;
 pub mod profile;
 pub mod report;
+pub mod stats;
 pub mod tensor;
 pub mod train;
 

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::nn::{Mlp, MlpConfig, Workspace};
 use crate::profile::spans::stage;
 use crate::tensor::{Backend, BackendInfo, MemoryReport};
+pub use crate::stats::median;
 
 /// One epoch's figures. Losses and accuracies are measured on this run's data; times are wall
 /// clock on this machine; `gpu_busy_s` is derived from GPU timestamp queries.
@@ -241,13 +242,4 @@ pub fn evaluate<B: Backend>(b: &mut B, model: &Mlp<B>, data: &Dataset, batch: us
         correct += c;
     }
     Ok((loss / n as f64, correct as f64 / n as f64))
-}
-
-pub fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 { v[m] } else { (v[m - 1] + v[m]) / 2.0 }
 }
