@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod bench;
+pub mod cache;
 pub mod checkpoint;
 pub mod data;
 pub mod device;
