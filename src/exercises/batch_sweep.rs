@@ -37,8 +37,7 @@ impl Exercise for BatchSweep {
     }
 
     fn settings(&self) -> Settings {
-        let s = Settings::default()
-            .add("backend", "Backend", "Where to train: cpu, gpu, gpu:N, gpu:NAME", Value::Devices(vec!["gpu".into()]))
+        let s = common::one_backend(Settings::default())
             .add("batch_sizes", "Batch sizes", "The batch sizes to compare", settings::list(&[16, 32, 64, 128], 1, 65536))
             .add(
                 "vram_budget_mib",

@@ -7,6 +7,11 @@ use crate::nn::OptimizerKind;
 use crate::tensor::{MemCategory, MemoryReport};
 use crate::train::TrainConfig;
 
+/// The "backend" setting of a single-backend exercise (read it with `Settings::one_device`).
+pub fn one_backend(s: Settings) -> Settings {
+    s.add("backend", "Backend", "Where to train: cpu, gpu, gpu:N, gpu:NAME", Value::Devices(vec!["gpu".into()]))
+}
+
 /// The model and data settings every training exercise has.
 pub fn training_settings(s: Settings, dataset: &str, hidden: &[u64], batch: i64, epochs: i64) -> Settings {
     s.add("dataset", "Data set", "digits (embedded), shapes[:res=16,channels=1,n=4000,noise=0.1] (generated), or idx:DIR (MNIST files you have)", Value::Text(dataset.into()))

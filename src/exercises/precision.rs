@@ -64,8 +64,7 @@ impl Exercise for PrecisionLab {
     }
 
     fn settings(&self) -> Settings {
-        let s = Settings::default()
-            .add("backend", "Backend", "Where to train: cpu, gpu, gpu:N, gpu:NAME", Value::Devices(vec!["gpu".into()]))
+        let s = common::one_backend(Settings::default())
             .add("precisions", "Precisions", "Which to compare, in order: fp32, fp16 (with a GradScaler), bf16 (unscaled)", Value::Text("fp32,fp16,bf16".into()))
             .add("init_scale", "Initial loss scale", "GradScaler's starting scale (PyTorch: 65536). Try 1e10 to watch overflow steps being skipped", settings::float(65536.0, 1.0, 1e30))
             .add("growth_interval", "Growth interval", "Finite steps before the scale doubles (PyTorch: 2000)", settings::int(2000, 1, 1_000_000))
