@@ -3,7 +3,7 @@
 //! real out-of-memory, and the sweep goes on.
 
 use super::common::{self, MEMORY_CATEGORIES, mib, peak, percent};
-use super::settings::{self, Settings, Value};
+use super::settings::{self, Settings};
 use super::sink::{Event, Sink, TrainBridge};
 use super::Exercise;
 use crate::error::{Error, Result};
