@@ -1,5 +1,6 @@
-// out[cols, rows] = in[rows, cols]ᵀ, one invocation per element. The matmul kernels use it to
-// avoid reading a transposed A: on llvmpipe that access pattern costs far more than this pass.
+// out[cols, rows] = in[rows, cols]ᵀ, one invocation per element. The host uses it to
+// spare the register-blocked matmul a transposed A: on llvmpipe reading A transposed costs far
+// more than this pass.
 //
 // Template: {{WG}} workgroup size.
 

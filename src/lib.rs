@@ -1,10 +1,11 @@
 //! gpulab: a lab that teaches how GPUs accelerate deep learning by measuring it.
 //!
 //! One headless core — tensors on a CPU, wgpu or CUDA backend, an MLP, a training loop, data
-//! sets — driven by a thin CLI (and, later, a thin GUI). See `../shared/DESIGN.md`.
+//! sets — driven by a thin CLI and a thin GUI (the lab window).
 
 pub mod app;
 pub mod bench;
+pub mod cache;
 pub mod checkpoint;
 pub mod data;
 pub mod device;

@@ -4,5 +4,5 @@
 mod matmul;
 mod train_step;
 
-pub use matmul::{MatmulRow, bench_matmul, random_matrix, time_matmul};
+pub use matmul::{MatmulRow, bench_matmul, random_matrix, time_matmul, time_op};
 pub use train_step::{TrainBenchConfig, TrainBenchRow, bench_train};

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::nn::{Mlp, MlpConfig, OptimizerKind, Optimizer, Workspace};
 use crate::tensor::Backend;
-use crate::train::median;
+use crate::stats::median;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TrainBenchConfig {

@@ -2,13 +2,13 @@
 //! category comes from the ledger; a VRAM budget makes a batch that does not fit fail like a
 //! real out-of-memory, and the sweep goes on.
 
-use super::common::{self, mib, percent};
-use super::settings::{self, Settings, Value};
+use super::common::{self, MEMORY_CATEGORIES, mib, peak, percent};
+use super::settings::{self, Settings};
 use super::sink::{Event, Sink, TrainBridge};
 use super::Exercise;
 use crate::error::{Error, Result};
 use crate::report::{Cell, Chart, ChartKind, Column, Metadata, Provenance, Report, Series, Table, Verdict};
-use crate::tensor::{Backend, MemCategory, MemoryReport};
+use crate::tensor::{Backend, MemCategory};
 use crate::train::{self, TrainReport};
 use crate::with_backend;
 
@@ -22,7 +22,6 @@ enum Outcome {
 }
 
 /// The categories that show how memory splits; staging/other are tiny bookkeeping.
-const CATEGORIES: [MemCategory; 5] = [MemCategory::Parameters, MemCategory::Gradients, MemCategory::OptimizerState, MemCategory::Activations, MemCategory::Inputs];
 
 const OOM_RESPONSE: &str = "reduce the batch size, train in mixed precision (exercise 3), accumulate gradients over several smaller batches, or recompute activations (checkpointing) instead of storing them";
 
@@ -38,8 +37,7 @@ impl Exercise for BatchSweep {
     }
 
     fn settings(&self) -> Settings {
-        let s = Settings::default()
-            .add("backend", "Backend", "Where to train: cpu, gpu, gpu:N, gpu:NAME", Value::Devices(vec!["gpu".into()]))
+        let s = common::one_backend(Settings::default())
             .add("batch_sizes", "Batch sizes", "The batch sizes to compare", settings::list(&[16, 32, 64, 128], 1, 65536))
             .add(
                 "vram_budget_mib",
@@ -54,10 +52,7 @@ impl Exercise for BatchSweep {
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {
-        let d = s.devices("backend")?;
-        if d.len() != 1 {
-            return Err(Error::InvalidConfig(format!("backend: choose exactly one backend for the sweep, not {}", d.len())));
-        }
+        s.one_device("backend")?;
         common::dataset_spec(s)?;
         for b in s.list("batch_sizes")? {
             common::train_config(s, b as usize)?;
@@ -67,7 +62,7 @@ impl Exercise for BatchSweep {
 
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
         self.validate(s)?;
-        let device = s.devices("backend")?.remove(0);
+        let device = s.one_device("backend")?;
         let budget_mib = s.float("vram_budget_mib")?;
         let budget = (budget_mib > 0.0).then(|| (budget_mib * (1u64 << 20) as f64) as u64);
         let data = common::load_dataset(s)?;
@@ -109,14 +104,10 @@ impl Exercise for BatchSweep {
     }
 }
 
-fn peak(m: &MemoryReport, cat: MemCategory) -> u64 {
-    m.categories.iter().find(|c| c.0 == cat).map(|c| c.2).unwrap_or(0)
-}
-
 fn results_table(outcomes: &[(u64, Outcome)]) -> Table {
     let ledger = || Provenance::derived("gpulab's allocation ledger (peak bytes)");
     let mut columns = vec![Column::num("batch", "", 0, Provenance::Measured), Column::text("status")];
-    columns.extend(CATEGORIES.iter().map(|c| Column::num(c.name(), "KiB", 1, ledger())));
+    columns.extend(MEMORY_CATEGORIES.iter().map(|c| Column::num(c.name(), "KiB", 1, ledger())));
     columns.extend([
         Column::num("total peak", "MiB", 2, ledger()),
         Column::num("throughput", "samples/s", 0, Provenance::Measured),
@@ -131,17 +122,17 @@ fn results_table(outcomes: &[(u64, Outcome)]) -> Table {
             match o {
                 Outcome::Trained(r) => {
                     row.push(if r.stopped_early { "stopped" } else { "ok" }.into());
-                    row.extend(CATEGORIES.iter().map(|c| Cell::Num(peak(&r.memory, *c) as f64 / 1024.0)));
+                    row.extend(MEMORY_CATEGORIES.iter().map(|c| Cell::Num(peak(&r.memory, *c) as f64 / 1024.0)));
                     let epoch_s = r.epochs.iter().map(|e| e.train_wall_s).sum::<f64>() / r.epochs.len().max(1) as f64;
                     row.extend([mib(r.memory.total_peak).into(), r.samples_per_s.into(), epoch_s.into(), Cell::Num(r.steps as f64), (r.final_val_accuracy * 100.0).into()]);
                 }
                 Outcome::OutOfMemory(m) => {
                     row.push(format!("OUT OF MEMORY: {m}").into());
-                    row.extend(std::iter::repeat_n(Cell::Empty, CATEGORIES.len() + 5));
+                    row.extend(std::iter::repeat_n(Cell::Empty, MEMORY_CATEGORIES.len() + 5));
                 }
                 Outcome::Failed(m) => {
                     row.push(format!("failed: {m}").into());
-                    row.extend(std::iter::repeat_n(Cell::Empty, CATEGORIES.len() + 5));
+                    row.extend(std::iter::repeat_n(Cell::Empty, MEMORY_CATEGORIES.len() + 5));
                 }
             }
             row
@@ -164,7 +155,7 @@ fn build_report(ex: &BatchSweep, s: &Settings, meta: Metadata, outcomes: &[(u64,
     let mut accuracy = line("accuracy_by_batch", "Validation accuracy after the epoch budget", "accuracy (%)");
     accuracy.series.push(Series { name: "validation accuracy".into(), points: trained.iter().map(|(b, r)| [*b as f64, r.final_val_accuracy * 100.0]).collect(), provenance: Provenance::Measured });
     let mut memory = Chart { kind: ChartKind::Bars, log_x: false, ..line("memory", "Peak memory by category", "KiB") };
-    for c in CATEGORIES {
+    for c in MEMORY_CATEGORIES {
         memory.series.push(Series {
             name: c.name().into(),
             points: trained.iter().map(|(b, r)| [*b as f64, peak(&r.memory, c) as f64 / 1024.0]).collect(),

@@ -4,7 +4,13 @@ use super::settings::{self, Settings, Value};
 use crate::data::{self, Dataset, DatasetSpec};
 use crate::error::Result;
 use crate::nn::OptimizerKind;
+use crate::tensor::{MemCategory, MemoryReport};
 use crate::train::TrainConfig;
+
+/// The "backend" setting of a single-backend exercise (read it with `Settings::one_device`).
+pub fn one_backend(s: Settings) -> Settings {
+    s.add("backend", "Backend", "Where to train: cpu, gpu, gpu:N, gpu:NAME", Value::Devices(vec!["gpu".into()]))
+}
 
 /// The model and data settings every training exercise has.
 pub fn training_settings(s: Settings, dataset: &str, hidden: &[u64], batch: i64, epochs: i64) -> Settings {
@@ -70,3 +76,25 @@ pub fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1u64 << 20) as f64
 }
 
+
+/// The ledger categories the memory tables show: what training holds (staging and other are
+/// transient and would only add empty columns).
+pub const MEMORY_CATEGORIES: [MemCategory; 5] = [MemCategory::Parameters, MemCategory::Gradients, MemCategory::OptimizerState, MemCategory::Activations, MemCategory::Inputs];
+
+/// Peak bytes of `cat` in a ledger report; 0 for a category it never saw.
+pub fn peak(m: &MemoryReport, cat: MemCategory) -> u64 {
+    m.categories.iter().find(|c| c.0 == cat).map(|c| c.2).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peak_reads_the_peak_column_and_zero_for_absent_categories() {
+        let m = MemoryReport { categories: vec![(MemCategory::Parameters, 10, 40), (MemCategory::Activations, 0, 7)], total_current: 10, total_peak: 47, budget: None };
+        assert_eq!(peak(&m, MemCategory::Parameters), 40);
+        assert_eq!(peak(&m, MemCategory::Activations), 7);
+        assert_eq!(peak(&m, MemCategory::Gradients), 0);
+    }
+}

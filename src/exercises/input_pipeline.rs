@@ -25,7 +25,7 @@ impl Exercise for InputPipeline {
     }
 
     fn settings(&self) -> Settings {
-        let s = Settings::default().add("backend", "Backend", "Where to train: cpu, gpu, gpu:N, gpu:NAME", Value::Devices(vec!["gpu".into()]));
+        let s = common::one_backend(Settings::default());
         let s = common::training_settings(s, "shapes:res=16,n=1600", &[256, 128], 64, 2);
         let s = pc::cost_settings(s, 0.3, 3);
         s.add("workers", "Workers to add", "num_workers in the \"more workers\" step", settings::int(4, 2, 16))

@@ -8,7 +8,7 @@ use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink, TrainBridge};
 use crate::data::{Dataset, SourceCost};
 use crate::device::Engine;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::profile::session::{PipelineConfig, ProfiledRun, profile_training};
 use crate::profile::Peaks;
 use crate::report::{Cell, Chart, ChartKind, Column, Metadata, Provenance, Series, Table};
@@ -52,12 +52,9 @@ pub fn pipeline_config(s: &Settings) -> Result<PipelineConfig> {
 
 /// Exactly one backend, opened, with the run's metadata.
 pub fn open(s: &Settings, data: &Dataset, sink: &mut dyn Sink) -> Result<(Engine, Metadata)> {
-    let d = s.devices("backend")?;
-    if d.len() != 1 {
-        return Err(Error::InvalidConfig(format!("backend: choose exactly one backend, not {}", d.len())));
-    }
-    sink.emit(Event::Phase(format!("opening {}", d[0])));
-    let mut engine = d[0].open(None)?;
+    let device = s.one_device("backend")?;
+    sink.emit(Event::Phase(format!("opening {device}")));
+    let mut engine = device.open(None)?;
     let mut meta = Metadata::new(s.int("seed")? as u64);
     meta.dataset = format!("{} — {}", data.name, data.source);
     meta.hyperparameters = s.to_map();

@@ -48,11 +48,6 @@ impl Exercise for Planned {
 
 impl Planned {
     fn not_built(&self) -> Error {
-        Error::InvalidConfig(format!(
-            "exercise {} ({}) is not runnable yet in gpulab {}; its lesson is available to read",
-            self.number,
-            self.id,
-            env!("CARGO_PKG_VERSION")
-        ))
+        Error::NotRunnable { id: format!("{} ({})", self.number, self.id) }
     }
 }

@@ -2,7 +2,7 @@
 //! (autocast: 16-bit matmuls, f32 master weights and loss), then an underflow demonstration:
 //! FP16 with tiny gradients, without and with loss scaling.
 
-use super::common::{self, mib, percent};
+use super::common::{self, MEMORY_CATEGORIES, mib, peak, percent};
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink, TrainBridge};
 use super::Exercise;
@@ -11,14 +11,13 @@ use crate::device::Engine;
 use crate::error::{Error, Result};
 use crate::nn::{AmpConfig, OptimizerKind, Precision};
 use crate::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
-use crate::tensor::{Backend, MemCategory, MemoryReport};
+use crate::tensor::{Backend, MemCategory};
 use crate::train::{self, TrainConfig, TrainEvent, TrainReport, TrainSink};
 use crate::with_backend;
 
 pub struct PrecisionLab;
 
 /// The categories mixed precision changes.
-const CATEGORIES: [MemCategory; 5] = [MemCategory::Parameters, MemCategory::Gradients, MemCategory::OptimizerState, MemCategory::Activations, MemCategory::Inputs];
 
 /// One training run and what it gave.
 struct Run {
@@ -65,8 +64,7 @@ impl Exercise for PrecisionLab {
     }
 
     fn settings(&self) -> Settings {
-        let s = Settings::default()
-            .add("backend", "Backend", "Where to train: cpu, gpu, gpu:N, gpu:NAME", Value::Devices(vec!["gpu".into()]))
+        let s = common::one_backend(Settings::default())
             .add("precisions", "Precisions", "Which to compare, in order: fp32, fp16 (with a GradScaler), bf16 (unscaled)", Value::Text("fp32,fp16,bf16".into()))
             .add("init_scale", "Initial loss scale", "GradScaler's starting scale (PyTorch: 65536). Try 1e10 to watch overflow steps being skipped", settings::float(65536.0, 1.0, 1e30))
             .add("growth_interval", "Growth interval", "Finite steps before the scale doubles (PyTorch: 2000)", settings::int(2000, 1, 1_000_000))
@@ -77,17 +75,14 @@ impl Exercise for PrecisionLab {
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {
-        let d = s.devices("backend")?;
-        if d.len() != 1 {
-            return Err(Error::InvalidConfig(format!("backend: choose exactly one backend, not {}", d.len())));
-        }
+        s.one_device("backend")?;
         precisions(s)?;
         common::validate_training(s)
     }
 
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
         self.validate(s)?;
-        let device = s.devices("backend")?.remove(0);
+        let device = s.one_device("backend")?;
         let data = common::load_dataset(s)?;
         let base = common::train_config(s, s.int("batch")? as usize)?;
         let scaler = |mut amp: AmpConfig| -> Result<AmpConfig> {
@@ -174,10 +169,6 @@ fn train_one(engine: &mut Engine, data: &Dataset, cfg: TrainConfig, label: Strin
     Run { label, amp, result: result.map_err(|e| e.to_string()), loss }
 }
 
-fn peak(m: &MemoryReport, cat: MemCategory) -> u64 {
-    m.categories.iter().find(|c| c.0 == cat).map(|c| c.2).unwrap_or(0)
-}
-
 fn ledger() -> Provenance {
     Provenance::derived("gpulab's allocation ledger (peak bytes)")
 }
@@ -193,7 +184,7 @@ fn comparison_table(runs: &[Run]) -> Table {
         Column::num("throughput", "samples/s", 0, Provenance::Measured),
         Column::num("median step", "ms", 3, Provenance::Measured),
     ]);
-    columns.extend(CATEGORIES.iter().map(|c| Column::num(c.name(), "KiB", 1, ledger())));
+    columns.extend(MEMORY_CATEGORIES.iter().map(|c| Column::num(c.name(), "KiB", 1, ledger())));
     columns.extend([
         Column::num("total peak", "MiB", 3, ledger()),
         Column::num("validation accuracy", "%", 2, Provenance::Measured),
@@ -209,7 +200,7 @@ fn comparison_table(runs: &[Run]) -> Table {
                 Ok(r) => {
                     row.push(if r.stopped_early { "stopped" } else { "ok" }.into());
                     row.extend([r.train_wall_s.into(), r.samples_per_s.into(), r.median_step_ms.into()]);
-                    row.extend(CATEGORIES.iter().map(|c| Cell::Num(peak(&r.memory, *c) as f64 / 1024.0)));
+                    row.extend(MEMORY_CATEGORIES.iter().map(|c| Cell::Num(peak(&r.memory, *c) as f64 / 1024.0)));
                     row.extend([mib(r.memory.total_peak).into(), (r.final_val_accuracy * 100.0).into(), flushed(r).into()]);
                     let a = r.amp.as_ref();
                     row.push(a.filter(|_| run.amp.scaling()).map(|a| a.skipped_steps.len() as f64).into());
@@ -229,7 +220,7 @@ fn comparison_table(runs: &[Run]) -> Table {
 fn savings_table(runs: &[Run]) -> Option<Table> {
     let fp32 = runs.iter().find(|r| r.amp.precision == Precision::F32)?.ok()?;
     let mut columns = vec![Column::text("precision")];
-    columns.extend(CATEGORIES.iter().map(|c| Column::num(c.name(), "KiB", 1, Provenance::derived("FP32 peak − this run's peak, from the ledger"))));
+    columns.extend(MEMORY_CATEGORIES.iter().map(|c| Column::num(c.name(), "KiB", 1, Provenance::derived("FP32 peak − this run's peak, from the ledger"))));
     columns.push(Column::num("total", "KiB", 1, Provenance::derived("FP32 peak − this run's peak, from the ledger")));
     let rows = runs
         .iter()
@@ -237,7 +228,7 @@ fn savings_table(runs: &[Run]) -> Option<Table> {
         .filter_map(|run| {
             let r = run.ok()?;
             let mut row: Vec<Cell> = vec![run.label.clone().into()];
-            row.extend(CATEGORIES.iter().map(|c| Cell::Num((peak(&fp32.memory, *c) as f64 - peak(&r.memory, *c) as f64) / 1024.0)));
+            row.extend(MEMORY_CATEGORIES.iter().map(|c| Cell::Num((peak(&fp32.memory, *c) as f64 - peak(&r.memory, *c) as f64) / 1024.0)));
             row.push(Cell::Num((fp32.memory.total_peak as f64 - r.memory.total_peak as f64) / 1024.0));
             Some(row)
         })
@@ -314,7 +305,7 @@ fn build_report(ex: &PrecisionLab, s: &Settings, meta: Metadata, runs: &[Run], d
     report.charts.push(scale);
     let mut memory = chart("memory", "Peak memory by category (x: run in table order)", "run", "KiB", ChartKind::Bars);
     let trained: Vec<(usize, &TrainReport)> = runs.iter().filter_map(|r| r.ok()).enumerate().collect();
-    for c in CATEGORIES {
+    for c in MEMORY_CATEGORIES {
         memory.series.push(Series { name: c.name().into(), points: trained.iter().map(|(i, r)| [*i as f64, peak(&r.memory, c) as f64 / 1024.0]).collect(), provenance: ledger() });
     }
     report.charts.push(memory);

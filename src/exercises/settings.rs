@@ -170,6 +170,15 @@ impl Settings {
             _ => Err(invalid(key, "not a backend setting".into())),
         }
     }
+    /// The one backend of a single-backend exercise; any other count is a named refusal, the
+    /// same words in every exercise.
+    pub fn one_device(&self, key: &str) -> Result<crate::device::Device> {
+        let mut d = self.devices(key)?;
+        if d.len() != 1 {
+            return Err(invalid(key, format!("choose exactly one backend, not {}", d.len())));
+        }
+        Ok(d.remove(0))
+    }
     pub fn text(&self, key: &str) -> Result<String> {
         match self.value(key)? {
             Value::Text(t) => Ok(t.clone()),
@@ -195,4 +204,23 @@ pub fn list(value: &[u64], min: u64, max: u64) -> Value {
 }
 pub fn choice(value: &str, options: &[&str]) -> Value {
     Value::Choice { value: value.into(), options: options.iter().map(|s| s.to_string()).collect() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_backends(d: &[&str]) -> Settings {
+        Settings::default().add("backend", "Backend", "", Value::Devices(d.iter().map(|s| s.to_string()).collect()))
+    }
+
+    #[test]
+    fn one_device_refuses_none_and_several_with_one_message() {
+        assert_eq!(with_backends(&["cpu"]).one_device("backend").unwrap().to_string(), "cpu");
+        for d in [&[][..], &["cpu", "gpu"][..]] {
+            let err = with_backends(d).one_device("backend").unwrap_err();
+            assert!(matches!(err, Error::InvalidConfig(_)), "{err}");
+            assert_eq!(err.to_string(), format!("invalid setting: backend: choose exactly one backend, not {}", d.len()));
+        }
+    }
 }

@@ -1,20 +1,19 @@
 //! This adapter's peak compute and memory bandwidth, from two short micro-benchmarks (a large
-//! matmul and a large buffer copy), cached on disk beside the kernel choices so they are
+//! matmul and a large buffer copy), kept in gpulab's disk cache (`crate::cache`) so they are
 //! measured once per adapter, driver and gpulab version.
-
-use std::collections::BTreeMap;
-use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench;
+use crate::cache::{CacheKey, DiskCache};
 use crate::error::Result;
 use crate::tensor::{Backend, DType, MemCategory};
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Peaks {
-    /// Best measured FLOP/s of an n×n×n matmul.
+    /// Measured FLOP/s of an n×n×n matmul (median of runs).
     pub flops_per_s: f64,
-    /// Best measured bytes/s of a buffer copy (bytes read + written).
+    /// Measured bytes/s of a buffer copy, bytes read + written (median of runs).
     pub bytes_per_s: f64,
 }
 
@@ -27,65 +26,39 @@ impl Peaks {
 
 const MATMUL_N: usize = 512;
 const COPY_FLOATS: usize = 8 << 20; // 32 MiB
+const RUNS: usize = 3;
 
-fn cache_file() -> Option<std::path::PathBuf> {
-    Some(crate::device::gpu::tuning::cache_dir()?.join("peaks.json"))
-}
-
-fn key<B: Backend>(b: &B) -> String {
-    let i = b.info();
-    format!("{} | {} | {} | gpulab {}", i.name, i.driver, i.api, env!("CARGO_PKG_VERSION"))
-}
+/// The cache file of the peaks (one entry per adapter, driver and gpulab version).
+const CACHE_FILE: &str = "peaks.json";
 
 /// The cached peaks for this backend, or a fresh measurement (a second or two) that is then
 /// cached. Returns whether they came from the cache.
 pub fn measure_or_cached<B: Backend>(b: &mut B) -> Result<(Peaks, bool)> {
-    let k = key(b);
-    let mut cache: BTreeMap<String, Peaks> = cache_file().and_then(|f| std::fs::read(f).ok()).and_then(|v| serde_json::from_slice(&v).ok()).unwrap_or_default();
-    if let Some(p) = cache.get(&k) {
-        return Ok((*p, true));
+    let key = CacheKey::new("peaks", &b.info());
+    let cache = DiskCache::named(CACHE_FILE);
+    if let Some(p) = cache.as_ref().and_then(|c| c.get(&key)) {
+        return Ok((p, true));
     }
     let p = measure(b)?;
-    cache.insert(k, p);
-    if let Some(f) = cache_file()
-        && let Some(dir) = f.parent()
-    {
-        // A cache that cannot be written only means measuring again next time.
-        let tmp = dir.join(format!(".peaks.{}.tmp", std::process::id()));
-        let ok = std::fs::create_dir_all(dir).is_ok() && serde_json::to_vec_pretty(&cache).ok().is_some_and(|v| std::fs::write(&tmp, v).is_ok()) && std::fs::rename(&tmp, &f).is_ok();
-        if !ok {
-            let _ = std::fs::remove_file(&tmp);
-        }
+    if let Some(c) = cache {
+        // An unwritable cache only means measuring again next time.
+        let _ = c.put(&key, &p);
     }
     Ok((p, false))
 }
 
-/// Best of three runs of each micro-benchmark (after a warm-up).
+/// Median of three runs of each micro-benchmark (after a warm-up), timed by the benchmark's
+/// own timer (`bench::time_op`) so `gpulab bench` and the roofline measure the same way.
 pub fn measure<B: Backend>(b: &mut B) -> Result<Peaks> {
     let n = MATMUL_N;
-    let a = b.upload_f32(&crate::bench::random_matrix(n * n, 1), [n, n], MemCategory::Inputs)?;
-    let m = b.upload_f32(&crate::bench::random_matrix(n * n, 2), [n, n], MemCategory::Inputs)?;
-    let mut c = b.zeros([n, n], DType::F32, MemCategory::Activations)?;
+    let a = bench::random_matrix(n * n, 1);
+    let m = bench::random_matrix(n * n, 2);
+    let (matmul_s, _) = bench::time_matmul(b, &a, &m, n, RUNS)?;
     let flops = 2.0 * (n * n * n) as f64;
-    let best_flops = best_of(b, 3, |b| b.matmul(&a, &m, &mut c, false, false, false))?;
     let src = b.zeros([1, COPY_FLOATS], DType::F32, MemCategory::Activations)?;
     let mut dst = b.zeros([1, COPY_FLOATS], DType::F32, MemCategory::Activations)?;
     let bytes = 2.0 * (COPY_FLOATS * 4) as f64;
-    let best_copy = best_of(b, 3, |b| b.copy(&src, &mut dst))?;
+    let copy_s = bench::time_op(b, RUNS, |b| b.copy(&src, &mut dst))?;
     b.reset_memory_peaks();
-    Ok(Peaks { flops_per_s: flops / best_flops, bytes_per_s: bytes / best_copy })
-}
-
-fn best_of<B: Backend>(b: &mut B, runs: usize, mut f: impl FnMut(&mut B) -> Result<()>) -> Result<f64> {
-    let mut best = f64::INFINITY;
-    for i in 0..=runs {
-        b.sync()?;
-        let t = Instant::now();
-        f(b)?;
-        b.sync()?;
-        if i > 0 {
-            best = best.min(t.elapsed().as_secs_f64().max(1e-9));
-        }
-    }
-    Ok(best)
+    Ok(Peaks { flops_per_s: flops / matmul_s, bytes_per_s: bytes / copy_s })
 }

@@ -83,9 +83,9 @@ struct LoaderFeed {
 
 impl<B: Backend> Feed<B> for LoaderFeed {
     fn batch(&mut self, _data: &Dataset, epoch: usize, idx: &[u32], xb: &mut Vec<f32>, yb: &mut Vec<u32>) -> Result<()> {
-        let b = self.loader.next_batch().ok_or_else(|| Error::InvalidConfig("the loader ran out of batches before the training loop did".into()))??;
+        let b = self.loader.next_batch().ok_or_else(|| Error::Internal("the loader ran out of batches before the training loop did".into()))??;
         if b.epoch != epoch || b.indices != idx {
-            return Err(Error::InvalidConfig(format!("the loader's batch {} of epoch {} is not the one the training loop expected", b.index, b.epoch)));
+            return Err(Error::Internal(format!("the loader's batch {} of epoch {} is not the one the training loop expected", b.index, b.epoch)));
         }
         *xb = b.x;
         *yb = b.y;

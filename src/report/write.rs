@@ -19,14 +19,17 @@ fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 pub fn write_json(report: &Report, path: &Path) -> Result<()> {
-    let bytes = serde_json::to_vec_pretty(report).map_err(|e| Error::Gpu(format!("serialising the report: {e}")))?;
+    let bytes = serde_json::to_vec_pretty(report).map_err(|e| Error::Report(format!("serialising it as JSON: {e}")))?;
     atomic_write(path, &bytes)
 }
 
 pub fn read_json(path: &Path) -> Result<Report> {
     let bytes = std::fs::read(path).map_err(io(path))?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| Error::InvalidConfig(format!("{} is not a gpulab report ({e}); open a report.json written by gpulab", path.display())))
+    // A file that is not a report is bad data in that file, not a bad setting.
+    serde_json::from_slice(&bytes).map_err(|e| Error::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not a gpulab report ({e}); open a report.json written by gpulab")),
+    })
 }
 
 /// Every chart series as rows: chart, series, x, y, provenance.
@@ -113,7 +116,7 @@ pub fn write_all(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
     // Each recorded timeline also goes out as a Chrome/Perfetto trace beside the report.
     for t in &report.timelines {
         let p = dir.join(crate::profile::trace::file_name(t));
-        let bytes = serde_json::to_vec(&crate::profile::trace::to_json(t)).map_err(|e| Error::InvalidConfig(format!("serialising the trace: {e}")))?;
+        let bytes = serde_json::to_vec(&crate::profile::trace::to_json(t)).map_err(|e| Error::Report(format!("serialising the trace {}: {e}", p.display())))?;
         atomic_write(&p, &bytes)?;
         paths.push(p);
     }

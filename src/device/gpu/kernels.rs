@@ -25,59 +25,16 @@ const FLOAT16_COMMON: &str = include_str!("../../../shaders/float16_common.wgsl"
 /// Workgroup size of the 1-D kernels.
 pub const WG: u32 = 256;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Kernel {
-    MatmulRegBlock,
-    MatmulTiled,
-    Relu,
-    ReluBackward,
-    BiasAdd,
-    Fill,
-    FillBits,
-    Scale,
-    Copy,
-    SoftmaxXent,
-    SoftmaxXentRowwise,
-    SumCols,
-    SumRows,
-    ArgmaxRows,
-    AccumulateSum,
-    CountCorrect,
-    Sgd,
-    AdamW,
-    Transpose,
-    // Mixed precision: instantiated per 16-bit type (the pipeline key's dtype).
-    CastTo16,
-    CastToF32,
-    SumCols16,
-    Matmul16Out,
-    Matmul16F32,
-    // f32 only.
-    UnscaleCheck,
-}
-
-impl Kernel {
-    /// Every kernel that is not a matmul variant (those are compiled per chosen variant).
-    pub const SIMPLE: [Kernel; 18] = [
-        Kernel::Relu,
-        Kernel::ReluBackward,
-        Kernel::BiasAdd,
-        Kernel::Fill,
-        Kernel::FillBits,
-        Kernel::Scale,
-        Kernel::Copy,
-        Kernel::SoftmaxXent,
-        Kernel::SoftmaxXentRowwise,
-        Kernel::SumCols,
-        Kernel::SumRows,
-        Kernel::ArgmaxRows,
-        Kernel::AccumulateSum,
-        Kernel::CountCorrect,
-        Kernel::Sgd,
-        Kernel::AdamW,
-        Kernel::Transpose,
-        Kernel::UnscaleCheck,
-    ];
+/// When a kernel's pipeline is compiled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compile {
+    /// In `prepare()`, as f32 with no variant bits, so the first training step does not pay it.
+    AtPrepare,
+    /// On first use: its variant bits depend on the shapes (transposes, vec4 loads).
+    PerShape,
+    /// On first use, once per 16-bit type (the pipeline key's dtype), only where that type is
+    /// available.
+    Per16BitType,
 }
 
 struct KernelDef {
@@ -86,38 +43,90 @@ struct KernelDef {
     entry: &'static str,
 }
 
-impl Kernel {
-    fn def(self) -> KernelDef {
-        use Kernel::*;
-        let (file, source, entry) = match self {
-            MatmulRegBlock => ("matmul_regblock.wgsl", MATMUL_REGBLOCK, "main"),
-            MatmulTiled => ("matmul_tiled.wgsl", MATMUL_TILED, "main"),
-            Relu => ("elementwise.wgsl", ELEMENTWISE, "relu"),
-            ReluBackward => ("elementwise.wgsl", ELEMENTWISE, "relu_backward"),
-            BiasAdd => ("elementwise.wgsl", ELEMENTWISE, "bias_add"),
-            Fill => ("elementwise.wgsl", ELEMENTWISE, "fill"),
-            FillBits => ("elementwise.wgsl", ELEMENTWISE, "fill_bits"),
-            Scale => ("elementwise.wgsl", ELEMENTWISE, "scale"),
-            Copy => ("elementwise.wgsl", ELEMENTWISE, "copy"),
-            SoftmaxXent => ("softmax_xent.wgsl", SOFTMAX_XENT, "main"),
-            SoftmaxXentRowwise => ("softmax_xent.wgsl", SOFTMAX_XENT, "rowwise"),
-            SumCols => ("reduce.wgsl", REDUCE, "sum_cols"),
-            SumRows => ("reduce.wgsl", REDUCE, "sum_rows"),
-            ArgmaxRows => ("reduce.wgsl", REDUCE, "argmax_rows"),
-            AccumulateSum => ("reduce.wgsl", REDUCE, "accumulate_sum"),
-            CountCorrect => ("reduce.wgsl", REDUCE, "count_correct"),
-            Sgd => ("optimizer.wgsl", OPTIMIZER, "sgd"),
-            AdamW => ("optimizer.wgsl", OPTIMIZER, "adamw"),
-            Transpose => ("transpose.wgsl", TRANSPOSE, "main"),
-            CastTo16 => ("amp.wgsl", AMP, "cast_to16"),
-            CastToF32 => ("amp.wgsl", AMP, "cast_to_f32"),
-            SumCols16 => ("amp.wgsl", AMP, "sum_cols16"),
-            Matmul16Out => ("matmul16.wgsl", MATMUL16, "main16"),
-            Matmul16F32 => ("matmul16.wgsl", MATMUL16, "main_f32"),
-            UnscaleCheck => ("grad_scaler.wgsl", GRAD_SCALER, "unscale_check"),
-        };
-        KernelDef { file, source, entry }
+/// Defines `Kernel`, its list `Kernel::ALL`, each kernel's shader and entry point, and when it
+/// is compiled — in one table, so a new kernel cannot be left out of `prepare()` by accident.
+macro_rules! kernels {
+    ($($(#[$doc:meta])* $name:ident => $file:literal, $source:ident, $entry:literal, $compile:ident;)+) => {
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Kernel {
+            $($(#[$doc])* $name,)+
+        }
+
+        impl Kernel {
+            pub const ALL: &'static [Kernel] = &[$(Kernel::$name),+];
+
+            pub const fn compile(self) -> Compile {
+                match self {
+                    $(Kernel::$name => Compile::$compile,)+
+                }
+            }
+
+            fn def(self) -> KernelDef {
+                match self {
+                    $(Kernel::$name => KernelDef { file: $file, source: $source, entry: $entry },)+
+                }
+            }
+        }
+    };
+}
+
+kernels! {
+    MatmulRegBlock => "matmul_regblock.wgsl", MATMUL_REGBLOCK, "main", PerShape;
+    MatmulTiled => "matmul_tiled.wgsl", MATMUL_TILED, "main", PerShape;
+    Relu => "elementwise.wgsl", ELEMENTWISE, "relu", AtPrepare;
+    ReluBackward => "elementwise.wgsl", ELEMENTWISE, "relu_backward", AtPrepare;
+    BiasAdd => "elementwise.wgsl", ELEMENTWISE, "bias_add", AtPrepare;
+    Fill => "elementwise.wgsl", ELEMENTWISE, "fill", AtPrepare;
+    FillBits => "elementwise.wgsl", ELEMENTWISE, "fill_bits", AtPrepare;
+    Scale => "elementwise.wgsl", ELEMENTWISE, "scale", AtPrepare;
+    Copy => "elementwise.wgsl", ELEMENTWISE, "copy", AtPrepare;
+    SoftmaxXent => "softmax_xent.wgsl", SOFTMAX_XENT, "main", AtPrepare;
+    SoftmaxXentRowwise => "softmax_xent.wgsl", SOFTMAX_XENT, "rowwise", AtPrepare;
+    SumCols => "reduce.wgsl", REDUCE, "sum_cols", AtPrepare;
+    SumRows => "reduce.wgsl", REDUCE, "sum_rows", AtPrepare;
+    ArgmaxRows => "reduce.wgsl", REDUCE, "argmax_rows", AtPrepare;
+    AccumulateSum => "reduce.wgsl", REDUCE, "accumulate_sum", AtPrepare;
+    CountCorrect => "reduce.wgsl", REDUCE, "count_correct", AtPrepare;
+    Sgd => "optimizer.wgsl", OPTIMIZER, "sgd", AtPrepare;
+    AdamW => "optimizer.wgsl", OPTIMIZER, "adamw", AtPrepare;
+    Transpose => "transpose.wgsl", TRANSPOSE, "main", AtPrepare;
+    CastTo16 => "amp.wgsl", AMP, "cast_to16", Per16BitType;
+    CastToF32 => "amp.wgsl", AMP, "cast_to_f32", Per16BitType;
+    SumCols16 => "amp.wgsl", AMP, "sum_cols16", Per16BitType;
+    Matmul16Out => "matmul16.wgsl", MATMUL16, "main16", Per16BitType;
+    Matmul16F32 => "matmul16.wgsl", MATMUL16, "main_f32", Per16BitType;
+    /// Mixed-precision gradient unscaling, but on f32 gradients: compiled like the others.
+    UnscaleCheck => "grad_scaler.wgsl", GRAD_SCALER, "unscale_check", AtPrepare;
+}
+
+/// How many kernels `prepare()` compiles.
+const AT_PREPARE: usize = {
+    let mut n = 0;
+    let mut i = 0;
+    while i < Kernel::ALL.len() {
+        if matches!(Kernel::ALL[i].compile(), Compile::AtPrepare) {
+            n += 1;
+        }
+        i += 1;
     }
+    n
+};
+
+impl Kernel {
+    /// Every kernel compiled by `prepare()`: those of `ALL` marked `AtPrepare`, derived from
+    /// the table above so none can be forgotten.
+    pub const SIMPLE: [Kernel; AT_PREPARE] = {
+        let mut out = [Kernel::Relu; AT_PREPARE];
+        let (mut i, mut j) = (0, 0);
+        while i < Kernel::ALL.len() {
+            if matches!(Kernel::ALL[i].compile(), Compile::AtPrepare) {
+                out[j] = Kernel::ALL[i];
+                j += 1;
+            }
+            i += 1;
+        }
+        out
+    };
 }
 
 /// Replaces every `{{KEY}}` with its value; a placeholder left over is an error, so a typo in
@@ -129,7 +138,8 @@ pub fn render(source: &str, values: &[(&str, String)]) -> Result<String> {
     }
     if let Some(pos) = out.find("{{") {
         let end = out[pos..].find("}}").map(|e| pos + e + 2).unwrap_or(out.len());
-        return Err(Error::Gpu(format!("shader template placeholder {} has no value", &out[pos..end])));
+        // The shaders are gpulab's own, so a missing value is gpulab's bug.
+        return Err(Error::Internal(format!("shader template placeholder {} has no value", &out[pos..end])));
     }
     Ok(out)
 }
@@ -159,6 +169,11 @@ pub struct PipelineCache {
 }
 
 impl PipelineCache {
+    #[cfg(test)]
+    fn contains(&self, key: &PipelineKey) -> bool {
+        self.pipelines.contains_key(key)
+    }
+
     pub fn get(&mut self, device: &wgpu::Device, key: PipelineKey) -> Result<Arc<wgpu::ComputePipeline>> {
         if let Some(p) = self.pipelines.get(&key) {
             return Ok(p.clone());
@@ -196,5 +211,49 @@ impl PipelineCache {
         let pipeline = Arc::new(pipeline);
         self.pipelines.insert(key, pipeline.clone());
         Ok(pipeline)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::Backend;
+
+    #[test]
+    fn every_kernel_names_an_entry_point_of_its_shader() {
+        for k in Kernel::ALL {
+            let d = k.def();
+            assert!(d.source.contains(&format!("fn {}(", d.entry)), "{k:?}: {} has no fn {}", d.file, d.entry);
+        }
+    }
+
+    #[test]
+    fn simple_is_exactly_the_kernels_compiled_at_prepare() {
+        let want: Vec<Kernel> = Kernel::ALL.iter().copied().filter(|k| k.compile() == Compile::AtPrepare).collect();
+        assert_eq!(Kernel::SIMPLE.to_vec(), want);
+        assert!(Kernel::SIMPLE.contains(&Kernel::UnscaleCheck) && !Kernel::SIMPLE.contains(&Kernel::MatmulTiled));
+    }
+
+    /// On a real adapter (llvmpipe in CI): after `prepare()` every kernel not compiled per
+    /// shape or per 16-bit type has its pipeline. Without an adapter this skips, except under
+    /// GPULAB_REQUIRE_GPU=1, where it fails.
+    #[test]
+    fn prepare_leaves_no_kernel_uncompiled() {
+        let require = std::env::var("GPULAB_REQUIRE_GPU").is_ok_and(|v| v == "1");
+        let instance = super::super::adapters::instance();
+        let opened = super::super::adapters::select(super::super::adapters::enumerate(&instance), &super::super::GpuSelector::Auto)
+            .and_then(|(i, a)| super::super::GpuBackend::from_adapter(i, &a, None));
+        let mut gpu = match opened {
+            Ok(g) => g,
+            Err(e) => {
+                assert!(!require, "GPULAB_REQUIRE_GPU=1 but no GPU backend could be opened: {e}");
+                eprintln!("SKIPPED prepare_leaves_no_kernel_uncompiled: no GPU adapter ({e})");
+                return;
+            }
+        };
+        gpu.prepare().unwrap();
+        for &k in Kernel::ALL.iter().filter(|k| k.compile() == Compile::AtPrepare) {
+            assert!(gpu.pipelines.contains(&PipelineKey { kernel: k, dtype: DType::F32, variant: 0 }), "{k:?} was not compiled by prepare()");
+        }
     }
 }

@@ -65,10 +65,7 @@ impl Exercise for CheckpointLab {
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {
-        let d = s.devices("backend")?;
-        if d.len() != 1 {
-            return Err(Error::InvalidConfig(format!("backend: choose exactly one backend, not {}", d.len())));
-        }
+        s.one_device("backend")?;
         common::validate_training(s)?;
         if s.int("checkpoint_every")? == 0 && s.int("checkpoint_every_epochs")? == 0 {
             return Err(Error::InvalidConfig("checkpoint_every: with no step or epoch interval nothing is saved before the crash; set one of them".into()));
@@ -84,8 +81,9 @@ impl Exercise for CheckpointLab {
         let cfg = common::train_config(s, s.int("batch")? as usize)?;
         let cfg = crate::train::TrainConfig { log_every: 1, ..cfg }; // every step's loss, for the comparison
         let (folder, kept_folder) = folder(s)?;
+        let backend = s.one_device("backend")?.to_string();
         let spec = |dir: &str, policy: Policy, resume: bool| ChildSpec {
-            backend: s.devices("backend").map(|d| d[0].to_string()).unwrap_or_default(),
+            backend: backend.clone(),
             dataset: s.text("dataset").unwrap_or_default(),
             cfg: cfg.clone(),
             dir: folder.join(dir),
