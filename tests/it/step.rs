@@ -1,0 +1,110 @@
+//! The cut-up training step: batched read-back against the one-tensor reads, the forward-only
+//! path against the training forward, and the phases against a reference run.
+
+use gpulab::device::CpuBackend;
+use gpulab::nn::{AmpConfig, Mlp, MlpConfig, Optimizer, OptimizerKind, Precision};
+use gpulab::tensor::{Backend, DType, HostData, MemCategory};
+use gpulab::train::{Amp, F32Phases, Phases, Step, StepBuffers};
+
+use crate::common::{random, with_gpu};
+
+/// Tensors of every dtype and odd sizes (a lone 16-bit element shares its word with padding).
+fn mixed<B: Backend>(b: &mut B) -> Vec<B::Tensor> {
+    let mut ts = Vec::new();
+    for (i, (shape, dt)) in [([3, 5], DType::F32), ([1, 7], DType::U32), ([1, 1], DType::F16), ([5, 3], DType::BF16), ([0, 4], DType::F32), ([1, 1], DType::U32), ([33, 9], DType::F16), ([65, 17], DType::F32)].into_iter().enumerate() {
+        let n = shape[0] * shape[1];
+        let mut t = b.zeros(shape, dt, MemCategory::Other).unwrap();
+        if dt == DType::U32 {
+            b.write_u32(&mut t, &(0..n as u32).map(|v| v * 2654435761 + i as u32).collect::<Vec<_>>()).unwrap();
+        } else {
+            b.write_f32(&mut t, &random(n, i as u64, -3.0, 3.0)).unwrap();
+        }
+        ts.push(t);
+    }
+    ts
+}
+
+fn read_many_matches_single_reads<B: Backend>(b: &mut B) {
+    let ts = mixed(b);
+    let refs: Vec<&B::Tensor> = ts.iter().collect();
+    let got = b.read_many(&refs).unwrap();
+    assert_eq!(got.len(), ts.len());
+    for (i, (t, g)) in ts.iter().zip(&got).enumerate() {
+        let want = if gpulab::tensor::TensorMeta::dtype(t) == DType::U32 { HostData::U32(b.read_u32(t).unwrap()) } else { HostData::F32(b.read_f32(t).unwrap()) };
+        assert_eq!(g, &want, "tensor {i}");
+    }
+    assert!(b.read_many(&[]).unwrap().is_empty());
+    assert!(got[0].u32().is_err() && got[1].f32().is_err(), "reading data as the wrong type is refused");
+}
+
+#[test]
+fn read_many_matches_single_reads_on_cpu() {
+    read_many_matches_single_reads(&mut CpuBackend::new());
+}
+
+#[test]
+fn read_many_matches_single_reads_on_gpu() {
+    with_gpu("read_many_matches_single_reads_on_gpu", |gpu| read_many_matches_single_reads(gpu));
+}
+
+/// The training forward phase's logits equal the forward-only path's, bit for bit, and the
+/// phases called one by one leave the same parameters as `train`.
+fn forward_only_equals_training_forward<B: Backend, P: Phases<B>>(b: &mut B, make: impl Fn(&mut B, &Mlp<B>) -> P) {
+    let cfg = MlpConfig { input: 19, hidden: vec![24, 12], classes: 5 };
+    let rows = 11;
+    let x = random(rows * cfg.input, 3, -1.0, 1.0);
+    let y: Vec<u32> = (0..rows as u32).map(|i| i % 5).collect();
+    let opt = Optimizer::new(OptimizerKind::Sgd, 0.1, 0.9, 0.0);
+    let mut model = Mlp::new(b, cfg.clone(), opt, 4).unwrap();
+    let phases = make(b, &model);
+    let mut step = Step::new(b, &model, phases, rows).unwrap();
+
+    let mut ws = step.predict_buffers(b, &model, rows).unwrap();
+    b.write_f32(ws.inputs().0, &x).unwrap();
+    let predicted = step.predict(b, &model, &mut ws).unwrap();
+    let predicted = b.read_f32(predicted).unwrap();
+
+    let (xt, yt) = step.inputs(b, &model, rows).unwrap();
+    b.write_f32(xt, &x).unwrap();
+    b.write_u32(yt, &y).unwrap();
+    step.forward(b, &model).unwrap();
+    let trained = b.read_f32(step.logits()).unwrap();
+    assert_eq!(predicted.len(), rows * cfg.classes);
+    assert_eq!(predicted.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), trained.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    assert!(predicted.iter().any(|&v| v != 0.0), "the logits were computed");
+
+    step.backward(b, &mut model).unwrap();
+    step.apply_update(b, &mut model, 1).unwrap();
+    let phased = model.read_parameters(b).unwrap();
+    let totals = step.take_totals(b).unwrap();
+    assert!(totals.correct as usize <= rows);
+    assert!(totals.loss > 0.0);
+
+    let mut reference = Mlp::new(b, cfg, opt, 4).unwrap();
+    let phases = make(b, &reference);
+    let mut once = Step::new(b, &reference, phases, rows).unwrap();
+    let (xt, yt) = once.inputs(b, &reference, rows).unwrap();
+    b.write_f32(xt, &x).unwrap();
+    b.write_u32(yt, &y).unwrap();
+    once.train(b, &mut reference, 1).unwrap();
+    assert_eq!(once.take_totals(b).unwrap(), totals, "same totals");
+    assert_eq!(reference.read_parameters(b).unwrap(), phased, "same parameters");
+}
+
+fn amp_phases<B: Backend>(b: &mut B, model: &Mlp<B>) -> Amp<B> {
+    Amp::new(b, model, AmpConfig::new(Precision::F16)).unwrap().expect("fp16 is mixed precision")
+}
+
+#[test]
+fn forward_only_equals_training_forward_on_cpu() {
+    forward_only_equals_training_forward(&mut CpuBackend::new(), |_, _| F32Phases);
+    forward_only_equals_training_forward(&mut CpuBackend::new(), amp_phases);
+}
+
+#[test]
+fn forward_only_equals_training_forward_on_gpu() {
+    with_gpu("forward_only_equals_training_forward_on_gpu", |gpu| {
+        forward_only_equals_training_forward(gpu, |_, _| F32Phases);
+        forward_only_equals_training_forward(gpu, amp_phases);
+    });
+}
