@@ -24,10 +24,26 @@ fn mixed<B: Backend>(b: &mut B) -> Vec<B::Tensor> {
     ts
 }
 
-fn read_many_matches_single_reads<B: Backend>(b: &mut B) {
+fn staging(b: &impl Backend) -> (u64, u64) {
+    b.memory().categories.iter().find(|c| c.0 == MemCategory::Staging).map_or((0, 0), |c| (c.1, c.2))
+}
+
+/// `one_staging`: the backend reads through staging memory, which must then be one buffer
+/// holding every tensor at a 256-byte aligned offset, released afterwards.
+fn read_many_matches_single_reads<B: Backend>(b: &mut B, one_staging: bool) {
     let ts = mixed(b);
     let refs: Vec<&B::Tensor> = ts.iter().collect();
+    b.reset_memory_peaks();
+    let before = staging(b).0;
     let got = b.read_many(&refs).unwrap();
+    let (now, peak) = staging(b);
+    assert_eq!(now, before, "the staging buffer is given back");
+    if one_staging {
+        use gpulab::tensor::TensorMeta;
+        let bytes = |t: &B::Tensor| if t.dtype().is_16bit() { t.numel().div_ceil(2) as u64 * 4 } else { t.numel() as u64 * 4 };
+        let want: u64 = ts.iter().map(|t| bytes(t).div_ceil(256) * 256).sum();
+        assert_eq!(peak - before, want, "one staging buffer holds every tensor");
+    }
     assert_eq!(got.len(), ts.len());
     for (i, (t, g)) in ts.iter().zip(&got).enumerate() {
         let want = if gpulab::tensor::TensorMeta::dtype(t) == DType::U32 { HostData::U32(b.read_u32(t).unwrap()) } else { HostData::F32(b.read_f32(t).unwrap()) };
@@ -39,12 +55,12 @@ fn read_many_matches_single_reads<B: Backend>(b: &mut B) {
 
 #[test]
 fn read_many_matches_single_reads_on_cpu() {
-    read_many_matches_single_reads(&mut CpuBackend::new());
+    read_many_matches_single_reads(&mut CpuBackend::new(), false);
 }
 
 #[test]
 fn read_many_matches_single_reads_on_gpu() {
-    with_gpu("read_many_matches_single_reads_on_gpu", |gpu| read_many_matches_single_reads(gpu));
+    with_gpu("read_many_matches_single_reads_on_gpu", |gpu| read_many_matches_single_reads(gpu, true));
 }
 
 /// The training forward phase's logits equal the forward-only path's, bit for bit, and the
