@@ -124,3 +124,48 @@ fn forward_only_equals_training_forward_on_gpu() {
         forward_only_equals_training_forward(gpu, amp_phases);
     });
 }
+
+/// The data-parallel seam sits between backward and the optimizer step: zeroing every
+/// gradient there (plain SGD, no weight decay) leaves the weights as they were initialised,
+/// in f32 and in fp16 (where the scaler still sees finite gradients).
+#[test]
+fn reduce_gradients_runs_between_backward_and_update() {
+    use gpulab::data::{self, DatasetSpec};
+    use gpulab::train::{Inline, LoaderPosition, NullSink, StepDone, TrainConfig, TrainHooks, train_with};
+
+    #[derive(Default)]
+    struct ZeroGrads {
+        initial: Vec<Vec<f32>>,
+        last: Vec<Vec<f32>>,
+        calls: u64,
+    }
+    impl TrainHooks<CpuBackend> for ZeroGrads {
+        fn restore(&mut self, b: &mut CpuBackend, model: &mut Mlp<CpuBackend>) -> gpulab::error::Result<Option<LoaderPosition>> {
+            self.initial = model.read_parameters(b)?;
+            Ok(None)
+        }
+        fn reduce_gradients(&mut self, b: &mut CpuBackend, model: &mut Mlp<CpuBackend>) -> gpulab::error::Result<()> {
+            self.calls += 1;
+            for p in model.weights.iter_mut().chain(model.biases.iter_mut()) {
+                b.fill(&mut p.grad, 0.0)?;
+            }
+            Ok(())
+        }
+        fn after_step(&mut self, b: &mut CpuBackend, model: &Mlp<CpuBackend>, done: StepDone) -> gpulab::error::Result<()> {
+            if done.run_end {
+                self.last = model.read_parameters(b)?;
+            }
+            Ok(())
+        }
+    }
+
+    let data = data::load(&DatasetSpec::Digits, 5).unwrap();
+    for precision in [Precision::F32, Precision::F16] {
+        let cfg = TrainConfig { hidden: vec![16], batch: 100, epochs: 1, lr: 0.5, momentum: 0.0, log_every: 5, amp: AmpConfig::new(precision), ..TrainConfig::default() };
+        let mut hooks = ZeroGrads::default();
+        let report = train_with(&mut CpuBackend::new(), &data, &cfg, &mut NullSink, &mut hooks, &mut Inline).unwrap();
+        assert_eq!(hooks.calls, report.steps, "{precision:?}: called once per step");
+        assert!(!hooks.initial.is_empty());
+        assert_eq!(hooks.last, hooks.initial, "{precision:?}: zeroed gradients, unchanged weights");
+    }
+}
