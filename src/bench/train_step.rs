@@ -5,9 +5,10 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::nn::{Mlp, MlpConfig, OptimizerKind, Optimizer, Workspace};
+use crate::nn::{Mlp, MlpConfig, OptimizerKind, Optimizer};
 use crate::tensor::Backend;
 use crate::stats::median;
+use crate::train::{F32Phases, Step};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TrainBenchConfig {
@@ -44,7 +45,7 @@ pub fn bench_train<B: Backend>(b: &mut B, cfg: &TrainBenchConfig) -> Result<Trai
     }
     let model_cfg = MlpConfig { input: cfg.input, hidden: cfg.hidden.clone(), classes: cfg.classes };
     let mut model = Mlp::new(b, model_cfg.clone(), Optimizer::new(cfg.optimizer, 0.01, 0.9, 0.0), 0)?;
-    let mut ws = Workspace::new(b, &model_cfg, cfg.batch, true)?;
+    let mut train = Step::new(b, &model, F32Phases, cfg.batch)?;
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let pool: Vec<(Vec<f32>, Vec<u32>)> = (0..16)
         .map(|_| {
@@ -54,10 +55,11 @@ pub fn bench_train<B: Backend>(b: &mut B, cfg: &TrainBenchConfig) -> Result<Trai
         })
         .collect();
     let mut step = |b: &mut B, i: usize| -> Result<()> {
-        let (x, y) = &pool[i % pool.len()];
-        b.write_f32(&mut ws.x, x)?;
-        b.write_u32(&mut ws.y, y)?;
-        model.train_step(b, &mut ws)?;
+        let (xb, yb) = &pool[i % pool.len()];
+        let (x, y) = train.inputs(b, &model, cfg.batch)?;
+        b.write_f32(x, xb)?;
+        b.write_u32(y, yb)?;
+        train.train(b, &mut model, i as u64 + 1)?;
         b.flush()
     };
     b.prepare()?;

@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use super::{Optimizer, he_normal};
+use super::{Accumulators, Optimizer, he_normal};
 use crate::error::{Error, Result};
 use crate::tensor::{Backend, DType, MemCategory, TensorMeta};
 
@@ -66,9 +66,7 @@ pub struct Workspace<B: Backend> {
     pub y: B::Tensor,
     pub acts: Vec<B::Tensor>,
     pub grads: Vec<B::Tensor>,
-    pub loss_rows: B::Tensor,
-    pub loss_sum: B::Tensor,
-    pub correct: B::Tensor,
+    pub acc: Accumulators<B>,
 }
 
 impl<B: Backend> Workspace<B> {
@@ -88,19 +86,13 @@ impl<B: Backend> Workspace<B> {
             y: b.zeros([1, batch], DType::U32, MemCategory::Inputs)?,
             acts,
             grads,
-            loss_rows: b.zeros([1, batch], DType::F32, MemCategory::Activations)?,
-            loss_sum: b.zeros([1, 1], DType::F32, MemCategory::Other)?,
-            correct: b.zeros([1, 1], DType::U32, MemCategory::Other)?,
+            acc: Accumulators::new(b, batch, false)?,
         })
     }
 
-    /// Reads (loss sum, correct count) accumulated since the last reset, and resets them.
-    pub fn take_totals(&mut self, b: &mut B) -> Result<(f64, u64)> {
-        let loss = b.read_f32(&self.loss_sum)?[0] as f64;
-        let correct = b.read_u32(&self.correct)?[0] as u64;
-        b.fill(&mut self.loss_sum, 0.0)?;
-        b.fill(&mut self.correct, 0.0)?;
-        Ok((loss, correct))
+    /// The logits of the latest forward pass.
+    pub fn logits(&self) -> &B::Tensor {
+        self.acts.last().expect("a model has at least one layer")
     }
 }
 
@@ -148,9 +140,7 @@ impl<B: Backend> Mlp<B> {
     pub fn backward(&mut self, b: &mut B, ws: &mut Workspace<B>) -> Result<()> {
         let last = self.weights.len() - 1;
         let scale = 1.0 / ws.batch as f32;
-        b.softmax_xent(&ws.acts[last], &ws.y, &mut ws.loss_rows, Some(&mut ws.grads[last]), scale)?;
-        b.accumulate_sum(&ws.loss_rows, &mut ws.loss_sum, 0)?;
-        b.count_correct(&ws.acts[last], &ws.y, &mut ws.correct, 0)?;
+        ws.acc.record(b, &ws.acts[last], &ws.y, Some(&mut ws.grads[last]), scale)?;
         for i in (0..=last).rev() {
             let input = if i == 0 { &ws.x } else { &ws.acts[i - 1] };
             b.matmul(input, &ws.grads[i], &mut self.weights[i].grad, true, false, false)?;
@@ -176,22 +166,6 @@ impl<B: Backend> Mlp<B> {
             }
         }
         Ok(())
-    }
-
-    /// Forward, backward and update on the batch already in `ws`: one training step.
-    pub fn train_step(&mut self, b: &mut B, ws: &mut Workspace<B>) -> Result<()> {
-        self.forward(b, ws)?;
-        self.backward(b, ws)?;
-        self.update(b)
-    }
-
-    /// Forward pass plus loss and correct count, without gradients (validation).
-    pub fn eval_step(&self, b: &mut B, ws: &mut Workspace<B>) -> Result<()> {
-        self.forward(b, ws)?;
-        let last = ws.acts.len() - 1;
-        b.softmax_xent(&ws.acts[last], &ws.y, &mut ws.loss_rows, None, 1.0)?;
-        b.accumulate_sum(&ws.loss_rows, &mut ws.loss_sum, 0)?;
-        b.count_correct(&ws.acts[last], &ws.y, &mut ws.correct, 0)
     }
 
     /// All parameter values, weights then biases per layer, read back to the host.

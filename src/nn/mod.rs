@@ -5,8 +5,10 @@ pub mod amp;
 mod init;
 mod mlp;
 mod optim;
+mod totals;
 
 pub use init::he_normal;
 pub use mlp::{Mlp, MlpConfig, Param, Workspace};
 pub use amp::{AmpConfig, GradScaler, GradScalerConfig, GradScalerState, Precision, ScalerStep};
 pub use optim::{Optimizer, OptimizerKind};
+pub use totals::{Accumulators, Totals, take_totals};

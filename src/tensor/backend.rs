@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use super::{DType, Epilogue, MemCategory, MemoryReport, Shape};
+use super::{DType, Epilogue, HostData, MemCategory, MemoryReport, Shape};
 use crate::error::Result;
 
 /// What a tensor of any backend can tell about itself.
@@ -78,6 +78,9 @@ pub trait Backend {
     fn write_u32(&mut self, t: &mut Self::Tensor, data: &[u32]) -> Result<()>;
     fn read_f32(&mut self, t: &Self::Tensor) -> Result<Vec<f32>>;
     fn read_u32(&mut self, t: &Self::Tensor) -> Result<Vec<u32>>;
+    /// Reads several tensors with one wait: on a GPU one staging buffer, one submit, one map.
+    /// Each comes back as `read_f32` (f32 and 16-bit, widened) or `read_u32` would return it.
+    fn read_many(&mut self, ts: &[&Self::Tensor]) -> Result<Vec<HostData>>;
 
     /// c = op(a)·op(b) (+ c when `accumulate`), where op transposes when the flag is set.
     fn matmul(

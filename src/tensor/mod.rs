@@ -6,10 +6,12 @@ pub mod checks;
 mod dtype;
 mod epilogue;
 pub mod float16;
+mod host_data;
 mod memory;
 
 pub use backend::{AdamFactors, AdamW, Backend, BackendInfo, Sgd, TensorMeta};
 pub use epilogue::Epilogue;
+pub use host_data::HostData;
 pub use dtype::DType;
 pub use memory::{Ledger, MemCategory, MemoryReport, SharedLedger, lock as memory_lock};
 

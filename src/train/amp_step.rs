@@ -11,9 +11,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::data::{Dataset, batcher};
+use super::step::{Phases, StepBuffers, no_scaler};
 use crate::error::Result;
-use crate::nn::{AmpConfig, GradScaler, Mlp, MlpConfig, ScalerStep};
+use crate::nn::{Accumulators, AmpConfig, GradScaler, GradScalerState, Mlp, MlpConfig, ScalerStep, Totals};
 use crate::tensor::{Backend, DType, Epilogue, MemCategory, TensorMeta};
 
 /// What a mixed-precision run adds to its report. All measured in this run.
@@ -46,11 +46,8 @@ pub struct AmpWorkspace<B: Backend> {
     logits: B::Tensor,
     grad_logits: Option<B::Tensor>,
     grads: Vec<B::Tensor>,
-    loss_rows: B::Tensor,
-    loss_sum: B::Tensor,
-    correct: B::Tensor,
-    /// [#nonzero, #flushed] over the 16-bit activation gradients.
-    stats: B::Tensor,
+    /// Loss, correct count and [#nonzero, #flushed] over the 16-bit activation gradients.
+    acc: Accumulators<B>,
 }
 
 impl<B: Backend> AmpWorkspace<B> {
@@ -67,28 +64,32 @@ impl<B: Backend> AmpWorkspace<B> {
             logits: b.zeros([batch, cfg.classes], DType::F32, MemCategory::Activations)?,
             grad_logits: if with_grads { Some(b.zeros([batch, cfg.classes], DType::F32, MemCategory::Activations)?) } else { None },
             grads,
-            loss_rows: b.zeros([1, batch], DType::F32, MemCategory::Activations)?,
-            loss_sum: b.zeros([1, 1], DType::F32, MemCategory::Other)?,
-            correct: b.zeros([1, 1], DType::U32, MemCategory::Other)?,
-            stats: b.zeros([1, 2], DType::U32, MemCategory::Other)?,
+            acc: Accumulators::new(b, batch, true)?,
         })
+    }
+}
+
+impl<B: Backend> StepBuffers<B> for AmpWorkspace<B> {
+    fn rows(&self) -> usize {
+        self.batch
     }
 
     /// The input tensors: writing f32 rows into the 16-bit `x` rounds them on the host (no
     /// cast pass, half the upload).
-    pub fn inputs(&mut self) -> (&mut B::Tensor, &mut B::Tensor) {
+    fn inputs(&mut self) -> (&mut B::Tensor, &mut B::Tensor) {
         (&mut self.x, &mut self.y)
     }
 
-    /// Reads (loss sum, correct count, [nonzero, flushed]) since the last call, and resets them.
-    pub fn take_totals(&mut self, b: &mut B) -> Result<(f64, u64, [u64; 2])> {
-        let loss = b.read_f32(&self.loss_sum)?[0] as f64;
-        let correct = b.read_u32(&self.correct)?[0] as u64;
-        let s = b.read_u32(&self.stats)?;
-        b.fill(&mut self.loss_sum, 0.0)?;
-        b.fill(&mut self.correct, 0.0)?;
-        b.fill(&mut self.stats, 0.0)?;
-        Ok((loss, correct, [s[0] as u64, s[1] as u64]))
+    fn logits(&self) -> &B::Tensor {
+        &self.logits
+    }
+
+    fn accumulators(&mut self) -> &mut Accumulators<B> {
+        &mut self.acc
+    }
+
+    fn score(&mut self, b: &mut B) -> Result<()> {
+        self.acc.record(b, &self.logits, &self.y, None, 1.0)
     }
 }
 
@@ -121,9 +122,17 @@ impl<B: Backend> Amp<B> {
             report: AmpReport { label: cfg.label(), ..Default::default() },
         }))
     }
+}
+
+impl<B: Backend> Phases<B> for Amp<B> {
+    type Buffers = AmpWorkspace<B>;
+
+    fn buffers(&self, b: &mut B, cfg: &MlpConfig, rows: usize, training: bool) -> Result<AmpWorkspace<B>> {
+        AmpWorkspace::new(b, cfg, self.dt, rows, training)
+    }
 
     /// Casts the f32 master weights into their 16-bit working copies.
-    pub fn cast_weights(&mut self, b: &mut B, model: &Mlp<B>) -> Result<()> {
+    fn refresh_weights(&mut self, b: &mut B, model: &Mlp<B>) -> Result<()> {
         for (w, lo) in model.weights.iter().zip(self.w16.iter_mut()) {
             b.cast(&w.value, lo, None)?;
         }
@@ -131,7 +140,7 @@ impl<B: Backend> Amp<B> {
     }
 
     /// Forward pass of `ws.x` into `ws.logits`.
-    pub fn forward(&self, b: &mut B, model: &Mlp<B>, ws: &mut AmpWorkspace<B>) -> Result<()> {
+    fn forward(&self, b: &mut B, model: &Mlp<B>, ws: &mut AmpWorkspace<B>) -> Result<()> {
         let last = self.w16.len() - 1;
         for i in 0..=last {
             let bias = Epilogue::Bias { bias: &model.biases[i].value, relu: i < last };
@@ -144,22 +153,20 @@ impl<B: Backend> Amp<B> {
     }
 
     /// Loss, correct count and every parameter's f32 gradient (scaled when a scaler runs).
-    pub fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut AmpWorkspace<B>) -> Result<()> {
+    fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut AmpWorkspace<B>) -> Result<()> {
         let last = self.w16.len() - 1;
         let scale = self.scaler.as_ref().map_or(1.0, |s| s.scale());
         let grad_scale = scale * self.cfg.loss_weight / ws.batch as f32;
         let grad_logits = ws.grad_logits.as_mut().expect("a training workspace has gradients");
-        b.softmax_xent(&ws.logits, &ws.y, &mut ws.loss_rows, Some(grad_logits), grad_scale)?;
-        b.accumulate_sum(&ws.loss_rows, &mut ws.loss_sum, 0)?;
-        b.count_correct(&ws.logits, &ws.y, &mut ws.correct, 0)?;
-        b.cast(grad_logits, &mut ws.grads[last], Some(&mut ws.stats))?;
+        ws.acc.record(b, &ws.logits, &ws.y, Some(&mut *grad_logits), grad_scale)?;
+        b.cast(grad_logits, &mut ws.grads[last], ws.acc.grad16.as_mut())?;
         for i in (0..=last).rev() {
             let input = if i == 0 { &ws.x } else { &ws.acts[i - 1] };
             b.matmul16(input, &ws.grads[i], &mut model.weights[i].grad, true, false, Epilogue::None, None)?;
             b.sum_cols(&ws.grads[i], &mut model.biases[i].grad)?;
             if i > 0 {
                 let (before, after) = ws.grads.split_at_mut(i);
-                b.matmul16(&after[0], &self.w16[i], &mut before[i - 1], false, true, Epilogue::ReluMask(&ws.acts[i - 1]), Some(&mut ws.stats))?;
+                b.matmul16(&after[0], &self.w16[i], &mut before[i - 1], false, true, Epilogue::ReluMask(&ws.acts[i - 1]), ws.acc.grad16.as_mut())?;
             }
         }
         Ok(())
@@ -167,7 +174,7 @@ impl<B: Backend> Amp<B> {
 
     /// The optimizer step, unless the scaler finds an inf/NaN gradient (then the step is
     /// skipped and the scale backs off). Reads one flag back per step when scaling.
-    pub fn update(&mut self, b: &mut B, model: &mut Mlp<B>, step: u64) -> Result<()> {
+    fn apply_update(&mut self, b: &mut B, model: &mut Mlp<B>, step: u64) -> Result<()> {
         let Some(scaler) = self.scaler.as_mut() else { return model.update(b) };
         self.report.scale_history.push([step as f64, scaler.scale() as f64]);
         b.fill(&mut self.found_inf, 0.0)?;
@@ -183,44 +190,26 @@ impl<B: Backend> Amp<B> {
         model.update(b)
     }
 
-    /// One training step on the batch already in `ws`.
-    pub fn train_step(&mut self, b: &mut B, model: &mut Mlp<B>, ws: &mut AmpWorkspace<B>, step: u64) -> Result<()> {
-        self.cast_weights(b, model)?;
-        self.forward(b, model, ws)?;
-        self.backward(b, model, ws)?;
-        self.update(b, model, step)
+    fn absorb(&mut self, totals: &Totals) {
+        self.report.grad_elements_nonzero += totals.grad16[0];
+        self.report.grad_elements_flushed += totals.grad16[1];
     }
 
-    /// Mean loss and accuracy over the validation split, with the same 16-bit forward pass.
-    pub fn evaluate(&mut self, b: &mut B, model: &Mlp<B>, data: &Dataset, batch: usize) -> Result<(f64, f64)> {
-        self.cast_weights(b, model)?;
-        let n = data.val_len();
-        let idx: Vec<u32> = (0..n as u32).collect();
-        let (mut xb, mut yb) = (Vec::new(), Vec::new());
-        let (mut loss, mut correct) = (0.0, 0);
-        let mut ws: Option<AmpWorkspace<B>> = None;
-        for chunk in idx.chunks(batch) {
-            if ws.as_ref().is_none_or(|w| w.batch != chunk.len()) {
-                if let Some(mut w) = ws.take() {
-                    let (l, c, _) = w.take_totals(b)?;
-                    (loss, correct) = (loss + l, correct + c);
-                }
-                ws = Some(AmpWorkspace::new(b, &model.cfg, self.dt, chunk.len(), false)?);
+    fn scaler_state(&self) -> Option<GradScalerState> {
+        self.scaler.as_ref().map(|s| s.state)
+    }
+
+    fn restore_scaler(&mut self, state: GradScalerState) -> Result<()> {
+        match self.scaler.as_mut() {
+            Some(s) => {
+                s.state = state;
+                Ok(())
             }
-            let w = ws.as_mut().expect("created above");
-            batcher::gather(&data.val_x, &data.val_y, data.features, chunk, &mut xb, &mut yb);
-            b.write_f32(&mut w.x, &xb)?;
-            b.write_u32(&mut w.y, &yb)?;
-            self.forward(b, model, w)?;
-            b.softmax_xent(&w.logits, &w.y, &mut w.loss_rows, None, 1.0)?;
-            b.accumulate_sum(&w.loss_rows, &mut w.loss_sum, 0)?;
-            b.count_correct(&w.logits, &w.y, &mut w.correct, 0)?;
-            b.flush()?;
+            None => Err(no_scaler()),
         }
-        if let Some(mut w) = ws {
-            let (l, c, _) = w.take_totals(b)?;
-            (loss, correct) = (loss + l, correct + c);
-        }
-        Ok((loss / n as f64, correct as f64 / n as f64))
+    }
+
+    fn into_amp_report(self) -> Option<AmpReport> {
+        Some(self.report)
     }
 }

@@ -39,6 +39,12 @@ pub trait TrainHooks<B: Backend> {
     fn restored_scaler(&mut self) -> Option<GradScalerState> {
         None
     }
+    /// The data-parallel seam: called between the backward phase and the optimizer step, when
+    /// every parameter's `.grad` holds this replica's gradient. Exercise 6 all-reduces them
+    /// here; a single-device run leaves them alone.
+    fn reduce_gradients(&mut self, _b: &mut B, _model: &mut Mlp<B>) -> Result<()> {
+        Ok(())
+    }
     /// Called after every step, once its loss has been reported.
     fn after_step(&mut self, _b: &mut B, _model: &Mlp<B>, _done: StepDone) -> Result<()> {
         Ok(())

@@ -3,15 +3,25 @@
 
 mod amp_step;
 mod config;
+mod evaluate;
+mod f32_step;
 pub mod feed;
 mod hooks;
 mod run;
 mod sink;
-mod stepper;
+mod step;
 
-pub use amp_step::AmpReport;
+pub use amp_step::{Amp, AmpReport, AmpWorkspace};
 pub use config::TrainConfig;
+pub use evaluate::evaluate;
+pub use f32_step::F32Phases;
 pub use feed::{Feed, Inline};
 pub use hooks::{LoaderPosition, NoHooks, StepDone, TrainHooks};
-pub use run::{EpochSummary, TrainReport, evaluate, median, train, train_fed, train_with};
+pub use run::{EpochSummary, TrainReport, median, train, train_fed, train_with};
 pub use sink::{NullSink, TrainEvent, TrainSink};
+pub use step::{ByRows, Phases, Step, StepBuffers};
+
+/// A training step in f32.
+pub type F32Step<B> = Step<B, F32Phases>;
+/// A mixed-precision training step (16-bit matmuls, f32 master weights).
+pub type AmpStep<B> = Step<B, Amp<B>>;

@@ -2,13 +2,14 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::amp_step::AmpReport;
+use super::amp_step::{Amp, AmpReport};
+use super::f32_step::F32Phases;
 use super::feed::{Feed, Inline};
-use super::stepper::Stepper;
+use super::step::{Phases, Step};
 use super::{LoaderPosition, NoHooks, StepDone, TrainConfig, TrainEvent, TrainHooks, TrainSink};
 use crate::data::{Dataset, batcher};
 use crate::error::{Error, Result};
-use crate::nn::{Mlp, MlpConfig, Workspace};
+use crate::nn::{Mlp, MlpConfig, Totals};
 use crate::profile::spans::stage;
 use crate::tensor::{Backend, BackendInfo, MemoryReport};
 pub use crate::stats::median;
@@ -90,8 +91,36 @@ pub fn train_with<B: Backend>(
         return Err(Error::InvalidConfig(format!("cannot resume at epoch {} batch {}: the run has {} epochs of {steps_per_epoch} batches", start.epoch, start.batch, cfg.epochs)));
     }
     sink.event(TrainEvent::Started { total_steps: steps_per_epoch * cfg.epochs as u64, steps_per_epoch });
+    let run = Run { data, cfg, sink, hooks, feed, model_cfg, start, n, batch, steps_per_epoch };
+    match Amp::new(b, &model, cfg.amp)? {
+        None => {
+            let step = Step::new(b, &model, F32Phases, batch)?;
+            run_steps(b, run, model, step)
+        }
+        Some(amp) => {
+            let step = Step::new(b, &model, amp, batch)?;
+            run_steps(b, run, model, step)
+        }
+    }
+}
 
-    let mut steps = Stepper::new(b, &model, cfg, batch)?;
+/// What `run_steps` needs from `train_with`.
+struct Run<'a, B: Backend> {
+    data: &'a Dataset,
+    cfg: &'a TrainConfig,
+    sink: &'a mut dyn TrainSink,
+    hooks: &'a mut dyn TrainHooks<B>,
+    feed: &'a mut dyn Feed<B>,
+    model_cfg: MlpConfig,
+    start: LoaderPosition,
+    n: usize,
+    batch: usize,
+    steps_per_epoch: u64,
+}
+
+/// The loop, once per precision (static dispatch through `P`).
+fn run_steps<B: Backend, P: Phases<B>>(b: &mut B, run: Run<'_, B>, mut model: Mlp<B>, mut steps: Step<B, P>) -> Result<TrainReport> {
+    let Run { data, cfg, sink, hooks, feed, model_cfg, start, n, batch, steps_per_epoch } = run;
     if let Some(state) = hooks.restored_scaler() {
         steps.restore_scaler(state)?;
     }
@@ -125,7 +154,10 @@ pub fn train_with<B: Backend>(
             feed.upload(b, x, y, &xb, &yb)?;
             let t2 = Instant::now();
             feed.span(stage::UPLOAD, t1, t2);
-            steps.train(b, &mut model, idx.len(), step + 1)?;
+            steps.forward(b, &model)?;
+            steps.backward(b, &mut model)?;
+            hooks.reduce_gradients(b, &mut model)?; // the data-parallel seam (exercise 6)
+            steps.apply_update(b, &mut model, step + 1)?;
             let t3 = Instant::now();
             feed.span(stage::RECORD, t2, t3);
             b.flush()?;
@@ -142,7 +174,7 @@ pub fn train_with<B: Backend>(
             if step % cfg.log_every as u64 == 0 || last {
                 // Reading back waits for the device; the window's wall time includes it.
                 let t5 = Instant::now();
-                let (loss, correct) = steps.take_totals(b)?;
+                let Totals { loss, correct, .. } = steps.take_totals(b)?;
                 feed.span(stage::READBACK, t5, Instant::now());
                 let secs = win_start.elapsed().as_secs_f64();
                 window_ms.push(secs * 1e3 / win_steps as f64);
@@ -211,35 +243,4 @@ pub fn train_with<B: Backend>(
         stopped_early,
         amp: steps.into_amp_report(),
     })
-}
-
-/// Mean loss and accuracy over the whole validation split.
-pub fn evaluate<B: Backend>(b: &mut B, model: &Mlp<B>, data: &Dataset, batch: usize) -> Result<(f64, f64)> {
-    let n = data.val_len();
-    let idx: Vec<u32> = (0..n as u32).collect();
-    let (mut xb, mut yb) = (Vec::new(), Vec::new());
-    let mut ws: Option<Workspace<B>> = None;
-    let (mut loss, mut correct) = (0.0, 0);
-    for chunk in idx.chunks(batch) {
-        if ws.as_ref().is_none_or(|w| w.batch != chunk.len()) {
-            if let Some(mut w) = ws.take() {
-                let (l, c) = w.take_totals(b)?;
-                loss += l;
-                correct += c;
-            }
-            ws = Some(Workspace::new(b, &model.cfg, chunk.len(), false)?);
-        }
-        let w = ws.as_mut().expect("created above");
-        batcher::gather(&data.val_x, &data.val_y, data.features, chunk, &mut xb, &mut yb);
-        b.write_f32(&mut w.x, &xb)?;
-        b.write_u32(&mut w.y, &yb)?;
-        model.eval_step(b, w)?;
-        b.flush()?;
-    }
-    if let Some(mut w) = ws {
-        let (l, c) = w.take_totals(b)?;
-        loss += l;
-        correct += c;
-    }
-    Ok((loss / n as f64, correct as f64 / n as f64))
 }

@@ -17,5 +17,6 @@ mod pipeline;
 mod pipeline_labs;
 mod precision;
 mod profiler;
+mod step;
 mod training;
 mod window;

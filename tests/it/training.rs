@@ -3,9 +3,9 @@
 
 use gpulab::data::{self, DatasetSpec};
 use gpulab::device::CpuBackend;
-use gpulab::nn::{Mlp, MlpConfig, Optimizer, OptimizerKind, Workspace};
+use gpulab::nn::{Mlp, MlpConfig, Optimizer, OptimizerKind};
 use gpulab::tensor::Backend;
-use gpulab::train::{NullSink, TrainConfig, TrainEvent, train};
+use gpulab::train::{F32Phases, NullSink, Step, TrainConfig, TrainEvent, train};
 
 use crate::common::{assert_close, random, with_gpu};
 
@@ -47,11 +47,12 @@ fn adamw_trains_digits_on_cpu() {
 fn one_step<B: Backend>(b: &mut B, opt: Optimizer, x: &[f32], y: &[u32]) -> (Vec<Vec<f32>>, f32) {
     let cfg = MlpConfig { input: 37, hidden: vec![29, 18], classes: 7 };
     let mut model = Mlp::new(b, cfg.clone(), opt, 9).unwrap();
-    let mut ws = Workspace::new(b, &cfg, 23, true).unwrap();
-    b.write_f32(&mut ws.x, x).unwrap();
-    b.write_u32(&mut ws.y, y).unwrap();
-    model.train_step(b, &mut ws).unwrap();
-    let (loss, _) = ws.take_totals(b).unwrap();
+    let mut step = Step::new(b, &model, F32Phases, 23).unwrap();
+    let (xt, yt) = step.inputs(b, &model, 23).unwrap();
+    b.write_f32(xt, x).unwrap();
+    b.write_u32(yt, y).unwrap();
+    step.train(b, &mut model, 1).unwrap();
+    let loss = step.take_totals(b).unwrap().loss;
     (model.read_parameters(b).unwrap(), loss as f32)
 }
 

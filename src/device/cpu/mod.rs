@@ -183,6 +183,11 @@ impl crate::tensor::Backend for CpuBackend {
         Ok(t.u32().to_vec())
     }
 
+    fn read_many(&mut self, ts: &[&CpuTensor]) -> Result<Vec<crate::tensor::HostData>> {
+        use crate::tensor::HostData;
+        ts.iter().map(|t| if t.dtype() == DType::U32 { self.read_u32(t).map(HostData::U32) } else { self.read_f32(t).map(HostData::F32) }).collect()
+    }
+
     fn matmul(&mut self, a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: bool, acc: bool) -> Result<()> {
         let (m, n, k) = checks::matmul(a, b, c, ta, tb)?;
         ops::gemm(a.f32(), b.f32(), c.f32_mut(), m, n, k, ta, tb, acc, self.threads);

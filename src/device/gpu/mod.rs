@@ -351,6 +351,10 @@ impl Backend for GpuBackend {
         self.read_bytes(t)
     }
 
+    fn read_many(&mut self, ts: &[&GpuTensor]) -> Result<Vec<crate::tensor::HostData>> {
+        self.read_batched(ts)
+    }
+
     fn matmul(&mut self, a: &GpuTensor, b: &GpuTensor, c: &mut GpuTensor, ta: bool, tb: bool, acc: bool) -> Result<()> {
         let (m, n, k) = checks::matmul(a, b, c, ta, tb)?;
         if ta && self.matmul == MatmulVariant::RegBlock {

@@ -1,7 +1,8 @@
-//! Reading a mappable buffer back to the host: map, wait, copy out, unmap.
-
+//! Reading a mappable buffer back to the host: map, wait, copy out, unmap; and reading many
+//! tensors through one staging buffer.
 
 use crate::error::{Error, Result};
+use crate::tensor::{Backend, DType, HostData, TensorMeta};
 
 pub fn map_and_read<T: bytemuck::Pod>(device: &wgpu::Device, buf: &wgpu::Buffer, bytes: u64) -> Result<Vec<T>> {
     let slice = buf.slice(..bytes);
@@ -21,4 +22,61 @@ pub fn map_and_read<T: bytemuck::Pod>(device: &wgpu::Device, buf: &wgpu::Buffer,
     };
     buf.unmap();
     Ok(out)
+}
+
+/// Where each tensor of a batched read lands in the one staging buffer: 256-byte aligned
+/// offsets (a multiple of `wgpu::COPY_BUFFER_ALIGNMENT`), and the total size to map.
+fn layout(bytes: impl Iterator<Item = u64>) -> (Vec<u64>, u64) {
+    let mut total = 0;
+    let offsets = bytes
+        .map(|b| {
+            let at = total;
+            total += b.div_ceil(256) * 256;
+            at
+        })
+        .collect();
+    (offsets, total)
+}
+
+impl super::GpuBackend {
+    /// `Backend::read_many`: every tensor copied into one pooled staging buffer, one submit,
+    /// one map, one wait — a log window's two or three small totals cost one round trip.
+    pub(super) fn read_batched(&mut self, ts: &[&super::GpuTensor]) -> Result<Vec<HostData>> {
+        use crate::tensor::{MemCategory, memory_lock};
+        let (offsets, size) = layout(ts.iter().map(|t| t.data_bytes()));
+        let words: Vec<u32> = if size == 0 {
+            Vec::new()
+        } else {
+            memory_lock(&self.shared.ledger).reserve(MemCategory::Staging, size)?;
+            let staging = match self.shared.pool().take(size, super::STAGING) {
+                Some(b) => b,
+                None => self.create_buffer(size, super::STAGING, MemCategory::Staging).inspect_err(|_| {
+                    memory_lock(&self.shared.ledger).release(MemCategory::Staging, size);
+                })?,
+            };
+            let enc = self.rec.encoder(&self.device);
+            for (t, &at) in ts.iter().zip(&offsets) {
+                if t.data_bytes() > 0 {
+                    enc.copy_buffer_to_buffer(t.buffer(), 0, &staging, at, t.data_bytes());
+                }
+            }
+            let out = self.flush().and_then(|_| map_and_read(&self.device, &staging, size));
+            memory_lock(&self.shared.ledger).release(MemCategory::Staging, size);
+            self.shared.pool().put(staging);
+            self.check()?;
+            out?
+        };
+        Ok(ts
+            .iter()
+            .zip(&offsets)
+            .map(|(t, &at)| {
+                let w = &words[(at / 4) as usize..][..t.words()];
+                match t.dtype {
+                    DType::U32 => HostData::U32(w.to_vec()),
+                    DType::F32 => HostData::F32(bytemuck::cast_slice(w).to_vec()),
+                    dt => HostData::F32(super::amp::unpack_words(dt, w, t.numel())),
+                }
+            })
+            .collect())
+    }
 }
