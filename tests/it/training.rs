@@ -4,7 +4,7 @@
 use gpulab::data::{self, DatasetSpec};
 use gpulab::device::CpuBackend;
 use gpulab::nn::{Mlp, MlpConfig, Optimizer, OptimizerKind, Workspace};
-use gpulab::tensor::Backend;
+use gpulab::tensor::prelude::*;
 use gpulab::train::{NullSink, TrainConfig, TrainEvent, train};
 
 use crate::common::{assert_close, random, with_gpu};
