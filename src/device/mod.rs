@@ -38,7 +38,7 @@ impl FromStr for Device {
         match (kind.to_ascii_lowercase().as_str(), arg) {
             ("cpu", None) => Ok(Device::Cpu),
             ("gpu" | "wgpu", None) => Ok(Device::Gpu(GpuSelector::Auto)),
-            ("gpu" | "wgpu", Some(a)) if a.is_empty() => Err(bad(s)),
+            ("gpu" | "wgpu", Some("")) => Err(bad(s)),
             ("gpu" | "wgpu", Some(a)) => Ok(Device::Gpu(match a.parse::<usize>() {
                 Ok(i) => GpuSelector::Index(i),
                 Err(_) => GpuSelector::Name(a.to_string()),
