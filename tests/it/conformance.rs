@@ -257,3 +257,23 @@ fn gpu_accepts_and_refuses_exactly_like_the_cpu() {
     });
 }
 
+
+#[test]
+fn cuda_opens_to_the_builds_refusal() {
+    let device: gpulab::device::Device = "cuda".parse().unwrap();
+    let err = device.open(None).err().expect("no CUDA backend exists yet");
+    assert_eq!(err.to_string(), gpulab::device::cuda::unavailable().to_string());
+    if !cfg!(feature = "cuda") {
+        assert!(err.to_string().contains("rebuild with --features cuda"), "{err}");
+    }
+}
+
+#[test]
+fn backend_kind_keeps_the_report_spelling() {
+    use gpulab::tensor::BackendKind;
+    for (kind, s) in [(BackendKind::Cpu, "\"cpu\""), (BackendKind::Gpu, "\"gpu\""), (BackendKind::Cuda, "\"cuda\"")] {
+        assert_eq!(serde_json::to_string(&kind).unwrap(), s);
+        assert_eq!(serde_json::from_str::<BackendKind>(s).unwrap(), kind);
+    }
+    assert_eq!(CpuBackend::new().info().kind, BackendKind::Cpu);
+}
