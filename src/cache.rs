@@ -88,7 +88,7 @@ mod tests {
 
     fn info(driver: &str) -> BackendInfo {
         BackendInfo {
-            kind: "gpu".into(),
+            kind: crate::tensor::BackendKind::Gpu,
             name: "llvmpipe".into(),
             api: "Vulkan".into(),
             driver: driver.into(),

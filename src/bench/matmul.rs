@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::device::CpuBackend;
 use crate::device::gpu::{GpuBackend, MatmulVariant};
 use crate::error::{Error, Result};
-use crate::tensor::{Backend, DType, MemCategory};
+use crate::tensor::{prelude::*, DType, MemCategory};
 use crate::stats::median;
 
 /// One measured GEMM size on one backend and kernel variant.

@@ -9,7 +9,7 @@ use super::{Checkpointer, Policy, ChildEvent};
 use crate::data::{self, DatasetSpec};
 use crate::device::Device;
 use crate::error::Result;
-use crate::tensor::Backend;
+use crate::tensor::prelude::*;
 use crate::train::{self, TrainConfig, TrainEvent, TrainReport};
 use crate::with_backend;
 

@@ -66,7 +66,7 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
     };
     let mut gpu = match gpu_dev.map(|d| d.open(None)) {
         Some(Ok(Engine::Gpu(g))) => Some(g),
-        Some(Ok(Engine::Cpu(_))) | None => None,
+        Some(Ok(Engine::Cpu(_) | Engine::Cuda(_))) | None => None,
         Some(Err(e)) if cpu => {
             eprintln!("note: GPU skipped: {e}");
             None

@@ -72,7 +72,7 @@ pub fn run(a: TrainArgs) -> anyhow::Result<()> {
     let data = data::load(&spec, a.seed)?;
     let mut engine = device.open(None)?;
     let report = with_backend!(&mut engine, b => {
-        eprintln!("training {} on {} ({} train / {} validation samples) with {}", cfg.hidden.iter().map(|h| h.to_string()).collect::<Vec<_>>().join("-"), data.name, data.train_len(), data.val_len(), gpulab::tensor::Backend::info(b).label());
+        eprintln!("training {} on {} ({} train / {} validation samples) with {}", cfg.hidden.iter().map(|h| h.to_string()).collect::<Vec<_>>().join("-"), data.name, data.train_len(), data.val_len(), gpulab::tensor::BackendBase::info(b).label());
         run_with_progress(b, &data, &cfg)?
     });
     if a.json {
@@ -125,7 +125,7 @@ pub(super) fn print_summary(r: &TrainReport) {
     println!("step time:      {:.3} ms median (measured, over read-back windows of {} steps)", r.median_step_ms, r.config.log_every);
     match (r.gpu_busy_s, r.gpu_busy_fraction) {
         (Some(s), Some(f)) => println!("GPU busy:       {:.2} s = {:.0}% of training time (derived from GPU timestamps)", s, f * 100.0),
-        _ => println!("GPU busy:       unavailable ({})", if r.backend.kind == "cpu" { "CPU backend" } else { "this adapter has no timestamp queries" }),
+        _ => println!("GPU busy:       unavailable ({})", if r.backend.kind == gpulab::tensor::BackendKind::Cpu { "CPU backend" } else { "this adapter has no timestamp queries" }),
     }
     println!("peak memory:    {:.2} MiB (measured by gpulab's allocation ledger)", r.memory.total_peak as f64 / (1 << 20) as f64);
     for (cat, _, peak) in &r.memory.categories {

@@ -13,6 +13,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 pub use cpu::CpuBackend;
+pub use cuda::CudaBackend;
 pub use gpu::{GpuBackend, GpuSelector};
 
 use crate::error::{Error, Result};
@@ -37,7 +38,7 @@ impl FromStr for Device {
         match (kind.to_ascii_lowercase().as_str(), arg) {
             ("cpu", None) => Ok(Device::Cpu),
             ("gpu" | "wgpu", None) => Ok(Device::Gpu(GpuSelector::Auto)),
-            ("gpu" | "wgpu", Some(a)) if a.is_empty() => Err(bad(s)),
+            ("gpu" | "wgpu", Some("")) => Err(bad(s)),
             ("gpu" | "wgpu", Some(a)) => Ok(Device::Gpu(match a.parse::<usize>() {
                 Ok(i) => GpuSelector::Index(i),
                 Err(_) => GpuSelector::Name(a.to_string()),
@@ -69,6 +70,9 @@ impl fmt::Display for Device {
 pub enum Engine {
     Cpu(CpuBackend),
     Gpu(Box<GpuBackend>),
+    /// Never constructed until the CUDA backend lands (`CudaBackend` is uninhabited); the
+    /// variant exists so every `match` over engines is written once.
+    Cuda(CudaBackend),
 }
 
 impl Device {
@@ -77,7 +81,7 @@ impl Device {
         match self {
             Device::Cpu => Ok(Engine::Cpu(CpuBackend::with_budget(budget))),
             Device::Gpu(sel) => Ok(Engine::Gpu(Box::new(GpuBackend::open(sel, budget)?))),
-            Device::Cuda(ordinal) => cuda::open(*ordinal).map(|never| match never {}),
+            Device::Cuda(ordinal) => cuda::open(*ordinal).map(Engine::Cuda),
         }
     }
 }
@@ -93,6 +97,7 @@ macro_rules! with_backend {
                 let $b = &mut **$b;
                 $body
             }
+            $crate::device::Engine::Cuda($b) => $body,
         }
     };
 }

@@ -8,7 +8,7 @@ use super::sink::{Event, Sink, TrainBridge};
 use super::Exercise;
 use crate::error::{Error, Result};
 use crate::report::{Cell, Chart, ChartKind, Column, Metadata, Provenance, Report, Series, Table, Verdict};
-use crate::tensor::{Backend, MemCategory};
+use crate::tensor::{prelude::*, MemCategory};
 use crate::train::{self, TrainReport};
 use crate::with_backend;
 

@@ -10,7 +10,7 @@ use crate::device::telemetry::UtilizationSampler;
 use crate::device::{Device, Engine};
 use crate::error::{Error, Result};
 use crate::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
-use crate::tensor::{Backend, BackendInfo};
+use crate::tensor::{prelude::*, BackendInfo};
 use crate::train::{self, TrainReport};
 use crate::with_backend;
 
@@ -87,7 +87,7 @@ impl Exercise for CpuVsGpu {
             let info = with_backend!(&mut engine, b => b.info());
             let series = short_label(&info);
             sink.emit(Event::Log(format!("training on {}", info.label())));
-            let sampler = if info.kind == "gpu" { UtilizationSampler::start(&info.name) } else { None };
+            let sampler = if info.kind == crate::tensor::BackendKind::Gpu { UtilizationSampler::start(&info.name) } else { None };
             let result = with_backend!(&mut engine, b => {
                 let mut bridge = TrainBridge { sink: &mut *sink, series, total_steps: 0 };
                 train::train(b, &data, &cfg, &mut bridge)
@@ -145,8 +145,8 @@ impl Exercise for CpuVsGpu {
 fn short_label(info: &BackendInfo) -> String {
     // "llvmpipe (LLVM 15.0.6, 256 bits)" → "llvmpipe": the details are in the full label.
     let name = info.name.split(" (").next().unwrap_or(&info.name);
-    match info.kind.as_str() {
-        "cpu" => "CPU".into(),
+    match info.kind {
+        crate::tensor::BackendKind::Cpu => "CPU".into(),
         _ if info.software => format!("{name} {} (software GPU)", info.api),
         _ => format!("{name} {}", info.api),
     }
@@ -215,8 +215,8 @@ fn build_report(ex: &CpuVsGpu, s: &Settings, meta: Metadata, trained: &[Trained]
     report.tables.push(training_table(trained));
 
     // Sweep table: one row per size, one column per backend, plus GPU/CPU ratios.
-    let cpu_points = sweep.iter().find(|(i, _)| i.kind == "cpu").map(|(_, p)| p.clone()).unwrap_or_default();
-    let gpus: Vec<&(BackendInfo, Vec<(usize, f64)>)> = sweep.iter().filter(|(i, _)| i.kind != "cpu").collect();
+    let cpu_points = sweep.iter().find(|(i, _)| i.kind == crate::tensor::BackendKind::Cpu).map(|(_, p)| p.clone()).unwrap_or_default();
+    let gpus: Vec<&(BackendInfo, Vec<(usize, f64)>)> = sweep.iter().filter(|(i, _)| i.kind != crate::tensor::BackendKind::Cpu).collect();
     let mut columns = vec![Column::num("n", "", 0, Provenance::Measured), Column::num("CPU", "GFLOP/s", 2, Provenance::derived("2n³ ÷ median measured time"))];
     for (info, _) in &gpus {
         columns.push(Column::num(&short_label(info), "GFLOP/s", 2, Provenance::derived("2n³ ÷ median measured time")));
@@ -261,13 +261,13 @@ fn build_report(ex: &CpuVsGpu, s: &Settings, meta: Metadata, trained: &[Trained]
     // Verdict, from the numbers.
     let mut v = Verdict::default();
     let cpu_run = trained.iter().find_map(|t| match (&t.result, &t.info) {
-        (Ok(r), Some(i)) if i.kind == "cpu" => Some(r),
+        (Ok(r), Some(i)) if i.kind == crate::tensor::BackendKind::Cpu => Some(r),
         _ => None,
     });
     let gpu_runs: Vec<(&BackendInfo, &TrainReport, Option<f64>)> = trained
         .iter()
         .filter_map(|t| match (&t.result, &t.info) {
-            (Ok(r), Some(i)) if i.kind != "cpu" => Some((i, r, t.nvml_utilization)),
+            (Ok(r), Some(i)) if i.kind != crate::tensor::BackendKind::Cpu => Some((i, r, t.nvml_utilization)),
             _ => None,
         })
         .collect();

@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::profile::session::{PipelineConfig, ProfiledRun, profile_training};
 use crate::profile::Peaks;
 use crate::report::{Cell, Chart, ChartKind, Column, Metadata, Provenance, Series, Table};
-use crate::tensor::Backend;
+use crate::tensor::prelude::*;
 use crate::train::TrainConfig;
 use crate::with_backend;
 

@@ -11,7 +11,7 @@ use crate::device::Engine;
 use crate::error::{Error, Result};
 use crate::nn::{AmpConfig, OptimizerKind, Precision};
 use crate::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
-use crate::tensor::{Backend, MemCategory};
+use crate::tensor::{prelude::*, MemCategory};
 use crate::train::{self, TrainConfig, TrainEvent, TrainReport, TrainSink};
 use crate::with_backend;
 
@@ -376,7 +376,7 @@ fn verdict(runs: &[Run], demo: &[Run], weight: f32) -> Verdict {
         ));
         // What is known to slow the 16-bit path on this backend, from the run's own facts.
         let mut costs: Vec<&str> = Vec::new();
-        if r.backend.kind == "cpu" {
+        if r.backend.kind == crate::tensor::BackendKind::Cpu {
             costs.push("the CPU backend widens 16-bit operands to f32 for its GEMM, so 16 bits save memory but not arithmetic");
         } else {
             costs.push("gpulab's 16-bit matmul is a plain kernel while FP32 uses the tuned one");

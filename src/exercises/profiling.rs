@@ -60,7 +60,7 @@ impl Exercise for Profiling {
                 sink.emit(Event::Phase("measuring this adapter's peak compute and bandwidth".into()));
                 Some(peaks::measure_or_cached(g.as_mut())?)
             }
-            Engine::Cpu(_) => None,
+            Engine::Cpu(_) | Engine::Cuda(_) => None,
         };
         let p = peaks.map(|p| p.0);
         let mut runs = vec![pc::profiled(&mut engine, &data, &cfg, &pipe, "1 as set", p.as_ref(), sink)?];

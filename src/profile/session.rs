@@ -141,6 +141,7 @@ pub fn profile_training(engine: &mut Engine, data: Arc<Dataset>, cfg: &TrainConf
             let r = train_fed(c, &data, cfg, sink, feed)?;
             Ok((r, Vec::new(), "CPU backend: there is no GPU queue; the model's compute shows as the main thread's record spans.".into()))
         }),
+        Engine::Cuda(c) => match *c {},
     }
 }
 

@@ -1,10 +1,39 @@
-//! Shape and dtype checks shared by every backend, so a mistake gives the same error on each.
+//! Validation shared by every backend, so a mistake gives the same error on each (the
+//! conformance test runs one table of calls on all of them). A backend validates with these
+//! before it touches data; what it checks itself is only what its hardware limits.
+//!
+//! Shapes that do not fit are `Error::Shape`; element types that do not fit are `Error::DType`.
 
-use super::{DType, Shape, TensorMeta};
-use crate::error::{Result, ensure_shape};
+use super::{DType, Epilogue, Shape, TensorMeta};
+use crate::error::{Result, ensure_dtype, ensure_shape};
 
-fn same_dtype(op: &'static str, t: &impl TensorMeta, want: DType) -> Result<()> {
-    ensure_shape(t.dtype() == want, op, || format!("expected {} tensor, got {}", want.name(), t.dtype().name()))
+/// Fails unless `t` is a `want` tensor.
+pub fn dtype(op: &'static str, t: &impl TensorMeta, want: DType) -> Result<()> {
+    let got = t.dtype();
+    ensure_dtype(got == want, op, || {
+        let later = if got.is_quant() { " (int8 tensors can only be zeroed and copied until quantization lands)" } else { "" };
+        format!("expected a {} tensor, got {}{later}", want.name(), got.name())
+    })
+}
+
+/// Fails unless `t` is f32.
+pub fn f32(op: &'static str, t: &impl TensorMeta) -> Result<()> {
+    dtype(op, t, DType::F32)
+}
+
+/// Fails for the int8 types, which only `zeros` and `copy` handle until `QuantOps` lands.
+pub fn not_quant(op: &'static str, t: &impl TensorMeta) -> Result<()> {
+    let dt = t.dtype();
+    ensure_dtype(!dt.is_quant(), op, || format!("{} tensors can only be zeroed and copied until int8 quantization lands", dt.name()))
+}
+
+/// Bytes a tensor of this shape and type holds, refusing sizes that overflow.
+pub fn bytes(op: &'static str, shape: Shape, dtype: DType) -> Result<u64> {
+    shape[0]
+        .checked_mul(shape[1])
+        .and_then(|n| n.checked_mul(dtype.size_bytes()))
+        .and_then(|b| u64::try_from(b).ok())
+        .ok_or_else(|| crate::error::Error::Shape { op, detail: format!("{shape:?} {} elements overflow the address space", dtype.name()) })
 }
 
 /// Returns (m, n, k) for c[m, n] = op(a)[m, k] · op(b)[k, n].
@@ -15,24 +44,70 @@ pub fn matmul(
     trans_a: bool,
     trans_b: bool,
 ) -> Result<(usize, usize, usize)> {
-    for t in [a.dtype(), b.dtype(), c.dtype()] {
-        ensure_shape(t == DType::F32, "matmul", || format!("only f32 is supported, got {}", t.name()))?;
-    }
+    f32("matmul", a)?;
+    f32("matmul", b)?;
+    f32("matmul", c)?;
     dims("matmul", a, b, c, trans_a, trans_b)
 }
 
 /// `matmul` for 16-bit operands: a and b share one 16-bit type; c is f32 or that type.
-pub fn matmul16(
-    a: &impl TensorMeta,
-    b: &impl TensorMeta,
-    c: &impl TensorMeta,
+///
+/// The epilogue and `stats` rules, one for every backend:
+/// - a bias is f32 [1, n], for any output type;
+/// - a ReLU mask is the ReLU's 16-bit output [m, n], and only for a 16-bit output: it fuses
+///   the backward of a 16-bit ReLU, whose gradient is stored in 16 bits;
+/// - `stats` ([1, 2] u32) count values rounded to 16 bits, so they need a 16-bit output (an
+///   f32 output rounds nothing and would count nothing useful).
+pub fn matmul16<T: TensorMeta>(
+    a: &T,
+    b: &T,
+    c: &T,
     trans_a: bool,
     trans_b: bool,
+    epilogue: &Epilogue<'_, T>,
+    stats: Option<&T>,
 ) -> Result<(usize, usize, usize)> {
+    const OP: &str = "matmul16";
     let dt = a.dtype();
-    ensure_shape(dt.is_16bit() && b.dtype() == dt, "matmul16", || format!("operands must share one 16-bit type, got {} and {}", dt.name(), b.dtype().name()))?;
-    ensure_shape(c.dtype() == DType::F32 || c.dtype() == dt, "matmul16", || format!("output must be f32 or {}, got {}", dt.name(), c.dtype().name()))?;
-    dims("matmul16", a, b, c, trans_a, trans_b)
+    ensure_dtype(dt.is_16bit() && b.dtype() == dt, OP, || format!("operands must share one 16-bit type, got {} and {}", dt.name(), b.dtype().name()))?;
+    ensure_dtype(c.dtype() == DType::F32 || c.dtype() == dt, OP, || format!("output must be f32 or {}, got {}", dt.name(), c.dtype().name()))?;
+    let (m, n, k) = dims(OP, a, b, c, trans_a, trans_b)?;
+    match epilogue {
+        Epilogue::None => {}
+        Epilogue::Bias { bias, .. } => bias_for(OP, c, *bias)?,
+        Epilogue::ReluMask(act) => {
+            ensure_dtype(c.dtype() == dt, OP, || format!("a ReLU mask needs a {} output (it fuses a 16-bit ReLU's backward), got {}", dt.name(), c.dtype().name()))?;
+            ensure_dtype(act.dtype() == dt, OP, || format!("the ReLU mask must be {}, got {}", dt.name(), act.dtype().name()))?;
+            ensure_shape(act.shape() == [m, n], OP, || format!("ReLU mask {:?} for output {:?}", act.shape(), [m, n]))?;
+        }
+    }
+    if let Some(s) = stats {
+        ensure_dtype(c.dtype() == dt, OP, || format!("stats count values rounded to {}; an f32 output rounds nothing", dt.name()))?;
+        acc_index(OP, s, 1, DType::U32)?;
+    }
+    Ok((m, n, k))
+}
+
+/// A cast between f32 and a 16-bit type, either way; returns the 16-bit type. `stats` only for
+/// f32 → 16-bit, the direction that rounds.
+pub fn cast<T: TensorMeta>(x: &T, out: &T, stats: Option<&T>) -> Result<DType> {
+    ensure_shape(x.shape() == out.shape(), "cast", || format!("{:?} into {:?}", x.shape(), out.shape()))?;
+    let (from, to) = (x.dtype(), out.dtype());
+    let dt = match (from, to) {
+        (DType::F32, dt) | (dt, DType::F32) if dt.is_16bit() => dt,
+        _ => return Err(crate::error::Error::DType { op: "cast", detail: format!("cannot cast {} to {}", from.name(), to.name()) }),
+    };
+    if let Some(s) = stats {
+        ensure_dtype(to.is_16bit(), "cast", || format!("stats count values rounded to 16 bits; casting {} to f32 rounds nothing", from.name()))?;
+        acc_index("cast", s, 1, DType::U32)?;
+    }
+    Ok(dt)
+}
+
+/// GradScaler's unscale: f32 gradients, a u32 flag at found[0, 0].
+pub fn unscale_check(g: &impl TensorMeta, found: &impl TensorMeta) -> Result<()> {
+    f32("unscale_check", g)?;
+    acc_index("unscale_check", found, 0, DType::U32)
 }
 
 fn dims(
@@ -52,56 +127,46 @@ fn dims(
     Ok((m, n, k))
 }
 
+/// Same shape and same element type.
 pub fn same_shape(op: &'static str, a: &impl TensorMeta, b: &impl TensorMeta) -> Result<()> {
     ensure_shape(a.shape() == b.shape(), op, || format!("{:?} vs {:?}", a.shape(), b.shape()))?;
-    ensure_shape(a.dtype() == b.dtype(), op, || format!("{} vs {}", a.dtype().name(), b.dtype().name()))
-}
-
-pub fn f32s(op: &'static str, ts: &[&dyn TensorMetaDyn]) -> Result<()> {
-    for t in ts {
-        ensure_shape(t.dtype_dyn() == DType::F32, op, || format!("expected f32, got {}", t.dtype_dyn().name()))?;
-    }
-    Ok(())
-}
-
-/// Object-safe view of `TensorMeta` for checks over mixed lists.
-pub trait TensorMetaDyn {
-    fn dtype_dyn(&self) -> DType;
-}
-impl<T: TensorMeta> TensorMetaDyn for T {
-    fn dtype_dyn(&self) -> DType {
-        self.dtype()
-    }
+    ensure_dtype(a.dtype() == b.dtype(), op, || format!("{} vs {}", a.dtype().name(), b.dtype().name()))
 }
 
 /// A bias for output `y` of any dtype: f32, [1, cols].
 pub fn bias_for(op: &'static str, y: &impl TensorMeta, bias: &impl TensorMeta) -> Result<()> {
-    same_dtype(op, bias, DType::F32)?;
+    dtype(op, bias, DType::F32)?;
     ensure_shape(bias.shape() == [1, y.shape()[1]], op, || format!("bias {:?} for output {:?}", bias.shape(), y.shape()))
 }
 
 pub fn bias(y: &impl TensorMeta, bias: &impl TensorMeta) -> Result<()> {
-    same_dtype("bias_add", y, DType::F32)?;
-    same_dtype("bias_add", bias, DType::F32)?;
-    ensure_shape(bias.shape() == [1, y.shape()[1]], "bias_add", || format!("bias {:?} for output {:?}", bias.shape(), y.shape()))
+    f32("bias_add", y)?;
+    bias_for("bias_add", y, bias)
 }
 
 pub fn vector_out(op: &'static str, out: &impl TensorMeta, len: usize, dtype: DType) -> Result<()> {
-    same_dtype(op, out, dtype)?;
+    self::dtype(op, out, dtype)?;
     ensure_shape(out.shape() == [1, len], op, || format!("output is {:?}, expected [1, {len}]", out.shape()))
 }
 
+/// Rows that an op reduces to one winner (argmax) need at least one column.
+pub fn nonempty_rows(op: &'static str, x: &impl TensorMeta) -> Result<()> {
+    ensure_shape(x.shape()[1] > 0, op, || "a row needs at least one column".into())
+}
+
+/// f32 logits [rows, classes ≥ 1] with u32 labels [1, rows].
 pub fn labels(op: &'static str, logits: &impl TensorMeta, labels: &impl TensorMeta) -> Result<()> {
-    same_dtype(op, logits, DType::F32)?;
-    same_dtype(op, labels, DType::U32)?;
+    f32(op, logits)?;
+    dtype(op, labels, DType::U32)?;
+    nonempty_rows(op, logits)?;
     ensure_shape(labels.shape() == [1, logits.shape()[0]], op, || format!("labels {:?} for logits {:?}", labels.shape(), logits.shape()))
 }
 
 pub fn acc_index(op: &'static str, acc: &impl TensorMeta, index: usize, dtype: DType) -> Result<()> {
-    same_dtype(op, acc, dtype)?;
+    self::dtype(op, acc, dtype)?;
     ensure_shape(acc.shape()[0] == 1 && index < acc.shape()[1], op, || format!("index {index} outside accumulator {:?}", acc.shape()))
 }
 
 pub fn data_len(op: &'static str, shape: Shape, len: usize) -> Result<()> {
-    ensure_shape(shape[0] * shape[1] == len, op, || format!("{len} values for shape {shape:?}"))
+    ensure_shape(shape[0].checked_mul(shape[1]) == Some(len), op, || format!("{len} values for shape {shape:?}"))
 }

@@ -2,21 +2,29 @@ use serde::{Deserialize, Serialize};
 
 /// Element types. F32 is the compute type; U32 carries labels, argmax results and counters.
 /// F16 and BF16 are the 16-bit storage formats of mixed precision (see `tensor::float16`); I8
-/// slots in here when quantization lands.
+/// holds quantized values and I32 the exact accumulators of an int8 GEMM (`ops::QuantOps`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum DType {
     F32,
     U32,
     F16,
     BF16,
+    I8,
+    I32,
 }
 
 impl DType {
     pub fn size_bytes(self) -> usize {
         match self {
-            DType::F32 | DType::U32 => 4,
+            DType::F32 | DType::U32 | DType::I32 => 4,
             DType::F16 | DType::BF16 => 2,
+            DType::I8 => 1,
         }
+    }
+
+    /// Elements per 32-bit word of GPU storage (narrow types are packed into u32 words).
+    pub fn per_word(self) -> usize {
+        4 / self.size_bytes()
     }
 
     /// The 16-bit float formats, stored two per 32-bit word on the GPU.
@@ -24,13 +32,20 @@ impl DType {
         matches!(self, DType::F16 | DType::BF16)
     }
 
-    /// The WGSL spelling, used by the shader templater. BF16 has no WGSL type: it travels as
-    /// packed `u32` words.
+    /// The int8 quantization types, which have no host transfers or f32 ops until
+    /// `QuantOps` is implemented.
+    pub fn is_quant(self) -> bool {
+        matches!(self, DType::I8 | DType::I32)
+    }
+
+    /// The WGSL spelling, used by the shader templater. BF16 and I8 have no WGSL type: they
+    /// travel as packed `u32` words.
     pub fn wgsl(self) -> &'static str {
         match self {
             DType::F32 => "f32",
-            DType::U32 | DType::BF16 => "u32",
+            DType::U32 | DType::BF16 | DType::I8 => "u32",
             DType::F16 => "f16",
+            DType::I32 => "i32",
         }
     }
 
@@ -40,6 +55,8 @@ impl DType {
             DType::U32 => "u32",
             DType::F16 => "f16",
             DType::BF16 => "bf16",
+            DType::I8 => "i8",
+            DType::I32 => "i32",
         }
     }
 }

@@ -5,7 +5,7 @@
 use gpulab::data::{self, DatasetSpec};
 use gpulab::device::CpuBackend;
 use gpulab::nn::{AmpConfig, Precision};
-use gpulab::tensor::{Backend, DType, Epilogue, MemCategory as M, float16};
+use gpulab::tensor::{prelude::*, DType, Epilogue, MemCategory as M, float16};
 use gpulab::train::{NullSink, TrainConfig, train};
 
 use crate::common::{random, with_gpu};

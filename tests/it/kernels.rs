@@ -4,7 +4,7 @@
 
 use gpulab::device::CpuBackend;
 use gpulab::device::gpu::{GpuBackend, MatmulVariant};
-use gpulab::tensor::{AdamW, Backend, DType, MemCategory as M, Sgd};
+use gpulab::tensor::{prelude::*, AdamW, DType, MemCategory as M, Sgd};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 

@@ -1,5 +1,6 @@
 //! One integration-test crate with a module per area (ripgrep's layout).
 
+mod allocation;
 mod amp;
 mod checkpoint;
 mod checkpoint_gui;
@@ -8,6 +9,7 @@ mod checkpoint_kill;
 mod checkpoint_lab;
 mod cli;
 mod common;
+mod conformance;
 mod data;
 mod exercises;
 mod gui;

@@ -108,7 +108,7 @@ fn gpu_kernel_timestamps_are_present_monotonic_and_after_their_submit() {
         assert!(busy > 0.0, "profiling mode must still count GPU busy time");
         // The normal mode comes back after profiling: new work records no per-kernel times
         // but still counts busy time.
-        use gpulab::tensor::{Backend, DType, MemCategory};
+        use gpulab::tensor::{prelude::*, DType, MemCategory};
         let a = g.upload_f32(&[1.0; 64 * 64], [64, 64], MemCategory::Other).unwrap();
         let mut c = g.zeros([64, 64], DType::F32, MemCategory::Other).unwrap();
         g.take_busy_seconds().unwrap();

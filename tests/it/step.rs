@@ -3,7 +3,8 @@
 
 use gpulab::device::CpuBackend;
 use gpulab::nn::{AmpConfig, Mlp, MlpConfig, Optimizer, OptimizerKind, Precision};
-use gpulab::tensor::{Backend, DType, HostData, MemCategory};
+use gpulab::tensor::prelude::*;
+use gpulab::tensor::{DType, HostData, MemCategory};
 use gpulab::train::{Amp, F32Phases, Phases, Step, StepBuffers};
 
 use crate::common::{random, with_gpu};

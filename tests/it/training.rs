@@ -4,7 +4,7 @@
 use gpulab::data::{self, DatasetSpec};
 use gpulab::device::CpuBackend;
 use gpulab::nn::{Mlp, MlpConfig, Optimizer, OptimizerKind};
-use gpulab::tensor::Backend;
+use gpulab::tensor::prelude::*;
 use gpulab::train::{F32Phases, NullSink, Step, TrainConfig, TrainEvent, train};
 
 use crate::common::{assert_close, random, with_gpu};

@@ -3,17 +3,11 @@
 //! output type with the same round-to-nearest-even as the GPU kernels.
 
 use super::{CpuTensor, Storage, ops};
-use crate::error::{Result, ensure_shape};
+use crate::error::{Error, Result};
 use crate::tensor::{DType, Epilogue, TensorMeta, checks, float16};
 
 pub fn unavailable(dtype: DType) -> Option<String> {
     (!dtype.is_16bit()).then(|| format!("{} is not a 16-bit type", dtype.name()))
-}
-
-fn dtype16(op: &'static str, t: &CpuTensor) -> Result<DType> {
-    let dt = t.dtype();
-    ensure_shape(dt.is_16bit(), op, || format!("expected an f16 or bf16 tensor, got {}", dt.name()))?;
-    Ok(dt)
 }
 
 fn widened(t: &CpuTensor) -> Vec<f32> {
@@ -23,9 +17,9 @@ fn widened(t: &CpuTensor) -> Vec<f32> {
     }
 }
 
+/// Adds to stats that `checks` already validated.
 fn stats_add(stats: Option<&mut CpuTensor>, nonzero: u64, flushed: u64) -> Result<()> {
     if let Some(s) = stats {
-        checks::acc_index("stats", s, 1, DType::U32)?;
         let v = s.u32_mut();
         v[0] = v[0].wrapping_add(nonzero as u32);
         v[1] = v[1].wrapping_add(flushed as u32);
@@ -47,7 +41,7 @@ fn round_into(src: &[f32], out: &mut [u16], dt: DType) -> (u64, u64) {
 }
 
 pub fn cast(x: &CpuTensor, out: &mut CpuTensor, stats: Option<&mut CpuTensor>) -> Result<()> {
-    ensure_shape(x.shape() == out.shape(), "cast", || format!("{:?} into {:?}", x.shape(), out.shape()))?;
+    checks::cast(x, out, stats.as_deref())?;
     match (&x.data, &mut out.data) {
         (Storage::F32(src), Storage::Bits16(dst, dt)) => {
             let (nz, fl) = round_into(src, dst, *dt);
@@ -57,47 +51,43 @@ pub fn cast(x: &CpuTensor, out: &mut CpuTensor, stats: Option<&mut CpuTensor>) -
             dst.iter_mut().zip(src).for_each(|(d, &s)| *d = float16::widen(*dt, s));
             Ok(())
         }
-        _ => Err(crate::error::Error::Shape { op: "cast", detail: format!("cannot cast {} to {}", x.dtype().name(), out.dtype().name()) }),
+        _ => Err(Error::Internal(format!("checks::cast let {} → {} through", x.dtype().name(), out.dtype().name()))),
     }
 }
 
 #[allow(clippy::too_many_arguments)]
 pub fn matmul16(a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: bool, epi: Epilogue<'_, CpuTensor>, stats: Option<&mut CpuTensor>, threads: usize) -> Result<()> {
-    let (m, n, k) = checks::matmul16(a, b, c, ta, tb)?;
-    let dt = dtype16("matmul16", a)?;
+    let (m, n, k) = checks::matmul16(a, b, c, ta, tb, &epi, stats.as_deref())?;
     let mut acc = vec![0.0f32; m * n];
     ops::gemm(&widened(a), &widened(b), &mut acc, m, n, k, ta, tb, false, threads);
     match epi {
         Epilogue::None => {}
         Epilogue::Bias { bias, relu } => {
-            checks::bias_for("matmul16", c, bias)?;
             ops::bias_add(&mut acc, bias.f32(), n);
             if relu {
                 ops::map_inplace(&mut acc, |v| v.max(0.0));
             }
         }
         Epilogue::ReluMask(act) => {
-            ensure_shape(act.shape() == [m, n] && act.dtype() == dt, "matmul16", || format!("ReLU mask {:?} {} for output {:?}", act.shape(), act.dtype().name(), [m, n]))?;
             ops::zip_inplace(&mut acc, &widened(act), |g, a| if a > 0.0 { g } else { 0.0 });
         }
     }
     match &mut c.data {
+        // checks::matmul16 allows stats only with a 16-bit output.
         Storage::F32(out) => {
             out.copy_from_slice(&acc);
-            let nz = acc.iter().filter(|v| **v != 0.0).count() as u64;
-            stats_add(stats, nz, 0)
+            Ok(())
         }
         Storage::Bits16(out, odt) => {
             let (nz, fl) = round_into(&acc, out, *odt);
             stats_add(stats, nz, fl)
         }
-        Storage::U32(_) => unreachable!("checks::matmul16 rejects u32 outputs"),
+        _ => Err(Error::Internal("checks::matmul16 let an integer output through".into())),
     }
 }
 
 pub fn unscale_check(g: &mut CpuTensor, inv_scale: f32, found: &mut CpuTensor) -> Result<()> {
-    checks::f32s("unscale_check", &[g])?;
-    checks::acc_index("unscale_check", found, 0, DType::U32)?;
+    checks::unscale_check(g, found)?;
     let mut bad = false;
     for v in g.f32_mut() {
         bad |= !v.is_finite();

@@ -57,6 +57,9 @@ pub fn zip_inplace(x: &mut [f32], y: &[f32], f: impl Fn(f32, f32) -> f32 + Sync 
 }
 
 pub fn bias_add(y: &mut [f32], bias: &[f32], cols: usize) {
+    if cols == 0 {
+        return; // chunks of zero columns do not exist (and would panic)
+    }
     let add = |row: &mut [f32]| row.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
     if y.len() >= PAR_THRESHOLD {
         y.par_chunks_mut(cols).for_each(add);
@@ -99,12 +102,19 @@ pub fn softmax_xent(logits: &[f32], labels: &[u32], loss: &mut [f32], grad: Opti
 
 pub fn sum_cols(x: &[f32], out: &mut [f32], cols: usize) {
     out.fill(0.0);
+    if cols == 0 {
+        return;
+    }
     for row in x.chunks_exact(cols) {
         out.iter_mut().zip(row).for_each(|(o, v)| *o += v);
     }
 }
 
 pub fn sum_rows(x: &[f32], out: &mut [f32], cols: usize) {
+    if cols == 0 {
+        out.fill(0.0);
+        return;
+    }
     out.iter_mut().zip(x.chunks_exact(cols)).for_each(|(o, row)| *o = row.iter().sum());
 }
 

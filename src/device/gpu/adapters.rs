@@ -78,7 +78,7 @@ pub fn summarize(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
         features: WANTED_FEATURES.iter().filter(|(flag, _)| f.contains(*flag)).map(|(_, n)| n.to_string()).collect(),
         limits: AdapterLimits {
             max_buffer_size: l.max_buffer_size,
-            max_storage_buffer_binding_size: l.max_storage_buffer_binding_size as u64,
+            max_storage_buffer_binding_size: l.max_storage_buffer_binding_size,
             max_compute_workgroup_storage_size: l.max_compute_workgroup_storage_size,
             max_compute_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
             max_compute_workgroup_size_x: l.max_compute_workgroup_size_x,

@@ -4,7 +4,7 @@
 
 use super::kernels::Kernel;
 use super::{GpuBackend, GpuTensor, u32_len};
-use crate::error::{Error, Result, ensure_shape};
+use crate::error::Result;
 use crate::tensor::{DType, Epilogue, MemCategory, TensorMeta, checks, float16};
 
 pub fn unavailable(gpu: &GpuBackend, dtype: DType) -> Option<String> {
@@ -16,10 +16,10 @@ pub fn unavailable(gpu: &GpuBackend, dtype: DType) -> Option<String> {
     }
 }
 
-fn ensure_available(gpu: &GpuBackend, dtype: DType) -> Result<()> {
+fn ensure_available(gpu: &GpuBackend, op: &'static str, dtype: DType) -> Result<()> {
     match unavailable(gpu, dtype) {
         None => Ok(()),
-        Some(why) => Err(Error::Unsupported(why)),
+        Some(why) => Err(gpu.beyond_limits(op, why)),
     }
 }
 
@@ -37,37 +37,24 @@ fn unused(gpu: &mut GpuBackend) -> Result<GpuTensor> {
     gpu.alloc([1, 1], DType::U32, MemCategory::Other)
 }
 
-fn stats_check(stats: &Option<&mut GpuTensor>) -> Result<()> {
-    match stats {
-        Some(s) => checks::acc_index("stats", *s, 1, DType::U32),
-        None => Ok(()),
-    }
-}
-
 pub fn cast(gpu: &mut GpuBackend, x: &GpuTensor, out: &mut GpuTensor, stats: Option<&mut GpuTensor>) -> Result<()> {
-    ensure_shape(x.shape == out.shape, "cast", || format!("{:?} into {:?}", x.shape, out.shape))?;
-    stats_check(&stats)?;
+    let dt = checks::cast(x, out, stats.as_deref())?;
+    ensure_available(gpu, "cast", dt)?;
     let n = u32_len(x.numel(), "cast")?;
-    match (x.dtype, out.dtype) {
-        (DType::F32, dt) if dt.is_16bit() => {
-            ensure_available(gpu, dt)?;
-            let spare = unused(gpu)?;
-            let count = stats.is_some() as u32;
-            let s = stats.map(|s| s.buffer().clone()).unwrap_or_else(|| spare.buffer().clone());
-            let g = gpu.grid(out.words());
-            gpu.run_as(dt, Kernel::CastTo16, 0, &[n, 0, count, 0], &[(1, x.buffer()), (4, out.buffer()), (5, &s)], g)
-        }
-        (dt, DType::F32) if dt.is_16bit() => {
-            ensure_available(gpu, dt)?;
-            let g = gpu.grid(x.numel());
-            gpu.run_as(dt, Kernel::CastToF32, 0, &[n, 0, 0, 0], &[(3, x.buffer()), (2, out.buffer())], g)
-        }
-        (from, to) => Err(Error::Shape { op: "cast", detail: format!("cannot cast {} to {}", from.name(), to.name()) }),
+    if x.dtype == DType::F32 {
+        let spare = unused(gpu)?;
+        let count = stats.is_some() as u32;
+        let s = stats.map(|s| s.buffer().clone()).unwrap_or_else(|| spare.buffer().clone());
+        let g = gpu.grid(out.words());
+        gpu.run_as(dt, Kernel::CastTo16, 0, &[n, 0, count, 0], &[(1, x.buffer()), (4, out.buffer()), (5, &s)], g)
+    } else {
+        let g = gpu.grid(x.numel());
+        gpu.run_as(dt, Kernel::CastToF32, 0, &[n, 0, 0, 0], &[(3, x.buffer()), (2, out.buffer())], g)
     }
 }
 
 pub fn sum_cols16(gpu: &mut GpuBackend, x: &GpuTensor, out: &mut GpuTensor) -> Result<()> {
-    ensure_available(gpu, x.dtype)?;
+    ensure_available(gpu, "sum_cols", x.dtype)?;
     let [r, c] = x.shape;
     let g = gpu.grid(c);
     gpu.run_as(x.dtype, Kernel::SumCols16, 0, &[u32_len(r, "sum_cols")?, u32_len(c, "sum_cols")?, 0, 0], &[(7, x.buffer()), (6, out.buffer())], g)
@@ -75,24 +62,17 @@ pub fn sum_cols16(gpu: &mut GpuBackend, x: &GpuTensor, out: &mut GpuTensor) -> R
 
 #[allow(clippy::too_many_arguments)]
 pub fn matmul16(gpu: &mut GpuBackend, a: &GpuTensor, b: &GpuTensor, c: &mut GpuTensor, ta: bool, tb: bool, epi: Epilogue<'_, GpuTensor>, stats: Option<&mut GpuTensor>) -> Result<()> {
-    let (m, n, k) = checks::matmul16(a, b, c, ta, tb)?;
+    let (m, n, k) = checks::matmul16(a, b, c, ta, tb, &epi, stats.as_deref())?;
     let dt = a.dtype;
-    ensure_available(gpu, dt)?;
-    stats_check(&stats)?;
+    ensure_available(gpu, "matmul16", dt)?;
     u32_len(m * n, "matmul16")?;
     let (m32, n32, k32) = (m as u32, n as u32, k as u32);
     let spare_in = unused(gpu)?;
     let (code, bias, act) = match epi {
         Epilogue::None => (0, spare_in.buffer().clone(), spare_in.buffer().clone()),
-        Epilogue::Bias { bias, relu } => {
-            checks::bias_for("matmul16", c, bias)?;
-            (1 + relu as u32, bias.buffer().clone(), spare_in.buffer().clone())
-        }
-        Epilogue::ReluMask(act) => {
-            ensure_shape(act.shape == [m, n] && act.dtype == dt, "matmul16", || format!("ReLU mask {:?} {} for output {:?}", act.shape, act.dtype.name(), [m, n]))?;
-            ensure_shape(c.dtype == dt, "matmul16", || "a ReLU mask needs a 16-bit output".into())?;
-            (3, spare_in.buffer().clone(), act.buffer().clone())
-        }
+        Epilogue::Bias { bias, relu } => (1 + relu as u32, bias.buffer().clone(), spare_in.buffer().clone()),
+        // checks::matmul16 allows a mask (and stats) only with a 16-bit output.
+        Epilogue::ReluMask(act) => (3, spare_in.buffer().clone(), act.buffer().clone()),
     };
     let variant = ta as u32 | (tb as u32) << 1;
     let g = gpu.grid((m * n).div_ceil(2));
@@ -108,8 +88,7 @@ pub fn matmul16(gpu: &mut GpuBackend, a: &GpuTensor, b: &GpuTensor, c: &mut GpuT
 }
 
 pub fn unscale_check(gpu: &mut GpuBackend, g: &mut GpuTensor, inv_scale: f32, found: &mut GpuTensor) -> Result<()> {
-    checks::f32s("unscale_check", &[g])?;
-    checks::acc_index("unscale_check", found, 0, DType::U32)?;
+    checks::unscale_check(g, found)?;
     let n = u32_len(g.numel(), "unscale_check")?;
     let grid = gpu.grid(g.numel());
     gpu.run(Kernel::UnscaleCheck, 0, &[n, 0, inv_scale.to_bits(), 0], &[(1, g.buffer()), (2, found.buffer())], grid)

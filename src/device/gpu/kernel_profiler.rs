@@ -125,7 +125,7 @@ impl GpuBackend {
     }
 
     fn flush_pending(&mut self) -> Result<()> {
-        crate::tensor::Backend::flush(self)
+        crate::tensor::CoreOps::flush(self)
     }
 }
 

@@ -217,7 +217,7 @@ impl PipelineCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tensor::Backend;
+    use crate::tensor::prelude::*;
 
     #[test]
     fn every_kernel_names_an_entry_point_of_its_shader() {

@@ -2,6 +2,7 @@
 
 pub mod adapters;
 mod amp;
+mod core;
 mod kernel_profiler;
 mod kernels;
 #[cfg(test)]
@@ -20,8 +21,8 @@ pub use kernels::render as render_template;
 pub use pool::GpuTensor;
 pub use tuning::MatmulVariant;
 
-use crate::error::{Error, Result, ensure_shape};
-use crate::tensor::{AdamW, Backend, BackendInfo, DType, Epilogue, Ledger, MemCategory, MemoryReport, Sgd, Shape, TensorMeta, checks, memory_lock};
+use crate::error::{Error, Result};
+use crate::tensor::{AmpOps, BackendBase, BackendInfo, BackendKind, CoreOps, DType, Epilogue, Ledger, MemCategory, MemoryReport, QuantOps, Shape, Telemetry, memory_lock};
 use kernels::{Kernel, PipelineCache, PipelineKey, WG};
 use pool::{Shared, buffer_size};
 use recorder::Recorder;
@@ -155,6 +156,7 @@ impl GpuBackend {
     }
 
     fn alloc(&mut self, shape: Shape, dtype: DType, cat: MemCategory) -> Result<GpuTensor> {
+        crate::tensor::checks::bytes("alloc", shape, dtype)?;
         let size = buffer_size(shape[0] * shape[1], dtype);
         let max = self.summary.limits.max_storage_buffer_binding_size;
         if size > max {
@@ -269,9 +271,16 @@ impl GpuBackend {
     /// dst[c, r] = src[r, c]
     fn transpose(&mut self, src: &GpuTensor, dst: &mut GpuTensor) -> Result<()> {
         let [r, c] = src.shape;
-        ensure_shape(dst.shape == [c, r], "transpose", || format!("{:?} into {:?}", src.shape, dst.shape))?;
+        if dst.shape != [c, r] {
+            return Err(Error::Internal(format!("transpose of {:?} into {:?}", src.shape, dst.shape)));
+        }
         let g = self.grid(r * c);
         self.run(Kernel::Transpose, 0, &[u32_len(r, "transpose")?, u32_len(c, "transpose")?, 0, 0], &[(1, src.buffer()), (2, dst.buffer())], g)
+    }
+
+    /// The refusal of work beyond this adapter's limits.
+    fn beyond_limits(&self, op: &'static str, why: String) -> Error {
+        Error::UnsupportedOp { op, backend: format!("the GPU adapter {}", self.summary.name), why }
     }
 
     fn elementwise(&mut self, kernel: Kernel, n: usize, params: [u32; 4], bindings: &[(u32, &wgpu::Buffer)]) -> Result<()> {
@@ -281,15 +290,15 @@ impl GpuBackend {
 }
 
 fn u32_len(n: usize, what: &'static str) -> Result<u32> {
-    u32::try_from(n).map_err(|_| Error::Shape { op: what, detail: format!("{n} elements exceed the 2^32 a GPU kernel can index") })
+    u32::try_from(n).map_err(|_| Error::UnsupportedOp { op: what, backend: "the gpu backend".into(), why: format!("{n} elements exceed the 2^32 a GPU kernel can index") })
 }
 
-impl Backend for GpuBackend {
+impl BackendBase for GpuBackend {
     type Tensor = GpuTensor;
 
     fn info(&self) -> BackendInfo {
         BackendInfo {
-            kind: "gpu".into(),
+            kind: BackendKind::Gpu,
             name: self.summary.name.clone(),
             api: self.summary.backend.clone(),
             driver: format!("{} {}", self.summary.driver, self.summary.driver_info).trim().to_string(),
@@ -298,238 +307,9 @@ impl Backend for GpuBackend {
             timestamps: self.timestamps,
         }
     }
+}
 
-    fn zeros(&mut self, shape: Shape, dtype: DType, cat: MemCategory) -> Result<GpuTensor> {
-        // Pooled buffers hold old data, so every new tensor is cleared on the device.
-        let t = self.alloc(shape, dtype, cat)?;
-        let n = u32_len(t.words(), "zeros")?;
-        self.elementwise(Kernel::FillBits, n as usize, [n, 0, 0, 0], &[(3, t.buffer())])?;
-        Ok(t)
-    }
-
-    fn upload_f32(&mut self, data: &[f32], shape: Shape, cat: MemCategory) -> Result<GpuTensor> {
-        checks::data_len("upload", shape, data.len())?;
-        let t = self.alloc(shape, DType::F32, cat)?;
-        self.write_bytes(&t, bytemuck::cast_slice(data))?;
-        Ok(t)
-    }
-
-    fn upload_u32(&mut self, data: &[u32], shape: Shape, cat: MemCategory) -> Result<GpuTensor> {
-        checks::data_len("upload", shape, data.len())?;
-        let t = self.alloc(shape, DType::U32, cat)?;
-        self.write_bytes(&t, bytemuck::cast_slice(data))?;
-        Ok(t)
-    }
-
-    fn write_f32(&mut self, t: &mut GpuTensor, data: &[f32]) -> Result<()> {
-        checks::data_len("write", t.shape, data.len())?;
-        if t.dtype.is_16bit() {
-            let words = amp::pack_words(t.dtype, data);
-            return self.write_bytes(t, bytemuck::cast_slice(&words));
-        }
-        checks::f32s("write", &[t])?;
-        self.write_bytes(t, bytemuck::cast_slice(data))
-    }
-
-    fn write_u32(&mut self, t: &mut GpuTensor, data: &[u32]) -> Result<()> {
-        checks::data_len("write", t.shape, data.len())?;
-        ensure_shape(t.dtype == DType::U32, "write", || "expected a u32 tensor".into())?;
-        self.write_bytes(t, bytemuck::cast_slice(data))
-    }
-
-    fn read_f32(&mut self, t: &GpuTensor) -> Result<Vec<f32>> {
-        if t.dtype.is_16bit() {
-            let words: Vec<u32> = self.read_bytes(t)?;
-            return Ok(amp::unpack_words(t.dtype, &words, t.numel()));
-        }
-        checks::f32s("read", &[t])?;
-        self.read_bytes(t)
-    }
-
-    fn read_u32(&mut self, t: &GpuTensor) -> Result<Vec<u32>> {
-        ensure_shape(t.dtype == DType::U32, "read", || "expected a u32 tensor".into())?;
-        self.read_bytes(t)
-    }
-
-    fn read_many(&mut self, ts: &[&GpuTensor]) -> Result<Vec<crate::tensor::HostData>> {
-        self.read_batched(ts)
-    }
-
-    fn matmul(&mut self, a: &GpuTensor, b: &GpuTensor, c: &mut GpuTensor, ta: bool, tb: bool, acc: bool) -> Result<()> {
-        let (m, n, k) = checks::matmul(a, b, c, ta, tb)?;
-        if ta && self.matmul == MatmulVariant::RegBlock {
-            // Reading a transposed A is pathologically slow for the register-blocked kernel on
-            // llvmpipe (~16 ms per submit, measured); transposing it first costs one cheap pass.
-            let mut at = self.alloc([m, k], DType::F32, MemCategory::Activations)?;
-            self.transpose(a, &mut at)?;
-            return self.matmul(&at, b, c, false, tb, acc);
-        }
-        let (m32, n32, k32) = (u32_len(m, "matmul")?, u32_len(n, "matmul")?, u32_len(k, "matmul")?);
-        let (kernel, groups) = match self.matmul {
-            // 16 rows × 8 columns per invocation, 8 invocations side by side.
-            MatmulVariant::RegBlock => (Kernel::MatmulRegBlock, (n32.div_ceil(64), m32.div_ceil(16))),
-            MatmulVariant::Tiled => (Kernel::MatmulTiled, (n32.div_ceil(64), m32.div_ceil(64))),
-        };
-        let max = self.summary.limits.max_compute_workgroups_per_dimension;
-        ensure_shape(groups.0 <= max && groups.1 <= max, "matmul", || format!("{m}×{n} output needs more workgroups than this adapter allows ({max} per dimension)"))?;
-        // vec4 loads of A / B where the row length along the loaded dimension allows them.
-        let va = if ta { m % 4 == 0 } else { k % 4 == 0 };
-        let vb = if tb { k % 4 == 0 } else { n % 4 == 0 };
-        let variant = ta as u32 | (tb as u32) << 1 | (va as u32) << 2 | (vb as u32) << 3;
-        self.run(kernel, variant, &[m32, n32, k32, acc as u32], &[(1, a.buffer()), (2, b.buffer()), (3, c.buffer())], groups)
-    }
-
-    fn bias_add(&mut self, y: &mut GpuTensor, bias: &GpuTensor) -> Result<()> {
-        checks::bias(y, bias)?;
-        let n = u32_len(y.numel(), "bias_add")?;
-        self.elementwise(Kernel::BiasAdd, n as usize, [n, y.shape[1] as u32, 0, 0], &[(1, y.buffer()), (2, bias.buffer())])
-    }
-
-    fn relu(&mut self, x: &mut GpuTensor) -> Result<()> {
-        checks::f32s("relu", &[x])?;
-        let n = u32_len(x.numel(), "relu")?;
-        self.elementwise(Kernel::Relu, n as usize, [n, 0, 0, 0], &[(1, x.buffer())])
-    }
-
-    fn relu_backward(&mut self, grad: &mut GpuTensor, act: &GpuTensor) -> Result<()> {
-        checks::same_shape("relu_backward", grad, act)?;
-        checks::f32s("relu_backward", &[grad])?;
-        let n = u32_len(grad.numel(), "relu_backward")?;
-        self.elementwise(Kernel::ReluBackward, n as usize, [n, 0, 0, 0], &[(1, grad.buffer()), (2, act.buffer())])
-    }
-
-    fn softmax_xent(&mut self, logits: &GpuTensor, labels: &GpuTensor, loss_rows: &mut GpuTensor, grad: Option<&mut GpuTensor>, grad_scale: f32) -> Result<()> {
-        checks::labels("softmax_xent", logits, labels)?;
-        let [rows, cols] = logits.shape;
-        checks::vector_out("softmax_xent", loss_rows, rows, DType::F32)?;
-        if let Some(g) = &grad {
-            checks::same_shape("softmax_xent", *g, logits)?;
-        }
-        let write_grad = grad.is_some() as u32;
-        let grad_buf = grad.map(|g| g.buffer().clone()).unwrap_or_else(|| self.dummy.clone());
-        let params = [u32_len(rows, "softmax_xent")?, u32_len(cols, "softmax_xent")?, grad_scale.to_bits(), write_grad];
-        let bindings = [(1, logits.buffer()), (2, labels.buffer()), (3, loss_rows.buffer()), (4, &grad_buf)];
-        // Narrow rows: a thread per row beats a workgroup per row with its barriers.
-        if cols <= ROWWISE_MAX_COLS {
-            let g = self.grid(rows);
-            self.run(Kernel::SoftmaxXentRowwise, 0, &params, &bindings, g)
-        } else {
-            let g = self.rows_grid(rows);
-            self.run(Kernel::SoftmaxXent, 0, &params, &bindings, g)
-        }
-    }
-
-    fn sum_cols(&mut self, x: &GpuTensor, out: &mut GpuTensor) -> Result<()> {
-        checks::vector_out("sum_cols", out, x.shape[1], DType::F32)?;
-        if x.dtype.is_16bit() {
-            return amp::sum_cols16(self, x, out);
-        }
-        checks::f32s("sum_cols", &[x])?;
-        let [r, c] = x.shape;
-        let g = self.grid(c);
-        self.run(Kernel::SumCols, 0, &[u32_len(r, "sum_cols")?, u32_len(c, "sum_cols")?, 0, 0], &[(1, x.buffer()), (2, out.buffer())], g)
-    }
-
-    fn sum_rows(&mut self, x: &GpuTensor, out: &mut GpuTensor) -> Result<()> {
-        checks::f32s("sum_rows", &[x])?;
-        checks::vector_out("sum_rows", out, x.shape[0], DType::F32)?;
-        let [r, c] = x.shape;
-        let g = self.grid(r);
-        self.run(Kernel::SumRows, 0, &[u32_len(r, "sum_rows")?, u32_len(c, "sum_rows")?, 0, 0], &[(1, x.buffer()), (2, out.buffer())], g)
-    }
-
-    fn accumulate_sum(&mut self, x: &GpuTensor, acc: &mut GpuTensor, index: usize) -> Result<()> {
-        checks::f32s("accumulate_sum", &[x])?;
-        checks::acc_index("accumulate_sum", acc, index, DType::F32)?;
-        let [r, c] = x.shape;
-        let p = [u32_len(r, "accumulate_sum")?, u32_len(c, "accumulate_sum")?, index as u32, 0];
-        self.run(Kernel::AccumulateSum, 0, &p, &[(1, x.buffer()), (2, acc.buffer())], (1, 1))
-    }
-
-    fn argmax_rows(&mut self, x: &GpuTensor, out: &mut GpuTensor) -> Result<()> {
-        checks::f32s("argmax_rows", &[x])?;
-        checks::vector_out("argmax_rows", out, x.shape[0], DType::U32)?;
-        let [r, c] = x.shape;
-        ensure_shape(c > 0, "argmax_rows", || "a row needs at least one column".into())?;
-        let g = self.grid(r);
-        self.run(Kernel::ArgmaxRows, 0, &[u32_len(r, "argmax_rows")?, u32_len(c, "argmax_rows")?, 0, 0], &[(1, x.buffer()), (4, out.buffer())], g)
-    }
-
-    fn count_correct(&mut self, logits: &GpuTensor, labels: &GpuTensor, acc: &mut GpuTensor, index: usize) -> Result<()> {
-        checks::labels("count_correct", logits, labels)?;
-        checks::acc_index("count_correct", acc, index, DType::U32)?;
-        let [r, c] = logits.shape;
-        ensure_shape(c > 0, "count_correct", || "a row needs at least one column".into())?;
-        let p = [u32_len(r, "count_correct")?, u32_len(c, "count_correct")?, index as u32, 0];
-        self.run(Kernel::CountCorrect, 0, &p, &[(1, logits.buffer()), (3, labels.buffer()), (4, acc.buffer())], (1, 1))
-    }
-
-    fn sgd_step(&mut self, p: &mut GpuTensor, g: &GpuTensor, v: &mut GpuTensor, hp: Sgd) -> Result<()> {
-        checks::same_shape("sgd_step", p, g)?;
-        checks::same_shape("sgd_step", p, v)?;
-        checks::f32s("sgd_step", &[p])?;
-        let n = u32_len(p.numel(), "sgd_step")?;
-        let params = [n, hp.lr.to_bits(), hp.momentum.to_bits(), hp.weight_decay.to_bits()];
-        let grid = self.grid(n as usize);
-        self.run(Kernel::Sgd, 0, &params, &[(1, p.buffer()), (2, g.buffer()), (3, v.buffer())], grid)
-    }
-
-    fn adamw_step(&mut self, p: &mut GpuTensor, g: &GpuTensor, m: &mut GpuTensor, v: &mut GpuTensor, hp: AdamW, step: u32) -> Result<()> {
-        checks::same_shape("adamw_step", p, g)?;
-        checks::same_shape("adamw_step", p, m)?;
-        checks::same_shape("adamw_step", p, v)?;
-        checks::f32s("adamw_step", &[p])?;
-        let n = u32_len(p.numel(), "adamw_step")?;
-        let f = hp.factors(step);
-        let params = [
-            n,
-            hp.lr.to_bits(),
-            0f32.to_bits(),
-            hp.weight_decay.to_bits(),
-            hp.beta1.to_bits(),
-            hp.beta2.to_bits(),
-            hp.eps.to_bits(),
-            f.decay.to_bits(),
-            f.step_size.to_bits(),
-            f.bias2_sqrt.to_bits(),
-        ];
-        let grid = self.grid(n as usize);
-        self.run(Kernel::AdamW, 0, &params, &[(1, p.buffer()), (2, g.buffer()), (3, m.buffer()), (4, v.buffer())], grid)
-    }
-
-    fn fill(&mut self, t: &mut GpuTensor, value: f32) -> Result<()> {
-        let n = u32_len(t.numel(), "fill")?;
-        match t.dtype {
-            DType::F32 => self.elementwise(Kernel::Fill, n as usize, [n, 0, value.to_bits(), 0], &[(1, t.buffer())]),
-            DType::U32 => self.elementwise(Kernel::FillBits, n as usize, [n, 0, 0, value as u32], &[(3, t.buffer())]),
-            DType::F16 | DType::BF16 => {
-                let bits = crate::tensor::float16::round_bits(t.dtype, value) as u32;
-                let n = u32_len(t.words(), "fill")?;
-                self.elementwise(Kernel::FillBits, n as usize, [n, 0, 0, bits | bits << 16], &[(3, t.buffer())])
-            }
-        }
-    }
-
-    fn scale(&mut self, t: &mut GpuTensor, alpha: f32) -> Result<()> {
-        checks::f32s("scale", &[t])?;
-        let n = u32_len(t.numel(), "scale")?;
-        self.elementwise(Kernel::Scale, n as usize, [n, 0, alpha.to_bits(), 0], &[(1, t.buffer())])
-    }
-
-    fn copy(&mut self, src: &GpuTensor, dst: &mut GpuTensor) -> Result<()> {
-        checks::same_shape("copy", src, dst)?;
-        let n = u32_len(src.words(), "copy")?;
-        self.elementwise(Kernel::Copy, n as usize, [n, 0, 0, 0], &[(3, dst.buffer()), (4, src.buffer())])
-    }
-
-    fn prepare(&mut self) -> Result<()> {
-        // Matmul pipelines depend on the shapes (vec4 eligibility), so they compile on first use.
-        for kernel in Kernel::SIMPLE {
-            self.pipelines.get(&self.device, PipelineKey { kernel, dtype: DType::F32, variant: 0 })?;
-        }
-        Ok(())
-    }
-
+impl AmpOps for GpuBackend {
     fn amp_unavailable(&self, dtype: DType) -> Option<String> {
         amp::unavailable(self, dtype)
     }
@@ -545,18 +325,12 @@ impl Backend for GpuBackend {
     fn unscale_check(&mut self, g: &mut GpuTensor, inv_scale: f32, found: &mut GpuTensor) -> Result<()> {
         amp::unscale_check(self, g, inv_scale, found)
     }
+}
 
-    fn flush(&mut self) -> Result<()> {
-        self.rec.flush(&self.queue);
-        self.check()
-    }
+/// Int8 arrives with the INT8 issue; until then every quant op refuses by name.
+impl QuantOps for GpuBackend {}
 
-    fn sync(&mut self) -> Result<()> {
-        self.flush()?;
-        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(recorder::poll_error)?;
-        self.check()
-    }
-
+impl Telemetry for GpuBackend {
     fn take_busy_seconds(&mut self) -> Result<Option<f64>> {
         if !self.rec.has_timestamps() {
             return Ok(None);

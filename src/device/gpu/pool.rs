@@ -72,14 +72,14 @@ impl GpuTensor {
         self.buf.as_ref().expect("a live tensor always holds its buffer")
     }
 
-    /// Bytes of data, in whole 32-bit words (16-bit types are packed two per word).
+    /// Bytes of data, in whole 32-bit words (16-bit types are packed two per word, i8 four).
     pub(crate) fn data_bytes(&self) -> u64 {
         self.words() as u64 * 4
     }
 
     /// 32-bit words the data occupies.
     pub(crate) fn words(&self) -> usize {
-        if self.dtype.is_16bit() { self.numel().div_ceil(2) } else { self.numel() }
+        self.numel().div_ceil(self.dtype.per_word())
     }
 }
 

@@ -2,7 +2,7 @@
 //! tensors through one staging buffer.
 
 use crate::error::{Error, Result};
-use crate::tensor::{Backend, DType, HostData, TensorMeta};
+use crate::tensor::{CoreOps, DType, HostData, TensorMeta};
 
 pub fn map_and_read<T: bytemuck::Pod>(device: &wgpu::Device, buf: &wgpu::Buffer, bytes: u64) -> Result<Vec<T>> {
     let slice = buf.slice(..bytes);

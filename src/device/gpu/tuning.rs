@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::GpuBackend;
 use crate::cache::{CacheKey, DiskCache};
 use crate::error::{Error, Result};
-use crate::tensor::Backend;
+use crate::tensor::prelude::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

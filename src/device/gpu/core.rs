@@ -1,0 +1,254 @@
+//! The f32 ops and host transfers of the wgpu backend (`CoreOps`): validate with
+//! `tensor::checks`, then record a dispatch.
+
+use super::kernels::{Kernel, PipelineKey};
+use super::tuning::MatmulVariant;
+use super::{GpuBackend, GpuTensor, ROWWISE_MAX_COLS, amp, u32_len};
+use crate::error::Result;
+use crate::tensor::{AdamW, CoreOps, DType, HostData, MemCategory, Sgd, Shape, TensorMeta, checks};
+
+impl CoreOps for GpuBackend {
+    fn zeros(&mut self, shape: Shape, dtype: DType, cat: MemCategory) -> Result<GpuTensor> {
+        // Pooled buffers hold old data, so every new tensor is cleared on the device.
+        let t = self.alloc(shape, dtype, cat)?;
+        let n = u32_len(t.words(), "zeros")?;
+        self.elementwise(Kernel::FillBits, n as usize, [n, 0, 0, 0], &[(3, t.buffer())])?;
+        Ok(t)
+    }
+
+    fn upload_f32(&mut self, data: &[f32], shape: Shape, cat: MemCategory) -> Result<GpuTensor> {
+        checks::data_len("upload", shape, data.len())?;
+        let t = self.alloc(shape, DType::F32, cat)?;
+        self.write_bytes(&t, bytemuck::cast_slice(data))?;
+        Ok(t)
+    }
+
+    fn upload_u32(&mut self, data: &[u32], shape: Shape, cat: MemCategory) -> Result<GpuTensor> {
+        checks::data_len("upload", shape, data.len())?;
+        let t = self.alloc(shape, DType::U32, cat)?;
+        self.write_bytes(&t, bytemuck::cast_slice(data))?;
+        Ok(t)
+    }
+
+    fn write_f32(&mut self, t: &mut GpuTensor, data: &[f32]) -> Result<()> {
+        checks::data_len("write", t.shape, data.len())?;
+        if t.dtype.is_16bit() {
+            let words = amp::pack_words(t.dtype, data);
+            return self.write_bytes(t, bytemuck::cast_slice(&words));
+        }
+        checks::f32("write", t)?;
+        self.write_bytes(t, bytemuck::cast_slice(data))
+    }
+
+    fn write_u32(&mut self, t: &mut GpuTensor, data: &[u32]) -> Result<()> {
+        checks::data_len("write", t.shape, data.len())?;
+        checks::dtype("write", t, DType::U32)?;
+        self.write_bytes(t, bytemuck::cast_slice(data))
+    }
+
+    fn read_f32(&mut self, t: &GpuTensor) -> Result<Vec<f32>> {
+        if t.dtype.is_16bit() {
+            let words: Vec<u32> = self.read_bytes(t)?;
+            return Ok(amp::unpack_words(t.dtype, &words, t.numel()));
+        }
+        checks::f32("read", t)?;
+        self.read_bytes(t)
+    }
+
+    fn read_u32(&mut self, t: &GpuTensor) -> Result<Vec<u32>> {
+        checks::dtype("read", t, DType::U32)?;
+        self.read_bytes(t)
+    }
+
+    fn read_many(&mut self, ts: &[&GpuTensor]) -> Result<Vec<HostData>> {
+        self.read_batched(ts)
+    }
+
+    fn matmul(&mut self, a: &GpuTensor, b: &GpuTensor, c: &mut GpuTensor, ta: bool, tb: bool, acc: bool) -> Result<()> {
+        let (m, n, k) = checks::matmul(a, b, c, ta, tb)?;
+        if ta && self.matmul == MatmulVariant::RegBlock {
+            // Reading a transposed A is pathologically slow for the register-blocked kernel on
+            // llvmpipe (~16 ms per submit, measured); transposing it first costs one cheap pass.
+            let mut at = self.alloc([m, k], DType::F32, MemCategory::Activations)?;
+            self.transpose(a, &mut at)?;
+            return self.matmul(&at, b, c, false, tb, acc);
+        }
+        let (m32, n32, k32) = (u32_len(m, "matmul")?, u32_len(n, "matmul")?, u32_len(k, "matmul")?);
+        let (kernel, groups) = match self.matmul {
+            // 16 rows × 8 columns per invocation, 8 invocations side by side.
+            MatmulVariant::RegBlock => (Kernel::MatmulRegBlock, (n32.div_ceil(64), m32.div_ceil(16))),
+            MatmulVariant::Tiled => (Kernel::MatmulTiled, (n32.div_ceil(64), m32.div_ceil(64))),
+        };
+        let max = self.summary.limits.max_compute_workgroups_per_dimension;
+        if groups.0 > max || groups.1 > max {
+            return Err(self.beyond_limits("matmul", format!("a {m}×{n} output needs more workgroups than it allows ({max} per dimension)")));
+        }
+        // vec4 loads of A / B where the row length along the loaded dimension allows them.
+        let va = if ta { m % 4 == 0 } else { k % 4 == 0 };
+        let vb = if tb { k % 4 == 0 } else { n % 4 == 0 };
+        let variant = ta as u32 | (tb as u32) << 1 | (va as u32) << 2 | (vb as u32) << 3;
+        self.run(kernel, variant, &[m32, n32, k32, acc as u32], &[(1, a.buffer()), (2, b.buffer()), (3, c.buffer())], groups)
+    }
+
+    fn bias_add(&mut self, y: &mut GpuTensor, bias: &GpuTensor) -> Result<()> {
+        checks::bias(y, bias)?;
+        let n = u32_len(y.numel(), "bias_add")?;
+        self.elementwise(Kernel::BiasAdd, n as usize, [n, y.shape[1] as u32, 0, 0], &[(1, y.buffer()), (2, bias.buffer())])
+    }
+
+    fn relu(&mut self, x: &mut GpuTensor) -> Result<()> {
+        checks::f32("relu", x)?;
+        let n = u32_len(x.numel(), "relu")?;
+        self.elementwise(Kernel::Relu, n as usize, [n, 0, 0, 0], &[(1, x.buffer())])
+    }
+
+    fn relu_backward(&mut self, grad: &mut GpuTensor, act: &GpuTensor) -> Result<()> {
+        checks::same_shape("relu_backward", grad, act)?;
+        checks::f32("relu_backward", grad)?;
+        let n = u32_len(grad.numel(), "relu_backward")?;
+        self.elementwise(Kernel::ReluBackward, n as usize, [n, 0, 0, 0], &[(1, grad.buffer()), (2, act.buffer())])
+    }
+
+    fn softmax_xent(&mut self, logits: &GpuTensor, labels: &GpuTensor, loss_rows: &mut GpuTensor, grad: Option<&mut GpuTensor>, grad_scale: f32) -> Result<()> {
+        checks::labels("softmax_xent", logits, labels)?;
+        let [rows, cols] = logits.shape;
+        checks::vector_out("softmax_xent", loss_rows, rows, DType::F32)?;
+        if let Some(g) = &grad {
+            checks::same_shape("softmax_xent", *g, logits)?;
+        }
+        let write_grad = grad.is_some() as u32;
+        let grad_buf = grad.map(|g| g.buffer().clone()).unwrap_or_else(|| self.dummy.clone());
+        let params = [u32_len(rows, "softmax_xent")?, u32_len(cols, "softmax_xent")?, grad_scale.to_bits(), write_grad];
+        let bindings = [(1, logits.buffer()), (2, labels.buffer()), (3, loss_rows.buffer()), (4, &grad_buf)];
+        // Narrow rows: a thread per row beats a workgroup per row with its barriers.
+        if cols <= ROWWISE_MAX_COLS {
+            let g = self.grid(rows);
+            self.run(Kernel::SoftmaxXentRowwise, 0, &params, &bindings, g)
+        } else {
+            let g = self.rows_grid(rows);
+            self.run(Kernel::SoftmaxXent, 0, &params, &bindings, g)
+        }
+    }
+
+    fn sum_cols(&mut self, x: &GpuTensor, out: &mut GpuTensor) -> Result<()> {
+        checks::vector_out("sum_cols", out, x.shape[1], DType::F32)?;
+        if x.dtype.is_16bit() {
+            return amp::sum_cols16(self, x, out);
+        }
+        checks::f32("sum_cols", x)?;
+        let [r, c] = x.shape;
+        let g = self.grid(c);
+        self.run(Kernel::SumCols, 0, &[u32_len(r, "sum_cols")?, u32_len(c, "sum_cols")?, 0, 0], &[(1, x.buffer()), (2, out.buffer())], g)
+    }
+
+    fn sum_rows(&mut self, x: &GpuTensor, out: &mut GpuTensor) -> Result<()> {
+        checks::f32("sum_rows", x)?;
+        checks::vector_out("sum_rows", out, x.shape[0], DType::F32)?;
+        let [r, c] = x.shape;
+        let g = self.grid(r);
+        self.run(Kernel::SumRows, 0, &[u32_len(r, "sum_rows")?, u32_len(c, "sum_rows")?, 0, 0], &[(1, x.buffer()), (2, out.buffer())], g)
+    }
+
+    fn accumulate_sum(&mut self, x: &GpuTensor, acc: &mut GpuTensor, index: usize) -> Result<()> {
+        checks::f32("accumulate_sum", x)?;
+        checks::acc_index("accumulate_sum", acc, index, DType::F32)?;
+        let [r, c] = x.shape;
+        let p = [u32_len(r, "accumulate_sum")?, u32_len(c, "accumulate_sum")?, index as u32, 0];
+        self.run(Kernel::AccumulateSum, 0, &p, &[(1, x.buffer()), (2, acc.buffer())], (1, 1))
+    }
+
+    fn argmax_rows(&mut self, x: &GpuTensor, out: &mut GpuTensor) -> Result<()> {
+        checks::f32("argmax_rows", x)?;
+        checks::nonempty_rows("argmax_rows", x)?;
+        checks::vector_out("argmax_rows", out, x.shape[0], DType::U32)?;
+        let [r, c] = x.shape;
+        let g = self.grid(r);
+        self.run(Kernel::ArgmaxRows, 0, &[u32_len(r, "argmax_rows")?, u32_len(c, "argmax_rows")?, 0, 0], &[(1, x.buffer()), (4, out.buffer())], g)
+    }
+
+    fn count_correct(&mut self, logits: &GpuTensor, labels: &GpuTensor, acc: &mut GpuTensor, index: usize) -> Result<()> {
+        checks::labels("count_correct", logits, labels)?;
+        checks::acc_index("count_correct", acc, index, DType::U32)?;
+        let [r, c] = logits.shape;
+        let p = [u32_len(r, "count_correct")?, u32_len(c, "count_correct")?, index as u32, 0];
+        self.run(Kernel::CountCorrect, 0, &p, &[(1, logits.buffer()), (3, labels.buffer()), (4, acc.buffer())], (1, 1))
+    }
+
+    fn sgd_step(&mut self, p: &mut GpuTensor, g: &GpuTensor, v: &mut GpuTensor, hp: Sgd) -> Result<()> {
+        checks::same_shape("sgd_step", p, g)?;
+        checks::same_shape("sgd_step", p, v)?;
+        checks::f32("sgd_step", p)?;
+        let n = u32_len(p.numel(), "sgd_step")?;
+        let params = [n, hp.lr.to_bits(), hp.momentum.to_bits(), hp.weight_decay.to_bits()];
+        let grid = self.grid(n as usize);
+        self.run(Kernel::Sgd, 0, &params, &[(1, p.buffer()), (2, g.buffer()), (3, v.buffer())], grid)
+    }
+
+    fn adamw_step(&mut self, p: &mut GpuTensor, g: &GpuTensor, m: &mut GpuTensor, v: &mut GpuTensor, hp: AdamW, step: u32) -> Result<()> {
+        checks::same_shape("adamw_step", p, g)?;
+        checks::same_shape("adamw_step", p, m)?;
+        checks::same_shape("adamw_step", p, v)?;
+        checks::f32("adamw_step", p)?;
+        let n = u32_len(p.numel(), "adamw_step")?;
+        let f = hp.factors(step);
+        let params = [
+            n,
+            hp.lr.to_bits(),
+            0f32.to_bits(),
+            hp.weight_decay.to_bits(),
+            hp.beta1.to_bits(),
+            hp.beta2.to_bits(),
+            hp.eps.to_bits(),
+            f.decay.to_bits(),
+            f.step_size.to_bits(),
+            f.bias2_sqrt.to_bits(),
+        ];
+        let grid = self.grid(n as usize);
+        self.run(Kernel::AdamW, 0, &params, &[(1, p.buffer()), (2, g.buffer()), (3, m.buffer()), (4, v.buffer())], grid)
+    }
+
+    fn fill(&mut self, t: &mut GpuTensor, value: f32) -> Result<()> {
+        let n = u32_len(t.numel(), "fill")?;
+        match t.dtype {
+            DType::F32 => self.elementwise(Kernel::Fill, n as usize, [n, 0, value.to_bits(), 0], &[(1, t.buffer())]),
+            DType::U32 => self.elementwise(Kernel::FillBits, n as usize, [n, 0, 0, value as u32], &[(3, t.buffer())]),
+            DType::F16 | DType::BF16 => {
+                let bits = crate::tensor::float16::round_bits(t.dtype, value) as u32;
+                let n = u32_len(t.words(), "fill")?;
+                self.elementwise(Kernel::FillBits, n as usize, [n, 0, 0, bits | bits << 16], &[(3, t.buffer())])
+            }
+            DType::I8 | DType::I32 => checks::not_quant("fill", t),
+        }
+    }
+
+    fn scale(&mut self, t: &mut GpuTensor, alpha: f32) -> Result<()> {
+        checks::f32("scale", t)?;
+        let n = u32_len(t.numel(), "scale")?;
+        self.elementwise(Kernel::Scale, n as usize, [n, 0, alpha.to_bits(), 0], &[(1, t.buffer())])
+    }
+
+    fn copy(&mut self, src: &GpuTensor, dst: &mut GpuTensor) -> Result<()> {
+        checks::same_shape("copy", src, dst)?;
+        let n = u32_len(src.words(), "copy")?;
+        self.elementwise(Kernel::Copy, n as usize, [n, 0, 0, 0], &[(3, dst.buffer()), (4, src.buffer())])
+    }
+
+    fn prepare(&mut self) -> Result<()> {
+        // Matmul pipelines depend on the shapes (vec4 eligibility), so they compile on first use.
+        for kernel in Kernel::SIMPLE {
+            self.pipelines.get(&self.device, PipelineKey { kernel, dtype: DType::F32, variant: 0 })?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.rec.flush(&self.queue);
+        self.check()
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.flush()?;
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(super::recorder::poll_error)?;
+        self.check()
+    }
+}

@@ -1,0 +1,92 @@
+use super::BackendBase;
+use crate::error::Result;
+use crate::tensor::{AdamW, DType, HostData, MemCategory, Sgd, Shape};
+
+/// The f32 ops, host transfers and submission control: everything a full-precision training
+/// step needs.
+///
+/// Outputs are passed as `&mut` and must not alias inputs. GPU backends only *record* ops;
+/// `flush` submits what was recorded and `read_*` waits for it.
+pub trait CoreOps: BackendBase {
+    /// A zero-filled tensor of any dtype (I8/I32 included: only zeros and copies work on them
+    /// until `QuantOps` is implemented).
+    fn zeros(&mut self, shape: Shape, dtype: DType, cat: MemCategory) -> Result<Self::Tensor>;
+    fn upload_f32(&mut self, data: &[f32], shape: Shape, cat: MemCategory) -> Result<Self::Tensor>;
+    fn upload_u32(&mut self, data: &[u32], shape: Shape, cat: MemCategory) -> Result<Self::Tensor>;
+    /// Overwrites a tensor's contents (e.g. the next input batch) without reallocating.
+    fn write_f32(&mut self, t: &mut Self::Tensor, data: &[f32]) -> Result<()>;
+    fn write_u32(&mut self, t: &mut Self::Tensor, data: &[u32]) -> Result<()>;
+    fn read_f32(&mut self, t: &Self::Tensor) -> Result<Vec<f32>>;
+    fn read_u32(&mut self, t: &Self::Tensor) -> Result<Vec<u32>>;
+    /// Reads several tensors with one wait: on a GPU one staging buffer, one submit, one map.
+    /// Each comes back as `read_f32` (f32 and 16-bit, widened) or `read_u32` would return it.
+    fn read_many(&mut self, ts: &[&Self::Tensor]) -> Result<Vec<HostData>>;
+
+    /// c = op(a)·op(b) (+ c when `accumulate`), where op transposes when the flag is set.
+    fn matmul(
+        &mut self,
+        a: &Self::Tensor,
+        b: &Self::Tensor,
+        c: &mut Self::Tensor,
+        trans_a: bool,
+        trans_b: bool,
+        accumulate: bool,
+    ) -> Result<()>;
+    /// y[r, c] += bias[c]
+    fn bias_add(&mut self, y: &mut Self::Tensor, bias: &Self::Tensor) -> Result<()>;
+    /// x = max(x, 0)
+    fn relu(&mut self, x: &mut Self::Tensor) -> Result<()>;
+    /// grad *= (act > 0), where `act` is the ReLU's output.
+    fn relu_backward(&mut self, grad: &mut Self::Tensor, act: &Self::Tensor) -> Result<()>;
+    /// Fused softmax + cross-entropy. Writes each row's loss into `loss_rows` ([1, rows]) and,
+    /// when given, grad = (softmax(logits) − onehot(labels)) · grad_scale.
+    fn softmax_xent(
+        &mut self,
+        logits: &Self::Tensor,
+        labels: &Self::Tensor,
+        loss_rows: &mut Self::Tensor,
+        grad: Option<&mut Self::Tensor>,
+        grad_scale: f32,
+    ) -> Result<()>;
+    /// out[0, c] = Σ_r x[r, c]  (bias gradients); x may be f32 or 16-bit, the sum is f32.
+    fn sum_cols(&mut self, x: &Self::Tensor, out: &mut Self::Tensor) -> Result<()>;
+    /// out[0, r] = Σ_c x[r, c]
+    fn sum_rows(&mut self, x: &Self::Tensor, out: &mut Self::Tensor) -> Result<()>;
+    /// acc[0, index] += Σ x  (running loss sums that are read back only now and then)
+    fn accumulate_sum(&mut self, x: &Self::Tensor, acc: &mut Self::Tensor, index: usize) -> Result<()>;
+    /// out[0, r] = argmax_c x[r, c] (first maximum wins), as u32.
+    fn argmax_rows(&mut self, x: &Self::Tensor, out: &mut Self::Tensor) -> Result<()>;
+    /// acc[0, index] += #{r : argmax_c logits[r, c] == labels[r]}, as u32.
+    fn count_correct(
+        &mut self,
+        logits: &Self::Tensor,
+        labels: &Self::Tensor,
+        acc: &mut Self::Tensor,
+        index: usize,
+    ) -> Result<()>;
+    fn sgd_step(&mut self, p: &mut Self::Tensor, g: &Self::Tensor, v: &mut Self::Tensor, hp: Sgd) -> Result<()>;
+    fn adamw_step(
+        &mut self,
+        p: &mut Self::Tensor,
+        g: &Self::Tensor,
+        m: &mut Self::Tensor,
+        v: &mut Self::Tensor,
+        hp: AdamW,
+        step: u32,
+    ) -> Result<()>;
+    fn fill(&mut self, t: &mut Self::Tensor, value: f32) -> Result<()>;
+    /// t *= alpha
+    fn scale(&mut self, t: &mut Self::Tensor, alpha: f32) -> Result<()>;
+    fn copy(&mut self, src: &Self::Tensor, dst: &mut Self::Tensor) -> Result<()>;
+
+    /// Compiles whatever the backend compiles lazily (GPU pipelines), so timed work that
+    /// follows does not pay for it. A no-op where nothing is compiled.
+    fn prepare(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Submits recorded work (no-op on the CPU). A training step calls it once.
+    fn flush(&mut self) -> Result<()>;
+    /// Waits until all submitted work has finished.
+    fn sync(&mut self) -> Result<()>;
+}
