@@ -1,8 +1,10 @@
 //! gpulab: a lab that teaches how GPUs accelerate deep learning by measuring it.
 //!
 //! One headless core — tensors on a CPU, wgpu or CUDA backend, an MLP, a training loop, data
-//! sets — driven by a thin CLI (and, later, a thin GUI). See `../shared/DESIGN.md`.
+//! sets — driven by a thin CLI and, with the default `gui` feature, a thin desktop lab. See
+//! `../shared/DESIGN.md`.
 
+#[cfg(feature = "gui")]
 pub mod app;
 pub mod bench;
 pub mod checkpoint;

@@ -37,6 +37,9 @@ impl Exercise for BatchSweep {
         "Batch-size sweep"
     }
 
+    fn live_charts(&self) -> Vec<super::LiveChartSpec> {
+        common::training_live_charts()
+    }
     fn settings(&self) -> Settings {
         let s = Settings::default()
             .add("backend", "Backend", "Where to train: cpu, gpu, gpu:N, gpu:NAME", Value::Devices(vec!["gpu".into()]))

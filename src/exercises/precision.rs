@@ -64,6 +64,9 @@ impl Exercise for PrecisionLab {
         "FP32 vs FP16/BF16 mixed precision"
     }
 
+    fn live_charts(&self) -> Vec<super::LiveChartSpec> {
+        common::training_live_charts()
+    }
     fn settings(&self) -> Settings {
         let s = Settings::default()
             .add("backend", "Backend", "Where to train: cpu, gpu, gpu:N, gpu:NAME", Value::Devices(vec!["gpu".into()]))

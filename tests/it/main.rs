@@ -2,6 +2,7 @@
 
 mod amp;
 mod checkpoint;
+#[cfg(feature = "gui")]
 mod checkpoint_gui;
 mod checkpoint_interop;
 mod checkpoint_kill;
@@ -10,6 +11,7 @@ mod cli;
 mod common;
 mod data;
 mod exercises;
+#[cfg(feature = "gui")]
 mod gui;
 mod kernels;
 mod ledger;
@@ -18,4 +20,5 @@ mod pipeline_labs;
 mod precision;
 mod profiler;
 mod training;
+#[cfg(feature = "gui")]
 mod window;
