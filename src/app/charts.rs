@@ -80,6 +80,11 @@ pub fn short_num(v: f64) -> String {
     }
 }
 
+/// A bar group's x value: whole numbers (runs, batch sizes) without decimals.
+fn group_label(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 { format!("{x:.0}") } else { short_num(x) }
+}
+
 pub fn show(ui: &mut egui::Ui, c: &ChartView<'_>, salt: &str, height: f32) {
     ui.label(RichText::new(&c.title).strong());
     ui.small(format!("{} vs {}{} · {}", c.y_label, c.x_label, if c.log_x { " (log scale)" } else { "" }, provenance_of(&c.series)));
@@ -144,7 +149,7 @@ pub fn show(ui: &mut egui::Ui, c: &ChartView<'_>, salt: &str, height: f32) {
             let xl = c.x_label.clone();
             plot = plot.x_axis_formatter(move |m, _| {
                 let g = m.value.round();
-                if (m.value - g).abs() < 1e-6 && g >= 0.0 && (g as usize) < xs2.len() { format!("{} {}", xl, short_num(xs2[g as usize])) } else { String::new() }
+                if (m.value - g).abs() < 1e-6 && g >= 0.0 && (g as usize) < xs2.len() { format!("{} {}", xl, group_label(xs2[g as usize])) } else { String::new() }
             });
             let series = &c.series;
             plot.show(ui, |pui| {

@@ -86,7 +86,9 @@ fn not_runnable_text_names_the_ready_exercises() {
     h.step();
     h.step();
     let numbers: Vec<String> = gpulab::exercises::runnable().iter().map(|e| e.number().to_string()).collect();
-    let text = h.query_all_by_label_contains("is not runnable yet").next().map(|n| n.accesskit_node().label().unwrap_or_default()).expect("the not-runnable text");
+    let node = h.query_all_by_label_contains("there is nothing to run").next().expect("the not-runnable text");
+    // A label's text is its accesskit value.
+    let text = node.accesskit_node().value().unwrap_or_default();
     for n in &numbers {
         assert!(text.contains(n.as_str()), "{text:?} does not name exercise {n}");
     }
