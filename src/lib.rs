@@ -1,8 +1,11 @@
 //! gpulab: a lab that teaches how GPUs accelerate deep learning by measuring it.
 //!
 //! One headless core — tensors on a CPU, wgpu or CUDA backend, an MLP, a training loop, data
-//! sets — driven by a thin CLI and a thin GUI (the lab window).
+//! sets — driven by a thin CLI and, with the default `gui` feature, a thin desktop lab.
+//! `ARCHITECTURE.md` at the repository root maps the modules, their layering and where every
+//! number on screen is computed.
 
+#[cfg(feature = "gui")]
 pub mod app;
 pub mod bench;
 pub mod cache;

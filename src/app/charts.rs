@@ -7,6 +7,7 @@ use egui::{Color32, RichText};
 use egui_plot::{Bar, BarChart, HoverPosition, Legend, Line, Plot, PlotPoint, Points, Text, VLine};
 
 use super::job::{LiveChart, decimate};
+use crate::exercises::LiveChartSpec;
 use crate::report::{Chart, ChartKind, Provenance};
 
 /// Points drawn per series at most.
@@ -38,23 +39,15 @@ impl<'a> ChartView<'a> {
         }
     }
 
-    /// Live charts carry only an id; these are the known ones' titles and axes.
-    pub fn from_live(c: &'a LiveChart) -> Self {
-        let (title, x, y, log_x) = match c.id.as_str() {
-            "loss" => ("Training loss", "step", "loss", false),
-            "val_accuracy" => ("Validation accuracy", "epoch", "accuracy (%)", false),
-            "gflops" => ("Matmul speed", "matrix size n", "GFLOP/s", true),
-            "throughput" => ("Throughput", "batch size", "samples/s", true),
-            "data_wait" => ("Data wait per step", "step", "ms", false),
-            _ => (c.id.as_str(), "x", "y", false),
-        };
+    /// A live history drawn as its exercise declared it (`Exercise::live_charts`).
+    pub fn from_live(c: &'a LiveChart, spec: &LiveChartSpec) -> Self {
         ChartView {
             id: &c.id,
-            title: format!("{title} (live)"),
-            x_label: x.into(),
-            y_label: y.into(),
+            title: format!("{} (live)", spec.title),
+            x_label: spec.x_label.clone(),
+            y_label: spec.y_label.clone(),
             kind: ChartKind::Line,
-            log_x,
+            log_x: spec.log_x,
             series: c.series.iter().map(|s| (s.name.as_str(), s.points.as_slice(), &s.provenance)).collect(),
             markers: &[],
         }
@@ -85,6 +78,11 @@ pub fn short_num(v: f64) -> String {
     } else {
         format!("{:.2e}", v)
     }
+}
+
+/// A bar group's x value: whole numbers (runs, batch sizes) without decimals.
+fn group_label(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 { format!("{x:.0}") } else { short_num(x) }
 }
 
 pub fn show(ui: &mut egui::Ui, c: &ChartView<'_>, salt: &str, height: f32) {
@@ -151,7 +149,7 @@ pub fn show(ui: &mut egui::Ui, c: &ChartView<'_>, salt: &str, height: f32) {
             let xl = c.x_label.clone();
             plot = plot.x_axis_formatter(move |m, _| {
                 let g = m.value.round();
-                if (m.value - g).abs() < 1e-6 && g >= 0.0 && (g as usize) < xs2.len() { format!("{} {}", xl, short_num(xs2[g as usize])) } else { String::new() }
+                if (m.value - g).abs() < 1e-6 && g >= 0.0 && (g as usize) < xs2.len() { format!("{} {}", xl, group_label(xs2[g as usize])) } else { String::new() }
             });
             let series = &c.series;
             plot.show(ui, |pui| {

@@ -9,7 +9,7 @@ use std::sync::mpsc::{self, Receiver, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::exercises::{self, ChannelSink, Event, Settings};
+use crate::exercises::{self, ChannelSink, Event, LiveChartSpec, Settings};
 use crate::report::{Provenance, Report, Table};
 
 /// Most points kept per live series; beyond it the history is thinned to half (every other point).
@@ -52,11 +52,14 @@ pub struct RunView {
     pub report: Option<std::sync::Arc<Report>>,
     pub started: Instant,
     pub elapsed: Option<Duration>,
+    /// The live charts the exercise declares (titles and axes for `live`).
+    pub declared: Vec<LiveChartSpec>,
 }
 
 impl RunView {
-    fn new(exercise: &str) -> Self {
+    fn new(exercise: &str, declared: Vec<LiveChartSpec>) -> Self {
         RunView {
+            declared,
             exercise: exercise.to_string(),
             status: Status::Running,
             phase: "starting…".into(),
@@ -68,6 +71,20 @@ impl RunView {
             started: Instant::now(),
             elapsed: None,
         }
+    }
+
+    /// How to draw the live chart `id`: its declaration, or a generic one if the exercise
+    /// emitted an id it did not declare.
+    pub fn chart_spec(&self, id: &str) -> std::borrow::Cow<'_, LiveChartSpec> {
+        match self.declared.iter().find(|d| d.id == id) {
+            Some(d) => std::borrow::Cow::Borrowed(d),
+            None => std::borrow::Cow::Owned(LiveChartSpec::undeclared(id)),
+        }
+    }
+
+    /// Live chart ids received that the exercise did not declare (a test keeps this empty).
+    pub fn undeclared_charts(&self) -> Vec<&str> {
+        self.live.iter().filter(|c| !self.declared.iter().any(|d| d.id == c.id)).map(|c| c.id.as_str()).collect()
     }
 
     pub fn is_active(&self) -> bool {
@@ -179,7 +196,8 @@ impl Job {
             Ok(h) => (Some(h), None),
             Err(e) => (None, Some(format!("could not start a worker thread: {e}"))),
         };
-        let mut view = RunView::new(exercise);
+        let declared = exercises::find(exercise).map(|e| e.live_charts()).unwrap_or_default();
+        let mut view = RunView::new(exercise, declared);
         if let Some(msg) = early_fail {
             view.apply(Event::Failed(msg));
         }
@@ -261,10 +279,26 @@ mod tests {
 
     #[test]
     fn live_series_stay_bounded() {
-        let mut v = RunView::new("x");
+        let mut v = RunView::new("x", Vec::new());
         for i in 0..(MAX_POINTS_PER_SERIES + 10) {
             v.apply(Event::Point { chart: "loss".into(), series: "cpu".into(), x: i as f64, y: 1.0, provenance: Provenance::Measured });
         }
         assert!(v.live[0].series[0].points.len() <= MAX_POINTS_PER_SERIES);
+        // Not declared: drawn with a generic title, and named as undeclared.
+        assert_eq!(v.undeclared_charts(), vec!["loss"]);
+        assert!(v.chart_spec("loss").title.contains("not declared"));
+    }
+
+    #[test]
+    fn declared_charts_keep_their_titles() {
+        for ex in crate::exercises::registry() {
+            let declared = ex.live_charts();
+            let mut v = RunView::new(ex.id(), declared.clone());
+            for d in &declared {
+                v.apply(Event::Point { chart: d.id.clone(), series: "s".into(), x: 1.0, y: 1.0, provenance: d.provenance.clone() });
+                assert_eq!(*v.chart_spec(&d.id), *d);
+            }
+            assert!(v.undeclared_charts().is_empty(), "{}", ex.id());
+        }
     }
 }

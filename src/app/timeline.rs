@@ -7,23 +7,21 @@ use eframe::egui;
 use egui::{Color32, RichText};
 use egui_plot::{Bar, BarChart, GridMark, Plot};
 
-use crate::profile::spans::{GPU, Timeline, stage, union_length};
+use crate::profile::spans::{GPU, Timeline, union_length};
 use crate::report::Report;
 
+/// A stage's colour: GPU kernels green; every other stage a fixed colour picked from its name,
+/// so the same stage looks the same in every timeline (before and after) without the app
+/// knowing which stages a profiler records.
 fn color(name: &str, lane: &str) -> Color32 {
     if lane == GPU {
         return Color32::from_rgb(90, 190, 110);
     }
-    match name {
-        stage::LOAD => Color32::from_rgb(230, 160, 60),
-        stage::COLLATE => Color32::from_rgb(200, 120, 200),
-        stage::DATA_WAIT => Color32::from_rgb(220, 80, 70),
-        stage::UPLOAD => Color32::from_rgb(80, 160, 230),
-        stage::RECORD => Color32::from_rgb(120, 120, 230),
-        stage::SUBMIT => Color32::from_rgb(160, 160, 160),
-        stage::WAIT => Color32::from_rgb(110, 110, 110),
-        _ => Color32::from_rgb(190, 190, 120),
-    }
+    const PALETTE: [(u8, u8, u8); 8] = [(230, 160, 60), (200, 120, 200), (220, 80, 70), (80, 160, 230), (120, 120, 230), (160, 160, 160), (110, 110, 110), (190, 190, 120)];
+    // FNV-1a: stable across runs and builds, unlike the std hasher.
+    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3));
+    let (r, g, b) = PALETTE[(h % PALETTE.len() as u64) as usize];
+    Color32::from_rgb(r, g, b)
 }
 
 /// Every timeline of the report, the first and last open.
@@ -33,7 +31,7 @@ pub fn show_all(ui: &mut egui::Ui, r: &Report, salt: &str) {
     }
     ui.add_space(6.0);
     ui.label(RichText::new("Timelines").strong());
-    ui.small("Lanes: loader workers, main thread, GPU queue. Drag to pan, ctrl+scroll to zoom, hover a bar for its duration; the time axes are linked. Gaps on the GPU lane are the GPU waiting.");
+    ui.small("One lane per thread or queue, one bar per span. Drag to pan, ctrl+scroll to zoom, hover a bar for its duration; the time axes are linked. Gaps on the GPU lane are the GPU waiting.");
     let last = r.timelines.len() - 1;
     for (i, t) in r.timelines.iter().enumerate() {
         egui::CollapsingHeader::new(RichText::new(&t.title).strong()).id_salt(("timeline", salt, i)).default_open(i == 0 || i == last).show(ui, |ui| show(ui, t, salt));

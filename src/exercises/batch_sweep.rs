@@ -36,6 +36,9 @@ impl Exercise for BatchSweep {
         "Batch-size sweep"
     }
 
+    fn live_charts(&self) -> Vec<super::LiveChartSpec> {
+        common::training_live_charts()
+    }
     fn settings(&self) -> Settings {
         let s = common::one_backend(Settings::default())
             .add("batch_sizes", "Batch sizes", "The batch sizes to compare", settings::list(&[16, 32, 64, 128], 1, 65536))

@@ -1,5 +1,6 @@
 //! Settings and helpers the training exercises share.
 
+use super::live::LiveChartSpec;
 use super::settings::{self, Settings, Value};
 use crate::data::{self, Dataset, DatasetSpec};
 use crate::error::Result;
@@ -22,6 +23,17 @@ pub fn training_settings(s: Settings, dataset: &str, hidden: &[u64], batch: i64,
         .add("optimizer", "Optimizer", "SGD with momentum 0.9, or AdamW", settings::choice("sgd", &["sgd", "adamw"]))
         .add("seed", "Seed", "Same seed, same data order and initial weights on every backend", settings::int(42, 0, i64::MAX))
         .add("log_every", "Log every", "Read loss and accuracy back from the device every N steps (each read-back makes the CPU wait for the GPU)", settings::int(10, 1, 100_000))
+}
+
+/// The per-step training loss every training run reports live (`sink::TrainBridge`).
+pub fn loss_live_chart() -> LiveChartSpec {
+    LiveChartSpec::line("loss", "Training loss", "step", "loss (cross-entropy)")
+}
+
+/// The live charts of a training run: the loss per read-back and the validation accuracy per
+/// epoch (what `sink::TrainBridge` emits).
+pub fn training_live_charts() -> Vec<LiveChartSpec> {
+    vec![loss_live_chart(), LiveChartSpec::line("val_accuracy", "Validation accuracy", "epoch", "accuracy (%)")]
 }
 
 pub fn dataset_spec(s: &Settings) -> Result<DatasetSpec> {

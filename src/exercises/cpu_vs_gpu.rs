@@ -36,6 +36,11 @@ impl Exercise for CpuVsGpu {
         "CPU vs GPU"
     }
 
+    fn live_charts(&self) -> Vec<super::LiveChartSpec> {
+        let mut c = common::training_live_charts();
+        c.push(super::LiveChartSpec::line("gflops", "Matmul speed", "matrix size n", "GFLOP/s").log_x());
+        c
+    }
     fn settings(&self) -> Settings {
         let s = Settings::default().add(
             "backends",

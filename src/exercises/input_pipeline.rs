@@ -24,6 +24,9 @@ impl Exercise for InputPipeline {
         "Input pipeline: workers, prefetch, cache"
     }
 
+    fn live_charts(&self) -> Vec<super::LiveChartSpec> {
+        pc::live_charts()
+    }
     fn settings(&self) -> Settings {
         let s = common::one_backend(Settings::default());
         let s = common::training_settings(s, "shapes:res=16,n=1600", &[256, 128], 64, 2);

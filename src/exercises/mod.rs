@@ -7,6 +7,7 @@ mod common;
 mod cpu_vs_gpu;
 mod input_pipeline;
 mod lessons;
+pub mod live;
 mod pipeline_common;
 mod planned;
 mod precision;
@@ -14,6 +15,7 @@ mod profiling;
 pub mod settings;
 pub mod sink;
 
+pub use live::LiveChartSpec;
 pub use settings::{Setting, Settings, Value};
 pub use sink::{ChannelSink, CollectSink, Event, Sink};
 
@@ -38,6 +40,11 @@ pub trait Exercise: Send + Sync {
     fn settings(&self) -> Settings;
     /// Checks the settings as a whole; `run` calls it too.
     fn validate(&self, settings: &Settings) -> Result<()>;
+    /// The live charts `run` emits points for (`Event::Point { chart, .. }`), with their titles
+    /// and axes. Every chart id the exercise emits must be declared here (a test checks).
+    fn live_charts(&self) -> Vec<LiveChartSpec> {
+        Vec::new()
+    }
     /// Runs the lab, reporting to `sink`; returns the report (also when stopped early).
     fn run(&self, settings: &Settings, sink: &mut dyn Sink) -> Result<Report>;
 }
@@ -56,6 +63,11 @@ pub fn registry() -> Vec<Box<dyn Exercise>> {
 /// The exercise with this id (or number).
 pub fn find(id: &str) -> Option<Box<dyn Exercise>> {
     registry().into_iter().find(|e| e.id() == id || e.number().to_string() == id)
+}
+
+/// The runnable exercises, in order (e.g. for "exercises 1–6 are ready").
+pub fn runnable() -> Vec<Box<dyn Exercise>> {
+    registry().into_iter().filter(|e| e.runnable()).collect()
 }
 
 /// The ids in order, for error messages.

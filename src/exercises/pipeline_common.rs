@@ -107,6 +107,13 @@ pub fn runs_table(title: &str, runs: &[ProfiledRun]) -> Table {
     Table { title: title.into(), columns, rows }
 }
 
+/// The live charts of a profiled training run: the training charts and the data wait per step.
+pub fn live_charts() -> Vec<super::LiveChartSpec> {
+    let mut c = common::training_live_charts();
+    c.push(super::LiveChartSpec::line("data_wait", "Data wait per step", "step", "waiting for data (ms)"));
+    c
+}
+
 /// Bars per run (x = run number) and data wait per step (one line per run).
 pub fn run_charts(runs: &[ProfiledRun]) -> Vec<Chart> {
     let bars = |id: &str, title: &str, y: &str, prov: Provenance, f: &dyn Fn(&ProfiledRun) -> Option<f64>| Chart {

@@ -63,6 +63,9 @@ impl Exercise for PrecisionLab {
         "FP32 vs FP16/BF16 mixed precision"
     }
 
+    fn live_charts(&self) -> Vec<super::LiveChartSpec> {
+        common::training_live_charts()
+    }
     fn settings(&self) -> Settings {
         let s = common::one_backend(Settings::default())
             .add("precisions", "Precisions", "Which to compare, in order: fp32, fp16 (with a GradScaler), bf16 (unscaled)", Value::Text("fp32,fp16,bf16".into()))

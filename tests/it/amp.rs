@@ -308,7 +308,7 @@ mod grad_scaler {
 /// by name, never run in f32 behind the learner's back, while BF16 (plain u32 storage) trains.
 #[test]
 fn fp16_is_refused_by_name_without_shader_f16_and_bf16_still_trains() {
-    use eframe::wgpu::Features;
+    use wgpu::Features;
     use gpulab::device::{GpuBackend, GpuSelector};
     let mut g = match GpuBackend::open_withholding(&GpuSelector::Auto, None, Features::SHADER_F16) {
         Ok(g) => g,

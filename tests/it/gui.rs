@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use egui_kittest::Harness;
-use egui_kittest::kittest::Queryable;
+use egui_kittest::kittest::{NodeT, Queryable};
 use gpulab::app::GpulabApp;
 
 pub(crate) fn harness() -> Harness<'static, GpulabApp> {
@@ -50,6 +50,49 @@ pub(crate) fn run_to_end(h: &mut Harness<'static, GpulabApp>, timeout: Duration)
     if let gpulab::app::Status::Failed(msg) = &v.status {
         panic!("the run failed: {msg}");
     }
+    // The lab draws live charts as the exercise declares them; an undeclared id would show
+    // with a generic title.
+    let undeclared = v.undeclared_charts();
+    assert!(undeclared.is_empty(), "{} emitted live chart ids it does not declare in Exercise::live_charts: {undeclared:?}", v.exercise);
+    for c in &v.live {
+        let spec = v.chart_spec(&c.id);
+        for s in &c.series {
+            assert_eq!(s.provenance, spec.provenance, "{}: chart {} series {} has another provenance than declared", v.exercise, c.id, s.name);
+        }
+    }
+}
+
+/// The exercises the GUI tests run to the end through `run_to_end` (which checks their live
+/// charts against their declarations).
+const RUN_BY_GUI_TESTS: [&str; 6] = ["cpu-vs-gpu", "batch-sweep", "precision", "checkpoint", "input-pipeline", "profiling"];
+
+/// A new runnable exercise needs a GUI run test (and with it the live-chart check).
+#[test]
+fn every_runnable_exercise_is_run_by_a_gui_test() {
+    let runnable: Vec<&str> = gpulab::exercises::runnable().iter().map(|e| e.id()).collect();
+    for id in &runnable {
+        assert!(RUN_BY_GUI_TESTS.contains(id), "exercise {id} is runnable but no GUI test runs it through run_to_end; add one and list it in RUN_BY_GUI_TESTS");
+    }
+    for id in RUN_BY_GUI_TESTS {
+        assert!(runnable.contains(&id), "RUN_BY_GUI_TESTS lists {id}, which is not a runnable exercise");
+    }
+}
+
+/// The lab's "not runnable" text names the runnable exercises from the registry.
+#[test]
+fn not_runnable_text_names_the_ready_exercises() {
+    let mut h = harness();
+    h.get_by_label("10. A production GPU platform (simulation)").click();
+    h.step();
+    h.step();
+    let numbers: Vec<String> = gpulab::exercises::runnable().iter().map(|e| e.number().to_string()).collect();
+    let node = h.query_all_by_label_contains("there is nothing to run").next().expect("the not-runnable text");
+    // A label's text is its accesskit value.
+    let text = node.accesskit_node().value().unwrap_or_default();
+    for n in &numbers {
+        assert!(text.contains(n.as_str()), "{text:?} does not name exercise {n}");
+    }
+    assert!(!text.contains("exercises 1 and 2 are ready"), "{text:?}");
 }
 
 #[test]

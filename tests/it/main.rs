@@ -3,6 +3,7 @@
 mod allocation;
 mod amp;
 mod checkpoint;
+#[cfg(feature = "gui")]
 mod checkpoint_gui;
 mod checkpoint_interop;
 mod checkpoint_kill;
@@ -12,6 +13,7 @@ mod common;
 mod conformance;
 mod data;
 mod exercises;
+#[cfg(feature = "gui")]
 mod gui;
 mod kernels;
 mod ledger;
@@ -21,4 +23,5 @@ mod precision;
 mod profiler;
 mod step;
 mod training;
+#[cfg(feature = "gui")]
 mod window;

@@ -47,6 +47,9 @@ impl Exercise for CheckpointLab {
         "Checkpointing through a real crash"
     }
 
+    fn live_charts(&self) -> Vec<crate::exercises::LiveChartSpec> {
+        vec![common::loss_live_chart()]
+    }
     fn settings(&self) -> Settings {
         let s = Settings::default().add("backend", "Backend", "Where the training process trains: cpu (bit-exact resume), gpu, gpu:N, gpu:NAME", Value::Devices(vec!["cpu".into()]));
         common::training_settings(s, "digits", &[64, 32], 32, 3)

@@ -1,0 +1,244 @@
+//! The lab's panels: the exercise list, the lesson, the run controls with the settings, the
+//! results (live charts while running, the report after) and the status bar.
+
+use eframe::egui;
+
+use egui::{Color32, RichText};
+use egui_commonmark::CommonMarkViewer;
+
+use super::charts::{self, ChartView};
+use super::job::Status;
+use super::lab::GpulabApp;
+use super::results::{self, WARN};
+
+impl GpulabApp {
+    pub(super) fn exercise_list(&mut self, ui: &mut egui::Ui) {
+        ui.add_space(4.0);
+        ui.heading("Exercises");
+        ui.add_space(4.0);
+        let mut clicked = None;
+        for ex in &self.exercises {
+            let sel = self.saved.selected == ex.id();
+            let label = format!("{}. {}", ex.number(), ex.title());
+            let text = if ex.runnable() { RichText::new(label) } else { RichText::new(label).weak() };
+            let running = self.job.as_ref().is_some_and(|j| j.exercise == ex.id());
+            ui.horizontal(|ui| {
+                let r = ui.add(egui::Button::selectable(sel, text).wrap_mode(egui::TextWrapMode::Wrap));
+                if r.clicked() {
+                    clicked = Some(ex.id().to_string());
+                }
+                if running {
+                    ui.spinner();
+                }
+            });
+            if !ex.runnable() {
+                ui.label(RichText::new("   planned · lesson only").small().weak());
+            }
+        }
+        if let Some(id) = clicked {
+            self.saved.selected = id;
+        }
+    }
+
+    pub(super) fn lesson(&mut self, ui: &mut egui::Ui, ex_idx: usize) {
+        let ex = &self.exercises[ex_idx];
+        egui::ScrollArea::vertical().id_salt(("lesson", ex.id())).auto_shrink([false, false]).show(ui, |ui| {
+            if !ex.runnable() {
+                egui::Frame::group(ui.style()).stroke(egui::Stroke::new(1.0, WARN)).show(ui, |ui| {
+                    ui.set_width(ui.available_width());
+                    ui.colored_label(WARN, "Not runnable yet: this lab is planned. Read the lesson; the Run button arrives with the lab.");
+                });
+                ui.add_space(6.0);
+            }
+            CommonMarkViewer::new().show(ui, &mut self.lesson_cache, ex.lesson());
+        });
+    }
+
+    pub(super) fn controls(&mut self, ui: &mut egui::Ui, ex_idx: usize) {
+        let (id, runnable) = {
+            let ex = &self.exercises[ex_idx];
+            (ex.id().to_string(), ex.runnable())
+        };
+        egui::ScrollArea::vertical().id_salt(("controls", &id)).auto_shrink([false, false]).show(ui, |ui| {
+            if !runnable {
+                ui.heading("Not runnable yet");
+                let ready = ready_text(self.exercises.iter().filter(|e| e.runnable()).map(|e| e.number()).collect());
+                ui.colored_label(WARN, format!("This exercise is not runnable yet — there is nothing to run. Read its lesson; {ready}."));
+                return;
+            }
+            let valid = self.saved.settings.get(&id).map(|s| self.exercises[ex_idx].validate(s)).unwrap_or(Ok(()));
+            if let Err(e) = &valid {
+                ui.add(egui::Label::new(RichText::new(e.to_string()).color(Color32::from_rgb(235, 90, 80))).wrap());
+            }
+            let this_running = self.job.as_ref().is_some_and(|j| j.exercise == id);
+            ui.horizontal(|ui| {
+                let can_run = self.job.is_none() && valid.is_ok();
+                let run = ui.add_enabled(can_run, egui::Button::new(RichText::new("Run").strong()).min_size(egui::vec2(80.0, 26.0)));
+                if run.clicked() {
+                    self.start_run();
+                }
+                if ui.add_enabled(this_running, egui::Button::new("Stop").min_size(egui::vec2(80.0, 26.0))).clicked() {
+                    self.stop_run();
+                }
+                if let Some(other) = self.job.as_ref().filter(|j| j.exercise != id) {
+                    ui.small(format!("{} is running", other.exercise));
+                }
+            });
+            if let Some(v) = self.runs.get(&id) {
+                ui.add_space(4.0);
+                match &v.status {
+                    Status::Failed(msg) => {
+                        ui.add(egui::Label::new(RichText::new(format!("Failed: {msg}")).color(Color32::from_rgb(235, 90, 80))).wrap());
+                    }
+                    _ => {
+                        let t = v.elapsed.unwrap_or_else(|| v.started.elapsed()).as_secs_f32();
+                        ui.label(format!("{} · {t:.1} s", v.phase));
+                    }
+                }
+                if v.is_active() {
+                    match v.progress {
+                        Some((done, total)) if total > 0 => {
+                            ui.add(egui::ProgressBar::new(done as f32 / total as f32).text(format!("{done} / {total}")));
+                        }
+                        _ => {
+                            ui.add(egui::ProgressBar::new(0.0).animate(true));
+                        }
+                    }
+                }
+                ui.add_space(6.0);
+                egui::CollapsingHeader::new(format!("Log ({} lines)", v.logs.len())).id_salt(("log", &id)).default_open(true).show(ui, |ui| {
+                    egui::ScrollArea::vertical().id_salt(("log-scroll", &id)).max_height(110.0).stick_to_bottom(true).show(ui, |ui| {
+                        for l in &v.logs {
+                            ui.add(egui::Label::new(RichText::new(l).monospace().small()).wrap());
+                        }
+                    });
+                });
+            }
+            ui.add_space(8.0);
+            ui.separator();
+            ui.horizontal(|ui| {
+                ui.heading("Settings");
+                if ui.add_enabled(self.job.is_none(), egui::Button::new("Reset to defaults").small()).clicked() {
+                    let defaults = self.exercises[ex_idx].settings();
+                    self.saved.settings.insert(id.clone(), defaults);
+                    self.edits.retain(|k, _| k.0 != id);
+                    self.errors.retain(|k, _| k.0 != id);
+                }
+            });
+            self.settings_ui(ui, &id);
+            ui.add_space(6.0);
+        });
+    }
+
+    pub(super) fn results_panel(&mut self, ui: &mut egui::Ui) {
+        let id = self.saved.selected.clone();
+        let wide = ui.available_width();
+        egui::ScrollArea::vertical().id_salt(("results", &id)).auto_shrink([false, false]).show(ui, |ui| {
+            let Some(v) = self.runs.get(&id) else {
+                ui.heading("Results");
+                ui.label("Press Run to start. Live charts appear here while the exercise runs; the verdict, tables and final charts when it finishes.");
+                if self.compare.is_some() {
+                    self.compare_ui(ui, None);
+                }
+                return;
+            };
+            if let Some(r) = &v.report {
+                ui.heading(format!("Results · {}", r.title));
+                ui.small(results::provenance_line(r));
+                ui.add_space(4.0);
+            } else {
+                ui.heading("Live");
+            }
+            if let Status::Failed(msg) = &v.status {
+                ui.add(egui::Label::new(RichText::new(format!("The run failed: {msg}")).color(Color32::from_rgb(235, 90, 80))).wrap());
+            }
+            let chart_h = if wide > 700.0 { 220.0 } else { 180.0 };
+            if let Some(r) = v.report.clone() {
+                // An Arc: a pointer copy per frame, not the report's tables and series.
+                if let Some(sg) = &r.suggestion {
+                    let hover = sg.settings.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", ");
+                    if ui.add_enabled(self.job.is_none(), egui::Button::new(RichText::new(&sg.label).strong())).on_hover_text(format!("Sets {hover}, runs again, and shows this run beside the new one")).clicked() {
+                        self.apply_suggestion();
+                    }
+                    ui.add_space(4.0);
+                }
+                self.file_bar(ui);
+                if self.compare.is_some() {
+                    self.compare_ui(ui, Some(&r));
+                } else {
+                    results::report(ui, &r, "current");
+                }
+                ui.add_space(8.0);
+                ui.separator();
+                ui.label(RichText::new("Charts").strong());
+                for c in &r.charts {
+                    charts::show(ui, &ChartView::from_report(c), "report", chart_h);
+                    ui.add_space(8.0);
+                }
+            } else {
+                for t in &v.tables {
+                    results::table(ui, t, "live");
+                    ui.add_space(6.0);
+                }
+                if v.live.is_empty() {
+                    ui.label("Waiting for the first measurements…");
+                }
+                for c in &v.live {
+                    charts::show(ui, &ChartView::from_live(c, &v.chart_spec(&c.id)), "live", chart_h);
+                    ui.add_space(8.0);
+                }
+            }
+        });
+    }
+
+    pub(super) fn status_bar(&mut self, ui: &mut egui::Ui) {
+        ui.horizontal(|ui| {
+            match self.frame_stats.median_ms() {
+                Some(ms) => ui.small(format!("frame {ms:.1} ms (median of last 120, measured)")),
+                None => ui.small("frame — ms"),
+            };
+            ui.separator();
+            match &self.hardware.adapters {
+                None => {
+                    ui.small("GPU adapters: detecting…");
+                }
+                Some(a) if a.is_empty() => {
+                    ui.small(RichText::new("no GPU adapter found — CPU only").color(WARN));
+                }
+                Some(a) => {
+                    let names: Vec<String> = a.iter().map(|a| if a.software { format!("{} (software GPU: runs on your CPU)", a.name) } else { a.name.clone() }).collect();
+                    ui.small(format!("GPU: {}", names.join(", ")));
+                }
+            }
+        });
+    }
+}
+
+/// "exercises 1, 2 and 7 are ready" from the runnable exercises' numbers.
+fn ready_text(mut numbers: Vec<u32>) -> String {
+    numbers.sort_unstable();
+    let n: Vec<String> = numbers.iter().map(|n| n.to_string()).collect();
+    match n.as_slice() {
+        [] => "no exercise is runnable yet".into(),
+        [one] => format!("exercise {one} is ready"),
+        [rest @ .., last] => format!("exercises {} and {last} are ready", rest.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ready_text;
+
+    #[test]
+    fn ready_text_names_the_runnable_exercises() {
+        assert_eq!(ready_text(vec![7, 1, 2]), "exercises 1, 2 and 7 are ready");
+        assert_eq!(ready_text(vec![3]), "exercise 3 is ready");
+        assert_eq!(ready_text(vec![]), "no exercise is runnable yet");
+        // Today's registry: every runnable exercise is named.
+        let runnable: Vec<u32> = crate::exercises::runnable().iter().map(|e| e.number()).collect();
+        let text = ready_text(runnable.clone());
+        for n in runnable {
+            assert!(text.contains(&n.to_string()), "{text}");
+        }
+    }
+}
