@@ -21,6 +21,7 @@ mod pipeline;
 mod pipeline_labs;
 mod precision;
 mod profiler;
+mod quant;
 mod step;
 mod training;
 #[cfg(feature = "gui")]

@@ -51,6 +51,9 @@ impl CoreOps for CpuBackend {
     }
 
     fn read_many(&mut self, ts: &[&CpuTensor]) -> Result<Vec<HostData>> {
+        for t in ts {
+            checks::not_quant("read_many", *t)?;
+        }
         ts.iter().map(|t| if t.dtype() == DType::U32 { self.read_u32(t).map(HostData::U32) } else { self.read_f32(t).map(HostData::F32) }).collect()
     }
 

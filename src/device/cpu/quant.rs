@@ -1,0 +1,104 @@
+//! Int8 quantization on the CPU (`QuantOps`): the reference every other backend must match,
+//! and the int8 GEMM of `gemm_i8`.
+
+use super::gemm_i8::{self, I8Path};
+use super::{CpuBackend, CpuTensor, Storage};
+use crate::error::{Error, Result};
+use crate::tensor::{QuantGranularity, QuantOps, checks, quantize_value, scale_for_absmax};
+
+fn i8s(t: &CpuTensor) -> &[i8] {
+    match &t.data {
+        Storage::I8(v) => v,
+        _ => &[],
+    }
+}
+
+fn internal(op: &str) -> Error {
+    Error::Internal(format!("{op}: storage does not match the dtype checks accepted"))
+}
+
+impl QuantOps for CpuBackend {
+    fn quant_unavailable(&self) -> Option<String> {
+        None
+    }
+
+    fn int8_kernel(&self) -> Option<String> {
+        Some(self.i8_path.name().into())
+    }
+
+    fn write_i8(&mut self, t: &mut CpuTensor, data: &[i8]) -> Result<()> {
+        checks::data_len("write_i8", t.shape, data.len())?;
+        checks::dtype("write_i8", t, crate::tensor::DType::I8)?;
+        match &mut t.data {
+            Storage::I8(v) => v.copy_from_slice(data),
+            _ => return Err(internal("write_i8")),
+        }
+        Ok(())
+    }
+
+    fn read_i8(&mut self, t: &CpuTensor) -> Result<Vec<i8>> {
+        checks::dtype("read_i8", t, crate::tensor::DType::I8)?;
+        Ok(i8s(t).to_vec())
+    }
+
+    fn read_i32(&mut self, t: &CpuTensor) -> Result<Vec<i32>> {
+        checks::dtype("read_i32", t, crate::tensor::DType::I32)?;
+        match &t.data {
+            Storage::I32(v) => Ok(v.clone()),
+            _ => Err(internal("read_i32")),
+        }
+    }
+
+    fn quantize(&mut self, x: &CpuTensor, q: &mut CpuTensor, scales: &mut CpuTensor, granularity: QuantGranularity) -> Result<()> {
+        checks::quantize(x, q, scales, granularity)?;
+        let cols = x.shape[1];
+        let xs = x.f32();
+        let s = scales.f32_mut();
+        match granularity {
+            QuantGranularity::PerTensor => s[0] = scale_for_absmax(xs.iter().fold(0.0f32, |m, v| m.max(v.abs()))),
+            QuantGranularity::PerChannel => {
+                let mut absmax = vec![0.0f32; cols];
+                for row in xs.chunks_exact(cols.max(1)) {
+                    absmax.iter_mut().zip(row).for_each(|(m, v)| *m = m.max(v.abs()));
+                }
+                s.iter_mut().zip(&absmax).for_each(|(s, &a)| *s = scale_for_absmax(a));
+            }
+        }
+        let s = scales.f32();
+        let per_channel = s.len() > 1 || cols == 1;
+        let Storage::I8(out) = &mut q.data else { return Err(internal("quantize")) };
+        for (i, (o, &v)) in out.iter_mut().zip(xs).enumerate() {
+            *o = quantize_value(v, s[if per_channel { i % cols } else { 0 }]);
+        }
+        Ok(())
+    }
+
+    fn dequantize(&mut self, q: &CpuTensor, scales: &CpuTensor, out: &mut CpuTensor) -> Result<()> {
+        let per_channel = checks::dequantize(q, scales, out)?;
+        let cols = q.shape[1];
+        let s = scales.f32();
+        let scale = |i: usize| s[if per_channel { i % cols } else { 0 }];
+        let o = out.f32_mut();
+        match &q.data {
+            Storage::I8(v) => o.iter_mut().zip(v).enumerate().for_each(|(i, (o, &q))| *o = q as f32 * scale(i)),
+            Storage::I32(v) => o.iter_mut().zip(v).enumerate().for_each(|(i, (o, &q))| *o = q as f32 * scale(i)),
+            _ => return Err(internal("dequantize")),
+        }
+        Ok(())
+    }
+
+    fn matmul_i8(&mut self, a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: bool) -> Result<()> {
+        let (m, n, k) = checks::matmul_i8(a, b, c, ta, tb)?;
+        let Storage::I32(out) = &mut c.data else { return Err(internal("matmul_i8")) };
+        gemm_i8::gemm_i8(i8s(a), i8s(b), out, m, n, k, ta, tb, self.i8_path);
+        Ok(())
+    }
+}
+
+impl CpuBackend {
+    /// Forces the portable int8 GEMM even where VNNI is present (to compare the two), or goes
+    /// back to the fastest path this CPU has.
+    pub fn set_int8_portable(&mut self, portable: bool) {
+        self.i8_path = if portable { I8Path::Portable } else { I8Path::detect() };
+    }
+}
