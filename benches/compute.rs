@@ -1,7 +1,7 @@
 //! `cargo bench`: GEMM GFLOP/s (CPU and every GPU matmul variant) and MLP training
 //! throughput, through the same code as `gpulab bench`. Speed lives here, not in tests.
 
-use gpulab::bench::{TrainBenchConfig, bench_matmul, bench_train};
+use gpulab::bench::{MatmulDType, TrainBenchConfig, bench_matmul, bench_train};
 use gpulab::device::{CpuBackend, GpuBackend, GpuSelector};
 use gpulab::nn::OptimizerKind;
 
@@ -16,9 +16,9 @@ fn main() {
             None
         }
     };
-    println!("GEMM (f32, median of 5 runs, measured)");
-    let rows = bench_matmul(sizes, if quick { 1 } else { 5 }, true, gpu.as_mut(), |r| {
-        println!("  n={:<5} {:>9.2} GFLOP/s  {:<60} {}", r.n, r.gflops, r.backend, r.variant);
+    println!("GEMM (f32 and int8, median of 5 runs, measured; GOP/s = 2n³ / time)");
+    let rows = bench_matmul(sizes, &[MatmulDType::F32, MatmulDType::Int8], if quick { 1 } else { 5 }, true, gpu.as_mut(), |r| {
+        println!("  n={:<5} {:<4} {:>9.2} GOP/s  {:<60} {}", r.n, r.dtype, r.gflops, r.backend, r.variant);
     });
     if let Err(e) = rows {
         eprintln!("GEMM benchmark failed: {e}");
