@@ -210,3 +210,14 @@ fn i8_tensors_round_trip_through_host_writes() {
         assert_eq!(gpu.read_i8(&t).unwrap(), data);
     });
 }
+
+#[test]
+fn the_ledger_counts_int8_at_a_quarter_of_f32() {
+    let mut cpu = CpuBackend::new();
+    let f = cpu.zeros([64, 96], DType::F32, M::Parameters).unwrap();
+    let f32_bytes = cpu.memory().total_current;
+    let q = cpu.zeros([64, 96], DType::I8, M::Parameters).unwrap();
+    assert_eq!((f32_bytes, cpu.memory().total_current - f32_bytes), (64 * 96 * 4, 64 * 96));
+    drop((f, q));
+    assert_eq!(cpu.memory().total_current, 0);
+}
