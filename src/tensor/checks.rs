@@ -50,6 +50,16 @@ pub fn quantize(x: &impl TensorMeta, q: &impl TensorMeta, scales: &impl TensorMe
     ensure_shape(scales.shape() == want, OP, || format!("{granularity:?} scales must be {want:?}, got {:?}", scales.shape()))
 }
 
+/// `quantize_with`: f32 x into an i8 q of the same shape with given scales; returns true for
+/// per-channel scales.
+pub fn quantize_with(x: &impl TensorMeta, q: &impl TensorMeta, scales_t: &impl TensorMeta) -> Result<bool> {
+    const OP: &str = "quantize_with";
+    f32(OP, x)?;
+    dtype(OP, q, DType::I8)?;
+    ensure_shape(x.shape() == q.shape(), OP, || format!("{:?} into {:?}", x.shape(), q.shape()))?;
+    scales(OP, scales_t, x.shape())
+}
+
 /// `dequantize`: an i8 or i32 q into an f32 out of the same shape; returns true for per-channel
 /// scales.
 pub fn dequantize(q: &impl TensorMeta, scales_t: &impl TensorMeta, out: &impl TensorMeta) -> Result<bool> {

@@ -222,6 +222,9 @@ fn table<B: Backend + 'static>() -> Vec<(&'static str, Expect, Call<B>)> {
     case!("quantize: per-tensor scales for per channel", Expect::Shape, |b| { let mut x0 = t(b, [2, 3], F32)?; let mut x1 = t(b, [2, 3], I8)?; let mut x2 = t(b, [1, 1], F32)?; b.quantize(&x0, &mut x1, &mut x2, QuantGranularity::PerChannel) });
     case!("quantize: into i32", Expect::DType, |b| { let mut x0 = t(b, [2, 3], F32)?; let mut x1 = t(b, [2, 3], I32)?; let mut x2 = t(b, [1, 3], F32)?; b.quantize(&x0, &mut x1, &mut x2, QuantGranularity::PerChannel) });
     case!("quantize: shape", Expect::Shape, |b| { let mut x0 = t(b, [2, 3], F32)?; let mut x1 = t(b, [3, 2], I8)?; let mut x2 = t(b, [1, 3], F32)?; b.quantize(&x0, &mut x1, &mut x2, QuantGranularity::PerChannel) });
+    case!("quantize_with: per channel", Expect::Ok, |b| { let mut x0 = t(b, [2, 3], F32)?; let mut x1 = t(b, [2, 3], I8)?; let mut x2 = t(b, [1, 3], F32)?; b.quantize_with(&x0, &mut x1, &x2) });
+    case!("quantize_with: scales of rows", Expect::Shape, |b| { let mut x0 = t(b, [2, 3], F32)?; let mut x1 = t(b, [2, 3], I8)?; let mut x2 = t(b, [1, 2], F32)?; b.quantize_with(&x0, &mut x1, &x2) });
+    case!("quantize_with: u32 scales", Expect::DType, |b| { let mut x0 = t(b, [2, 3], F32)?; let mut x1 = t(b, [2, 3], I8)?; let mut x2 = t(b, [1, 1], U32)?; b.quantize_with(&x0, &mut x1, &x2) });
     case!("dequantize: i8", Expect::Ok, |b| { let mut x0 = t(b, [2, 3], I8)?; let mut x1 = t(b, [1, 1], F32)?; let mut x2 = t(b, [2, 3], F32)?; b.dequantize(&x0, &x1, &mut x2) });
     case!("dequantize: i32 per channel", Expect::Ok, |b| { let mut x0 = t(b, [2, 3], I32)?; let mut x1 = t(b, [1, 3], F32)?; let mut x2 = t(b, [2, 3], F32)?; b.dequantize(&x0, &x1, &mut x2) });
     case!("dequantize: f32 input", Expect::DType, |b| { let mut x0 = t(b, [2, 3], F32)?; let mut x1 = t(b, [1, 1], F32)?; let mut x2 = t(b, [2, 3], F32)?; b.dequantize(&x0, &x1, &mut x2) });

@@ -221,3 +221,28 @@ fn the_ledger_counts_int8_at_a_quarter_of_f32() {
     drop((f, q));
     assert_eq!(cpu.memory().total_current, 0);
 }
+
+/// Static quantization with calibrated scales: values beyond the range saturate at ±127, and
+/// the GPU agrees with the CPU (up to a tie moved by the division's last bit).
+#[test]
+fn quantize_with_given_scales_saturates_beyond_the_range() {
+    let x: Vec<f32> = random(5 * 7, 21, -3.0, 3.0);
+    let scales: Vec<f32> = (0..7).map(|c| 0.01 + 0.004 * c as f32).collect(); // ranges 1.27..4.8
+    fn run<B: Backend>(be: &mut B, x: &[f32], scales: &[f32]) -> Vec<i8> {
+        let xt = be.upload_f32(x, [5, 7], M::Inputs).unwrap();
+        let s = be.upload_f32(scales, [1, 7], M::Parameters).unwrap();
+        let mut q = be.zeros([5, 7], DType::I8, M::Activations).unwrap();
+        be.write_i8(&mut q, &[99; 35]).unwrap(); // poison
+        be.quantize_with(&xt, &mut q, &s).unwrap();
+        be.read_i8(&q).unwrap()
+    }
+    let want: Vec<i8> = x.iter().enumerate().map(|(i, &v)| gpulab::tensor::quantize_value(v, scales[i % 7])).collect();
+    assert!(want.iter().any(|&q| q.abs() == 127), "some values lie beyond a calibrated range");
+    let cpu = run(&mut CpuBackend::new(), &x, &scales);
+    assert_eq!(cpu, want);
+    with_gpu("quantize_with_given_scales_saturates_beyond_the_range", |gpu| {
+        let got = run(gpu, &x, &scales);
+        let moved = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+        assert!(got.iter().zip(&want).all(|(&a, &b)| (a as i32 - b as i32).abs() <= 1) && moved <= 1, "gpu {got:?}\ncpu {want:?}");
+    });
+}

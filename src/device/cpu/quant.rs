@@ -17,6 +17,16 @@ fn internal(op: &str) -> Error {
     Error::Internal(format!("{op}: storage does not match the dtype checks accepted"))
 }
 
+/// q = quantize_value(x, its scale), for checked tensors.
+fn quantize_into(x: &CpuTensor, q: &mut CpuTensor, s: &[f32], per_channel: bool) -> Result<()> {
+    let cols = x.shape[1];
+    let Storage::I8(out) = &mut q.data else { return Err(internal("quantize")) };
+    for (i, (o, &v)) in out.iter_mut().zip(x.f32()).enumerate() {
+        *o = quantize_value(v, s[if per_channel { i % cols } else { 0 }]);
+    }
+    Ok(())
+}
+
 impl QuantOps for CpuBackend {
     fn quant_unavailable(&self) -> Option<String> {
         None
@@ -64,13 +74,12 @@ impl QuantOps for CpuBackend {
                 s.iter_mut().zip(&absmax).for_each(|(s, &a)| *s = scale_for_absmax(a));
             }
         }
-        let s = scales.f32();
-        let per_channel = s.len() > 1 || cols == 1;
-        let Storage::I8(out) = &mut q.data else { return Err(internal("quantize")) };
-        for (i, (o, &v)) in out.iter_mut().zip(xs).enumerate() {
-            *o = quantize_value(v, s[if per_channel { i % cols } else { 0 }]);
-        }
-        Ok(())
+        quantize_into(x, q, scales.f32(), granularity == QuantGranularity::PerChannel)
+    }
+
+    fn quantize_with(&mut self, x: &CpuTensor, q: &mut CpuTensor, scales: &CpuTensor) -> Result<()> {
+        let per_channel = checks::quantize_with(x, q, scales)?;
+        quantize_into(x, q, scales.f32(), per_channel)
     }
 
     fn dequantize(&mut self, q: &CpuTensor, scales: &CpuTensor, out: &mut CpuTensor) -> Result<()> {

@@ -65,6 +65,14 @@ impl QuantOps for GpuBackend {
         self.run(Kernel::Quantize, 0, &params, &[(1, x.buffer()), (2, q.buffer()), (4, scales.buffer())], g)
     }
 
+    fn quantize_with(&mut self, x: &GpuTensor, q: &mut GpuTensor, scales: &GpuTensor) -> Result<()> {
+        let per_channel = checks::quantize_with(x, q, scales)?;
+        let n = u32_len(x.numel(), "quantize_with")?;
+        let params = [n, x.shape[0] as u32, x.shape[1] as u32, per_channel as u32, inv127_bits()];
+        let g = self.grid(q.words());
+        self.run(Kernel::Quantize, 0, &params, &[(1, x.buffer()), (2, q.buffer()), (4, scales.buffer())], g)
+    }
+
     fn dequantize(&mut self, q: &GpuTensor, scales: &GpuTensor, out: &mut GpuTensor) -> Result<()> {
         let per_channel = checks::dequantize(q, scales, out)?;
         let n = u32_len(q.numel(), "dequantize")?;

@@ -68,6 +68,14 @@ pub trait QuantOps: BackendBase {
         Err(unsupported(self, "quantize", "int8 quantization is not implemented yet"))
     }
 
+    /// f32 `x` → i8 `q` with `scales` given ([1, 1] or [1, cols] f32), not chosen from `x`:
+    /// static activation quantization with calibrated scales (`quant::Observer`). Values beyond
+    /// the calibrated range saturate at ±127.
+    fn quantize_with(&mut self, x: &Self::Tensor, q: &mut Self::Tensor, scales: &Self::Tensor) -> Result<()> {
+        let _ = (x, q, scales);
+        Err(unsupported(self, "quantize_with", "int8 quantization is not implemented yet"))
+    }
+
     /// out (f32) = q · scale, where q is i8 (from `quantize`) or i32 (from `matmul_i8`) and
     /// `scales` is [1, 1] or [1, cols] f32.
     fn dequantize(&mut self, q: &Self::Tensor, scales: &Self::Tensor, out: &mut Self::Tensor) -> Result<()> {
