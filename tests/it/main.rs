@@ -22,6 +22,7 @@ mod pipeline_labs;
 mod precision;
 mod profiler;
 mod quant;
+mod quant_model;
 mod step;
 mod training;
 #[cfg(feature = "gui")]
