@@ -36,10 +36,32 @@ impl I8Path {
 /// Rows of c per rayon task.
 const ROWS_PER_TASK: usize = 32;
 
+/// A b operand packed for the VNNI kernel, kept with its tensor (weights are packed once, not
+/// per call); the tensor drops it whenever its values change.
+pub struct PackedB {
+    tb: bool,
+    n: usize,
+    k: usize,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    data: Vec<i8>,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    col_sum: Vec<i32>,
+}
+
+impl std::fmt::Debug for PackedB {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PackedB {{ n: {}, k: {}, tb: {}, {} bytes }}", self.n, self.k, self.tb, self.data.len())
+    }
+}
+
+/// Where a tensor keeps its packed form.
+pub type PackCache = std::sync::Mutex<Option<std::sync::Arc<PackedB>>>;
+
 /// c[m, n] = op(a)·op(b) (i32, overwritten), with op transposing when the flag is set. `path`
-/// must be one this CPU runs (`I8Path::detect` or `Portable`).
+/// must be one this CPU runs (`I8Path::detect` or `Portable`); `b_cache` is b's tensor's
+/// cache of its packed form.
 #[allow(clippy::too_many_arguments)]
-pub fn gemm_i8(a: &[i8], b: &[i8], c: &mut [i32], m: usize, n: usize, k: usize, ta: bool, tb: bool, path: I8Path) {
+pub fn gemm_i8(a: &[i8], b: &[i8], b_cache: &PackCache, c: &mut [i32], m: usize, n: usize, k: usize, ta: bool, tb: bool, path: I8Path) {
     if m == 0 || n == 0 {
         return;
     }
@@ -47,7 +69,16 @@ pub fn gemm_i8(a: &[i8], b: &[i8], c: &mut [i32], m: usize, n: usize, k: usize, 
     let a_rows: std::borrow::Cow<'_, [i8]> = if ta { transpose(a, k, m).into() } else { a.into() };
     match path {
         #[cfg(target_arch = "x86_64")]
-        I8Path::Vnni => vnni::gemm(&a_rows, b, c, m, n, k, tb),
+        I8Path::Vnni => {
+            let packed = {
+                let mut slot = b_cache.lock().unwrap_or_else(|p| p.into_inner());
+                match slot.as_ref() {
+                    Some(p) if (p.tb, p.n, p.k) == (tb, n, k) => p.clone(),
+                    _ => slot.insert(std::sync::Arc::new(vnni::pack_b(b, n, k, tb))).clone(),
+                }
+            };
+            vnni::gemm(&a_rows, &packed, c, m, n, k)
+        }
         _ => portable(&a_rows, b, c, n, k, tb),
     }
 }
@@ -93,32 +124,33 @@ mod vnni {
 
     /// b packed panel by panel (NR columns each), then group by group of 4 k values: the 4
     /// bytes of column j for k = 4g..4g+4 are one 32-bit lane, so one 64-byte load feeds 16
-    /// columns. Padding (k beyond k, columns beyond n) is zero, so it adds nothing.
-    fn pack_b(b: &[i8], n: usize, k: usize, tb: bool) -> (Vec<i8>, usize) {
+    /// columns. Padding (k beyond k, columns beyond n) is zero, so it adds nothing. Also
+    /// returns the column sums of b (the offset correction). Reads b in its stored order.
+    pub fn pack_b(b: &[i8], n: usize, k: usize, tb: bool) -> super::PackedB {
         let kg = k.div_ceil(4);
-        let panels = n.div_ceil(NR);
-        let mut out = vec![0i8; panels * kg * NR * 4];
-        for p in 0..panels {
-            for g in 0..kg {
-                let base = (p * kg + g) * NR * 4;
-                for jj in 0..NR.min(n - p * NR) {
-                    let j = p * NR + jj;
-                    for kk in 0..4.min(k - 4 * g) {
-                        let kx = 4 * g + kk;
-                        out[base + jj * 4 + kk] = if tb { b[j * k + kx] } else { b[kx * n + j] };
-                    }
+        let mut out = vec![0i8; n.div_ceil(NR) * kg * NR * 4];
+        let mut col_sum = vec![0i32; n];
+        let at = |kx: usize, j: usize| ((j / NR * kg + kx / 4) * NR + j % NR) * 4 + kx % 4;
+        if tb {
+            for (j, row) in b.chunks_exact(k.max(1)).take(n).enumerate() {
+                for (kx, &v) in row.iter().enumerate() {
+                    out[at(kx, j)] = v;
+                }
+                col_sum[j] = row.iter().map(|&v| v as i32).sum();
+            }
+        } else {
+            for (kx, row) in b.chunks_exact(n).take(k).enumerate() {
+                for (j, &v) in row.iter().enumerate() {
+                    out[at(kx, j)] = v;
+                    col_sum[j] += v as i32;
                 }
             }
         }
-        (out, kg)
+        super::PackedB { tb, n, k, data: out, col_sum }
     }
 
-    pub fn gemm(a: &[i8], b: &[i8], c: &mut [i32], m: usize, n: usize, k: usize, tb: bool) {
-        let (bp, kg) = pack_b(b, n, k, tb);
-        let mut col_sum = vec![0i32; n];
-        for (j, s) in col_sum.iter_mut().enumerate() {
-            *s = (0..k).map(|kx| (if tb { b[j * k + kx] } else { b[kx * n + j] }) as i32).sum();
-        }
+    pub fn gemm(a: &[i8], packed: &super::PackedB, c: &mut [i32], m: usize, n: usize, k: usize) {
+        let (bp, col_sum, kg) = (&packed.data, &packed.col_sum, k.div_ceil(4));
         // a + 128 as u8 (flip the sign bit), each row padded to a multiple of 4 bytes.
         let kp = kg * 4;
         let mut au = vec![0u8; m * kp];
@@ -217,7 +249,7 @@ mod tests {
                 let want = naive(&a, &b, m, n, k, ta, tb);
                 for path in paths() {
                     let mut c = vec![i32::MIN + 7; m * n]; // poisoned
-                    gemm_i8(&a, &b, &mut c, m, n, k, ta, tb, path);
+                    gemm_i8(&a, &b, &PackCache::default(), &mut c, m, n, k, ta, tb, path);
                     assert_eq!(c, want, "{path:?} {m}x{n}x{k} ta={ta} tb={tb}");
                 }
             }
@@ -233,9 +265,9 @@ mod tests {
         let b2 = vec![-127i8; k * n];
         for path in paths() {
             let mut c = vec![-1i32; m * n];
-            gemm_i8(&a, &b2, &mut c, m, n, k, false, false, path);
+            gemm_i8(&a, &b2, &PackCache::default(), &mut c, m, n, k, false, false, path);
             assert!(c.iter().all(|&v| v == -127 * 127 * k as i32), "{path:?}: {:?}", &c[..4]);
-            gemm_i8(&a, &b, &mut c, m, n, k, false, false, path);
+            gemm_i8(&a, &b, &PackCache::default(), &mut c, m, n, k, false, false, path);
             assert_eq!(c, naive(&a, &b, m, n, k, false, false), "{path:?} alternating");
         }
     }

@@ -41,7 +41,7 @@ impl CpuBackend {
     fn alloc(&mut self, shape: Shape, dtype: DType, cat: MemCategory, make: impl FnOnce() -> Storage) -> Result<CpuTensor> {
         let bytes = checks::bytes("alloc", shape, dtype)?;
         memory_lock(&self.ledger).reserve(cat, bytes)?;
-        let t = CpuTensor { data: make(), shape, cat, ledger: self.ledger.clone() };
+        let t = CpuTensor { data: make(), shape, cat, ledger: self.ledger.clone(), packed: Default::default() };
         debug_assert_eq!(t.dtype(), dtype, "storage built for the reserved dtype");
         Ok(t)
     }

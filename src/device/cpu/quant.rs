@@ -17,12 +17,23 @@ fn internal(op: &str) -> Error {
     Error::Internal(format!("{op}: storage does not match the dtype checks accepted"))
 }
 
-/// q = quantize_value(x, its scale), for checked tensors.
+/// q = quantize_value(x, its scale), for checked tensors; row by row so the loop vectorises,
+/// on rayon for large tensors.
 fn quantize_into(x: &CpuTensor, q: &mut CpuTensor, s: &[f32], per_channel: bool) -> Result<()> {
-    let cols = x.shape[1];
-    let Storage::I8(out) = &mut q.data else { return Err(internal("quantize")) };
-    for (i, (o, &v)) in out.iter_mut().zip(x.f32()).enumerate() {
-        *o = quantize_value(v, s[if per_channel { i % cols } else { 0 }]);
+    use rayon::prelude::*;
+    let cols = x.shape[1].max(1);
+    let out = q.i8_mut().ok_or_else(|| internal("quantize"))?;
+    let row = |(o, xr): (&mut [i8], &[f32])| {
+        if per_channel {
+            o.iter_mut().zip(xr).zip(s).for_each(|((o, &v), &s)| *o = quantize_value(v, s));
+        } else {
+            o.iter_mut().zip(xr).for_each(|(o, &v)| *o = quantize_value(v, s[0]));
+        }
+    };
+    if out.len() >= super::PAR_THRESHOLD {
+        out.par_chunks_mut(cols).zip(x.f32().par_chunks(cols)).for_each(row);
+    } else {
+        out.chunks_mut(cols).zip(x.f32().chunks(cols)).for_each(row);
     }
     Ok(())
 }
@@ -39,10 +50,7 @@ impl QuantOps for CpuBackend {
     fn write_i8(&mut self, t: &mut CpuTensor, data: &[i8]) -> Result<()> {
         checks::data_len("write_i8", t.shape, data.len())?;
         checks::dtype("write_i8", t, crate::tensor::DType::I8)?;
-        match &mut t.data {
-            Storage::I8(v) => v.copy_from_slice(data),
-            _ => return Err(internal("write_i8")),
-        }
+        t.i8_mut().ok_or_else(|| internal("write_i8"))?.copy_from_slice(data);
         Ok(())
     }
 
@@ -99,7 +107,7 @@ impl QuantOps for CpuBackend {
     fn matmul_i8(&mut self, a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: bool) -> Result<()> {
         let (m, n, k) = checks::matmul_i8(a, b, c, ta, tb)?;
         let Storage::I32(out) = &mut c.data else { return Err(internal("matmul_i8")) };
-        gemm_i8::gemm_i8(i8s(a), i8s(b), out, m, n, k, ta, tb, self.i8_path);
+        gemm_i8::gemm_i8(i8s(a), i8s(b), &b.packed, out, m, n, k, ta, tb, self.i8_path);
         Ok(())
     }
 }
