@@ -38,6 +38,17 @@ fn quantize_into(x: &CpuTensor, q: &mut CpuTensor, s: &[f32], per_channel: bool)
     Ok(())
 }
 
+/// out = q · s[column], row by row (vectorises), on rayon for large tensors.
+fn dequantize_rows<T: Copy + Sync>(q: &[T], s: &[f32], out: &mut [f32], widen: impl Fn(T) -> f32 + Sync) {
+    use rayon::prelude::*;
+    let row = |(o, qr): (&mut [f32], &[T])| o.iter_mut().zip(qr).zip(s).for_each(|((o, &q), &s)| *o = widen(q) * s);
+    if out.len() >= super::PAR_THRESHOLD {
+        out.par_chunks_mut(s.len()).zip(q.par_chunks(s.len())).for_each(row);
+    } else {
+        out.chunks_mut(s.len()).zip(q.chunks(s.len())).for_each(row);
+    }
+}
+
 impl QuantOps for CpuBackend {
     fn quant_unavailable(&self) -> Option<String> {
         None
@@ -92,13 +103,13 @@ impl QuantOps for CpuBackend {
 
     fn dequantize(&mut self, q: &CpuTensor, scales: &CpuTensor, out: &mut CpuTensor) -> Result<()> {
         let per_channel = checks::dequantize(q, scales, out)?;
-        let cols = q.shape[1];
-        let s = scales.f32();
-        let scale = |i: usize| s[if per_channel { i % cols } else { 0 }];
+        let cols = q.shape[1].max(1);
+        // One scale per column, repeated for per-tensor scales, so each row is one zipped loop.
+        let s: Vec<f32> = if per_channel { scales.f32().to_vec() } else { vec![scales.f32()[0]; cols] };
         let o = out.f32_mut();
         match &q.data {
-            Storage::I8(v) => o.iter_mut().zip(v).enumerate().for_each(|(i, (o, &q))| *o = q as f32 * scale(i)),
-            Storage::I32(v) => o.iter_mut().zip(v).enumerate().for_each(|(i, (o, &q))| *o = q as f32 * scale(i)),
+            Storage::I8(v) => dequantize_rows(v, &s, o, |q| q as f32),
+            Storage::I32(v) => dequantize_rows(v, &s, o, |q| q as f32),
             _ => return Err(internal("dequantize")),
         }
         Ok(())
