@@ -1,13 +1,37 @@
 //! `cargo bench`: GEMM GFLOP/s (CPU and every GPU matmul variant) and MLP training
 //! throughput, through the same code as `gpulab bench`. Speed lives here, not in tests.
 
-use gpulab::bench::{TrainBenchConfig, bench_matmul, bench_train};
+use gpulab::bench::{MatmulDType, TrainBenchConfig, bench_matmul, bench_train, random_matrix, time_op};
 use gpulab::device::{CpuBackend, GpuBackend, GpuSelector};
-use gpulab::nn::OptimizerKind;
+use gpulab::nn::{Mlp, MlpConfig, Optimizer, OptimizerKind};
+use gpulab::quant::{HostLayer, ObserverKind, QuantMlp, calibrate};
+use gpulab::tensor::{prelude::*, MemCategory};
+use gpulab::train::{F32Phases, Step};
+
+/// Median seconds of one FP32 forward (the training step's predict path) and one INT8
+/// forward (`QuantMlp`, calibrated min/max) of MLP 784-256-128-10 at `batch` rows.
+fn inference_latency<B: Backend>(b: &mut B, batch: usize, runs: usize) -> gpulab::Result<(f64, f64)> {
+    let cfg = MlpConfig { input: 784, hidden: vec![256, 128], classes: 10 };
+    let model = Mlp::new(b, cfg.clone(), Optimizer::new(OptimizerKind::Sgd, 0.1, 0.9, 0.0), 1)?;
+    let x: Vec<f32> = random_matrix(batch * 784, 5).iter().map(|v| v.abs()).collect();
+    let mut step = Step::new(b, &model, F32Phases, batch)?;
+    let mut ws = step.predict_buffers(b, &model, batch)?;
+    b.write_f32(gpulab::train::StepBuffers::inputs(&mut ws).0, &x)?;
+    let f32_s = time_op(b, runs, |b| step.predict(b, &model, &mut ws).map(drop))?;
+    let layers = HostLayer::from_parameters(&model.read_parameters(b)?, &cfg.widths())?;
+    let ranges = calibrate(b, &layers, &x, batch, ObserverKind::MinMax)?;
+    let q = QuantMlp::new(b, &layers, &ranges)?;
+    let xt = b.upload_f32(&x, [batch, 784], MemCategory::Inputs)?;
+    let int8_s = time_op(b, runs, |b| q.forward(b, &xt).map(drop))?;
+    Ok((f32_s, int8_s))
+}
 
 fn main() {
     // `cargo test --benches` runs this too; keep that quick.
     let quick = std::env::args().any(|a| a == "--test");
+    // `cargo bench -- inference` runs only the sections whose name contains the filter.
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with("--"));
+    let wanted = |section: &str| filter.as_deref().is_none_or(|f| section.contains(f));
     let sizes: &[usize] = if quick { &[64] } else { &[256, 1024, 2048] };
     let mut gpu = match GpuBackend::open(&GpuSelector::Auto, None) {
         Ok(g) => Some(g),
@@ -16,14 +40,34 @@ fn main() {
             None
         }
     };
-    println!("GEMM (f32, median of 5 runs, measured)");
-    let rows = bench_matmul(sizes, if quick { 1 } else { 5 }, true, gpu.as_mut(), |r| {
-        println!("  n={:<5} {:>9.2} GFLOP/s  {:<60} {}", r.n, r.gflops, r.backend, r.variant);
-    });
-    if let Err(e) = rows {
-        eprintln!("GEMM benchmark failed: {e}");
+    if wanted("gemm") {
+        println!("GEMM (f32 and int8, median of 5 runs, measured; GOP/s = 2n³ / time)");
+        let rows = bench_matmul(sizes, &[MatmulDType::F32, MatmulDType::Int8], if quick { 1 } else { 5 }, true, gpu.as_mut(), |r| {
+            println!("  n={:<5} {:<4} {:>9.2} GOP/s  {:<60} {}", r.n, r.dtype, r.gflops, r.backend, r.variant);
+        });
+        if let Err(e) = rows {
+            eprintln!("GEMM benchmark failed: {e}");
+        }
     }
 
+    if wanted("inference") {
+        println!("MLP 784-256-128-10 inference, FP32 vs INT8 forward (median, measured; ratio derived)");
+        for batch in [1, 64] {
+            let runs = if quick { 1 } else { 50 };
+            let report = |name: &str, r: gpulab::Result<(f64, f64)>| match r {
+                Ok((f, i)) => println!("  batch {batch:>3} {name:<4} fp32 {:>8.3} ms  int8 {:>8.3} ms  int8/fp32 {:.2}", f * 1e3, i * 1e3, i / f),
+                Err(e) => eprintln!("  batch {batch} {name}: {e}"),
+            };
+            report("cpu", inference_latency(&mut CpuBackend::new(), batch, runs));
+            if let Some(g) = gpu.as_mut() {
+                report("gpu", inference_latency(g, batch, runs));
+            }
+        }
+    }
+
+    if !wanted("train") {
+        return;
+    }
     println!("MLP 784-256-128-10 training steps (SGD momentum, random data, measured)");
     for batch in [32, 128, 512] {
         let cfg = TrainBenchConfig {

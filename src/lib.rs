@@ -17,6 +17,7 @@ pub mod exercises;
 pub mod fsutil;
 pub mod nn;
 pub mod profile;
+pub mod quant;
 pub mod report;
 pub mod stats;
 pub mod tensor;

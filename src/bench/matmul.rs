@@ -10,18 +10,42 @@ use crate::error::{Error, Result};
 use crate::tensor::{prelude::*, DType, MemCategory};
 use crate::stats::median;
 
+/// The element types `bench_matmul` times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MatmulDType {
+    /// f32 operands and output.
+    F32,
+    /// i8 operands, exact i32 output (`QuantOps::matmul_i8`).
+    Int8,
+}
+
+impl MatmulDType {
+    pub fn name(self) -> &'static str {
+        match self {
+            MatmulDType::F32 => "f32",
+            MatmulDType::Int8 => "int8",
+        }
+    }
+}
+
 /// One measured GEMM size on one backend and kernel variant.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MatmulRow {
     pub backend: String,
     pub variant: String,
+    /// "f32" or "int8".
+    pub dtype: String,
     pub software: bool,
     pub n: usize,
-    /// 2n³ / median seconds, in 10⁹ FLOP/s. Measured.
+    /// 2n³ / median seconds, in 10⁹ operations/s (a multiply and an add per product term:
+    /// FLOP/s for f32, integer OP/s for int8). Measured.
     pub gflops: f64,
     pub median_s: f64,
     pub runs: usize,
-    /// Largest |gpu − cpu| / (|cpu| + 1) over the output. Measured against the CPU reference.
+    /// Largest |out − ref| / (|ref| + 1) over the output. f32: a GPU against the CPU. int8
+    /// (must be 0, the product is exact): the CPU's kernel against its portable one, a GPU's
+    /// against the CPU's.
     pub max_rel_err: f64,
 }
 
@@ -55,37 +79,52 @@ pub fn time_matmul<B: Backend>(b: &mut B, a: &[f32], bm: &[f32], n: usize, runs:
     Ok((s, b.read_f32(&tc)?))
 }
 
-/// Runs the GEMM benchmark on the CPU and/or on `gpu` (every matmul variant), checking each
-/// GPU result against the CPU's.
-pub fn bench_matmul(sizes: &[usize], runs: usize, cpu: bool, mut gpu: Option<&mut GpuBackend>, mut on_row: impl FnMut(&MatmulRow)) -> Result<Vec<MatmulRow>> {
+/// Runs the GEMM benchmark on the CPU and/or on `gpu` for each of `dtypes` (every f32 matmul
+/// variant), checking each result (see `MatmulRow::max_rel_err`). Sizes run in turn, each
+/// size's dtypes one after the other, so their times come from the same minutes.
+pub fn bench_matmul(sizes: &[usize], dtypes: &[MatmulDType], runs: usize, cpu: bool, mut gpu: Option<&mut GpuBackend>, mut on_row: impl FnMut(&MatmulRow)) -> Result<Vec<MatmulRow>> {
     if sizes.is_empty() || sizes.contains(&0) || runs == 0 {
         return Err(Error::InvalidConfig("matmul sizes and runs must be positive".into()));
     }
+    if dtypes.is_empty() {
+        return Err(Error::InvalidConfig("--dtype needs at least one of f32, int8".into()));
+    }
+    let mut rows = Vec::new();
+    for &n in sizes {
+        for &dt in dtypes {
+            match dt {
+                MatmulDType::F32 => rows.extend(rows_f32(n, runs, cpu, gpu.as_deref_mut(), &mut on_row)?),
+                MatmulDType::Int8 => rows.extend(super::matmul_i8::rows_i8(n, runs, cpu, gpu.as_deref_mut(), &mut on_row)?),
+            }
+        }
+    }
+    Ok(rows)
+}
+
+fn rows_f32(n: usize, runs: usize, cpu: bool, mut gpu: Option<&mut GpuBackend>, on_row: &mut dyn FnMut(&MatmulRow)) -> Result<Vec<MatmulRow>> {
     let mut rows = Vec::new();
     let mut cpu_b = CpuBackend::new();
-    for &n in sizes {
-        let a = random_matrix(n * n, 1);
-        let bm = random_matrix(n * n, 2);
-        let (cpu_s, reference) = time_matmul(&mut cpu_b, &a, &bm, n, runs)?;
-        let flops = 2.0 * (n as f64).powi(3);
-        if cpu {
-            let row = MatmulRow { backend: cpu_b.info().label(), variant: "gemm crate".into(), software: false, n, gflops: flops / cpu_s / 1e9, median_s: cpu_s, runs, max_rel_err: 0.0 };
+    let a = random_matrix(n * n, 1);
+    let bm = random_matrix(n * n, 2);
+    let (cpu_s, reference) = time_matmul(&mut cpu_b, &a, &bm, n, runs)?;
+    let flops = 2.0 * (n as f64).powi(3);
+    if cpu {
+        let row = MatmulRow { backend: cpu_b.info().label(), variant: "gemm crate".into(), dtype: "f32".into(), software: false, n, gflops: flops / cpu_s / 1e9, median_s: cpu_s, runs, max_rel_err: 0.0 };
+        on_row(&row);
+        rows.push(row);
+    }
+    if let Some(g) = gpu.as_deref_mut() {
+        let chosen = g.matmul_variant();
+        for v in MatmulVariant::ALL {
+            g.set_matmul_variant(v);
+            let (s, out) = time_matmul(g, &a, &bm, n, runs)?;
+            let err = out.iter().zip(&reference).map(|(x, r)| ((x - r).abs() / (r.abs() + 1.0)) as f64).fold(0.0, f64::max);
+            let label = if v == chosen { format!("{} (chosen)", v.name()) } else { v.name().to_string() };
+            let row = MatmulRow { backend: g.info().label(), variant: label, dtype: "f32".into(), software: g.info().software, n, gflops: flops / s / 1e9, median_s: s, runs, max_rel_err: err };
             on_row(&row);
             rows.push(row);
         }
-        if let Some(g) = gpu.as_deref_mut() {
-            let chosen = g.matmul_variant();
-            for v in MatmulVariant::ALL {
-                g.set_matmul_variant(v);
-                let (s, out) = time_matmul(g, &a, &bm, n, runs)?;
-                let err = out.iter().zip(&reference).map(|(x, r)| ((x - r).abs() / (r.abs() + 1.0)) as f64).fold(0.0, f64::max);
-                let label = if v == chosen { format!("{} (chosen)", v.name()) } else { v.name().to_string() };
-                let row = MatmulRow { backend: g.info().label(), variant: label, software: g.info().software, n, gflops: flops / s / 1e9, median_s: s, runs, max_rel_err: err };
-                on_row(&row);
-                rows.push(row);
-            }
-            g.set_matmul_variant(chosen);
-        }
+        g.set_matmul_variant(chosen);
     }
     Ok(rows)
 }

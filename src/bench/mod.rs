@@ -2,7 +2,9 @@
 //! tests. Each result is checked against the CPU reference before its speed is reported.
 
 mod matmul;
+mod matmul_i8;
 mod train_step;
 
-pub use matmul::{MatmulRow, bench_matmul, random_matrix, time_matmul, time_op};
+pub use matmul::{MatmulDType, MatmulRow, bench_matmul, random_matrix, time_matmul, time_op};
+pub use matmul_i8::{random_i8, time_matmul_i8};
 pub use train_step::{TrainBenchConfig, TrainBenchRow, bench_train};

@@ -1,5 +1,5 @@
 use clap::{Args, Subcommand};
-use gpulab::bench::{self, MatmulRow, TrainBenchConfig};
+use gpulab::bench::{self, MatmulDType, MatmulRow, TrainBenchConfig};
 use gpulab::device::{Device, Engine, GpuSelector};
 use gpulab::nn::OptimizerKind;
 use gpulab::with_backend;
@@ -8,8 +8,8 @@ use super::progress;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
-    /// GEMM GFLOP/s on the CPU and each GPU kernel variant, median of several runs, checked
-    /// against the CPU result.
+    /// GEMM GOP/s (f32 and/or int8) on the CPU and each GPU kernel variant, median of several
+    /// runs, each result checked.
     Matmul(MatmulArgs),
     /// Full training steps per second of an MLP on random data.
     Train(TrainArgs),
@@ -24,9 +24,20 @@ pub struct MatmulArgs {
     backend: String,
     #[arg(long, default_value_t = 5)]
     runs: usize,
+    /// Element types to time, e.g. f32,int8 (int8: i8 operands, exact i32 products).
+    #[arg(long, value_delimiter = ',', default_value = "f32", value_parser = parse_dtype)]
+    dtype: Vec<MatmulDType>,
     /// One JSON object per line on stdout.
     #[arg(long)]
     json: bool,
+}
+
+fn parse_dtype(s: &str) -> Result<MatmulDType, String> {
+    match s {
+        "f32" => Ok(MatmulDType::F32),
+        "int8" | "i8" => Ok(MatmulDType::Int8),
+        other => Err(format!("unknown --dtype {other:?}: expected f32 or int8")),
+    }
 }
 
 #[derive(Args)]
@@ -79,8 +90,9 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
             pb.suspend(|| println!("{}", serde_json::to_string(r).unwrap_or_default()));
         } else {
             let line = format!(
-                "n={:<5} {:>9.2} GFLOP/s  {:>10.3} ms  {:<58} {:<18} max rel err {:.1e}",
+                "n={:<5} {:<4} {:>9.2} GOP/s  {:>10.3} ms  {:<58} {:<18} max rel err {:.1e}",
                 r.n,
+                r.dtype,
                 r.gflops,
                 r.median_s * 1e3,
                 r.backend,
@@ -90,16 +102,28 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
             pb.suspend(|| println!("{line}"));
         }
     };
-    let rows = bench::bench_matmul(&a.sizes, a.runs, cpu, gpu.as_deref_mut(), print);
+    let rows = bench::bench_matmul(&a.sizes, &a.dtype, a.runs, cpu, gpu.as_deref_mut(), print);
     pb.finish_and_clear();
     let rows = rows?;
     if !a.json {
-        eprintln!("measured on this machine: median of {} runs each; GFLOP/s = 2n³ / time", a.runs);
+        eprintln!("measured on this machine: median of {} runs each; GOP/s = 2n³ / time (FLOP/s for f32, integer OP/s for int8)", a.runs);
+        ratios(&rows);
         if rows.iter().any(|r| r.software) {
             eprintln!("note: software GPU: runs on your CPU — its GFLOP/s are your CPU's, not a GPU's.");
         }
     }
     Ok(())
+}
+
+/// int8 ÷ f32 speed per backend and size, derived from the rows above (the chosen f32 variant
+/// on a GPU).
+fn ratios(rows: &[MatmulRow]) {
+    for i8row in rows.iter().filter(|r| r.dtype == "int8") {
+        let f32row = rows.iter().find(|r| r.dtype == "f32" && r.n == i8row.n && r.backend == i8row.backend && (r.variant == "gemm crate" || r.variant.ends_with("(chosen)")));
+        if let Some(f) = f32row {
+            eprintln!("n={:<5} int8 / f32 = {:.2}x on {} (derived)", i8row.n, i8row.gflops / f.gflops, i8row.backend);
+        }
+    }
 }
 
 fn train(a: TrainArgs) -> anyhow::Result<()> {

@@ -11,7 +11,7 @@ use crate::error::{Result, ensure_dtype, ensure_shape};
 pub fn dtype(op: &'static str, t: &impl TensorMeta, want: DType) -> Result<()> {
     let got = t.dtype();
     ensure_dtype(got == want, op, || {
-        let later = if got.is_quant() { " (int8 tensors can only be zeroed and copied until quantization lands)" } else { "" };
+        let later = if got.is_quant() { " (int8 tensors are read and written with read_i8 / write_i8 / read_i32)" } else { "" };
         format!("expected a {} tensor, got {}{later}", want.name(), got.name())
     })
 }
@@ -21,10 +21,62 @@ pub fn f32(op: &'static str, t: &impl TensorMeta) -> Result<()> {
     dtype(op, t, DType::F32)
 }
 
-/// Fails for the int8 types, which only `zeros` and `copy` handle until `QuantOps` lands.
+/// Fails for the int8 types, which only `zeros`, `copy` and the `QuantOps` family handle.
 pub fn not_quant(op: &'static str, t: &impl TensorMeta) -> Result<()> {
     let dt = t.dtype();
-    ensure_dtype(!dt.is_quant(), op, || format!("{} tensors can only be zeroed and copied until int8 quantization lands", dt.name()))
+    ensure_dtype(!dt.is_quant(), op, || format!("{} tensors are handled only by zeros, copy and the int8 ops (quantize, dequantize, matmul_i8, read_i8 / write_i8 / read_i32)", dt.name()))
+}
+
+/// Scales for a [rows, cols] tensor: f32, [1, 1] (per tensor) or [1, cols] (per channel).
+/// Returns true when they are per channel.
+pub fn scales(op: &'static str, scales: &impl TensorMeta, shape: Shape) -> Result<bool> {
+    f32(op, scales)?;
+    let s = scales.shape();
+    ensure_shape(s == [1, 1] || s == [1, shape[1]], op, || format!("scales {s:?} for a {shape:?} tensor: expected [1, 1] or [1, {}]", shape[1]))?;
+    Ok(s != [1, 1] || shape[1] == 1)
+}
+
+/// `quantize`: f32 x into an i8 q of the same shape, scales as `granularity` says.
+pub fn quantize(x: &impl TensorMeta, q: &impl TensorMeta, scales: &impl TensorMeta, granularity: super::QuantGranularity) -> Result<()> {
+    const OP: &str = "quantize";
+    f32(OP, x)?;
+    dtype(OP, q, DType::I8)?;
+    ensure_shape(x.shape() == q.shape(), OP, || format!("{:?} into {:?}", x.shape(), q.shape()))?;
+    f32(OP, scales)?;
+    let want = match granularity {
+        super::QuantGranularity::PerTensor => [1, 1],
+        super::QuantGranularity::PerChannel => [1, x.shape()[1]],
+    };
+    ensure_shape(scales.shape() == want, OP, || format!("{granularity:?} scales must be {want:?}, got {:?}", scales.shape()))
+}
+
+/// `quantize_with`: f32 x into an i8 q of the same shape with given scales; returns true for
+/// per-channel scales.
+pub fn quantize_with(x: &impl TensorMeta, q: &impl TensorMeta, scales_t: &impl TensorMeta) -> Result<bool> {
+    const OP: &str = "quantize_with";
+    f32(OP, x)?;
+    dtype(OP, q, DType::I8)?;
+    ensure_shape(x.shape() == q.shape(), OP, || format!("{:?} into {:?}", x.shape(), q.shape()))?;
+    scales(OP, scales_t, x.shape())
+}
+
+/// `dequantize`: an i8 or i32 q into an f32 out of the same shape; returns true for per-channel
+/// scales.
+pub fn dequantize(q: &impl TensorMeta, scales_t: &impl TensorMeta, out: &impl TensorMeta) -> Result<bool> {
+    const OP: &str = "dequantize";
+    ensure_dtype(q.dtype().is_quant(), OP, || format!("expected an i8 or i32 tensor, got {}", q.dtype().name()))?;
+    f32(OP, out)?;
+    ensure_shape(q.shape() == out.shape(), OP, || format!("{:?} into {:?}", q.shape(), out.shape()))?;
+    scales(OP, scales_t, q.shape())
+}
+
+/// `matmul_i8`: i8 operands, an i32 output; returns (m, n, k).
+pub fn matmul_i8(a: &impl TensorMeta, b: &impl TensorMeta, c: &impl TensorMeta, trans_a: bool, trans_b: bool) -> Result<(usize, usize, usize)> {
+    const OP: &str = "matmul_i8";
+    dtype(OP, a, DType::I8)?;
+    dtype(OP, b, DType::I8)?;
+    dtype(OP, c, DType::I32)?;
+    dims(OP, a, b, c, trans_a, trans_b)
 }
 
 /// Bytes a tensor of this shape and type holds, refusing sizes that overflow.

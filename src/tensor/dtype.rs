@@ -32,8 +32,8 @@ impl DType {
         matches!(self, DType::F16 | DType::BF16)
     }
 
-    /// The int8 quantization types, which have no host transfers or f32 ops until
-    /// `QuantOps` is implemented.
+    /// The int8 quantization types: no f32 ops; host transfers through `QuantOps`
+    /// (read_i8 / write_i8 / read_i32).
     pub fn is_quant(self) -> bool {
         matches!(self, DType::I8 | DType::I32)
     }

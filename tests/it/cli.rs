@@ -68,6 +68,18 @@ fn bench_matmul_json_rows_have_n_and_gflops() {
 }
 
 #[test]
+fn bench_matmul_int8_rows_sit_beside_f32_and_are_exact() {
+    let out = gpulab(&["bench", "matmul", "--backend", "cpu", "--sizes", "33", "--runs", "1", "--dtype", "f32,int8", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.iter().map(|r| r["dtype"].as_str().unwrap()).collect::<Vec<_>>(), ["f32", "int8"]);
+    let int8 = &rows[1];
+    assert_eq!(int8["max_rel_err"].as_f64(), Some(0.0), "the int8 product is checked exactly: {int8}");
+    assert!(int8["gflops"].as_f64().unwrap() > 0.0 && !int8["variant"].as_str().unwrap().is_empty());
+    fails_with(&["bench", "matmul", "--backend", "cpu", "--dtype", "int4"], &["int4", "f32 or int8"]);
+}
+
+#[test]
 fn bench_train_json_has_samples_per_second() {
     let out = gpulab(&["bench", "train", "--backend", "cpu", "--input", "20", "--hidden", "16", "--classes", "3", "--batch", "8,16", "--seconds", "0.05", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -21,6 +21,8 @@ mod pipeline;
 mod pipeline_labs;
 mod precision;
 mod profiler;
+mod quant;
+mod quant_model;
 mod step;
 mod training;
 #[cfg(feature = "gui")]

@@ -51,6 +51,9 @@ impl CoreOps for CpuBackend {
     }
 
     fn read_many(&mut self, ts: &[&CpuTensor]) -> Result<Vec<HostData>> {
+        for t in ts {
+            checks::not_quant("read_many", *t)?;
+        }
         ts.iter().map(|t| if t.dtype() == DType::U32 { self.read_u32(t).map(HostData::U32) } else { self.read_f32(t).map(HostData::F32) }).collect()
     }
 
@@ -187,7 +190,10 @@ impl CoreOps for CpuBackend {
             (Storage::F32(s), Storage::F32(d)) => d.copy_from_slice(s),
             (Storage::U32(s), Storage::U32(d)) => d.copy_from_slice(s),
             (Storage::Bits16(s, _), Storage::Bits16(d, _)) => d.copy_from_slice(s),
-            (Storage::I8(s), Storage::I8(d)) => d.copy_from_slice(s),
+            (Storage::I8(s), Storage::I8(_)) => match dst.i8_mut() {
+                Some(d) => d.copy_from_slice(s),
+                None => return Err(crate::error::Error::Internal("an i8 tensor without i8 storage".into())),
+            },
             (Storage::I32(s), Storage::I32(d)) => d.copy_from_slice(s),
             _ => return Err(crate::error::Error::Internal("copy between dtypes that checks::same_shape accepted".into())),
         }

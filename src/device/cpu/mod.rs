@@ -1,15 +1,18 @@
 //! The CPU backend: the reference for every op and a serious baseline — GEMM from the `gemm`
-//! crate (packed, SIMD, multi-threaded) and rayon for the element-wise work on large tensors.
+//! crate (packed, SIMD, multi-threaded), rayon for the element-wise work on large tensors, and
+//! an int8 GEMM with AVX-512 VNNI where the CPU has it (quant.rs, gemm_i8.rs).
 
 mod amp;
 mod core;
+mod gemm_i8;
 mod ops;
+mod quant;
 mod tensor;
 
 use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
-use crate::tensor::{AmpOps, BackendBase, BackendInfo, BackendKind, DType, Epilogue, Ledger, MemCategory, MemoryReport, QuantOps, Shape, SharedLedger, Telemetry, TensorMeta, checks, memory_lock};
+use crate::tensor::{AmpOps, BackendBase, BackendInfo, BackendKind, DType, Epilogue, Ledger, MemCategory, MemoryReport, Shape, SharedLedger, Telemetry, TensorMeta, checks, memory_lock};
 
 pub use ops::PAR_THRESHOLD;
 pub use tensor::CpuTensor;
@@ -18,6 +21,8 @@ pub(crate) use tensor::Storage;
 pub struct CpuBackend {
     ledger: SharedLedger,
     threads: usize,
+    /// The int8 GEMM kernel: VNNI where the CPU has it (detected once), else portable.
+    i8_path: gemm_i8::I8Path,
 }
 
 impl CpuBackend {
@@ -27,7 +32,7 @@ impl CpuBackend {
 
     /// A CPU backend whose ledger refuses allocations beyond `budget` bytes.
     pub fn with_budget(budget: Option<u64>) -> Self {
-        CpuBackend { ledger: Arc::new(Mutex::new(Ledger::with_budget(budget))), threads: rayon::current_num_threads() }
+        CpuBackend { ledger: Arc::new(Mutex::new(Ledger::with_budget(budget))), threads: rayon::current_num_threads(), i8_path: gemm_i8::I8Path::detect() }
     }
 
     /// Reserves the bytes first and only then builds the storage (`make`), so a refused
@@ -36,7 +41,7 @@ impl CpuBackend {
     fn alloc(&mut self, shape: Shape, dtype: DType, cat: MemCategory, make: impl FnOnce() -> Storage) -> Result<CpuTensor> {
         let bytes = checks::bytes("alloc", shape, dtype)?;
         memory_lock(&self.ledger).reserve(cat, bytes)?;
-        let t = CpuTensor { data: make(), shape, cat, ledger: self.ledger.clone() };
+        let t = CpuTensor { data: make(), shape, cat, ledger: self.ledger.clone(), packed: Default::default() };
         debug_assert_eq!(t.dtype(), dtype, "storage built for the reserved dtype");
         Ok(t)
     }
@@ -89,9 +94,6 @@ impl AmpOps for CpuBackend {
         amp::unscale_check(g, inv_scale, found)
     }
 }
-
-/// Int8 arrives with the INT8 issue; until then every quant op refuses by name.
-impl QuantOps for CpuBackend {}
 
 impl Telemetry for CpuBackend {
     fn take_busy_seconds(&mut self) -> Result<Option<f64>> {

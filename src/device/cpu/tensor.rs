@@ -32,6 +32,8 @@ pub struct CpuTensor {
     pub(crate) shape: Shape,
     pub(crate) cat: MemCategory,
     pub(crate) ledger: SharedLedger,
+    /// An I8 tensor's form packed for the int8 GEMM when it was a b operand; `i8_mut` drops it.
+    pub(crate) packed: super::gemm_i8::PackCache,
 }
 
 impl CpuTensor {
@@ -48,6 +50,14 @@ impl CpuTensor {
         match &mut self.data {
             Storage::F32(v) => v,
             _ => &mut [],
+        }
+    }
+    /// The values of an I8 tensor, to change them: forgets the packed form first.
+    pub(crate) fn i8_mut(&mut self) -> Option<&mut Vec<i8>> {
+        *self.packed.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
+        match &mut self.data {
+            Storage::I8(v) => Some(v),
+            _ => None,
         }
     }
     pub(crate) fn u32(&self) -> &[u32] {

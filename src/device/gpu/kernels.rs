@@ -21,6 +21,8 @@ const GRAD_SCALER: &str = include_str!("../../../shaders/grad_scaler.wgsl");
 const FLOAT16_F16: &str = include_str!("../../../shaders/float16_f16.wgsl");
 const FLOAT16_BF16: &str = include_str!("../../../shaders/float16_bf16.wgsl");
 const FLOAT16_COMMON: &str = include_str!("../../../shaders/float16_common.wgsl");
+const QUANT: &str = include_str!("../../../shaders/quant.wgsl");
+const MATMUL_I8: &str = include_str!("../../../shaders/matmul_i8.wgsl");
 
 /// Workgroup size of the 1-D kernels.
 pub const WG: u32 = 256;
@@ -35,6 +37,8 @@ pub enum Compile {
     /// On first use, once per 16-bit type (the pipeline key's dtype), only where that type is
     /// available.
     Per16BitType,
+    /// On first use, with no variant bits: kernels a training step never runs (int8).
+    OnFirstUse,
 }
 
 struct KernelDef {
@@ -97,6 +101,13 @@ kernels! {
     Matmul16F32 => "matmul16.wgsl", MATMUL16, "main_f32", Per16BitType;
     /// Mixed-precision gradient unscaling, but on f32 gradients: compiled like the others.
     UnscaleCheck => "grad_scaler.wgsl", GRAD_SCALER, "unscale_check", AtPrepare;
+    /// Int8 quantization: compiled on first use (as I8), since f32 training never needs them.
+    AbsmaxCols => "quant.wgsl", QUANT, "absmax_cols", OnFirstUse;
+    AbsmaxAll => "quant.wgsl", QUANT, "absmax_all", OnFirstUse;
+    Quantize => "quant.wgsl", QUANT, "quantize", OnFirstUse;
+    DequantizeI8 => "quant.wgsl", QUANT, "dequantize_i8", OnFirstUse;
+    DequantizeI32 => "quant.wgsl", QUANT, "dequantize_i32", OnFirstUse;
+    MatmulI8 => "matmul_i8.wgsl", MATMUL_I8, "main", PerShape;
 }
 
 /// How many kernels `prepare()` compiles.

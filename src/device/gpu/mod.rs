@@ -8,6 +8,7 @@ mod kernels;
 #[cfg(test)]
 mod matmul_gen;
 mod pool;
+mod quant;
 mod readback;
 mod recorder;
 pub mod tuning;
@@ -22,7 +23,7 @@ pub use pool::GpuTensor;
 pub use tuning::MatmulVariant;
 
 use crate::error::{Error, Result};
-use crate::tensor::{AmpOps, BackendBase, BackendInfo, BackendKind, CoreOps, DType, Epilogue, Ledger, MemCategory, MemoryReport, QuantOps, Shape, Telemetry, memory_lock};
+use crate::tensor::{AmpOps, BackendBase, BackendInfo, BackendKind, CoreOps, DType, Epilogue, Ledger, MemCategory, MemoryReport, Shape, Telemetry, memory_lock};
 use kernels::{Kernel, PipelineCache, PipelineKey, WG};
 use pool::{Shared, buffer_size};
 use recorder::Recorder;
@@ -326,9 +327,6 @@ impl AmpOps for GpuBackend {
         amp::unscale_check(self, g, inv_scale, found)
     }
 }
-
-/// Int8 arrives with the INT8 issue; until then every quant op refuses by name.
-impl QuantOps for GpuBackend {}
 
 impl Telemetry for GpuBackend {
     fn take_busy_seconds(&mut self) -> Result<Option<f64>> {

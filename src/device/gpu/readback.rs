@@ -42,7 +42,10 @@ impl super::GpuBackend {
     /// `Backend::read_many`: every tensor copied into one pooled staging buffer, one submit,
     /// one map, one wait — a log window's two or three small totals cost one round trip.
     pub(super) fn read_batched(&mut self, ts: &[&super::GpuTensor]) -> Result<Vec<HostData>> {
-        use crate::tensor::{MemCategory, memory_lock};
+        use crate::tensor::{MemCategory, checks, memory_lock};
+        for t in ts {
+            checks::not_quant("read_many", *t)?;
+        }
         let (offsets, size) = layout(ts.iter().map(|t| t.data_bytes()));
         let words: Vec<u32> = if size == 0 {
             Vec::new()

@@ -8,8 +8,8 @@ use crate::tensor::{AdamW, DType, HostData, MemCategory, Sgd, Shape};
 /// Outputs are passed as `&mut` and must not alias inputs. GPU backends only *record* ops;
 /// `flush` submits what was recorded and `read_*` waits for it.
 pub trait CoreOps: BackendBase {
-    /// A zero-filled tensor of any dtype (I8/I32 included: only zeros and copies work on them
-    /// until `QuantOps` is implemented).
+    /// A zero-filled tensor of any dtype (I8/I32 included: of CoreOps only zeros and copy take
+    /// them; their host transfers and math are `QuantOps`).
     fn zeros(&mut self, shape: Shape, dtype: DType, cat: MemCategory) -> Result<Self::Tensor>;
     fn upload_f32(&mut self, data: &[f32], shape: Shape, cat: MemCategory) -> Result<Self::Tensor>;
     fn upload_u32(&mut self, data: &[u32], shape: Shape, cat: MemCategory) -> Result<Self::Tensor>;

@@ -10,7 +10,7 @@ mod telemetry;
 
 pub use amp::AmpOps;
 pub use core::CoreOps;
-pub use quant::{QuantGranularity, QuantOps};
+pub use quant::{QuantGranularity, QuantOps, quantize_value, scale_for_absmax};
 pub use telemetry::Telemetry;
 
 use super::{BackendInfo, DType, Shape};

@@ -1,0 +1,107 @@
+// Int8 GEMM: c (i32) = op(a)·op(b), with a and b i8 packed four per u32 word (element e is
+// byte e % 4 of word e / 4, two's complement). Four k values of a row of op(a) and of a column
+// of op(b) are gathered into one word each and multiplied-and-summed by dot4I8Packed (lowered
+// to SPIR-V OpSDot where the driver has integer dot product, emulated elsewhere); sums are i32
+// and wrap like the CPU's. Each invocation computes a 4×4 block of c from registers; there is
+// no shared-memory tiling yet.
+//
+// Template: {{TA}}/{{TB}} transposes; {{VA}}: a is [m, k] with k % 4 == 0, so each row's four
+// k values are already one word; {{VB}}: b is [k, n] with n % 4 == 0, so one word holds four
+// neighbouring columns of one k, and four such words are transposed byte-wise in registers.
+
+const TA: bool = {{TA}};
+const TB: bool = {{TB}};
+const VA: bool = {{VA}};
+const VB: bool = {{VB}};
+
+struct Params { m: u32, n: u32, k: u32, pad: u32 }
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> a: array<u32>;
+@group(0) @binding(2) var<storage, read> b: array<u32>;
+@group(0) @binding(3) var<storage, read_write> c: array<i32>;
+
+fn byte_of(word: u32, e: u32) -> u32 {
+    return (word >> ((e & 3u) * 8u)) & 0xffu;
+}
+
+fn a_byte(i: u32, kk: u32) -> u32 {
+    if kk >= p.k {
+        return 0u;
+    }
+    let e = select(i * p.k + kk, kk * p.m + i, TA);
+    return byte_of(a[e >> 2u], e);
+}
+
+fn b_byte(kk: u32, j: u32) -> u32 {
+    if kk >= p.k || j >= p.n {
+        return 0u;
+    }
+    let e = select(kk * p.n + j, j * p.k + kk, TB);
+    return byte_of(b[e >> 2u], e);
+}
+
+// Row i of op(a), k = 4g..4g+4, as one packed word (zero past k).
+fn a_word(i: u32, g: u32) -> u32 {
+    if VA {
+        return a[i * (p.k >> 2u) + g];
+    }
+    let k0 = 4u * g;
+    return a_byte(i, k0) | (a_byte(i, k0 + 1u) << 8u) | (a_byte(i, k0 + 2u) << 16u) | (a_byte(i, k0 + 3u) << 24u);
+}
+
+// Columns j0..j0+4 of op(b), k = 4g..4g+4: one packed word per column.
+fn b_words(g: u32, j0: u32) -> vec4<u32> {
+    let k0 = 4u * g;
+    if VB {
+        // w[t] holds columns j0..j0+4 of row k0 + t; column c of the result is byte c of each.
+        var w = vec4<u32>(0u);
+        for (var t = 0u; t < 4u; t++) {
+            if k0 + t < p.k {
+                w[t] = b[((k0 + t) * p.n + j0) >> 2u];
+            }
+        }
+        var out = vec4<u32>(0u);
+        for (var col = 0u; col < 4u; col++) {
+            let s = col * 8u;
+            out[col] = ((w.x >> s) & 0xffu) | (((w.y >> s) & 0xffu) << 8u) | (((w.z >> s) & 0xffu) << 16u) | (((w.w >> s) & 0xffu) << 24u);
+        }
+        return out;
+    }
+    var out = vec4<u32>(0u);
+    for (var col = 0u; col < 4u; col++) {
+        let j = j0 + col;
+        out[col] = b_byte(k0, j) | (b_byte(k0 + 1u, j) << 8u) | (b_byte(k0 + 2u, j) << 16u) | (b_byte(k0 + 3u, j) << 24u);
+    }
+    return out;
+}
+
+@compute @workgroup_size(8, 8)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let j0 = gid.x * 4u;
+    let i0 = gid.y * 4u;
+    if j0 >= p.n || i0 >= p.m {
+        return;
+    }
+    var acc: array<vec4<i32>, 4>;
+    // Rows past m repeat the last row (in bounds); their sums are not stored.
+    let rows = vec4<u32>(i0, min(i0 + 1u, p.m - 1u), min(i0 + 2u, p.m - 1u), min(i0 + 3u, p.m - 1u));
+    let groups = (p.k + 3u) / 4u;
+    for (var g = 0u; g < groups; g++) {
+        let bw = b_words(g, j0);
+        for (var r = 0u; r < 4u; r++) {
+            let aw = a_word(rows[r], g);
+            acc[r] += vec4<i32>(dot4I8Packed(aw, bw.x), dot4I8Packed(aw, bw.y), dot4I8Packed(aw, bw.z), dot4I8Packed(aw, bw.w));
+        }
+    }
+    for (var r = 0u; r < 4u; r++) {
+        let i = i0 + r;
+        if i < p.m {
+            for (var col = 0u; col < 4u; col++) {
+                if j0 + col < p.n {
+                    c[i * p.n + j0 + col] = acc[r][col];
+                }
+            }
+        }
+    }
+}

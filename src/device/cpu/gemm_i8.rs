@@ -1,0 +1,274 @@
+//! The CPU int8 GEMM: c (i32) = a (i8) · b (i8), exact. With AVX-512 VNNI (`vpdpbusd`, chosen at
+//! run time) a is offset to u8 (a + 128) and the offset is taken back out with the column sums
+//! of b: Σ(a+128)·b − 128·Σb = Σa·b, exact in wrapping i32 arithmetic. Elsewhere a portable
+//! loop over a row of a and a row of bᵀ, which the compiler vectorises. Both run on rayon over
+//! blocks of rows, like the f32 path.
+
+use rayon::prelude::*;
+
+/// Which kernel computes the product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum I8Path {
+    /// AVX-512 VNNI `vpdpbusd`: 64 multiply-adds per instruction.
+    Vnni,
+    /// Plain Rust, vectorised by the compiler.
+    Portable,
+}
+
+impl I8Path {
+    /// The fastest path this CPU runs.
+    pub fn detect() -> I8Path {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512bw") && std::arch::is_x86_feature_detected!("avx512vnni") {
+            return I8Path::Vnni;
+        }
+        I8Path::Portable
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            I8Path::Vnni => "AVX-512 VNNI (u8×i8 vpdpbusd, +128 offset corrected)",
+            I8Path::Portable => "portable i8×i8→i32 loop",
+        }
+    }
+}
+
+/// Rows of c per rayon task.
+const ROWS_PER_TASK: usize = 32;
+
+/// A b operand packed for the VNNI kernel, kept with its tensor (weights are packed once, not
+/// per call); the tensor drops it whenever its values change.
+pub struct PackedB {
+    tb: bool,
+    n: usize,
+    k: usize,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    data: Vec<i8>,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    col_sum: Vec<i32>,
+}
+
+impl std::fmt::Debug for PackedB {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PackedB {{ n: {}, k: {}, tb: {}, {} bytes }}", self.n, self.k, self.tb, self.data.len())
+    }
+}
+
+/// Where a tensor keeps its packed form.
+pub type PackCache = std::sync::Mutex<Option<std::sync::Arc<PackedB>>>;
+
+/// c[m, n] = op(a)·op(b) (i32, overwritten), with op transposing when the flag is set. `path`
+/// must be one this CPU runs (`I8Path::detect` or `Portable`); `b_cache` is b's tensor's
+/// cache of its packed form.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_i8(a: &[i8], b: &[i8], b_cache: &PackCache, c: &mut [i32], m: usize, n: usize, k: usize, ta: bool, tb: bool, path: I8Path) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    // a as rows of k (copied only when stored transposed).
+    let a_rows: std::borrow::Cow<'_, [i8]> = if ta { transpose(a, k, m).into() } else { a.into() };
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        I8Path::Vnni => {
+            let packed = {
+                let mut slot = b_cache.lock().unwrap_or_else(|p| p.into_inner());
+                match slot.as_ref() {
+                    Some(p) if (p.tb, p.n, p.k) == (tb, n, k) => p.clone(),
+                    _ => slot.insert(std::sync::Arc::new(vnni::pack_b(b, n, k, tb))).clone(),
+                }
+            };
+            vnni::gemm(&a_rows, &packed, c, m, n, k)
+        }
+        _ => portable(&a_rows, b, c, n, k, tb),
+    }
+}
+
+/// [rows, cols] → [cols, rows]
+fn transpose(x: &[i8], rows: usize, cols: usize) -> Vec<i8> {
+    let mut out = vec![0i8; x.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * rows + r] = x[r * cols + c];
+        }
+    }
+    out
+}
+
+fn portable(a: &[i8], b: &[i8], c: &mut [i32], n: usize, k: usize, tb: bool) {
+    // bᵀ as rows of k, so both operands of each dot product are contiguous.
+    let bt: std::borrow::Cow<'_, [i8]> = if tb { b.into() } else { transpose(b, k, n).into() };
+    let dot = |x: &[i8], y: &[i8]| x.iter().zip(y).fold(0i32, |s, (&p, &q)| s.wrapping_add(p as i32 * q as i32));
+    c.par_chunks_mut(ROWS_PER_TASK * n).enumerate().for_each(|(blk, cb)| {
+        for (r, crow) in cb.chunks_exact_mut(n).enumerate() {
+            let i = blk * ROWS_PER_TASK + r;
+            let arow = &a[i * k..][..k];
+            for (j, cv) in crow.iter_mut().enumerate() {
+                *cv = if k == 0 { 0 } else { dot(arow, &bt[j * k..][..k]) };
+            }
+        }
+    });
+}
+
+#[cfg(target_arch = "x86_64")]
+mod vnni {
+    use std::arch::x86_64::*;
+
+    use rayon::prelude::*;
+
+    use super::ROWS_PER_TASK;
+
+    /// Rows and 16-lane vectors of columns per micro-tile: 4 × 64 outputs in 16 registers.
+    const MR: usize = 4;
+    const NV: usize = 4;
+    const NR: usize = 16 * NV;
+
+    /// b packed panel by panel (NR columns each), then group by group of 4 k values: the 4
+    /// bytes of column j for k = 4g..4g+4 are one 32-bit lane, so one 64-byte load feeds 16
+    /// columns. Padding (k beyond k, columns beyond n) is zero, so it adds nothing. Also
+    /// returns the column sums of b (the offset correction). Reads b in its stored order.
+    pub fn pack_b(b: &[i8], n: usize, k: usize, tb: bool) -> super::PackedB {
+        let kg = k.div_ceil(4);
+        let mut out = vec![0i8; n.div_ceil(NR) * kg * NR * 4];
+        let mut col_sum = vec![0i32; n];
+        let at = |kx: usize, j: usize| ((j / NR * kg + kx / 4) * NR + j % NR) * 4 + kx % 4;
+        if tb {
+            for (j, row) in b.chunks_exact(k.max(1)).take(n).enumerate() {
+                for (kx, &v) in row.iter().enumerate() {
+                    out[at(kx, j)] = v;
+                }
+                col_sum[j] = row.iter().map(|&v| v as i32).sum();
+            }
+        } else {
+            for (kx, row) in b.chunks_exact(n).take(k).enumerate() {
+                for (j, &v) in row.iter().enumerate() {
+                    out[at(kx, j)] = v;
+                    col_sum[j] += v as i32;
+                }
+            }
+        }
+        super::PackedB { tb, n, k, data: out, col_sum }
+    }
+
+    pub fn gemm(a: &[i8], packed: &super::PackedB, c: &mut [i32], m: usize, n: usize, k: usize) {
+        let (bp, col_sum, kg) = (&packed.data, &packed.col_sum, k.div_ceil(4));
+        // a + 128 as u8 (flip the sign bit), each row padded to a multiple of 4 bytes.
+        let kp = kg * 4;
+        let mut au = vec![0u8; m * kp];
+        for (dst, src) in au.chunks_exact_mut(kp.max(1)).zip(a.chunks_exact(k.max(1))) {
+            dst.iter_mut().zip(src).for_each(|(d, &s)| *d = (s as u8) ^ 0x80);
+        }
+        let panels = n.div_ceil(NR);
+        c.par_chunks_mut(ROWS_PER_TASK * n).enumerate().for_each(|(blk, cb)| {
+            let rows = cb.len() / n;
+            let r0 = blk * ROWS_PER_TASK;
+            let mut tile = [[0i32; NR]; MR];
+            for p in 0..panels {
+                let panel = &bp[p * kg * NR * 4..][..kg * NR * 4];
+                let cols = NR.min(n - p * NR);
+                for i0 in (0..rows).step_by(MR) {
+                    let live = MR.min(rows - i0);
+                    // Rows past the end repeat the last live row; their results are dropped.
+                    let arows: [&[u8]; MR] = std::array::from_fn(|r| &au[(r0 + i0 + r.min(live - 1)) * kp..][..kp]);
+                    // SAFETY: detect() saw avx512f, avx512bw and avx512vnni before choosing Vnni;
+                    // every slice is as long as the kernel reads (kg groups of 4 bytes, NR lanes).
+                    unsafe { micro(&arows, panel, kg, &mut tile) };
+                    for r in 0..live {
+                        let crow = &mut cb[(i0 + r) * n + p * NR..][..cols];
+                        for (jj, cv) in crow.iter_mut().enumerate() {
+                            *cv = tile[r][jj].wrapping_sub(col_sum[p * NR + jj].wrapping_mul(128));
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// tile[r][j] = Σ_g dot4(a_r[4g..4g+4] as u8, panel column j's 4 bytes of group g).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn micro(a: &[&[u8]; MR], panel: &[i8], kg: usize, tile: &mut [[i32; NR]; MR]) {
+        let mut acc = [[_mm512_setzero_si512(); NV]; MR];
+        let bp = panel.as_ptr();
+        for g in 0..kg {
+            // SAFETY (for the unsafe ops below): panel holds kg·NR·4 bytes, each a row kg·4.
+            let bv: [__m512i; NV] = std::array::from_fn(|v| unsafe { _mm512_loadu_si512(bp.add((g * NR + 16 * v) * 4) as *const __m512i) });
+            for r in 0..MR {
+                let word = unsafe { (a[r].as_ptr().add(4 * g) as *const i32).read_unaligned() };
+                let av = _mm512_set1_epi32(word);
+                for v in 0..NV {
+                    acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], av, bv[v]);
+                }
+            }
+        }
+        for r in 0..MR {
+            for v in 0..NV {
+                unsafe { _mm512_storeu_si512(tile[r].as_mut_ptr().add(16 * v) as *mut __m512i, acc[r][v]) };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn naive(a: &[i8], b: &[i8], m: usize, n: usize, k: usize, ta: bool, tb: bool) -> Vec<i32> {
+        let mut c = vec![0i32; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let mut s = 0i32;
+                for kx in 0..k {
+                    let x = if ta { a[kx * m + i] } else { a[i * k + kx] } as i32;
+                    let y = if tb { b[j * k + kx] } else { b[kx * n + j] } as i32;
+                    s = s.wrapping_add(x * y);
+                }
+                c[i * n + j] = s;
+            }
+        }
+        c
+    }
+
+    fn paths() -> Vec<I8Path> {
+        let mut p = vec![I8Path::Portable];
+        if I8Path::detect() == I8Path::Vnni {
+            p.push(I8Path::Vnni);
+        } else {
+            eprintln!("this CPU lacks AVX-512 VNNI: only the portable int8 path is tested");
+        }
+        p
+    }
+
+    #[test]
+    fn every_path_is_exact_on_odd_shapes_and_extremes() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        for &(m, n, k) in &[(1, 1, 1), (3, 5, 7), (17, 65, 33), (4, 64, 4), (70, 130, 9), (33, 1, 257), (5, 200, 0), (64, 129, 128)] {
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                // -128 included: the raw GEMM is exact on the full i8 range.
+                let a: Vec<i8> = (0..m * k).map(|_| rng.random_range(-128..=127)).collect();
+                let b: Vec<i8> = (0..k * n).map(|_| rng.random_range(-128..=127)).collect();
+                let want = naive(&a, &b, m, n, k, ta, tb);
+                for path in paths() {
+                    let mut c = vec![i32::MIN + 7; m * n]; // poisoned
+                    gemm_i8(&a, &b, &PackCache::default(), &mut c, m, n, k, ta, tb, path);
+                    assert_eq!(c, want, "{path:?} {m}x{n}x{k} ta={ta} tb={tb}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn saturated_operands_accumulate_exactly() {
+        // ±127 everywhere: the largest products; k = 1000 sums to ±16 129 000.
+        let (m, n, k) = (9, 70, 1000);
+        let a = vec![127i8; m * k];
+        let b: Vec<i8> = (0..k * n).map(|i| if (i / n) % 2 == 0 { 127 } else { -127 }).collect();
+        let b2 = vec![-127i8; k * n];
+        for path in paths() {
+            let mut c = vec![-1i32; m * n];
+            gemm_i8(&a, &b2, &PackCache::default(), &mut c, m, n, k, false, false, path);
+            assert!(c.iter().all(|&v| v == -127 * 127 * k as i32), "{path:?}: {:?}", &c[..4]);
+            gemm_i8(&a, &b, &PackCache::default(), &mut c, m, n, k, false, false, path);
+            assert_eq!(c, naive(&a, &b, m, n, k, false, false), "{path:?} alternating");
+        }
+    }
+}

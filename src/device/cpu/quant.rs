@@ -1,0 +1,132 @@
+//! Int8 quantization on the CPU (`QuantOps`): the reference every other backend must match,
+//! and the int8 GEMM of `gemm_i8`.
+
+use super::gemm_i8::{self, I8Path};
+use super::{CpuBackend, CpuTensor, Storage};
+use crate::error::{Error, Result};
+use crate::tensor::{QuantGranularity, QuantOps, checks, quantize_value, scale_for_absmax};
+
+fn i8s(t: &CpuTensor) -> &[i8] {
+    match &t.data {
+        Storage::I8(v) => v,
+        _ => &[],
+    }
+}
+
+fn internal(op: &str) -> Error {
+    Error::Internal(format!("{op}: storage does not match the dtype checks accepted"))
+}
+
+/// q = quantize_value(x, its scale), for checked tensors; row by row so the loop vectorises,
+/// on rayon for large tensors.
+fn quantize_into(x: &CpuTensor, q: &mut CpuTensor, s: &[f32], per_channel: bool) -> Result<()> {
+    use rayon::prelude::*;
+    let cols = x.shape[1].max(1);
+    let out = q.i8_mut().ok_or_else(|| internal("quantize"))?;
+    let row = |(o, xr): (&mut [i8], &[f32])| {
+        if per_channel {
+            o.iter_mut().zip(xr).zip(s).for_each(|((o, &v), &s)| *o = quantize_value(v, s));
+        } else {
+            o.iter_mut().zip(xr).for_each(|(o, &v)| *o = quantize_value(v, s[0]));
+        }
+    };
+    if out.len() >= super::PAR_THRESHOLD {
+        out.par_chunks_mut(cols).zip(x.f32().par_chunks(cols)).for_each(row);
+    } else {
+        out.chunks_mut(cols).zip(x.f32().chunks(cols)).for_each(row);
+    }
+    Ok(())
+}
+
+/// out = q · s[column], row by row (vectorises), on rayon for large tensors.
+fn dequantize_rows<T: Copy + Sync>(q: &[T], s: &[f32], out: &mut [f32], widen: impl Fn(T) -> f32 + Sync) {
+    use rayon::prelude::*;
+    let row = |(o, qr): (&mut [f32], &[T])| o.iter_mut().zip(qr).zip(s).for_each(|((o, &q), &s)| *o = widen(q) * s);
+    if out.len() >= super::PAR_THRESHOLD {
+        out.par_chunks_mut(s.len()).zip(q.par_chunks(s.len())).for_each(row);
+    } else {
+        out.chunks_mut(s.len()).zip(q.chunks(s.len())).for_each(row);
+    }
+}
+
+impl QuantOps for CpuBackend {
+    fn quant_unavailable(&self) -> Option<String> {
+        None
+    }
+
+    fn int8_kernel(&self) -> Option<String> {
+        Some(self.i8_path.name().into())
+    }
+
+    fn write_i8(&mut self, t: &mut CpuTensor, data: &[i8]) -> Result<()> {
+        checks::data_len("write_i8", t.shape, data.len())?;
+        checks::dtype("write_i8", t, crate::tensor::DType::I8)?;
+        t.i8_mut().ok_or_else(|| internal("write_i8"))?.copy_from_slice(data);
+        Ok(())
+    }
+
+    fn read_i8(&mut self, t: &CpuTensor) -> Result<Vec<i8>> {
+        checks::dtype("read_i8", t, crate::tensor::DType::I8)?;
+        Ok(i8s(t).to_vec())
+    }
+
+    fn read_i32(&mut self, t: &CpuTensor) -> Result<Vec<i32>> {
+        checks::dtype("read_i32", t, crate::tensor::DType::I32)?;
+        match &t.data {
+            Storage::I32(v) => Ok(v.clone()),
+            _ => Err(internal("read_i32")),
+        }
+    }
+
+    fn quantize(&mut self, x: &CpuTensor, q: &mut CpuTensor, scales: &mut CpuTensor, granularity: QuantGranularity) -> Result<()> {
+        checks::quantize(x, q, scales, granularity)?;
+        let cols = x.shape[1];
+        let xs = x.f32();
+        let s = scales.f32_mut();
+        match granularity {
+            QuantGranularity::PerTensor => s[0] = scale_for_absmax(xs.iter().fold(0.0f32, |m, v| m.max(v.abs()))),
+            QuantGranularity::PerChannel => {
+                let mut absmax = vec![0.0f32; cols];
+                for row in xs.chunks_exact(cols.max(1)) {
+                    absmax.iter_mut().zip(row).for_each(|(m, v)| *m = m.max(v.abs()));
+                }
+                s.iter_mut().zip(&absmax).for_each(|(s, &a)| *s = scale_for_absmax(a));
+            }
+        }
+        quantize_into(x, q, scales.f32(), granularity == QuantGranularity::PerChannel)
+    }
+
+    fn quantize_with(&mut self, x: &CpuTensor, q: &mut CpuTensor, scales: &CpuTensor) -> Result<()> {
+        let per_channel = checks::quantize_with(x, q, scales)?;
+        quantize_into(x, q, scales.f32(), per_channel)
+    }
+
+    fn dequantize(&mut self, q: &CpuTensor, scales: &CpuTensor, out: &mut CpuTensor) -> Result<()> {
+        let per_channel = checks::dequantize(q, scales, out)?;
+        let cols = q.shape[1].max(1);
+        // One scale per column, repeated for per-tensor scales, so each row is one zipped loop.
+        let s: Vec<f32> = if per_channel { scales.f32().to_vec() } else { vec![scales.f32()[0]; cols] };
+        let o = out.f32_mut();
+        match &q.data {
+            Storage::I8(v) => dequantize_rows(v, &s, o, |q| q as f32),
+            Storage::I32(v) => dequantize_rows(v, &s, o, |q| q as f32),
+            _ => return Err(internal("dequantize")),
+        }
+        Ok(())
+    }
+
+    fn matmul_i8(&mut self, a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: bool) -> Result<()> {
+        let (m, n, k) = checks::matmul_i8(a, b, c, ta, tb)?;
+        let Storage::I32(out) = &mut c.data else { return Err(internal("matmul_i8")) };
+        gemm_i8::gemm_i8(i8s(a), i8s(b), &b.packed, out, m, n, k, ta, tb, self.i8_path);
+        Ok(())
+    }
+}
+
+impl CpuBackend {
+    /// Forces the portable int8 GEMM even where VNNI is present (to compare the two), or goes
+    /// back to the fastest path this CPU has.
+    pub fn set_int8_portable(&mut self, portable: bool) {
+        self.i8_path = if portable { I8Path::Portable } else { I8Path::detect() };
+    }
+}

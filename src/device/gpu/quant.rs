@@ -1,0 +1,100 @@
+//! Int8 quantization on the GPU (`QuantOps`): i8 tensors packed four per 32-bit word
+//! (shaders/quant.wgsl), and the int8 GEMM with `dot4I8Packed` (shaders/matmul_i8.wgsl), whose
+//! i32 results equal the CPU's exactly.
+
+use super::kernels::Kernel;
+use super::{GpuBackend, GpuTensor, u32_len};
+use crate::error::Result;
+use crate::tensor::{DType, QuantGranularity, QuantOps, TensorMeta, checks};
+
+/// Host i8 values packed four per word (element e in byte e % 4 of word e / 4).
+pub fn pack_i8(data: &[i8]) -> Vec<u32> {
+    data.chunks(4).map(|c| c.iter().enumerate().fold(0u32, |w, (t, &v)| w | ((v as u8 as u32) << (8 * t)))).collect()
+}
+
+pub fn unpack_i8(words: &[u32], numel: usize) -> Vec<i8> {
+    words.iter().flat_map(|w| w.to_le_bytes()).take(numel).map(|b| b as i8).collect()
+}
+
+/// The bits of 1/127 as the host rounds it (`tensor::scale_for_absmax`).
+fn inv127_bits() -> u32 {
+    (1.0f32 / 127.0).to_bits()
+}
+
+impl QuantOps for GpuBackend {
+    fn quant_unavailable(&self) -> Option<String> {
+        None
+    }
+
+    fn int8_kernel(&self) -> Option<String> {
+        Some("WGSL dot4I8Packed, 4×4 outputs per invocation".into())
+    }
+
+    fn write_i8(&mut self, t: &mut GpuTensor, data: &[i8]) -> Result<()> {
+        checks::data_len("write_i8", t.shape, data.len())?;
+        checks::dtype("write_i8", t, DType::I8)?;
+        let words = pack_i8(data);
+        self.write_bytes(t, bytemuck::cast_slice(&words))
+    }
+
+    fn read_i8(&mut self, t: &GpuTensor) -> Result<Vec<i8>> {
+        checks::dtype("read_i8", t, DType::I8)?;
+        let words: Vec<u32> = self.read_bytes(t)?;
+        Ok(unpack_i8(&words, t.numel()))
+    }
+
+    fn read_i32(&mut self, t: &GpuTensor) -> Result<Vec<i32>> {
+        checks::dtype("read_i32", t, DType::I32)?;
+        self.read_bytes(t)
+    }
+
+    fn quantize(&mut self, x: &GpuTensor, q: &mut GpuTensor, scales: &mut GpuTensor, granularity: QuantGranularity) -> Result<()> {
+        checks::quantize(x, q, scales, granularity)?;
+        let [rows, cols] = x.shape;
+        let n = u32_len(x.numel(), "quantize")?;
+        let (r32, c32) = (rows as u32, cols as u32);
+        let per_channel = granularity == QuantGranularity::PerChannel;
+        let params = [n, r32, c32, per_channel as u32, inv127_bits()];
+        if per_channel {
+            let g = self.grid(cols);
+            self.run(Kernel::AbsmaxCols, 0, &params, &[(1, x.buffer()), (3, scales.buffer())], g)?;
+        } else {
+            self.run(Kernel::AbsmaxAll, 0, &params, &[(1, x.buffer()), (3, scales.buffer())], (1, 1))?;
+        }
+        let g = self.grid(q.words());
+        self.run(Kernel::Quantize, 0, &params, &[(1, x.buffer()), (2, q.buffer()), (4, scales.buffer())], g)
+    }
+
+    fn quantize_with(&mut self, x: &GpuTensor, q: &mut GpuTensor, scales: &GpuTensor) -> Result<()> {
+        let per_channel = checks::quantize_with(x, q, scales)?;
+        let n = u32_len(x.numel(), "quantize_with")?;
+        let params = [n, x.shape[0] as u32, x.shape[1] as u32, per_channel as u32, inv127_bits()];
+        let g = self.grid(q.words());
+        self.run(Kernel::Quantize, 0, &params, &[(1, x.buffer()), (2, q.buffer()), (4, scales.buffer())], g)
+    }
+
+    fn dequantize(&mut self, q: &GpuTensor, scales: &GpuTensor, out: &mut GpuTensor) -> Result<()> {
+        let per_channel = checks::dequantize(q, scales, out)?;
+        let n = u32_len(q.numel(), "dequantize")?;
+        let params = [n, q.shape[0] as u32, q.shape[1] as u32, per_channel as u32, inv127_bits()];
+        let g = self.grid(q.numel());
+        let (kernel, slot) = if q.dtype == DType::I8 { (Kernel::DequantizeI8, 5) } else { (Kernel::DequantizeI32, 6) };
+        self.run(kernel, 0, &params, &[(slot, q.buffer()), (4, scales.buffer()), (7, out.buffer())], g)
+    }
+
+    fn matmul_i8(&mut self, a: &GpuTensor, b: &GpuTensor, c: &mut GpuTensor, ta: bool, tb: bool) -> Result<()> {
+        let (m, n, k) = checks::matmul_i8(a, b, c, ta, tb)?;
+        let (m32, n32, k32) = (u32_len(m, "matmul_i8")?, u32_len(n, "matmul_i8")?, u32_len(k, "matmul_i8")?);
+        u32_len(m * n, "matmul_i8")?;
+        // 4×4 outputs per invocation, 8×8 invocations per workgroup.
+        let groups = (n32.div_ceil(32), m32.div_ceil(32));
+        let max = self.summary.limits.max_compute_workgroups_per_dimension;
+        if groups.0 > max || groups.1 > max {
+            return Err(self.beyond_limits("matmul_i8", format!("a {m}×{n} output needs more workgroups than it allows ({max} per dimension)")));
+        }
+        let va = !ta && k % 4 == 0;
+        let vb = !tb && n % 4 == 0;
+        let variant = ta as u32 | (tb as u32) << 1 | (va as u32) << 2 | (vb as u32) << 3;
+        self.run_as(DType::I8, Kernel::MatmulI8, variant, &[m32, n32, k32, 0], &[(1, a.buffer()), (2, b.buffer()), (3, c.buffer())], groups)
+    }
+}

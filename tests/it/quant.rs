@@ -1,0 +1,248 @@
+//! Int8 quantization on every backend: quantize/dequantize round trips within half a step,
+//! scales never zero, and the int8 GEMM exact against a naive i32 reference (CPU, both of its
+//! kernels) and equal to the CPU's on the GPU, with outputs poisoned first.
+
+use gpulab::device::CpuBackend;
+use gpulab::tensor::{prelude::*, DType, MemCategory as M, QuantGranularity};
+use rand::{Rng, SeedableRng};
+
+use crate::common::{random, with_gpu};
+
+fn random_i8(n: usize, seed: u64) -> Vec<i8> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    (0..n).map(|_| rng.random_range(-128..=127)).collect()
+}
+
+fn naive(a: &[i8], b: &[i8], (m, n, k): (usize, usize, usize), ta: bool, tb: bool) -> Vec<i32> {
+    let mut c = vec![0i32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            c[i * n + j] = (0..k).fold(0i32, |s, kk| {
+                let x = if ta { a[kk * m + i] } else { a[i * k + kk] } as i32;
+                let y = if tb { b[j * k + kk] } else { b[kk * n + j] } as i32;
+                s.wrapping_add(x * y)
+            });
+        }
+    }
+    c
+}
+
+fn i8_tensor<B: Backend>(b: &mut B, data: &[i8], shape: [usize; 2]) -> B::Tensor {
+    let mut t = b.zeros(shape, DType::I8, M::Inputs).unwrap();
+    b.write_i8(&mut t, data).unwrap();
+    t
+}
+
+/// op(a)·op(b) on `b`, into an output first filled with another product (the poison).
+fn matmul_i8<B: Backend>(be: &mut B, a: &[i8], b: &[i8], (m, n, k): (usize, usize, usize), ta: bool, tb: bool) -> Vec<i32> {
+    let at = i8_tensor(be, a, if ta { [k, m] } else { [m, k] });
+    let bt = i8_tensor(be, b, if tb { [n, k] } else { [k, n] });
+    let mut c = be.zeros([m, n], DType::I32, M::Activations).unwrap();
+    let (pa, pb) = (i8_tensor(be, &vec![-77; m], [m, 1]), i8_tensor(be, &vec![91; n], [1, n]));
+    be.matmul_i8(&pa, &pb, &mut c, false, false).unwrap();
+    assert!(m * n == 0 || be.read_i32(&c).unwrap()[0] == -77 * 91, "the poison landed");
+    be.matmul_i8(&at, &bt, &mut c, ta, tb).unwrap();
+    be.read_i32(&c).unwrap()
+}
+
+const SHAPES: [(usize, usize, usize); 8] = [(1, 1, 1), (3, 5, 7), (17, 33, 9), (32, 64, 64), (65, 31, 129), (3, 200, 7), (130, 1, 70), (7, 9, 1)];
+
+#[test]
+fn cpu_int8_gemm_is_exact_on_both_kernels() {
+    let mut cpu = CpuBackend::new();
+    eprintln!("int8 kernel: {:?}", cpu.int8_kernel());
+    for portable in [false, true] {
+        cpu.set_int8_portable(portable);
+        for (s, &(m, n, k)) in SHAPES.iter().enumerate() {
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                let (a, b) = (random_i8(m * k, s as u64), random_i8(k * n, 100 + s as u64));
+                assert_eq!(matmul_i8(&mut cpu, &a, &b, (m, n, k), ta, tb), naive(&a, &b, (m, n, k), ta, tb), "portable={portable} {m}x{n}x{k} ta={ta} tb={tb}");
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_int8_gemm_equals_the_cpu_exactly() {
+    with_gpu("gpu_int8_gemm_equals_the_cpu_exactly", |gpu| {
+        let mut cpu = CpuBackend::new();
+        for (s, &(m, n, k)) in SHAPES.iter().enumerate() {
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                let (a, b) = (random_i8(m * k, s as u64), random_i8(k * n, 100 + s as u64));
+                let want = matmul_i8(&mut cpu, &a, &b, (m, n, k), ta, tb);
+                assert_eq!(want, naive(&a, &b, (m, n, k), ta, tb));
+                assert_eq!(matmul_i8(gpu, &a, &b, (m, n, k), ta, tb), want, "gpu {m}x{n}x{k} ta={ta} tb={tb}");
+            }
+        }
+    });
+}
+
+/// ±127 everywhere (the saturation bounds quantize produces): the largest sums, exact.
+#[test]
+fn saturated_int8_sums_are_exact_on_every_backend() {
+    let (m, n, k) = (5, 36, 1001);
+    let a = vec![127i8; m * k];
+    let b: Vec<i8> = (0..k * n).map(|i| if i % 3 == 0 { 127 } else { -127 }).collect();
+    let want = naive(&a, &b, (m, n, k), false, false);
+    let mut cpu = CpuBackend::new();
+    assert_eq!(matmul_i8(&mut cpu, &a, &b, (m, n, k), false, false), want);
+    let neg = vec![-127i8; k * n];
+    assert!(matmul_i8(&mut cpu, &a, &neg, (m, n, k), false, false).iter().all(|&v| v == -127 * 127 * k as i32));
+    with_gpu("saturated_int8_sums_are_exact_on_every_backend", |gpu| {
+        assert_eq!(matmul_i8(gpu, &a, &b, (m, n, k), false, false), want);
+    });
+}
+
+/// (q, scales, dequantized) of `x` on `b`.
+fn quantize<B: Backend>(b: &mut B, x: &[f32], shape: [usize; 2], g: QuantGranularity) -> (Vec<i8>, Vec<f32>, Vec<f32>) {
+    let xt = b.upload_f32(x, shape, M::Inputs).unwrap();
+    let mut q = b.zeros(shape, DType::I8, M::Parameters).unwrap();
+    let scale_shape = if g == QuantGranularity::PerTensor { [1, 1] } else { [1, shape[1]] };
+    let mut s = b.upload_f32(&vec![f32::NAN; scale_shape[1]], scale_shape, M::Parameters).unwrap();
+    let mut back = b.upload_f32(&vec![f32::NAN; x.len()], shape, M::Activations).unwrap();
+    b.quantize(&xt, &mut q, &mut s, g).unwrap();
+    b.dequantize(&q, &s, &mut back).unwrap();
+    (b.read_i8(&q).unwrap(), b.read_f32(&s).unwrap(), b.read_f32(&back).unwrap())
+}
+
+/// Columns of different ranges, one all zero, one with an outlier.
+fn weights(rows: usize, cols: usize, seed: u64) -> Vec<f32> {
+    let mut x = random(rows * cols, seed, -1.0, 1.0);
+    for (i, v) in x.iter_mut().enumerate() {
+        let c = i % cols;
+        *v *= (c + 1) as f32 * 0.37;
+        if c == 2 {
+            *v = 0.0;
+        }
+    }
+    if cols > 3 {
+        x[3] = 40.0;
+    }
+    x
+}
+
+fn check_round_trip(what: &str, x: &[f32], cols: usize, (q, s, back): &(Vec<i8>, Vec<f32>, Vec<f32>)) {
+    assert!(s.iter().all(|&s| s > 0.0 && s.is_finite()), "{what}: a scale is zero or not finite: {s:?}");
+    for (i, (&v, &r)) in x.iter().zip(back).enumerate() {
+        let scale = if s.len() == 1 { s[0] } else { s[i % cols] };
+        assert!((-127..=127).contains(&q[i]), "{what}[{i}]: {} outside ±127", q[i]);
+        assert!((v - r).abs() <= scale * 0.5 * (1.0 + 1e-5), "{what}[{i}]: {v} read back as {r}, more than half a step ({scale}) off");
+        if v == 0.0 {
+            assert_eq!(q[i], 0, "{what}[{i}]: zero must quantize to zero");
+        }
+    }
+}
+
+#[test]
+fn cpu_quantize_round_trips_within_half_a_step() {
+    let mut cpu = CpuBackend::new();
+    for &(rows, cols) in &[(1, 1), (7, 5), (33, 17), (128, 64)] {
+        let x = weights(rows, cols, 3);
+        for g in [QuantGranularity::PerTensor, QuantGranularity::PerChannel] {
+            let r = quantize(&mut cpu, &x, [rows, cols], g);
+            check_round_trip(&format!("cpu {g:?} {rows}x{cols}"), &x, cols, &r);
+            if g == QuantGranularity::PerChannel && cols > 2 {
+                assert_eq!(r.1[2], 1.0, "an all-zero channel gets scale 1");
+            }
+            // The largest |value| of each scale group lands on ±127 exactly.
+            assert!(r.0.iter().any(|&q| q.abs() == 127));
+        }
+    }
+    let (q, s, _) = quantize(&mut cpu, &[0.0; 6], [2, 3], QuantGranularity::PerTensor);
+    assert_eq!((q, s), (vec![0; 6], vec![1.0]), "an all-zero tensor");
+}
+
+#[test]
+fn gpu_quantize_matches_the_cpu() {
+    with_gpu("gpu_quantize_matches_the_cpu", |gpu| {
+        let mut cpu = CpuBackend::new();
+        for &(rows, cols) in &[(1, 1), (7, 5), (33, 17), (300, 10)] {
+            let x = weights(rows, cols, 5);
+            for g in [QuantGranularity::PerTensor, QuantGranularity::PerChannel] {
+                let what = format!("gpu {g:?} {rows}x{cols}");
+                let want = quantize(&mut cpu, &x, [rows, cols], g);
+                let got = quantize(gpu, &x, [rows, cols], g);
+                check_round_trip(&what, &x, cols, &got);
+                assert_eq!(got.1, want.1, "{what}: scales (max and one multiply are exact)");
+                for (i, (&a, &b)) in got.0.iter().zip(&want.0).enumerate() {
+                    // Only the division may differ in its last bit: a tie can move by one step.
+                    let s = want.1[if want.1.len() == 1 { 0 } else { i % cols }];
+                    let t = x[i] / s;
+                    let near_tie = (t - t.trunc()).abs() - 0.5;
+                    assert!(a == b || ((a as i32 - b as i32).abs() == 1 && near_tie.abs() < 1e-4), "{what}[{i}]: gpu {a}, cpu {b} ({t})");
+                }
+                crate::common::assert_close(&what, &got.2, &want.2, 0.0);
+            }
+        }
+    });
+}
+
+#[test]
+fn dequantize_of_i32_accumulators_matches_on_every_backend() {
+    let (m, n, k) = (9, 13, 40);
+    let (a, b) = (random_i8(m * k, 1), random_i8(k * n, 2));
+    let scales = random(n, 3, 0.001, 0.01);
+    let acc = naive(&a, &b, (m, n, k), false, false);
+    let want: Vec<f32> = acc.iter().enumerate().map(|(i, &v)| v as f32 * scales[i % n]).collect();
+    fn run<B: Backend>(be: &mut B, a: &[i8], b: &[i8], scales: &[f32], (m, n, k): (usize, usize, usize)) -> Vec<f32> {
+        let (at, bt) = (i8_tensor(be, a, [m, k]), i8_tensor(be, b, [k, n]));
+        let mut c = be.zeros([m, n], DType::I32, M::Activations).unwrap();
+        be.matmul_i8(&at, &bt, &mut c, false, false).unwrap();
+        let s = be.upload_f32(scales, [1, n], M::Parameters).unwrap();
+        let mut out = be.upload_f32(&vec![f32::NAN; m * n], [m, n], M::Activations).unwrap();
+        be.dequantize(&c, &s, &mut out).unwrap();
+        be.read_f32(&out).unwrap()
+    }
+    assert_eq!(run(&mut CpuBackend::new(), &a, &b, &scales, (m, n, k)), want);
+    with_gpu("dequantize_of_i32_accumulators_matches_on_every_backend", |gpu| {
+        assert_eq!(run(gpu, &a, &b, &scales, (m, n, k)), want);
+    });
+}
+
+#[test]
+fn i8_tensors_round_trip_through_host_writes() {
+    let data = random_i8(4 * 7 + 3, 9); // not a multiple of 4 elements
+    let mut cpu = CpuBackend::new();
+    let t = i8_tensor(&mut cpu, &data, [1, data.len()]);
+    assert_eq!(cpu.read_i8(&t).unwrap(), data);
+    with_gpu("i8_tensors_round_trip_through_host_writes", |gpu| {
+        let t = i8_tensor(gpu, &data, [1, data.len()]);
+        assert_eq!(gpu.read_i8(&t).unwrap(), data);
+    });
+}
+
+#[test]
+fn the_ledger_counts_int8_at_a_quarter_of_f32() {
+    let mut cpu = CpuBackend::new();
+    let f = cpu.zeros([64, 96], DType::F32, M::Parameters).unwrap();
+    let f32_bytes = cpu.memory().total_current;
+    let q = cpu.zeros([64, 96], DType::I8, M::Parameters).unwrap();
+    assert_eq!((f32_bytes, cpu.memory().total_current - f32_bytes), (64 * 96 * 4, 64 * 96));
+    drop((f, q));
+    assert_eq!(cpu.memory().total_current, 0);
+}
+
+/// Static quantization with calibrated scales: values beyond the range saturate at ±127, and
+/// the GPU agrees with the CPU (up to a tie moved by the division's last bit).
+#[test]
+fn quantize_with_given_scales_saturates_beyond_the_range() {
+    let x: Vec<f32> = random(5 * 7, 21, -3.0, 3.0);
+    let scales: Vec<f32> = (0..7).map(|c| 0.01 + 0.004 * c as f32).collect(); // ranges 1.27..4.8
+    fn run<B: Backend>(be: &mut B, x: &[f32], scales: &[f32]) -> Vec<i8> {
+        let xt = be.upload_f32(x, [5, 7], M::Inputs).unwrap();
+        let s = be.upload_f32(scales, [1, 7], M::Parameters).unwrap();
+        let mut q = be.zeros([5, 7], DType::I8, M::Activations).unwrap();
+        be.write_i8(&mut q, &[99; 35]).unwrap(); // poison
+        be.quantize_with(&xt, &mut q, &s).unwrap();
+        be.read_i8(&q).unwrap()
+    }
+    let want: Vec<i8> = x.iter().enumerate().map(|(i, &v)| gpulab::tensor::quantize_value(v, scales[i % 7])).collect();
+    assert!(want.iter().any(|&q| q.abs() == 127), "some values lie beyond a calibrated range");
+    let cpu = run(&mut CpuBackend::new(), &x, &scales);
+    assert_eq!(cpu, want);
+    with_gpu("quantize_with_given_scales_saturates_beyond_the_range", |gpu| {
+        let got = run(gpu, &x, &scales);
+        let moved = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+        assert!(got.iter().zip(&want).all(|(&a, &b)| (a as i32 - b as i32).abs() <= 1) && moved <= 1, "gpu {got:?}\ncpu {want:?}");
+    });
+}
