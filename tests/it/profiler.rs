@@ -72,7 +72,15 @@ fn cpu_run_spans_nest_and_the_trace_has_every_lane() {
         let loads_on = if workers == 0 { MAIN.to_string() } else { "loader worker 1".to_string() };
         assert!(r.timeline.lane_spans(&loads_on).any(|s| s.name == stage::LOAD), "no load span on {loads_on}");
         assert!(r.timeline.lane_spans(GPU).next().is_none(), "a CPU run has no GPU kernels");
-        assert_eq!(r.cache.hits, 320, "the second epoch came from the cache");
+        // Every sample is read once per epoch. On one thread the second epoch comes wholly
+        // from the cache; with workers, a sample that another worker is still decoding for the
+        // end of epoch 1 is decoded again (a real miss), at most a batch per worker.
+        assert_eq!(r.cache.hits + r.cache.misses, 640, "{:?}", r.cache);
+        if workers == 0 {
+            assert_eq!(r.cache.hits, 320, "the second epoch came from the cache");
+        } else {
+            assert!(r.cache.hits >= 320 - 32 * workers as u64, "the second epoch came from the cache, but for the batches in flight: {:?}", r.cache);
+        }
         check_trace(&r.timeline);
     }
 }
