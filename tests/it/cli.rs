@@ -124,7 +124,8 @@ fn run_refuses_unknown_ids_settings_and_unbuilt_labs() {
     fails_with(&["run", "warp-drive"], &["unknown exercise", "cpu-vs-gpu"]);
     fails_with(&["run", "cpu-vs-gpu", "--set", "batch=0"], &["batch", "outside"]);
     fails_with(&["run", "cpu-vs-gpu", "--set", "epochs"], &["key=value"]);
-    fails_with(&["run", "platform"], &["not runnable yet"]);
+    fails_with(&["run", "distributed"], &["not runnable yet"]);
+    fails_with(&["run", "platform", "--set", "scenario_file=/no/such.json"], &["scenario_file", "cannot read"]);
     fails_with(&["run", "precision", "--set", "precisions=fp8"], &["unknown precision"]);
 }
 
