@@ -112,6 +112,7 @@ pub fn build(ex: &PlatformLab, s: &Settings, sc: &Scenario, r: &ServingResult, t
         fig("inference cost", t.cost, "$"),
         fig("inference cost per hour", n.cost_per_h, "$/h"),
         fig("cost per 1,000 requests", n.cost_per_1k, "$"),
+        fig("the same worker-hours all on demand", t.worker_area / 3600.0 * sc.pool.gpu.on_demand_per_h, "$"),
         fig("spot reclaims (serving)", t.preemptions as f64, ""),
         fig("requests re-queued after a reclaim", t.requeued as f64, ""),
         fig("training wall time at this interval", tr.chosen.wall_h, "h"),
