@@ -179,6 +179,9 @@ pub struct Training {
     pub restart_s: f64,
 }
 
+/// The most requests one run may simulate (about a minute of a 2-core machine).
+pub const MAX_REQUESTS: f64 = 100e6;
+
 pub const PRESETS: [&str; 4] = ["steady-day", "black-friday", "spot-storm", "bad-release"];
 
 /// The worker speed preset: a fixed cost per batch plus a cost per request, the shape lesson 8
@@ -287,6 +290,9 @@ impl Scenario {
         c.range("traffic.base_rps", s.traffic.base_rps, 0.0, 10_000.0);
         c.range("traffic.diurnal_amplitude", s.traffic.diurnal_amplitude, 0.0, 1.0);
         c.range("traffic.peak_hour", s.traffic.peak_hour, 0.0, 24.0);
+        let peak: f64 = s.traffic.spikes.iter().map(|x| x.multiplier.max(1.0)).product::<f64>() * (1.0 + s.traffic.diurnal_amplitude);
+        let most = s.traffic.base_rps * peak * s.duration_h * 3600.0;
+        c.check("traffic.base_rps", !(most > MAX_REQUESTS), &format!("with the spikes over {} h this could simulate up to {most:.0} requests (limit {MAX_REQUESTS:.0}); lower the rate or the duration", s.duration_h));
         for (i, sp) in s.traffic.spikes.iter().enumerate() {
             c.range(&format!("traffic.spikes[{i}].start_h"), sp.start_h, 0.0, 24.0 * 31.0);
             c.range(&format!("traffic.spikes[{i}].duration_h"), sp.duration_h, 0.0, 24.0 * 31.0);

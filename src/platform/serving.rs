@@ -250,7 +250,7 @@ impl<'a> Sim<'a> {
             return;
         }
         // Thinning (Lewis–Shedler): candidates at the peak rate, each kept with rate(t)/peak.
-        let exp = Exp::new(self.lambda_max).expect("a positive rate");
+        let Ok(exp) = Exp::new(self.lambda_max) else { return };
         let mut t = self.now;
         loop {
             t += exp.sample(&mut self.rng_arrival);
@@ -560,5 +560,6 @@ pub fn curve_seconds(curve: &[super::scenario::BatchTime], n: usize) -> f64 {
     }
     let i = curve.iter().position(|p| p.batch as f64 >= n).unwrap_or(curve.len() - 1).max(1);
     let (a, b) = (&curve[i - 1], &curve[i]);
-    a.seconds + (n - a.batch as f64) * (b.seconds - a.seconds) / (b.batch - a.batch) as f64
+    // A curve that falls beyond its last point must not extrapolate to zero or below.
+    (a.seconds + (n - a.batch as f64) * (b.seconds - a.seconds) / (b.batch - a.batch) as f64).max(1e-6)
 }

@@ -24,6 +24,9 @@ pub struct JobOutcome {
     pub finished: bool,
 }
 
+/// A run with more preemptions than this gives up (the interval is hopeless for the MTBF).
+pub const MAX_PREEMPTIONS: f64 = 20_000.0;
+
 /// The job's work in hours at its precision.
 pub fn work_h(t: &Training) -> f64 {
     t.work_h / t.precision_speedup
@@ -39,7 +42,7 @@ pub fn run_job(t: &Training, tau_h: f64, mtbf_h: Option<f64>, rng: &mut ChaCha8R
     let mut done = 0.0;
     let mut next_fail = draw(rng);
     while done < work - 1e-12 {
-        if o.wall_h > give_up {
+        if o.wall_h > give_up || o.preemptions > MAX_PREEMPTIONS {
             return o;
         }
         let seg = tau_h.min(work - done);
@@ -63,6 +66,9 @@ pub fn run_job(t: &Training, tau_h: f64, mtbf_h: Option<f64>, rng: &mut ChaCha8R
             o.restart_h += next_fail - o.wall_h;
             o.wall_h = next_fail;
             o.preemptions += 1.0;
+            if o.preemptions > MAX_PREEMPTIONS {
+                return o;
+            }
         }
     }
     o.finished = true;

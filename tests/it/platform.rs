@@ -167,6 +167,14 @@ fn the_young_daly_optimum_matches_a_brute_force_sweep() {
 }
 
 #[test]
+fn a_hopeless_checkpoint_interval_gives_up_instead_of_hanging() {
+    let mut t = Scenario::preset("spot-storm").unwrap().training;
+    (t.mtbf_h, t.checkpoint_interval_h, t.work_h) = (0.01, 10_000.0, 100_000.0);
+    let o = training::mean_outcome(&t, t.checkpoint_interval_h, Some(t.mtbf_h), 1, 2);
+    assert!(!o.finished && o.preemptions <= training::MAX_PREEMPTIONS + 1.0, "{o:?}");
+}
+
+#[test]
 fn bad_scenarios_name_the_field() {
     let base = Scenario::preset("steady-day").unwrap();
     let cases: Vec<(Box<dyn Fn(&mut Scenario)>, &str)> = vec![
@@ -178,6 +186,7 @@ fn bad_scenarios_name_the_field() {
         (Box::new(|s| s.training.mtbf_h = f64::NAN), "training.mtbf_h"),
         (Box::new(|s| (s.autoscaler.signal, s.autoscaler.target) = (Signal::Utilisation, 4.0)), "autoscaler.target"),
         (Box::new(|s| s.traffic.spikes.push(Spike { start_h: 1.0, duration_h: 1.0, multiplier: -2.0 })), "traffic.spikes[0].multiplier"),
+        (Box::new(|s| (s.traffic.base_rps, s.duration_h) = (5000.0, 744.0)), "traffic.base_rps"),
     ];
     for (edit, field) in cases {
         let mut s = base.clone();

@@ -249,6 +249,9 @@ fn verdict(sc: &Scenario, r: &ServingResult, n: &ServingNumbers, tr: &TrainingRu
         None if sc.canary.enabled && !r.canary.is_empty() => summary.push("The canary had not finished when the simulation ended.".into()),
         None => {}
     }
+    if !tr.chosen.finished {
+        summary.push(format!("Training never finished in the simulation: with checkpoints every {:.0} min and a preemption every {:.2} h on average, the job gave up after {:.0} preemptions per run or 1000 times its work; checkpoint more often.", sc.training.checkpoint_interval_h * 60.0, sc.training.mtbf_h, training::MAX_PREEMPTIONS));
+    }
     let pen = tr.chosen.wall_h / tr.at_daly.wall_h.max(1e-12) - 1.0;
     if sc.training.spot {
         summary.push(format!(
