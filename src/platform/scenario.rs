@@ -108,7 +108,7 @@ pub struct Pool {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Signal {
-    /// Queued requests per ready worker.
+    /// Requests queued or in a batch, per serving worker.
     QueueDepth,
     /// Busy share of the workers over the last interval (0–1).
     Utilisation,
@@ -119,7 +119,7 @@ pub enum Signal {
 impl Signal {
     pub fn name(self) -> &'static str {
         match self {
-            Signal::QueueDepth => "queue depth per worker",
+            Signal::QueueDepth => "requests in the system per worker",
             Signal::Utilisation => "utilisation",
             Signal::P95Latency => "p95 latency (s)",
         }

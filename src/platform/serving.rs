@@ -82,6 +82,8 @@ pub struct Sim<'a> {
     canary_step: usize,
     last_up: f64,
     last_down: f64,
+    /// (time, desired workers) of the autoscaler's looks within the scale-down cooldown.
+    recent: VecDeque<(f64, u32)>,
     out: ServingResult,
 }
 
@@ -134,6 +136,7 @@ impl<'a> Sim<'a> {
             canary_step: 0,
             last_up: f64::NEG_INFINITY,
             last_down: f64::NEG_INFINITY,
+            recent: VecDeque::new(),
             out: ServingResult::default(),
         };
         // The minimum pool is warm at the start.
@@ -421,7 +424,9 @@ impl<'a> Sim<'a> {
         self.expire();
         let (_, ready, _, _) = self.census();
         let signal = match a.signal {
-            Signal::QueueDepth => self.queued() as f64 / ready.max(1) as f64,
+            // Requests waiting or being served per serving worker (what a KEDA queue scaler
+            // sees): a drained queue with busy workers still counts their batches.
+            Signal::QueueDepth => self.in_flight() as f64 / ready.max(1) as f64,
             Signal::Utilisation => {
                 let (busy, rdy) = (self.t.busy_area - self.busy_mark.0, self.t.ready_area - self.busy_mark.1);
                 if rdy > 0.0 { busy / rdy } else { 1.0 }
@@ -434,7 +439,12 @@ impl<'a> Sim<'a> {
         self.busy_mark = (self.t.busy_area, self.t.ready_area);
         self.scale_lat.clear();
         let current = self.alive();
-        let desired = control::desired_workers(a, current, signal, self.queued() > 0);
+        let wanted = control::desired_workers(a, current, signal, self.queued() > 0);
+        // HPA's scale-down stabilisation: shrink only to the most any look in the last
+        // scale-down cooldown asked for, so one quiet moment does not empty the pool.
+        self.recent.retain(|&(t, _)| t >= self.now - a.scale_down_cooldown_s);
+        self.recent.push_back((self.now, wanted));
+        let desired = if wanted < current { self.recent.iter().map(|r| r.1).max().unwrap_or(wanted) } else { wanted };
         let below_min = current < a.min_workers;
         if desired > current && (below_min || self.now - self.last_up >= a.scale_up_cooldown_s) {
             for _ in current..desired {

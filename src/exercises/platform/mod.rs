@@ -42,7 +42,7 @@ impl Exercise for PlatformLab {
             .add("seed", "Seed", &format!("Seeds every random draw{keep}"), settings::int(0, 0, i64::MAX))
             .add("duration_h", "Simulated hours", &format!("How long to simulate the serving platform{keep}"), settings::float(0.0, 0.0, 744.0))
             .add("signal", "Autoscaling signal", "What the autoscaler targets; scenario keeps the scenario's", settings::choice("scenario", &["scenario", "queue_depth", "utilisation", "p95_latency"]))
-            .add("target", "Autoscaling target", &format!("Queue depth per worker, utilisation share (0–1), or p95 seconds{keep}"), settings::float(0.0, 0.0, 1e6))
+            .add("target", "Autoscaling target", &format!("Requests queued or in a batch per worker, utilisation share (0–1), or p95 seconds{keep}"), settings::float(0.0, 0.0, 1e6))
             .add("max_workers", "Max workers", &format!("The autoscaler's ceiling{keep}"), settings::int(0, 0, 1000))
             .add("max_batch", "Max batch", &format!("Dynamic batching: requests per batch at most{keep}"), settings::int(0, 0, 4096))
             .add("spot_share", "Spot share", "Share of inference workers on spot capacity (0–1); -1 keeps the scenario's", settings::float(-1.0, -1.0, 1.0))
