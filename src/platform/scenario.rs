@@ -292,7 +292,7 @@ impl Scenario {
         c.range("traffic.peak_hour", s.traffic.peak_hour, 0.0, 24.0);
         let peak: f64 = s.traffic.spikes.iter().map(|x| x.multiplier.max(1.0)).product::<f64>() * (1.0 + s.traffic.diurnal_amplitude);
         let most = s.traffic.base_rps * peak * s.duration_h * 3600.0;
-        c.check("traffic.base_rps", !(most > MAX_REQUESTS), &format!("with the spikes over {} h this could simulate up to {most:.0} requests (limit {MAX_REQUESTS:.0}); lower the rate or the duration", s.duration_h));
+        c.check("traffic.base_rps", most.is_nan() || most <= MAX_REQUESTS, &format!("with the spikes over {} h this could simulate up to {most:.0} requests (limit {MAX_REQUESTS:.0}); lower the rate or the duration", s.duration_h));
         for (i, sp) in s.traffic.spikes.iter().enumerate() {
             c.range(&format!("traffic.spikes[{i}].start_h"), sp.start_h, 0.0, 24.0 * 31.0);
             c.range(&format!("traffic.spikes[{i}].duration_h"), sp.duration_h, 0.0, 24.0 * 31.0);

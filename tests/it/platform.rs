@@ -177,7 +177,8 @@ fn a_hopeless_checkpoint_interval_gives_up_instead_of_hanging() {
 #[test]
 fn bad_scenarios_name_the_field() {
     let base = Scenario::preset("steady-day").unwrap();
-    let cases: Vec<(Box<dyn Fn(&mut Scenario)>, &str)> = vec![
+    type Edit = Box<dyn Fn(&mut Scenario)>;
+    let cases: Vec<(Edit, &str)> = vec![
         (Box::new(|s| s.traffic.base_rps = -1.0), "traffic.base_rps"),
         (Box::new(|s| s.autoscaler.min_workers = 20), "autoscaler.min_workers"),
         (Box::new(|s| s.pool.curve.clear()), "pool.curve"),

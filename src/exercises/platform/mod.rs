@@ -74,7 +74,7 @@ impl Exercise for PlatformLab {
         let every = (total as usize).div_ceil(LIVE_POINTS).max(1);
         let mut n = 0usize;
         let serving = platform::simulate(&sc, &mut |x: &Sample| {
-            if n % every == 0 {
+            if n.is_multiple_of(every) {
                 emit_sample(sink, x);
                 sink.emit(Event::Progress { done: n as u64, total });
             }
