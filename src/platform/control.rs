@@ -67,6 +67,20 @@ pub fn quantile(v: &mut [f64], q: f64) -> Option<f64> {
     Some(v[rank - 1])
 }
 
+/// A speed curve's batch time for `n` requests: linear between points, extrapolated from the
+/// last two beyond the end (and flat below the first).
+pub fn curve_seconds(curve: &[super::scenario::BatchTime], n: usize) -> f64 {
+    let n = n as f64;
+    let Some(first) = curve.first() else { return 0.0 };
+    if curve.len() == 1 || n <= first.batch as f64 {
+        return first.seconds;
+    }
+    let i = curve.iter().position(|p| p.batch as f64 >= n).unwrap_or(curve.len() - 1).max(1);
+    let (a, b) = (&curve[i - 1], &curve[i]);
+    // A curve that falls beyond its last point must not extrapolate to zero or below.
+    (a.seconds + (n - a.batch as f64) * (b.seconds - a.seconds) / (b.batch - a.batch) as f64).max(1e-6)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,9 +11,11 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp};
 use serde::{Deserialize, Serialize};
 
-use super::control::{self, Judgement, VersionStats};
+mod canary;
+
+use super::control::{self, VersionStats};
 use super::events::{Ev, Queue};
-use super::result::{CanaryEvent, Sample, ScaleAction, ServingResult, Totals};
+use super::result::{Sample, ScaleAction, ServingResult, Totals};
 use super::scenario::{Scenario, ServiceTime, Signal};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -346,7 +348,7 @@ impl<'a> Sim<'a> {
 
     /// The curve's batch time for `n`, linear between its points and beyond its ends.
     pub fn batch_seconds(&self, n: usize) -> f64 {
-        curve_seconds(&self.sc.pool.curve, n)
+        control::curve_seconds(&self.sc.pool.curve, n)
     }
 
     fn batch_done(&mut self, w: usize) {
@@ -483,49 +485,6 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn canary_start(&mut self) {
-        self.canary_step = 0;
-        self.canary_share = self.sc.canary.steps[0];
-        self.canary_win = Default::default();
-        self.q.push(self.now + self.sc.canary.window_s, Ev::CanaryCheck);
-        self.canary_event("canary started", None, None, String::new());
-    }
-
-    fn canary_check(&mut self) {
-        let v1 = self.canary_win[0].stats();
-        let v2 = self.canary_win[1].stats();
-        if v1.served >= control::MIN_CANARY_SAMPLES {
-            self.v1_baseline = Some(v1);
-        }
-        let base = self.v1_baseline.unwrap_or(v1);
-        let c = &self.sc.canary;
-        let next = self.now + c.window_s;
-        match control::judge(c, &base, &v2) {
-            Judgement::Wait => {
-                self.q.push(next, Ev::CanaryCheck);
-                return;
-            }
-            Judgement::RollBack(why) => {
-                self.canary_share = 0.0;
-                self.canary_event("rolled back", Some(base), Some(v2), why);
-            }
-            Judgement::Pass if self.canary_step + 1 == c.steps.len() => {
-                self.canary_event("promoted to production", Some(base), Some(v2), "every window passed".into());
-            }
-            Judgement::Pass => {
-                self.canary_step += 1;
-                self.canary_share = c.steps[self.canary_step];
-                self.q.push(next, Ev::CanaryCheck);
-                self.canary_event("share raised", Some(base), Some(v2), "window passed".into());
-            }
-        }
-        self.canary_win = Default::default();
-    }
-
-    fn canary_event(&mut self, action: &str, v1: Option<VersionStats>, v2: Option<VersionStats>, reason: String) {
-        self.out.canary.push(CanaryEvent { t_h: self.now / 3600.0, action: action.into(), share: self.canary_share, v1, v2, reason });
-    }
-
     fn sample(&mut self) -> Sample {
         self.expire();
         let dt = self.sc.sample_every_s;
@@ -558,18 +517,4 @@ impl<'a> Sim<'a> {
             in_flight: self.in_flight(),
         }
     }
-}
-
-/// A speed curve's batch time for `n` requests: linear between points, extrapolated from the
-/// last two beyond the end (and flat below the first).
-pub fn curve_seconds(curve: &[super::scenario::BatchTime], n: usize) -> f64 {
-    let n = n as f64;
-    let Some(first) = curve.first() else { return 0.0 };
-    if curve.len() == 1 || n <= first.batch as f64 {
-        return first.seconds;
-    }
-    let i = curve.iter().position(|p| p.batch as f64 >= n).unwrap_or(curve.len() - 1).max(1);
-    let (a, b) = (&curve[i - 1], &curve[i]);
-    // A curve that falls beyond its last point must not extrapolate to zero or below.
-    (a.seconds + (n - a.batch as f64) * (b.seconds - a.seconds) / (b.batch - a.batch) as f64).max(1e-6)
 }
