@@ -10,6 +10,7 @@ mod lessons;
 pub mod live;
 mod pipeline_common;
 mod planned;
+mod platform;
 mod precision;
 mod profiling;
 pub mod settings;
@@ -55,6 +56,7 @@ pub fn registry() -> Vec<Box<dyn Exercise>> {
     all.push(Box::new(precision::PrecisionLab));
     all.push(Box::new(checkpoint::CheckpointLab));
     all.extend([Box::new(input_pipeline::InputPipeline) as Box<dyn Exercise>, Box::new(profiling::Profiling)]);
+    all.push(Box::new(platform::PlatformLab));
     all.extend(planned::all().into_iter().map(|p| Box::new(p) as Box<dyn Exercise>));
     all.sort_by_key(|e| e.number());
     all

@@ -201,6 +201,17 @@ pub struct Report {
     /// lab offers it as one click that changes these settings and runs again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suggestion: Option<Suggestion>,
+    /// Files an exercise exports beside the report (e.g. the platform's scenario JSON, which
+    /// replays the run); `write_all` writes each under its name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
+}
+
+/// One exported file: a plain file name (no folders) and its text.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Attachment {
+    pub file_name: String,
+    pub text: String,
 }
 
 /// Settings to change for the next run, and what the change is.

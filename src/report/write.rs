@@ -120,5 +120,14 @@ pub fn write_all(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
         atomic_write(&p, &bytes)?;
         paths.push(p);
     }
+    for a in &report.attachments {
+        let plain = !a.file_name.is_empty() && !a.file_name.contains(['/', '\\']) && !a.file_name.starts_with('.');
+        if !plain {
+            return Err(Error::Report(format!("attachment name {:?} is not a plain file name", a.file_name)));
+        }
+        let p = dir.join(&a.file_name);
+        atomic_write(&p, a.text.as_bytes())?;
+        paths.push(p);
+    }
     Ok(paths)
 }

@@ -136,7 +136,8 @@ fn run_refuses_unknown_ids_settings_and_unbuilt_labs() {
     fails_with(&["run", "warp-drive"], &["unknown exercise", "cpu-vs-gpu"]);
     fails_with(&["run", "cpu-vs-gpu", "--set", "batch=0"], &["batch", "outside"]);
     fails_with(&["run", "cpu-vs-gpu", "--set", "epochs"], &["key=value"]);
-    fails_with(&["run", "platform"], &["not runnable yet"]);
+    fails_with(&["run", "distributed"], &["not runnable yet"]);
+    fails_with(&["run", "platform", "--set", "scenario_file=/no/such.json"], &["scenario_file", "cannot read"]);
     fails_with(&["run", "precision", "--set", "precisions=fp8"], &["unknown precision"]);
 }
 
@@ -154,4 +155,24 @@ fn run_precision_headless_on_the_cpu() {
     for want in ["Precisions", "fp16 + GradScaler", "bf16", "Bytes saved vs FP32", "Underflow demonstration"] {
         assert!(md.contains(want), "{want:?} missing from report.md");
     }
+}
+
+#[test]
+fn run_platform_writes_a_scenario_that_replays_the_same_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let small = ["--set", "duration_h=2", "--set", "sweep_points=4", "--set", "sweep_runs=3"];
+    let out = gpulab(&[&["run", "platform", "--set", "scenario=spot-storm", "--out", a.to_str().unwrap()][..], &small].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let scenario = a.join("scenario.json");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("scenario.json"));
+    let file = format!("scenario_file={}", scenario.display());
+    let out = gpulab(&["run", "platform", "--set", &file, "--set", "sweep_points=4", "--set", "sweep_runs=3", "--out", b.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let read = |d: &std::path::Path| gpulab::report::read_json(&d.join("report.json")).unwrap();
+    let (ra, rb) = (read(&a), read(&b));
+    assert_eq!((ra.figures, ra.charts, ra.tables, ra.verdict), (rb.figures, rb.charts, rb.tables, rb.verdict));
+    assert_eq!(std::fs::read_to_string(&scenario).unwrap(), std::fs::read_to_string(b.join("scenario.json")).unwrap());
+    std::fs::write(&scenario, "{\"name\": 1}").unwrap();
+    fails_with(&["run", "platform", "--set", &file], &["scenario_file", "invalid type"]);
 }

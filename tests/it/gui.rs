@@ -64,7 +64,7 @@ pub(crate) fn run_to_end(h: &mut Harness<'static, GpulabApp>, timeout: Duration)
 
 /// The exercises the GUI tests run to the end through `run_to_end` (which checks their live
 /// charts against their declarations).
-const RUN_BY_GUI_TESTS: [&str; 6] = ["cpu-vs-gpu", "batch-sweep", "precision", "checkpoint", "input-pipeline", "profiling"];
+const RUN_BY_GUI_TESTS: [&str; 7] = ["cpu-vs-gpu", "batch-sweep", "precision", "checkpoint", "input-pipeline", "profiling", "platform"];
 
 /// A new runnable exercise needs a GUI run test (and with it the live-chart check).
 #[test]
@@ -78,11 +78,18 @@ fn every_runnable_exercise_is_run_by_a_gui_test() {
     }
 }
 
+/// The list entry of the first exercise that is not runnable yet, and its lesson's heading.
+fn a_planned_exercise() -> (String, String, &'static str) {
+    let e = gpulab::exercises::registry().into_iter().find(|e| !e.runnable()).expect("a planned exercise");
+    let heading = e.lesson().lines().next().unwrap_or_default().trim_start_matches("# ").to_string();
+    (format!("{}. {}", e.number(), e.title()), heading, e.id())
+}
+
 /// The lab's "not runnable" text names the runnable exercises from the registry.
 #[test]
 fn not_runnable_text_names_the_ready_exercises() {
     let mut h = harness();
-    h.get_by_label("10. A production GPU platform (simulation)").click();
+    h.get_by_label(&a_planned_exercise().0).click();
     h.step();
     h.step();
     let numbers: Vec<String> = gpulab::exercises::runnable().iter().map(|e| e.number().to_string()).collect();
@@ -160,14 +167,15 @@ fn exercise_2_shows_out_of_memory_rows() {
 #[test]
 fn not_runnable_exercise_shows_lesson_and_no_run_button() {
     let mut h = harness();
-    h.get_by_label("10. A production GPU platform (simulation)").click();
+    let (entry, heading, id) = a_planned_exercise();
+    h.get_by_label(&entry).click();
     h.step();
     h.step();
-    assert_eq!(h.state().selected(), "platform");
+    assert_eq!(h.state().selected(), id);
     assert!(h.query_by_label("Run").is_none(), "a not-runnable exercise offers a Run button");
     assert!(h.query_by_label("Not runnable yet").is_some());
     // The lesson is rendered (its first heading).
-    assert!(h.query_all_by_label_contains("production").count() > 0, "the lesson is not shown");
+    assert!(h.query_all_by_label_contains(&heading).count() > 0, "the lesson is not shown");
     // Exercise 1 has a working Run button, for contrast.
     h.get_by_label("1. CPU vs GPU").click();
     h.step();
@@ -341,4 +349,25 @@ pub(crate) fn assert_provenance_shown(h: &Harness<'static, GpulabApp>, report: &
         }
     }
     assert!(checked > 0, "the report has no column with a provenance");
+}
+
+#[test]
+fn exercise_10_simulates_the_platform_to_a_verdict() {
+    let mut h = harness();
+    h.get_by_label("10. A production GPU platform (simulation)").click();
+    h.step();
+    assert_eq!(h.state().selected(), "platform");
+    for (k, v) in [("scenario", "bad-release"), ("duration_h", "10"), ("sweep_points", "4"), ("sweep_runs", "3")] {
+        h.state_mut().set_setting(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+    }
+    h.step();
+    h.get_by_label("Run").click();
+    run_to_end(&mut h, Duration::from_secs(60));
+    let report = h.state().report().expect("a report").clone();
+    assert!(report.verdict.summary.contains("rolled back"), "{}", report.verdict.summary);
+    h.get_by_label(&report.verdict.summary);
+    assert!(h.query_all_by_label("Canary timeline").count() > 0, "the canary table is shown");
+    assert_provenance_shown(&h, &report);
+    let live = &h.state().run_view().expect("a run view").live;
+    assert!(live.iter().any(|c| c.id == "workers" && !c.series.is_empty()), "the live workers chart has points");
 }

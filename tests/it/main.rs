@@ -19,6 +19,7 @@ mod kernels;
 mod ledger;
 mod pipeline;
 mod pipeline_labs;
+mod platform;
 mod precision;
 mod profiler;
 mod quant;

@@ -1,0 +1,163 @@
+//! A training job on spot capacity: preemptions arrive as a Poisson process in wall time (also
+//! during a restart), work since the last checkpoint is lost, each checkpoint costs its write
+//! time. A sweep of the checkpoint interval, every interval on the same preemption streams
+//! (common random numbers), is set against Young's and Daly's optimum intervals.
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Exp};
+use serde::{Deserialize, Serialize};
+
+use super::scenario::Training;
+
+/// What one run of the job took, hours.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobOutcome {
+    pub wall_h: f64,
+    /// Computation and checkpoint writes thrown away by preemptions.
+    pub lost_h: f64,
+    /// Time spent restarting (new nodes, loading the checkpoint), including failed restarts.
+    pub restart_h: f64,
+    pub checkpoint_h: f64,
+    pub preemptions: f64,
+    /// False when the job gave up (the interval is far too long for the preemption rate).
+    pub finished: bool,
+}
+
+/// A run with more preemptions than this gives up (the interval is hopeless for the MTBF).
+pub const MAX_PREEMPTIONS: f64 = 20_000.0;
+
+/// The job's work in hours at its precision.
+pub fn work_h(t: &Training) -> f64 {
+    t.work_h / t.precision_speedup
+}
+
+/// One run of the job with checkpoints every `tau_h` of work; `mtbf_h` None = on-demand.
+pub fn run_job(t: &Training, tau_h: f64, mtbf_h: Option<f64>, rng: &mut ChaCha8Rng) -> JobOutcome {
+    let (work, c, r) = (work_h(t), t.checkpoint_write_s / 3600.0, t.restart_s / 3600.0);
+    let exp = mtbf_h.and_then(|m| Exp::new(1.0 / m).ok());
+    let draw = |rng: &mut ChaCha8Rng| exp.map_or(f64::INFINITY, |e| e.sample(rng));
+    let give_up = 1000.0 * (work + c + r) + 1000.0;
+    let mut o = JobOutcome::default();
+    let mut done = 0.0;
+    let mut next_fail = draw(rng);
+    while done < work - 1e-12 {
+        if o.wall_h > give_up || o.preemptions > MAX_PREEMPTIONS {
+            return o;
+        }
+        let seg = tau_h.min(work - done);
+        if o.wall_h + seg + c <= next_fail {
+            o.wall_h += seg + c;
+            o.checkpoint_h += c;
+            done += seg;
+            continue;
+        }
+        o.lost_h += next_fail - o.wall_h;
+        o.wall_h = next_fail;
+        o.preemptions += 1.0;
+        // Restart; a preemption during the restart starts it again.
+        loop {
+            next_fail = o.wall_h + draw(rng);
+            if o.wall_h + r <= next_fail {
+                o.wall_h += r;
+                o.restart_h += r;
+                break;
+            }
+            o.restart_h += next_fail - o.wall_h;
+            o.wall_h = next_fail;
+            o.preemptions += 1.0;
+            if o.preemptions > MAX_PREEMPTIONS {
+                return o;
+            }
+        }
+    }
+    o.finished = true;
+    o
+}
+
+/// The mean outcome over `reps` runs, run `i` on preemption stream `i` of `seed`.
+pub fn mean_outcome(t: &Training, tau_h: f64, mtbf_h: Option<f64>, seed: u64, reps: u32) -> JobOutcome {
+    let mut sum = JobOutcome { finished: true, ..Default::default() };
+    for i in 0..reps {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        rng.set_stream(100 + i as u64);
+        let o = run_job(t, tau_h, mtbf_h, &mut rng);
+        sum.wall_h += o.wall_h;
+        sum.lost_h += o.lost_h;
+        sum.restart_h += o.restart_h;
+        sum.checkpoint_h += o.checkpoint_h;
+        sum.preemptions += o.preemptions;
+        sum.finished &= o.finished;
+    }
+    let n = reps.max(1) as f64;
+    JobOutcome { wall_h: sum.wall_h / n, lost_h: sum.lost_h / n, restart_h: sum.restart_h / n, checkpoint_h: sum.checkpoint_h / n, preemptions: sum.preemptions / n, finished: sum.finished }
+}
+
+/// Young's first-order optimum interval √(2·C·MTBF), hours.
+pub fn young_h(t: &Training) -> f64 {
+    (2.0 * t.checkpoint_write_s / 3600.0 * t.mtbf_h).sqrt()
+}
+
+/// Daly's higher-order optimum (2006): √(2CM)·[1 + ⅓√(C/2M) + (C/2M)/9] − C for C < 2M, else M.
+pub fn daly_h(t: &Training) -> f64 {
+    let (c, m) = (t.checkpoint_write_s / 3600.0, t.mtbf_h);
+    if c >= 2.0 * m {
+        return m;
+    }
+    let x = c / (2.0 * m);
+    (2.0 * c * m).sqrt() * (1.0 + x.sqrt() / 3.0 + x / 9.0) - c
+}
+
+/// Daly's expected wall time for this model: M·e^{R/M}·(e^{(τ+C)/M} − 1)·W/τ, hours.
+pub fn expected_wall_h(t: &Training, tau_h: f64) -> f64 {
+    let (w, c, r, m) = (work_h(t), t.checkpoint_write_s / 3600.0, t.restart_s / 3600.0, t.mtbf_h);
+    m * (r / m).exp() * (((tau_h + c) / m).exp() - 1.0) * w / tau_h
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    pub tau_h: f64,
+    pub mean: JobOutcome,
+    pub expected_wall_h: f64,
+}
+
+/// `n` intervals evenly spaced from a quarter to three times Daly's optimum.
+pub fn sweep(t: &Training, seed: u64, n: usize, reps: u32) -> Vec<SweepPoint> {
+    let d = daly_h(t);
+    let (lo, hi) = (0.25 * d, 3.0 * d);
+    (0..n)
+        .map(|i| {
+            let tau_h = lo + (hi - lo) * i as f64 / (n.max(2) - 1) as f64;
+            SweepPoint { tau_h, mean: mean_outcome(t, tau_h, Some(t.mtbf_h), seed, reps), expected_wall_h: expected_wall_h(t, tau_h) }
+        })
+        .collect()
+}
+
+/// The sweep's interval with the shortest mean wall time.
+pub fn best(points: &[SweepPoint]) -> Option<&SweepPoint> {
+    points.iter().filter(|p| p.mean.finished).min_by(|a, b| a.mean.wall_h.total_cmp(&b.mean.wall_h))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::platform::Scenario;
+
+    #[test]
+    fn without_preemptions_the_job_takes_its_work_plus_checkpoints() {
+        let t = Scenario::preset("steady-day").unwrap().training;
+        let o = run_job(&t, 1.0, None, &mut ChaCha8Rng::seed_from_u64(0));
+        let writes = (work_h(&t) / 1.0).ceil() * t.checkpoint_write_s / 3600.0;
+        assert!((o.wall_h - (work_h(&t) + writes)).abs() < 1e-9, "{o:?}");
+        assert_eq!((o.lost_h, o.preemptions), (0.0, 0.0));
+    }
+
+    #[test]
+    fn daly_is_close_to_young_for_cheap_checkpoints_and_below_mtbf() {
+        let mut t = Scenario::preset("steady-day").unwrap().training;
+        t.checkpoint_write_s = 1.0;
+        assert!((daly_h(&t) / young_h(&t) - 1.0).abs() < 0.02);
+        t.checkpoint_write_s = 1e6;
+        assert_eq!(daly_h(&t), t.mtbf_h);
+    }
+}

@@ -1,0 +1,252 @@
+//! Exercise 10's simulator against what queueing theory and the checkpoint literature say it
+//! must do, and the exercise headless: determinism, conservation, Little's law, Erlang C, the
+//! autoscaler's bounds and cooldowns, Young/Daly against a brute-force sweep, named errors.
+
+use gpulab::exercises::{self, CollectSink, Event, Settings};
+use gpulab::platform::scenario::{BatchTime, Scenario, ServiceTime, Signal, Spike};
+use gpulab::platform::{self, training, ServingResult};
+use gpulab::report::{Provenance, Report};
+
+fn sim(sc: &Scenario) -> ServingResult {
+    sc.validate().unwrap();
+    platform::simulate(sc, &mut |_| true)
+}
+
+/// A fixed pool of `c` workers, one request per batch, no gateway limits, no canary, no spot.
+fn fixed_pool(c: u32, rps: f64, service_s: f64, hours: f64) -> Scenario {
+    let mut sc = Scenario::preset("steady-day").unwrap();
+    sc.duration_h = hours;
+    sc.traffic.base_rps = rps;
+    sc.traffic.diurnal_amplitude = 0.0;
+    sc.gateway.rate_limit_rps = 0.0;
+    sc.gateway.timeout_s = 0.0;
+    sc.pool.curve = vec![BatchTime { batch: 1, seconds: service_s }];
+    sc.pool.max_batch = 1;
+    sc.pool.max_queue_delay_s = 0.0;
+    sc.pool.spot_share = 0.0;
+    sc.autoscaler.min_workers = c;
+    sc.autoscaler.max_workers = c;
+    sc.canary.enabled = false;
+    sc
+}
+
+fn settings(pairs: &[&str]) -> Settings {
+    let mut s = exercises::find("platform").unwrap().settings();
+    s.apply(&pairs.iter().map(|p| p.to_string()).collect::<Vec<_>>()).unwrap();
+    s
+}
+
+fn run(s: &Settings) -> (Report, Vec<Event>) {
+    let mut sink = CollectSink::default();
+    let r = exercises::find("platform").unwrap().run(s, &mut sink).unwrap();
+    (r, sink.events)
+}
+
+const SMALL: [&str; 3] = ["duration_h=3", "sweep_points=5", "sweep_runs=5"];
+
+/// The report's JSON without the wall-clock start time (the only field that may differ).
+fn json_without_clock(r: &Report) -> String {
+    let mut r = r.clone();
+    r.metadata.started_at.clear();
+    serde_json::to_string(&r).unwrap()
+}
+
+#[test]
+fn the_same_seed_and_scenario_give_byte_identical_reports() {
+    let s = settings(&[&SMALL[..], &["scenario=spot-storm"]].concat());
+    let (a, _) = run(&s);
+    let (b, _) = run(&s);
+    assert_eq!(json_without_clock(&a), json_without_clock(&b));
+    let (c, _) = run(&settings(&[&SMALL[..], &["scenario=spot-storm", "seed=7"]].concat()));
+    assert_ne!(json_without_clock(&a), json_without_clock(&c), "another seed changes the run");
+}
+
+#[test]
+fn every_request_is_accounted_for_at_every_sample() {
+    for preset in gpulab::platform::scenario::PRESETS {
+        let mut sc = Scenario::preset(preset).unwrap();
+        sc.duration_h = 14.0;
+        let r = sim(&sc);
+        assert!(r.samples.len() > 800, "{preset}");
+        for s in &r.samples {
+            assert_eq!(s.arrived_total, s.served_total + s.rejected_total + s.timed_out_total + s.in_flight, "{preset} at {} h: {s:?}", s.t_h);
+        }
+        let t = &r.totals;
+        assert!(t.served > 0 && t.max_alive <= sc.autoscaler.max_workers, "{preset}: {t:?}");
+    }
+}
+
+#[test]
+fn littles_law_holds_in_steady_state() {
+    // M/D/2 with batching off, 12 simulated hours at 70% load.
+    let sc = fixed_pool(2, 5.6, 0.25, 12.0);
+    let r = sim(&sc);
+    let t = &r.totals;
+    let secs = sc.duration_h * 3600.0;
+    let l = t.in_system_area / secs;
+    let lambda = (t.arrived - t.rejected) as f64 / secs;
+    let w = t.sojourn_sum / (t.served + t.timed_out) as f64;
+    assert!(((l - lambda * w) / l).abs() < 0.02, "L = {l}, λW = {}", lambda * w);
+}
+
+/// Erlang's C formula: the probability an arrival waits in an M/M/c queue.
+fn erlang_c(c: u32, a: f64) -> f64 {
+    let mut term = 1.0;
+    let mut sum = 1.0;
+    for k in 1..c {
+        term *= a / k as f64;
+        sum += term;
+    }
+    let top = term * a / c as f64 / (1.0 - a / c as f64);
+    top / (sum + top)
+}
+
+#[test]
+fn an_m_m_c_pool_waits_as_erlang_c_says() {
+    let (c, lambda, service) = (3, 10.0, 0.25);
+    let mut sc = fixed_pool(c, lambda, service, 40.0);
+    sc.pool.service_time = ServiceTime::Exponential;
+    let r = sim(&sc);
+    let mu = 1.0 / service;
+    let wq = erlang_c(c, lambda / mu) / (c as f64 * mu - lambda);
+    let t = &r.totals;
+    let measured = t.queue_wait_sum / t.batched_requests as f64;
+    assert!((measured / wq - 1.0).abs() < 0.05, "mean wait {measured:.4} s against Erlang C's {wq:.4} s");
+}
+
+#[test]
+fn the_autoscaler_follows_a_step_within_its_cooldowns_and_never_exceeds_max() {
+    // 3 requests/s, then 15 from hour 1 to 3; each worker serves 2/s.
+    let mut sc = fixed_pool(2, 3.0, 0.5, 6.0);
+    sc.traffic.spikes = vec![Spike { start_h: 1.0, duration_h: 2.0, multiplier: 5.0 }];
+    let a = &mut sc.autoscaler;
+    (a.signal, a.target, a.min_workers, a.max_workers) = (Signal::QueueDepth, 2.0, 2, 12);
+    (a.interval_s, a.scale_up_cooldown_s, a.scale_down_cooldown_s) = (15.0, 60.0, 300.0);
+    sc.pool.cold_start_s = 60.0;
+    sc.sample_every_s = 10.0;
+    let r = sim(&sc);
+    for s in &r.samples {
+        assert!(s.ready + s.starting <= 12, "more than max workers at {} h: {s:?}", s.t_h);
+        assert_eq!(s.arrived_total, s.served_total + s.rejected_total + s.timed_out_total + s.in_flight, "scale-down dropped work at {} h", s.t_h);
+    }
+    // The step needs 8 workers at least; the controller sees it at its next look and the new
+    // workers serve after one cold start.
+    let deadline = 1.0 + (sc.autoscaler.interval_s + sc.pool.cold_start_s + sc.sample_every_s) / 3600.0;
+    let reached = r.samples.iter().find(|s| s.t_h >= 1.0 && s.ready >= 8).map(|s| s.t_h);
+    assert!(reached.is_some_and(|t| t <= deadline), "reached 8 workers at {reached:?}, deadline {deadline} h");
+    // Each scale-up waits the up cooldown after the last scale-up; each scale-down waits the
+    // down cooldown after any action.
+    let acts = &r.scale_actions;
+    for (i, b) in acts.iter().enumerate() {
+        let up = b.to > b.from;
+        for a in acts[..i].iter().filter(|a| !up || a.to > a.from) {
+            let gap = (b.t_h - a.t_h) * 3600.0;
+            let cooldown = if up { sc.autoscaler.scale_up_cooldown_s } else { sc.autoscaler.scale_down_cooldown_s };
+            assert!(gap >= cooldown - 1e-6, "actions {a:?} and {b:?} are {gap} s apart");
+        }
+    }
+    assert!(r.scale_actions.iter().any(|a| a.to < a.from), "it scaled down after the step");
+    let last = r.samples.last().unwrap();
+    assert!(last.ready + last.starting <= 3, "back to the two or three workers 3 requests/s need: {last:?}");
+}
+
+#[test]
+fn the_young_daly_optimum_matches_a_brute_force_sweep() {
+    for preset in ["steady-day", "spot-storm"] {
+        let t = Scenario::preset(preset).unwrap().training;
+        let points = training::sweep(&t, 3, 41, 400);
+        let step = points[1].tau_h - points[0].tau_h;
+        let best = training::best(&points).unwrap();
+        let daly = training::daly_h(&t);
+        assert!((best.tau_h - daly).abs() <= step + 1e-9, "{preset}: sweep minimum at {} h, Daly {daly} h, step {step} h", best.tau_h);
+        // And the simulated means follow Daly's expected-time formula.
+        for p in &points {
+            assert!((p.mean.wall_h / p.expected_wall_h - 1.0).abs() < 0.03, "{preset} at {} h: {} against {}", p.tau_h, p.mean.wall_h, p.expected_wall_h);
+        }
+    }
+}
+
+#[test]
+fn a_hopeless_checkpoint_interval_gives_up_instead_of_hanging() {
+    let mut t = Scenario::preset("spot-storm").unwrap().training;
+    (t.mtbf_h, t.checkpoint_interval_h, t.work_h) = (0.01, 10_000.0, 100_000.0);
+    let o = training::mean_outcome(&t, t.checkpoint_interval_h, Some(t.mtbf_h), 1, 2);
+    assert!(!o.finished && o.preemptions <= training::MAX_PREEMPTIONS + 1.0, "{o:?}");
+}
+
+#[test]
+fn bad_scenarios_name_the_field() {
+    let base = Scenario::preset("steady-day").unwrap();
+    type Edit = Box<dyn Fn(&mut Scenario)>;
+    let cases: Vec<(Edit, &str)> = vec![
+        (Box::new(|s| s.traffic.base_rps = -1.0), "traffic.base_rps"),
+        (Box::new(|s| s.autoscaler.min_workers = 20), "autoscaler.min_workers"),
+        (Box::new(|s| s.pool.curve.clear()), "pool.curve"),
+        (Box::new(|s| s.pool.curve[1].batch = 1), "pool.curve[1].batch"),
+        (Box::new(|s| s.canary.steps = vec![0.5, 0.2]), "canary.steps"),
+        (Box::new(|s| s.training.mtbf_h = f64::NAN), "training.mtbf_h"),
+        (Box::new(|s| (s.autoscaler.signal, s.autoscaler.target) = (Signal::Utilisation, 4.0)), "autoscaler.target"),
+        (Box::new(|s| s.traffic.spikes.push(Spike { start_h: 1.0, duration_h: 1.0, multiplier: -2.0 })), "traffic.spikes[0].multiplier"),
+        (Box::new(|s| (s.traffic.base_rps, s.duration_h) = (5000.0, 744.0)), "traffic.base_rps"),
+    ];
+    for (edit, field) in cases {
+        let mut s = base.clone();
+        edit(&mut s);
+        let err = s.validate().unwrap_err().to_string();
+        assert!(err.contains(&format!("field {field}:")), "{field}: {err}");
+    }
+    for (text, word) in [("{", "EOF"), ("{\"name\": 3}", "invalid type"), ("[]", "expected struct Scenario")] {
+        let err = Scenario::from_json(text).unwrap_err().to_string();
+        assert!(err.contains("scenario file") && err.contains(word), "{text}: {err}");
+    }
+    let mut json: serde_json::Value = serde_json::from_str(&base.to_json()).unwrap();
+    json["pool"]["warp"] = 1.into();
+    assert!(Scenario::from_json(&json.to_string()).unwrap_err().to_string().contains("unknown field `warp`"));
+    json["pool"].as_object_mut().unwrap().remove("warp");
+    json["autoscaler"]["max_workers"] = 0.into();
+    assert!(Scenario::from_json(&json.to_string()).unwrap_err().to_string().contains("autoscaler.max_workers"));
+    // Through the exercise's settings.
+    let ex = exercises::find("platform").unwrap();
+    let err = ex.validate(&settings(&["scenario_file=/no/such/scenario.json"])).unwrap_err().to_string();
+    assert!(err.contains("scenario_file") && err.contains("cannot read"), "{err}");
+    let err = ex.validate(&settings(&["signal=utilisation", "target=4"])).unwrap_err().to_string();
+    assert!(err.contains("autoscaler.target"), "{err}");
+    assert!(ex.settings().apply(&["spot_share=2".into()]).unwrap_err().to_string().contains("spot_share"));
+}
+
+#[test]
+fn the_exercise_reports_everything_as_simulated_and_exports_a_replayable_scenario() {
+    let s = settings(&[&SMALL[..], &["scenario=bad-release", "duration_h=12"]].concat());
+    let (r, events) = run(&s);
+    let undeclared = exercises::live::undeclared_ids(&exercises::find("platform").unwrap().live_charts(), &events);
+    assert!(undeclared.is_empty(), "{undeclared:?}");
+    assert!(r.figures.iter().all(|f| matches!(f.provenance, Provenance::Simulated(_))));
+    assert!(r.charts.iter().flat_map(|c| &c.series).all(|s| matches!(s.provenance, Provenance::Simulated(_))));
+    for id in ["latency", "slo", "workers", "traffic", "utilisation", "queue", "dropped", "cost", "canary", "checkpoint_sweep"] {
+        assert!(r.chart(id).is_some_and(|c| c.series.iter().any(|s| !s.points.is_empty())), "chart {id}");
+    }
+    let sweep = r.chart("checkpoint_sweep").unwrap();
+    assert!(sweep.markers.iter().any(|m| m.1.starts_with("Young")) && sweep.markers.iter().any(|m| m.1 == "Daly"));
+    let canary = r.table("Canary timeline").unwrap();
+    assert!(canary.rows.iter().any(|row| row[1] == "rolled back".into()), "{:?}", canary.rows);
+    assert!(r.verdict.summary.contains("rolled back automatically"), "{}", r.verdict.summary);
+    // The exported scenario replays the same numbers.
+    let dir = tempfile::tempdir().unwrap();
+    let paths = gpulab::report::write_all(&r, dir.path()).unwrap();
+    let file = paths.iter().find(|p| p.ends_with("scenario.json")).expect("scenario.json written").clone();
+    let (again, _) = run(&settings(&["sweep_points=5", "sweep_runs=5", &format!("scenario_file={}", file.display())]));
+    assert_eq!(serde_json::to_string(&again.figures).unwrap(), serde_json::to_string(&r.figures).unwrap());
+    assert_eq!(again.charts, r.charts);
+    assert_eq!(again.verdict, r.verdict);
+}
+
+#[test]
+fn a_good_release_is_promoted_and_stopping_keeps_what_ran() {
+    let (r, _) = run(&settings(&[&SMALL[..2], &["sweep_runs=5", "duration_h=12"]].concat()));
+    assert!(r.verdict.summary.contains("promoted to production"), "{}", r.verdict.summary);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let mut sink = CollectSink { events: vec![], stop: Some(stop) };
+    let r = exercises::find("platform").unwrap().run(&settings(&SMALL), &mut sink).unwrap();
+    assert!(r.stopped_early);
+    assert_eq!(r.chart("workers").unwrap().series[0].points.len(), 1, "one sample, then the stop");
+}
