@@ -26,27 +26,12 @@ fn cast_to16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgro
     let w = index(gid, nwg);
     let i = 2u * w;
     if i < p.n {
-        let x0 = src_bits[i];
-        let r0 = half_round_bits(x0);
+        // A missing odd element is +0: it rounds to 0 and counts as nothing.
         var x1 = 0u;
-        var r1 = 0u;
-        if i + 1u < p.n {
-            x1 = src_bits[i + 1u];
-            r1 = half_round_bits(x1);
-        }
-        dst_words[w] = half_pack_bits(r0, r1);
-        if p.count != 0u {
-            half_count(x0, r0);
-            half_count(x1, r1);
-        }
+        if i + 1u < p.n { x1 = src_bits[i + 1u]; }
+        dst_words[w] = half_store_pair(src_bits[i], x1, p.count != 0u);
     }
-    if p.count != 0u {
-        workgroupBarrier();
-        if lid == 0u {
-            atomicAdd(&stats[0], atomicLoad(&wg_nonzero));
-            atomicAdd(&stats[1], atomicLoad(&wg_flushed));
-        }
-    }
+    if p.count != 0u { half_flush_counts(lid); }
 }
 
 @compute @workgroup_size({{WG}})

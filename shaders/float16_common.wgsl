@@ -16,3 +16,25 @@ fn half_count(f32_bits: u32, rounded: u32) {
         if (rounded & 0x7fffu) == 0u { atomicAdd(&wg_flushed, 1u); }
     }
 }
+
+// Two f32 bit patterns rounded to the 16-bit type and packed into one stored word, with their
+// underflow counted when `count` is set.
+fn half_store_pair(x0: u32, x1: u32, count: bool) -> u32 {
+    let r0 = half_round_bits(x0);
+    let r1 = half_round_bits(x1);
+    if count {
+        half_count(x0, r0);
+        half_count(x1, r1);
+    }
+    return half_pack_bits(r0, r1);
+}
+
+// Adds the workgroup's underflow counts to the kernel's global `stats` (each kernel that
+// includes these helpers binds one). Call from uniform control flow: it holds a barrier.
+fn half_flush_counts(lid: u32) {
+    workgroupBarrier();
+    if lid == 0u {
+        atomicAdd(&stats[0], atomicLoad(&wg_nonzero));
+        atomicAdd(&stats[1], atomicLoad(&wg_flushed));
+    }
+}

@@ -69,23 +69,9 @@ fn main16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
             v0 = element(e, 1.0);
             if e + 1u < total { v1 = element(e + 1u, 1.0); }
         }
-        let x0 = bitcast<u32>(v0);
-        let x1 = bitcast<u32>(v1);
-        let r0 = half_round_bits(x0);
-        let r1 = half_round_bits(x1);
-        c16[w] = half_pack_bits(r0, r1);
-        if p.count != 0u {
-            half_count(x0, r0);
-            half_count(x1, r1);
-        }
+        c16[w] = half_store_pair(bitcast<u32>(v0), bitcast<u32>(v1), p.count != 0u);
     }
-    if p.count != 0u {
-        workgroupBarrier();
-        if lid == 0u {
-            atomicAdd(&stats[0], atomicLoad(&wg_nonzero));
-            atomicAdd(&stats[1], atomicLoad(&wg_flushed));
-        }
-    }
+    if p.count != 0u { half_flush_counts(lid); }
 }
 
 @compute @workgroup_size({{WG}})
