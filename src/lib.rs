@@ -16,6 +16,7 @@ pub mod error;
 pub mod exercises;
 pub mod fsutil;
 pub mod nn;
+pub mod parallel;
 pub mod platform;
 pub mod profile;
 pub mod quant;

@@ -138,6 +138,14 @@ impl<B: Backend> Mlp<B> {
 
     /// Loss (accumulated into `ws.loss_sum`), correct count, and gradients of every parameter.
     pub fn backward(&mut self, b: &mut B, ws: &mut Workspace<B>) -> Result<()> {
+        self.backward_with(b, ws, |_, _, _| Ok(()))
+    }
+
+    /// `backward`, calling `ready(b, model, i)` as soon as layer `i`'s weight and bias
+    /// gradients are final (layers in backward order, last first), before the gradient flows
+    /// on to layer `i − 1`: data parallelism starts all-reducing a finished bucket there while
+    /// the rest of backward runs (overlap).
+    pub fn backward_with(&mut self, b: &mut B, ws: &mut Workspace<B>, mut ready: impl FnMut(&mut B, &Mlp<B>, usize) -> Result<()>) -> Result<()> {
         let last = self.weights.len() - 1;
         let scale = 1.0 / ws.batch as f32;
         ws.acc.record(b, &ws.acts[last], &ws.y, Some(&mut ws.grads[last]), scale)?;
@@ -145,6 +153,7 @@ impl<B: Backend> Mlp<B> {
             let input = if i == 0 { &ws.x } else { &ws.acts[i - 1] };
             b.matmul(input, &ws.grads[i], &mut self.weights[i].grad, true, false, false)?;
             b.sum_cols(&ws.grads[i], &mut self.biases[i].grad)?;
+            ready(b, self, i)?;
             if i > 0 {
                 let (before, after) = ws.grads.split_at_mut(i);
                 b.matmul(&after[0], &self.weights[i].value, &mut before[i - 1], false, true, false)?;

@@ -1,0 +1,179 @@
+//! Exercise 6: data parallelism with a real ring all-reduce (`crate::parallel`). The same model
+//! trained on 1, 2, 4… replicas in strong scaling (same global batch) and weak scaling (same
+//! per-replica batch): throughput, speed-up, efficiency, where each step's time goes
+//! (compute / exposed communication / idle), bytes all-reduced, accuracy; a per-replica
+//! timeline; and the ring cost model extrapolated to 8…512 GPUs per link preset (simulated).
+
+mod report;
+
+use super::common;
+use super::live::LiveChartSpec;
+use super::settings::{self, Settings, Value};
+use super::sink::{Event, Sink};
+use super::Exercise;
+use crate::error::{Error, Result};
+use crate::parallel::{self, DpConfig, DpReport, Msg, ReplicaKind, cost};
+use crate::report::{Provenance, Report};
+
+pub struct Distributed;
+
+/// Strong scaling keeps the global batch; weak scaling keeps each replica's batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Strong,
+    Weak,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Strong => "strong",
+            Mode::Weak => "weak",
+        }
+    }
+}
+
+/// One run of the sweep.
+pub struct Run {
+    pub mode: Mode,
+    pub replicas: usize,
+    pub result: std::result::Result<DpReport, String>,
+}
+
+fn modes(s: &Settings) -> Result<Vec<Mode>> {
+    Ok(match s.choice("scaling")?.as_str() {
+        "strong" => vec![Mode::Strong],
+        "weak" => vec![Mode::Weak],
+        _ => vec![Mode::Strong, Mode::Weak],
+    })
+}
+
+fn kind(s: &Settings) -> Result<ReplicaKind> {
+    Ok(match s.choice("kind")?.as_str() {
+        "cpu" => ReplicaKind::Cpu { threads: s.int("threads_per_replica")? as usize },
+        "gpu" => ReplicaKind::GpuDevices,
+        "adapters" => ReplicaKind::GpuAdapters,
+        _ => ReplicaKind::Cuda,
+    })
+}
+
+/// The data-parallel config and the global batch of one run.
+fn plan(s: &Settings, mode: Mode, replicas: usize) -> Result<(DpConfig, usize)> {
+    let batch = s.int("batch")? as usize;
+    let global = match mode {
+        Mode::Strong => batch,
+        Mode::Weak => batch * replicas,
+    };
+    let link = cost::preset(&s.choice("link")?)?.map(|p| p.link);
+    let dp = DpConfig { replicas, kind: kind(s)?, bucket_cap_mb: s.float("bucket_cap_mb")?, overlap: s.bool("overlap")?, link, timeline_steps: 24 };
+    Ok((dp, global))
+}
+
+impl Exercise for Distributed {
+    fn id(&self) -> &'static str {
+        "distributed"
+    }
+    fn number(&self) -> u32 {
+        6
+    }
+    fn title(&self) -> &'static str {
+        "1 vs N devices: data parallelism"
+    }
+
+    fn settings(&self) -> Settings {
+        let s = Settings::default()
+            .add("replicas", "Replicas", "Replica counts to compare, e.g. 1,2,4 (include 1 for speed-ups)", settings::list(&[1, 2], 1, parallel::MAX_REPLICAS as u64))
+            .add(
+                "kind",
+                "Replicas run on",
+                "cpu: CPU replicas that split the cores · gpu: N wgpu devices on one adapter (real synchronisation and transfer cost, no extra compute) · adapters: one replica per wgpu adapter · cuda: N CUDA GPUs (not built yet)",
+                settings::choice("cpu", &["cpu", "gpu", "adapters", "cuda"]),
+            )
+            .add("threads_per_replica", "Threads per replica", "CPU replicas: threads each replica's GEMM and element-wise kernels use (replicas × threads must fit the cores)", settings::int(1, 1, 1024))
+            .add("scaling", "Scaling", "strong: the same global batch split N ways · weak: the same batch per replica, so the global batch grows with N · both", settings::choice("strong", &["strong", "weak", "both"]))
+            .add("bucket_cap_mb", "Bucket cap (MiB)", "PyTorch DDP's bucket_cap_mb: gradients are all-reduced in buckets of at most this size (25 = one bucket for these models; try 0.05 to see overlap)", settings::float(25.0, 0.001, parallel::bucket::MAX_CAP_MB))
+            .add("overlap", "Overlap", "All-reduce each bucket while backward computes the earlier layers", Value::Bool(true))
+            .add("link", "Interconnect", "measured: this machine's host transfers · or a simulated link (each message waits latency + bytes / bandwidth): pcie4, nvlink4, 100gbe, 10gbe", settings::choice("measured", &["measured", "pcie4", "nvlink4", "100gbe", "10gbe"]));
+        let mut s = common::training_settings(s, "digits", &[256, 128], 128, 3);
+        if let Some(b) = s.0.iter_mut().find(|x| x.key == "batch") {
+            b.help = "Strong scaling: the global batch, split evenly over the replicas · weak scaling: each replica's batch".into();
+        }
+        s
+    }
+
+    fn validate(&self, s: &Settings) -> Result<()> {
+        common::validate_training(s)?;
+        let replicas = s.list("replicas")?;
+        if replicas.is_empty() {
+            return Err(Error::InvalidConfig("replicas: give at least one replica count, e.g. 1,2".into()));
+        }
+        // The data set is loaded at run time; here, what needs no data.
+        for mode in modes(s)? {
+            for &n in &replicas {
+                let (dp, global) = plan(s, mode, n as usize)?;
+                common::train_config(s, global)?;
+                dp.validate(global, usize::MAX)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn live_charts(&self) -> Vec<LiveChartSpec> {
+        let mut c = common::training_live_charts();
+        c.push(LiveChartSpec::line("replica_split", "Per-replica step: compute and gradient sync", "step", "ms").provenance(Provenance::derived("each replica's clock readings")));
+        c
+    }
+
+    fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
+        self.validate(s)?;
+        let data = common::load_dataset(s)?;
+        let mut runs: Vec<Run> = Vec::new();
+        for mode in modes(s)? {
+            for n in s.list("replicas")? {
+                if sink.stop_requested() {
+                    break;
+                }
+                let n = n as usize;
+                let (dp, global) = plan(s, mode, n)?;
+                let cfg = common::train_config(s, global)?;
+                let series = format!("{} N={n}", mode.name());
+                sink.emit(Event::Phase(format!("{series}: {}, global batch {global}", dp.kind.label(n))));
+                let mut watch = |m: Option<Msg>| {
+                    if let Some(m) = m {
+                        forward(&mut *sink, &series, m);
+                    }
+                    sink.stop_requested()
+                };
+                let result = parallel::train(&data, &cfg, &dp, &mut watch);
+                let result = match result {
+                    Ok(r) => Ok(r),
+                    // Settings no replica count can satisfy are the learner's to fix: say so.
+                    Err(e @ (Error::InvalidConfig(_) | Error::CudaNotBuilt | Error::CudaUnavailable(_))) => return Err(e),
+                    Err(e) => Err(e.to_string()),
+                };
+                if let Err(m) = &result {
+                    sink.emit(Event::Log(format!("{series}: {m}")));
+                }
+                runs.push(Run { mode, replicas: n, result });
+                sink.emit(Event::Table(report::scaling_table(&runs, s)?));
+            }
+        }
+        let stopped = sink.stop_requested();
+        report::build(self, s, &data, runs, stopped)
+    }
+}
+
+/// Forwards a replica message to the exercise's sink as a live point, progress or log.
+fn forward(sink: &mut dyn Sink, series: &str, m: Msg) {
+    let point = |chart: &str, series: String, x: f64, y: f64, p: Provenance| Event::Point { chart: chart.into(), series, x, y, provenance: p };
+    match m {
+        Msg::Progress { step, total } => sink.emit(Event::Progress { done: step, total }),
+        Msg::Loss { step, loss, .. } => sink.emit(point("loss", series.into(), step as f64, loss, Provenance::Measured)),
+        Msg::Val { epoch, accuracy } => sink.emit(point("val_accuracy", series.into(), (epoch + 1) as f64, accuracy * 100.0, Provenance::Measured)),
+        Msg::Split { rank, step, compute_ms, sync_ms } => {
+            let p = Provenance::derived("each replica's clock readings");
+            sink.emit(point("replica_split", format!("{series} replica {rank} compute"), step as f64, compute_ms, p.clone()));
+            sink.emit(point("replica_split", format!("{series} replica {rank} sync"), step as f64, sync_ms, p));
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! Gradient synchronisation through the training loop's seam (`TrainHooks::reduce_gradients`):
+//! each bucket's gradients are staged to the host, all-reduced round the ring, averaged and
+//! written back. With overlap on, a bucket is handed to a communication thread as soon as
+//! backward has finished its layers (`layer_done`), and backward goes on meanwhile; without it,
+//! every bucket is all-reduced after backward. Either way the same sums are taken in the same
+//! order, so overlap and bucketing change no result, bit for bit.
+
+use std::collections::VecDeque;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use super::bucket::{Bucket, ParamRef};
+use super::ring::{CommStats, RingPeer};
+use crate::error::{Error, Result};
+use crate::nn::Mlp;
+use crate::tensor::Backend;
+use crate::train::TrainHooks;
+
+/// A finished all-reduce and when it ran (seconds since the run's origin).
+type Done = Result<(Vec<f32>, f64, f64)>;
+
+enum Comm {
+    /// All-reduce on the training thread, when asked.
+    Inline { peer: RingPeer, done: VecDeque<Done> },
+    /// A communication thread that all-reduces jobs in the order they come.
+    Background { jobs: Option<Sender<Vec<f32>>>, done: Receiver<Done>, thread: Option<JoinHandle<RingPeer>> },
+}
+
+/// One replica's gradient synchroniser.
+pub struct Reducer {
+    comm: Comm,
+    buckets: Vec<Bucket>,
+    launched: usize,
+    replicas: usize,
+    origin: Instant,
+    /// This replica's vote to stop after the current step (the user pressed stop); summed over
+    /// the replicas in the last bucket so that every replica stops at the same step.
+    pub stop_vote: bool,
+    /// Some replica voted to stop in the latest reduction.
+    pub stop_agreed: bool,
+    /// When each all-reduce ran on the communication thread (overlap), for the timeline.
+    pub comm_spans: Vec<(f64, f64)>,
+}
+
+impl Reducer {
+    pub fn new(peer: RingPeer, buckets: Vec<Bucket>, overlap: bool, origin: Instant) -> Result<Self> {
+        let replicas = peer.n;
+        let comm = if overlap {
+            let (jobs, jobs_rx) = channel::<Vec<f32>>();
+            let (done_tx, done) = channel::<Done>();
+            let thread = std::thread::Builder::new()
+                .name(format!("all-reduce {}", peer.rank))
+                .spawn(move || comm_thread(peer, jobs_rx, done_tx, origin))
+                .map_err(|e| Error::TrainingProcess(format!("could not start the all-reduce thread: {e}; run with overlap=false")))?;
+            Comm::Background { jobs: Some(jobs), done, thread: Some(thread) }
+        } else {
+            Comm::Inline { peer, done: VecDeque::new() }
+        };
+        Ok(Reducer { comm, buckets, launched: 0, replicas, origin, stop_vote: false, stop_agreed: false, comm_spans: Vec::new() })
+    }
+
+    /// Backward has finished layer `layer`: with overlap, launch every bucket now complete.
+    pub fn layer_done<B: Backend>(&mut self, b: &mut B, model: &Mlp<B>, layer: usize) -> Result<()> {
+        if self.replicas == 1 || matches!(self.comm, Comm::Inline { .. }) {
+            return Ok(());
+        }
+        while self.launched < self.buckets.len() && self.buckets[self.launched].ready_after_layer >= layer {
+            self.launch_next(b, model)?;
+        }
+        Ok(())
+    }
+
+    /// All-reduces a few host values (loss and correct counts) in the ring's order of calls.
+    pub fn all_reduce_host(&mut self, v: Vec<f32>) -> Result<Vec<f32>> {
+        self.submit(v)?;
+        self.next_done()
+    }
+
+    fn launch_next<B: Backend>(&mut self, b: &mut B, model: &Mlp<B>) -> Result<()> {
+        let bucket = &self.buckets[self.launched];
+        let tensors: Vec<&B::Tensor> = bucket.params.iter().map(|p| grad_of(model, p)).collect();
+        let mut flat = Vec::with_capacity(bucket.elements() + 1);
+        for h in b.read_many(&tensors)? {
+            flat.extend_from_slice(h.f32()?);
+        }
+        self.launched += 1;
+        if self.launched == self.buckets.len() {
+            flat.push(if self.stop_vote { 1.0 } else { 0.0 });
+        }
+        self.submit(flat)
+    }
+
+    fn submit(&mut self, mut v: Vec<f32>) -> Result<()> {
+        match &mut self.comm {
+            Comm::Inline { peer, done } => {
+                let t0 = self.origin.elapsed().as_secs_f64();
+                peer.all_reduce(&mut v)?;
+                done.push_back(Ok((v, t0, self.origin.elapsed().as_secs_f64())));
+                Ok(())
+            }
+            Comm::Background { jobs, .. } => jobs.as_ref().and_then(|j| j.send(v).ok()).ok_or_else(comm_gone),
+        }
+    }
+
+    fn next_done(&mut self) -> Result<Vec<f32>> {
+        let done = match &mut self.comm {
+            Comm::Inline { done, .. } => done.pop_front().ok_or_else(|| Error::Internal("all-reduce result asked before it was started".into()))?,
+            Comm::Background { done, .. } => done.recv().map_err(|_| comm_gone())?,
+        };
+        let (v, t0, t1) = done?;
+        if matches!(self.comm, Comm::Background { .. }) {
+            self.comm_spans.push((t0, t1));
+        }
+        Ok(v)
+    }
+
+    /// Every bucket: launched (the rest now), reduced, averaged and written back.
+    fn finish<B: Backend>(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<()> {
+        if self.replicas == 1 {
+            // One replica has nothing to average: no staging, the plain single-device step.
+            self.stop_agreed = self.stop_vote;
+            return Ok(());
+        }
+        while self.launched < self.buckets.len() {
+            self.launch_next(b, model)?;
+        }
+        let inv = 1.0 / self.replicas as f32;
+        for i in 0..self.buckets.len() {
+            let mut flat = self.next_done()?;
+            if i + 1 == self.buckets.len() {
+                self.stop_agreed = flat.pop().is_some_and(|v| v > 0.0);
+            }
+            let mut at = 0;
+            for p in &self.buckets[i].params {
+                let part: Vec<f32> = flat[at..at + p.elements].iter().map(|g| g * inv).collect();
+                b.write_f32(grad_of_mut(model, p), &part)?;
+                at += p.elements;
+            }
+        }
+        self.launched = 0;
+        Ok(())
+    }
+
+    /// Ends the communication thread and returns what this replica sent.
+    pub fn close(mut self) -> CommStats {
+        match &mut self.comm {
+            Comm::Inline { peer, .. } => peer.stats,
+            Comm::Background { jobs, thread, .. } => {
+                jobs.take();
+                thread.take().and_then(|t| t.join().ok()).map(|p| p.stats).unwrap_or_default()
+            }
+        }
+    }
+}
+
+impl<B: Backend> TrainHooks<B> for Reducer {
+    fn reduce_gradients(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<()> {
+        self.finish(b, model)
+    }
+}
+
+fn comm_thread(mut peer: RingPeer, jobs: Receiver<Vec<f32>>, done: Sender<Done>, origin: Instant) -> RingPeer {
+    for mut v in jobs {
+        let t0 = origin.elapsed().as_secs_f64();
+        let r = peer.all_reduce(&mut v).map(|_| (v, t0, origin.elapsed().as_secs_f64()));
+        let failed = r.is_err();
+        if done.send(r).is_err() || failed {
+            break;
+        }
+    }
+    peer
+}
+
+fn grad_of<'m, B: Backend>(model: &'m Mlp<B>, p: &ParamRef) -> &'m B::Tensor {
+    if p.bias { &model.biases[p.layer].grad } else { &model.weights[p.layer].grad }
+}
+
+fn grad_of_mut<'m, B: Backend>(model: &'m mut Mlp<B>, p: &ParamRef) -> &'m mut B::Tensor {
+    if p.bias { &mut model.biases[p.layer].grad } else { &mut model.weights[p.layer].grad }
+}
+
+fn comm_gone() -> Error {
+    Error::TrainingProcess("the all-reduce thread stopped (a neighbour replica failed)".into())
+}

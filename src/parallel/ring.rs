@@ -1,0 +1,219 @@
+//! Ring all-reduce, written by hand because it is the lesson: N ranks in a ring, each sending
+//! to the next and receiving from the previous. Reduce-scatter (N − 1 steps: each rank adds
+//! the partial sum it receives to its own chunk and passes it on) then all-gather (N − 1 steps:
+//! the finished chunks travel once round the ring). Each rank sends 2(N − 1)/N of the vector.
+//!
+//! Correct for any N and any length (chunk c is `[c·len/N, (c+1)·len/N)`, so chunks differ by
+//! at most one element and may be empty). The reduction order is fixed — chunk c is summed as
+//! `((g_c + g_{c+1}) + …) + g_{c−1}` whatever the threads' timing — so a run is bit-exact run
+//! to run. Messages travel over in-process channels (host staging); an optional simulated link
+//! holds each message for `latency + bytes / bandwidth` first, to show a slower interconnect.
+
+use std::ops::Range;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+
+/// A simulated interconnect: every message waits `latency_s + bytes / bytes_per_s` before it
+/// is sent. Simulated, and labelled so wherever it is used.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SimLink {
+    pub bytes_per_s: f64,
+    pub latency_s: f64,
+}
+
+impl SimLink {
+    pub fn message_s(&self, bytes: usize) -> f64 {
+        self.latency_s + bytes as f64 / self.bytes_per_s
+    }
+}
+
+/// How long a rank waits for its neighbour before it gives up (a replica that failed or hangs).
+pub const PEER_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Bytes and time this rank spent in all-reduce.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CommStats {
+    pub calls: u64,
+    pub bytes_sent: u64,
+    pub seconds: f64,
+}
+
+/// One rank's end of the ring.
+pub struct RingPeer {
+    pub rank: usize,
+    pub n: usize,
+    to_next: Sender<Vec<f32>>,
+    from_prev: Receiver<Vec<f32>>,
+    link: Option<SimLink>,
+    timeout: Duration,
+    pub stats: CommStats,
+}
+
+/// The N ends of a ring, rank order.
+pub fn ring(n: usize, link: Option<SimLink>) -> Vec<RingPeer> {
+    let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| channel::<Vec<f32>>()).unzip();
+    // Rank r receives on rxs[r]; rank r − 1 holds its sender.
+    rxs.into_iter()
+        .enumerate()
+        .map(|(rank, from_prev)| RingPeer { rank, n, to_next: txs[(rank + 1) % n].clone(), from_prev, link, timeout: PEER_TIMEOUT, stats: CommStats::default() })
+        .collect()
+}
+
+/// Chunk `c` of a vector of `len` elements cut into `n` near-equal chunks.
+pub fn chunk(len: usize, n: usize, c: usize) -> Range<usize> {
+    c * len / n..(c + 1) * len / n
+}
+
+impl RingPeer {
+    /// Shortens how long this rank waits for a neighbour (tests of a failing peer).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sums `data` element-wise over every rank, in place; every rank must call it with the same
+    /// length, in the same order of calls.
+    pub fn all_reduce(&mut self, data: &mut [f32]) -> Result<()> {
+        let t0 = Instant::now();
+        let (n, r, len) = (self.n, self.rank, data.len());
+        if n > 1 {
+            // Reduce-scatter: after step s, rank r holds the sum of s + 2 ranks' chunk r − s − 1.
+            for s in 0..n - 1 {
+                self.send(&data[chunk(len, n, (r + n - s) % n)])?;
+                let range = chunk(len, n, (r + 2 * n - s - 1) % n);
+                let got = self.recv(range.len())?;
+                data[range].iter_mut().zip(&got).for_each(|(d, g)| *d = g + *d);
+            }
+            // All-gather: rank r starts with the finished chunk r + 1 and passes chunks on.
+            for s in 0..n - 1 {
+                self.send(&data[chunk(len, n, (r + 1 + n - s) % n)])?;
+                let range = chunk(len, n, (r + n - s) % n);
+                let got = self.recv(range.len())?;
+                data[range].copy_from_slice(&got);
+            }
+        }
+        self.stats.calls += 1;
+        self.stats.seconds += t0.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    fn send(&mut self, part: &[f32]) -> Result<()> {
+        let bytes = std::mem::size_of_val(part);
+        if let Some(link) = self.link {
+            std::thread::sleep(Duration::from_secs_f64(link.message_s(bytes)));
+        }
+        self.stats.bytes_sent += bytes as u64;
+        self.to_next.send(part.to_vec()).map_err(|_| self.peer_gone("next"))
+    }
+
+    fn recv(&mut self, want: usize) -> Result<Vec<f32>> {
+        let got = self.from_prev.recv_timeout(self.timeout).map_err(|e| match e {
+            RecvTimeoutError::Disconnected => self.peer_gone("previous"),
+            RecvTimeoutError::Timeout => Error::TrainingProcess(format!(
+                "replica {} waited {} s for replica {} in the all-reduce; a replica hangs or the replicas called all-reduce a different number of times",
+                self.rank,
+                self.timeout.as_secs(),
+                (self.rank + self.n - 1) % self.n
+            )),
+        })?;
+        if got.len() != want {
+            return Err(Error::Internal(format!("ring all-reduce: replica {} expected {want} elements, got {} (the replicas disagree about the vector's length)", self.rank, got.len())));
+        }
+        Ok(got)
+    }
+
+    fn peer_gone(&self, which: &str) -> Error {
+        Error::TrainingProcess(format!("replica {} lost its {which} neighbour in the ring all-reduce (that replica stopped with an error)", self.rank))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs one all-reduce per rank on its own thread; returns every rank's result.
+    fn reduce(inputs: Vec<Vec<f32>>) -> Vec<Vec<f32>> {
+        let peers = ring(inputs.len(), None);
+        std::thread::scope(|s| {
+            let hs: Vec<_> = peers
+                .into_iter()
+                .zip(inputs)
+                .map(|(mut p, mut v)| {
+                    s.spawn(move || {
+                        p.all_reduce(&mut v).expect("all-reduce");
+                        v
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().expect("rank thread")).collect()
+        })
+    }
+
+    #[test]
+    fn equals_a_plain_sum_for_every_n_and_uneven_lengths() {
+        for n in 1..=5 {
+            for len in [0, 1, 2, 3, 5, 7, 64, 1001] {
+                // Small integers: every order of addition gives the exact sum.
+                let inputs: Vec<Vec<f32>> = (0..n).map(|r| (0..len).map(|i| ((i * 7 + r * 13) % 23) as f32 - 11.0).collect()).collect();
+                let want: Vec<f32> = (0..len).map(|i| inputs.iter().map(|v| v[i]).sum()).collect();
+                for (r, got) in reduce(inputs).into_iter().enumerate() {
+                    assert_eq!(got, want, "n={n} len={len} rank {r}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn random_floats_agree_with_a_plain_sum_and_between_ranks() {
+        let mut seed = 0x9e37_79b9u32;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed as f32 / u32::MAX as f32 - 0.5
+        };
+        for n in 2..=5 {
+            let inputs: Vec<Vec<f32>> = (0..n).map(|_| (0..333).map(|_| next()).collect()).collect();
+            let want: Vec<f32> = (0..333).map(|i| inputs.iter().map(|v| v[i]).sum()).collect();
+            let out = reduce(inputs);
+            for got in &out {
+                assert_eq!(got, &out[0], "every rank ends with the same bits");
+                for (g, w) in got.iter().zip(&want) {
+                    assert!((g - w).abs() <= 1e-5, "n={n}: {g} vs {w}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn each_rank_sends_two_n_minus_one_over_n_of_the_vector() {
+        let peers = ring(4, None);
+        let stats: Vec<CommStats> = std::thread::scope(|s| {
+            let hs: Vec<_> = peers
+                .into_iter()
+                .map(|mut p| {
+                    s.spawn(move || {
+                        p.all_reduce(&mut vec![1.0; 400]).expect("all-reduce");
+                        p.stats
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().expect("rank thread")).collect()
+        });
+        for st in stats {
+            assert_eq!(st.bytes_sent, 2 * 3 * 100 * 4);
+        }
+    }
+
+    #[test]
+    fn a_vanished_peer_is_an_error_not_a_hang() {
+        let mut peers = ring(2, None);
+        let p1 = peers.pop().expect("two peers");
+        let mut p0 = peers.pop().expect("two peers").with_timeout(Duration::from_secs(5));
+        drop(p1);
+        let e = p0.all_reduce(&mut [1.0, 2.0]).expect_err("the neighbour is gone");
+        assert!(e.to_string().contains("replica 0"), "{e}");
+    }
+}
