@@ -136,7 +136,8 @@ fn run_refuses_unknown_ids_settings_and_unbuilt_labs() {
     fails_with(&["run", "warp-drive"], &["unknown exercise", "cpu-vs-gpu"]);
     fails_with(&["run", "cpu-vs-gpu", "--set", "batch=0"], &["batch", "outside"]);
     fails_with(&["run", "cpu-vs-gpu", "--set", "epochs"], &["key=value"]);
-    fails_with(&["run", "distributed"], &["not runnable yet"]);
+    fails_with(&["run", "quantization"], &["not runnable yet"]);
+    fails_with(&["run", "distributed", "--set", "replicas=1,3", "--set", "batch=100", "--set", "kind=gpu"], &["batch 100", "replicas 3"]);
     fails_with(&["run", "platform", "--set", "scenario_file=/no/such.json"], &["scenario_file", "cannot read"]);
     fails_with(&["run", "precision", "--set", "precisions=fp8"], &["unknown precision"]);
 }
@@ -175,4 +176,18 @@ fn run_platform_writes_a_scenario_that_replays_the_same_report() {
     assert_eq!(std::fs::read_to_string(&scenario).unwrap(), std::fs::read_to_string(b.join("scenario.json")).unwrap());
     std::fs::write(&scenario, "{\"name\": 1}").unwrap();
     fails_with(&["run", "platform", "--set", &file], &["scenario_file", "invalid type"]);
+}
+
+#[test]
+fn run_distributed_headless_on_cpu_replicas_writes_the_report_and_traces() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("dp");
+    let out = gpulab(&["run", "distributed", "--set", "replicas=1,2", "--set", "kind=cpu", "--set", "hidden=32", "--set", "epochs=1", "--out", out_dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    for want in ["Scaling", "2 CPU replicas × 1 thread", "Beyond this machine (simulated)", "speed-up"] {
+        assert!(md.contains(want), "{want:?} missing from report.md");
+    }
+    let traces = std::fs::read_dir(&out_dir).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("trace-")).count();
+    assert_eq!(traces, 2, "one Perfetto trace per run");
 }

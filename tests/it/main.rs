@@ -12,6 +12,7 @@ mod cli;
 mod common;
 mod conformance;
 mod data;
+mod distributed;
 mod exercises;
 #[cfg(feature = "gui")]
 mod gui;

@@ -1,0 +1,168 @@
+//! Data parallelism (exercise 6 and `gpulab::parallel`): N replicas against one device, bit-
+//! exactness of buckets and overlap, refusals that name the setting, the exercise's report.
+
+use gpulab::data::{self, Dataset};
+use gpulab::exercises::{self, CollectSink, Event};
+use gpulab::parallel::{self, DpConfig, DpReport, Msg, ReplicaKind};
+use gpulab::report::Provenance;
+use gpulab::train::TrainConfig;
+
+use crate::common::with_gpu;
+
+fn digits() -> Dataset {
+    data::load(&"digits".parse().unwrap(), 42).unwrap()
+}
+
+fn cfg(batch: usize) -> TrainConfig {
+    TrainConfig { hidden: vec![48, 24], batch, epochs: 2, lr: 0.05, log_every: 4, ..Default::default() }
+}
+
+fn dp(replicas: usize, kind: ReplicaKind, bucket_cap_mb: f64, overlap: bool) -> DpConfig {
+    DpConfig { replicas, kind, bucket_cap_mb, overlap, link: None, timeline_steps: 8 }
+}
+
+fn cpu(replicas: usize) -> DpConfig {
+    dp(replicas, ReplicaKind::Cpu { threads: 1 }, 25.0, false)
+}
+
+fn train(data: &Dataset, cfg: &TrainConfig, dp: &DpConfig) -> DpReport {
+    parallel::train(data, cfg, dp, &mut |_| false).unwrap_or_else(|e| panic!("{dp:?}: {e}"))
+}
+
+fn max_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().flatten().zip(b.iter().flatten()).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+fn bits(p: &[Vec<f32>]) -> Vec<u32> {
+    p.iter().flatten().map(|v| v.to_bits()).collect()
+}
+
+/// Two replicas on half batches each, gradients averaged, train the same model as one device
+/// on the whole batch: equal up to the order of the additions (each replica's GEMM sums its 32
+/// rows, then the two halves are added; one device sums all 64 in a row).
+#[test]
+fn two_cpu_replicas_train_what_one_device_trains_on_the_same_global_batch() {
+    let data = digits();
+    let c = cfg(64);
+    let one = train(&data, &c, &cpu(1));
+    let two = train(&data, &c, &cpu(2));
+    assert_eq!((one.steps, two.steps), (2 * (data.train_len() / 64) as u64, one.steps));
+    assert!(two.replicas_identical, "the replicas drifted apart");
+    let d = max_diff(&one.params, &two.params);
+    // Stated tolerance for CPU replicas: 1e-4 absolute after every step of two epochs.
+    assert!(d <= 1e-4, "2 replicas differ from 1 by {d}");
+    // The run trained: the parameters moved from their initial values.
+    let untrained = train(&data, &TrainConfig { epochs: 1, lr: 1e-6, ..c.clone() }, &cpu(1));
+    assert!(max_diff(&one.params, &untrained.params) > 1e-3);
+    assert_eq!(two.per_replica_batch, 32);
+    assert!(two.bytes_sent_per_step >= two.grad_bytes as f64, "each of 2 replicas sends 2·(1/2)·S per step");
+    // And it is deterministic: the same run again gives the same bits.
+    assert_eq!(bits(&train(&data, &c, &cpu(2)).params), bits(&two.params));
+}
+
+/// Buckets and overlap change when the sums are taken, never which sums: bit-identical.
+#[test]
+fn bucketing_and_overlap_change_no_result() {
+    let data = digits();
+    let c = cfg(64);
+    let plain = train(&data, &c, &dp(2, ReplicaKind::Cpu { threads: 1 }, 25.0, false));
+    let tiny = train(&data, &c, &dp(2, ReplicaKind::Cpu { threads: 1 }, 0.002, true));
+    assert_eq!(plain.buckets, 1);
+    assert!(tiny.buckets >= 3, "{} buckets", tiny.buckets);
+    assert_eq!(bits(&plain.params), bits(&tiny.params));
+    assert!(tiny.timeline.lanes.iter().any(|l| l.contains("all-reduce thread")), "{:?}", tiny.timeline.lanes);
+    for lane in ["replica 0", "replica 1"] {
+        assert!(tiny.timeline.total(lane, "compute") > 0.0, "{lane} has no compute spans");
+    }
+}
+
+#[test]
+fn bad_settings_name_the_setting_and_the_limit() {
+    let data = digits();
+    let refuse = |c: &TrainConfig, d: &DpConfig, words: &[&str]| {
+        let e = parallel::train(&data, c, d, &mut |_| false).expect_err("refused").to_string();
+        for w in words {
+            assert!(e.contains(w), "{e:?} lacks {w:?}");
+        }
+    };
+    refuse(&cfg(64), &cpu(0), &["replicas", "at least 1"]);
+    let cores = ReplicaKind::cores();
+    refuse(&cfg(64 * (cores + 1)), &cpu(cores + 1), &["replicas", "threads_per_replica", &format!("{cores} CPU cores")]);
+    refuse(&cfg(100), &dp(3, ReplicaKind::GpuDevices, 25.0, false), &["batch 100", "replicas 3", "multiple of 3"]);
+    refuse(&cfg(4096), &cpu(1), &["4096", "training samples"]);
+    refuse(&cfg(64), &dp(1, ReplicaKind::Cpu { threads: 1 }, 0.0, false), &["bucket_cap_mb"]);
+    refuse(&cfg(64), &dp(2, ReplicaKind::Cuda, 25.0, false), &["CUDA"]);
+    // Through the exercise's settings too.
+    let ex = exercises::find("distributed").unwrap();
+    let mut s = ex.settings();
+    let e = s.apply(&["replicas=0".into()]).expect_err("0 replicas").to_string();
+    assert!(e.contains("replicas"), "{e}");
+    s.apply(&["replicas=1,3".into(), "batch=128".into(), "kind=gpu".into()]).unwrap();
+    let e = ex.validate(&s).expect_err("128 / 3").to_string();
+    assert!(e.contains("does not divide by replicas 3"), "{e}");
+}
+
+/// A stop from the watcher ends every replica after the same step (none is left waiting in
+/// the ring), and what was trained so far is reported.
+#[test]
+fn a_stop_ends_every_replica_at_the_same_step() {
+    let data = digits();
+    let c = TrainConfig { log_every: 1, ..cfg(32) };
+    let mut seen = 0;
+    let r = parallel::train(&data, &c, &cpu(2), &mut |m| {
+        seen += matches!(m, Some(Msg::Loss { .. })) as usize;
+        seen >= 2
+    })
+    .unwrap();
+    assert!(r.stopped_early);
+    assert!(r.steps >= 2 && r.steps < 2 * (data.train_len() / 32) as u64, "{} steps", r.steps);
+    assert!(r.replicas_identical);
+}
+
+/// wgpu devices on one adapter: real synchronisation, no extra compute, labelled so. The GPU's
+/// matmuls round differently from the CPU's: stated tolerance 1e-3 absolute.
+#[test]
+fn wgpu_devices_on_one_adapter_train_what_the_cpu_trains() {
+    with_gpu("wgpu_devices_on_one_adapter_train_what_the_cpu_trains", |_| {
+        let data = digits();
+        let c = cfg(64);
+        let gpu = train(&data, &c, &dp(2, ReplicaKind::GpuDevices, 0.002, true));
+        let one = train(&data, &c, &cpu(1));
+        assert!(gpu.label.contains("no extra compute"), "{}", gpu.label);
+        assert!(gpu.replicas_identical);
+        let d = max_diff(&one.params, &gpu.params);
+        assert!(d <= 1e-3, "2 wgpu devices differ from 1 CPU by {d}");
+    });
+}
+
+#[test]
+fn the_exercise_reports_scaling_with_provenance_timelines_and_a_verdict() {
+    let ex = exercises::find("distributed").unwrap();
+    assert!(ex.runnable());
+    let mut s = ex.settings();
+    s.apply(&["replicas=1,2", "kind=cpu", "hidden=32", "epochs=1", "batch=64", "scaling=both", "bucket_cap_mb=0.01"].map(String::from)).unwrap();
+    let mut sink = CollectSink::default();
+    let r = ex.run(&s, &mut sink).unwrap();
+    let t = r.table("Scaling").unwrap();
+    assert_eq!(t.rows.len(), 4);
+    let col = |name: &str| t.columns.iter().position(|c| c.name == name).unwrap();
+    assert!(matches!(t.columns[col("speed-up")].provenance, Some(Provenance::Derived(_))));
+    assert!(matches!(t.columns[col("throughput")].provenance, Some(Provenance::Measured)));
+    for row in &t.rows {
+        assert!(matches!(row[col("speed-up")], gpulab::report::Cell::Num(x) if x > 0.0), "{row:?}");
+    }
+    assert_eq!(r.timelines.len(), 4);
+    let ext = r.chart("extrapolation").unwrap();
+    assert!(ext.series.iter().all(|s| matches!(s.provenance, Provenance::Simulated(_)) && s.points.len() == 7));
+    assert!(r.table("Beyond this machine (simulated)").is_some());
+    assert!(r.verdict.summary.contains("× one replica"), "{}", r.verdict.summary);
+    let declared = ex.live_charts();
+    assert!(exercises::live::undeclared_ids(&declared, &sink.events).is_empty());
+    assert!(sink.events.iter().any(|e| matches!(e, Event::Point { chart, .. } if chart == "replica_split")));
+    // A simulated link turns the timing figures simulated, by name.
+    s.apply(&["link=10gbe".into(), "scaling=strong".into()]).unwrap();
+    let r = ex.run(&s, &mut CollectSink::default()).unwrap();
+    let t = r.table("Scaling").unwrap();
+    assert!(matches!(&t.columns[col("wall time")].provenance, Some(Provenance::Simulated(m)) if m.contains("10 GbE")));
+}
