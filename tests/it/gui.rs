@@ -64,7 +64,7 @@ pub(crate) fn run_to_end(h: &mut Harness<'static, GpulabApp>, timeout: Duration)
 
 /// The exercises the GUI tests run to the end through `run_to_end` (which checks their live
 /// charts against their declarations).
-const RUN_BY_GUI_TESTS: [&str; 7] = ["cpu-vs-gpu", "batch-sweep", "precision", "checkpoint", "input-pipeline", "profiling", "platform"];
+const RUN_BY_GUI_TESTS: [&str; 8] = ["cpu-vs-gpu", "batch-sweep", "precision", "checkpoint", "input-pipeline", "distributed", "profiling", "platform"];
 
 /// A new runnable exercise needs a GUI run test (and with it the live-chart check).
 #[test]
@@ -370,4 +370,29 @@ fn exercise_10_simulates_the_platform_to_a_verdict() {
     assert_provenance_shown(&h, &report);
     let live = &h.state().run_view().expect("a run view").live;
     assert!(live.iter().any(|c| c.id == "workers" && !c.series.is_empty()), "the live workers chart has points");
+}
+
+/// Exercise 6: CPU replicas to the verdict, with the live per-replica split, the scaling table
+/// and one timeline per run (compute / communication / idle lanes per replica).
+#[test]
+fn exercise_6_trains_replicas_to_a_verdict_with_per_replica_timelines() {
+    let mut h = harness();
+    h.get_by_label("6. 1 vs N devices: data parallelism").click();
+    h.step();
+    assert_eq!(h.state().selected(), "distributed");
+    for (k, v) in [("replicas", "1,2"), ("kind", "cpu"), ("hidden", "32"), ("epochs", "1"), ("batch", "64"), ("bucket_cap_mb", "0.01")] {
+        h.state_mut().set_setting(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+    }
+    h.step();
+    h.get_by_label("Run").click();
+    run_to_end(&mut h, Duration::from_secs(120));
+    let report = h.state().report().expect("a report").clone();
+    h.get_by_label(&report.verdict.summary);
+    assert!(h.query_all_by_label("Scaling").count() > 0, "the scaling table is not shown");
+    h.get_by_label("Timelines");
+    assert_eq!(report.timelines.len(), 2);
+    assert!(h.query_all_by_label_contains("Lanes, top to bottom: ").count() > 0, "the timeline is not shown");
+    assert_provenance_shown(&h, &report);
+    let live = &h.state().run_view().expect("a run view").live;
+    assert!(live.iter().any(|c| c.id == "replica_split" && c.series.iter().any(|s| s.name.contains("replica 1"))), "the live per-replica chart has no replica 1");
 }
