@@ -100,7 +100,7 @@ impl Server {
         listener.set_nonblocking(true).map_err(|e| Error::Internal(format!("listener: {e}")))?;
         let addr = listener.local_addr().map_err(|e| Error::Internal(format!("listener: {e}")))?;
         let backend_name = cfg.device.to_string();
-        let metrics = ServerMetrics::new(&model.version, &backend_name)?;
+        let metrics = ServerMetrics::new(&model.version, &backend_name, matches!(cfg.device, Device::Gpu(_)))?;
         let (queue, batches) = batcher::queue(cfg.policy.clone(), model.arch.input);
         let version = model.version.clone();
         let engine = Engine::start(cfg.device.clone(), model, batches, metrics.engine.clone())?;

@@ -38,7 +38,7 @@ pub struct EngineMetrics {
     predictions: Counter,
     batches_per_s: Gauge,
     compute_s: Counter,
-    gpu_busy_s: Counter,
+    gpu_busy_s: Option<Counter>,
     window: Arc<Mutex<(Instant, u64)>>,
 }
 
@@ -54,8 +54,8 @@ impl EngineMetrics {
         self.batches.increment(1);
         self.predictions.increment(rows as u64);
         self.compute_s.increment((compute_s * 1e6) as u64);
-        if let Some(s) = busy {
-            self.gpu_busy_s.increment((s * 1e6) as u64);
+        if let (Some(s), Some(c)) = (busy, &self.gpu_busy_s) {
+            c.increment((s * 1e6) as u64);
         }
         let mut w = self.window.lock().unwrap_or_else(|p| p.into_inner());
         w.1 += 1;
@@ -85,7 +85,9 @@ fn key(name: &'static str, labels: Vec<Label>) -> Key {
 }
 
 impl ServerMetrics {
-    pub fn new(model_version: &str, backend: &str) -> Result<Self> {
+    /// `gpu_timestamps`: the backend measures GPU busy time (a wgpu adapter); without it the
+    /// busy counter is not exported at all rather than shown as 0.
+    pub fn new(model_version: &str, backend: &str, gpu_timestamps: bool) -> Result<Self> {
         let latency_buckets = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0];
         let batch_buckets = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0];
         let err = |e: metrics_exporter_prometheus::BuildError| Error::Internal(format!("metrics: {e}"));
@@ -110,7 +112,7 @@ impl ServerMetrics {
         describe(PREDICTIONS, None, "Samples predicted");
         describe(BATCHES_PER_S, None, "Batches per second over the last second with traffic");
         describe(COMPUTE_S, None, "Microseconds the inference thread spent running batches (wall clock)");
-        describe(GPU_BUSY_S, None, "Microseconds the GPU was busy, from timestamp queries (absent on the CPU backend)");
+        describe(GPU_BUSY_S, None, "Microseconds the GPU was busy, from timestamp queries (not exported on the CPU backend)");
         describe(MODEL_INFO, None, "The served model (labels); always 1");
         let counter = |name: &'static str| rec.register_counter(&key(name, vec![]), &META);
         let gauge = |name: &'static str| rec.register_gauge(&key(name, vec![]), &META);
@@ -127,7 +129,7 @@ impl ServerMetrics {
             predictions: counter(PREDICTIONS),
             batches_per_s: gauge(BATCHES_PER_S),
             compute_s: counter(COMPUTE_S),
-            gpu_busy_s: counter(GPU_BUSY_S),
+            gpu_busy_s: gpu_timestamps.then(|| counter(GPU_BUSY_S)),
             window: Arc::new(Mutex::new((Instant::now(), 0))),
         };
         Ok(ServerMetrics {

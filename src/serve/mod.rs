@@ -7,6 +7,7 @@
 pub mod batcher;
 pub mod engine;
 pub mod http;
+pub mod loadgen;
 pub mod metrics;
 pub mod model;
 
