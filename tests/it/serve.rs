@@ -348,3 +348,32 @@ fn serves_an_exercise_5_checkpoint_and_names_a_damaged_or_misshapen_one() {
     m.layers[1].0.pop();
     assert!(m.validate().unwrap_err().to_string().contains("layer 1"));
 }
+
+#[test]
+fn exercise_8_measures_static_and_dynamic_batching_to_a_computed_verdict() {
+    use gpulab::exercises::{self, CollectSink, Event, live};
+    let ex = exercises::find("inference-batching").unwrap();
+    assert!(ex.runnable());
+    let mut s = ex.settings();
+    let set = |s: &mut gpulab::exercises::Settings, pairs: &[&str]| s.apply(&pairs.iter().map(|p| p.to_string()).collect::<Vec<_>>());
+    set(&mut s, &["backend=cpu", "train_epochs=1", "static_batches=1,4", "max_batch=4", "preferred_batch=4", "load_levels=30,300", "run_seconds=0.5", "slo_p99_ms=1000"]).unwrap();
+    let mut bad = s.clone();
+    set(&mut bad, &["preferred_batch=8"]).unwrap();
+    assert!(ex.validate(&bad).unwrap_err().to_string().contains("preferred batch size 8"));
+    let mut sink = CollectSink::default();
+    let r = ex.run(&s, &mut sink).unwrap();
+    let statics = r.table("Static batching").unwrap();
+    assert_eq!(statics.rows.len(), 2);
+    let dynamic = r.table("Dynamic batching sweep").unwrap();
+    assert_eq!(dynamic.rows.len(), 2);
+    let mem = r.table("Memory: inference vs training (same batch)").unwrap();
+    let total = mem.rows.last().unwrap();
+    match (&total[1], &total[2]) {
+        (gpulab::report::Cell::Num(i), gpulab::report::Cell::Num(t)) => assert!(i < t, "inference {i} KiB vs training {t} KiB"),
+        other => panic!("{other:?}"),
+    }
+    assert!(!r.verdict.summary.is_empty() && r.verdict.evidence.iter().any(|e| e.contains("saturated at")), "{:?}", r.verdict);
+    assert!(r.chart("latency_throughput").is_some() && r.chart("formed_batches").is_some());
+    assert!(live::undeclared_ids(&ex.live_charts(), &sink.events).is_empty());
+    assert!(sink.events.iter().any(|e| matches!(e, Event::Point { chart, .. } if chart == "latency")));
+}
