@@ -200,7 +200,7 @@ fn http_predicts_rejects_bad_input_and_counts_every_response() {
         (&format!("{{\"input\": [{}1e39]}}", "0,".repeat(12)), "number out of range"),
         ("{\"inputs\": []}", "empty"),
         ("{\"input\": [1], \"extra\": 1}", "unknown field"),
-        ("{}", "needs \"input\""),
+        ("{}", "the body needs"),
         (&format!("{{\"input\": [{}0]}}", "0.000000000000001,".repeat(400)), "at most 4096 bytes"),
     ];
     for (body, want) in cases {
