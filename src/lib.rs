@@ -21,6 +21,7 @@ pub mod platform;
 pub mod profile;
 pub mod quant;
 pub mod report;
+pub mod serve;
 pub mod stats;
 pub mod tensor;
 pub mod train;

@@ -11,6 +11,16 @@ pub fn median(v: &mut [f64]) -> f64 {
     if v.len() % 2 == 1 { v[m] } else { (v[m - 1] + v[m]) / 2.0 }
 }
 
+/// The q-quantile (0–1) by nearest rank; sorts `v`. None when empty.
+pub fn quantile(v: &mut [f64], q: f64) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    Some(v[rank - 1])
+}
+
 #[cfg(test)]
 mod tests {
     use super::median;

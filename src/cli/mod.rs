@@ -6,6 +6,7 @@ mod checkpointed;
 mod info;
 mod progress;
 mod run;
+mod serve;
 mod train;
 
 use clap::{Parser, Subcommand};
@@ -39,6 +40,10 @@ enum Command {
     List,
     /// Run one exercise headless, with progress bars, and write its report.
     Run(run::RunArgs),
+    /// Serve a model over HTTP on loopback with dynamic batching (exercise 8's server).
+    Serve(serve::ServeArgs),
+    /// Send load to a running `gpulab serve` (open or closed loop) and print the percentiles.
+    Loadgen(serve::LoadgenArgs),
 }
 
 pub fn try_main() -> anyhow::Result<()> {
@@ -49,6 +54,8 @@ pub fn try_main() -> anyhow::Result<()> {
         Some(Command::Bench(b)) => bench::run(b),
         Some(Command::List) => run::list(),
         Some(Command::Run(a)) => run::run(a),
+        Some(Command::Serve(a)) => serve::serve(a),
+        Some(Command::Loadgen(a)) => serve::loadgen(a),
         None => open_lab(cli.screenshot, cli.exercise, cli.frames),
     }
 }

@@ -6,6 +6,7 @@ mod checkpoint;
 mod common;
 mod cpu_vs_gpu;
 mod distributed;
+mod inference;
 mod input_pipeline;
 mod lessons;
 pub mod live;
@@ -59,6 +60,7 @@ pub fn registry() -> Vec<Box<dyn Exercise>> {
     all.extend([Box::new(input_pipeline::InputPipeline) as Box<dyn Exercise>, Box::new(profiling::Profiling)]);
     all.push(Box::new(platform::PlatformLab));
     all.push(Box::new(distributed::Distributed));
+    all.push(Box::new(inference::InferenceBatching));
     all.extend(planned::all().into_iter().map(|p| Box::new(p) as Box<dyn Exercise>));
     all.sort_by_key(|e| e.number());
     all

@@ -12,7 +12,6 @@ pub struct Planned {
 
 pub fn all() -> Vec<Planned> {
     [
-        ("inference-batching", 8, "Inference batching and dynamic batching"),
         ("quantization", 9, "FP32 vs INT8 inference"),
     ]
     .into_iter()

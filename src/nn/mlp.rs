@@ -122,18 +122,7 @@ impl<B: Backend> Mlp<B> {
 
     /// Forward pass of `ws.x` into `ws.acts` (the last one holds the logits).
     pub fn forward(&self, b: &mut B, ws: &mut Workspace<B>) -> Result<()> {
-        let last = self.weights.len() - 1;
-        for i in 0..=last {
-            let (done, rest) = ws.acts.split_at_mut(i);
-            let input = if i == 0 { &ws.x } else { &done[i - 1] };
-            let out = &mut rest[0];
-            b.matmul(input, &self.weights[i].value, out, false, false, false)?;
-            b.bias_add(out, &self.biases[i].value)?;
-            if i < last {
-                b.relu(out)?;
-            }
-        }
-        Ok(())
+        forward_layers(b, self.weights.iter().zip(&self.biases).map(|(w, bi)| (&w.value, &bi.value)), ws)
     }
 
     /// Loss (accumulated into `ws.loss_sum`), correct count, and gradients of every parameter.
@@ -181,4 +170,22 @@ impl<B: Backend> Mlp<B> {
     pub fn read_parameters(&self, b: &mut B) -> Result<Vec<Vec<f32>>> {
         self.weights.iter().zip(&self.biases).flat_map(|(w, bi)| [&w.value, &bi.value]).map(|t| b.read_f32(t)).collect()
     }
+}
+
+/// The forward pass over layers given as (weight `[in, out]`, bias `[1, out]`) pairs: matmul,
+/// bias, ReLU between layers, logits in the last of `ws.acts`. `Mlp::forward` and the
+/// inference server's weights-only model (serve/) both run this one function.
+pub fn forward_layers<'t, B: Backend + 't>(b: &mut B, layers: impl ExactSizeIterator<Item = (&'t B::Tensor, &'t B::Tensor)>, ws: &mut Workspace<B>) -> Result<()> {
+    let last = layers.len().checked_sub(1).ok_or_else(|| Error::InvalidConfig("a model needs at least one layer".into()))?;
+    for (i, (weight, bias)) in layers.enumerate() {
+        let (done, rest) = ws.acts.split_at_mut(i);
+        let input = if i == 0 { &ws.x } else { &done[i - 1] };
+        let out = &mut rest[0];
+        b.matmul(input, weight, out, false, false, false)?;
+        b.bias_add(out, bias)?;
+        if i < last {
+            b.relu(out)?;
+        }
+    }
+    Ok(())
 }

@@ -8,7 +8,7 @@ mod optim;
 mod totals;
 
 pub use init::he_normal;
-pub use mlp::{Mlp, MlpConfig, Param, Workspace};
+pub use mlp::{Mlp, MlpConfig, Param, Workspace, forward_layers};
 pub use amp::{AmpConfig, GradScaler, GradScalerConfig, GradScalerState, Precision, ScalerStep};
 pub use optim::{Optimizer, OptimizerKind};
 pub use totals::{Accumulators, Totals, take_totals};

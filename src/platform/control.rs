@@ -57,15 +57,7 @@ pub fn judge(c: &Canary, v1: &VersionStats, v2: &VersionStats) -> Judgement {
     Judgement::Pass
 }
 
-/// The q-quantile (0–1) by nearest rank; sorts `v`. None when empty.
-pub fn quantile(v: &mut [f64], q: f64) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
-    Some(v[rank - 1])
-}
+pub use crate::stats::quantile;
 
 /// A speed curve's batch time for `n` requests: linear between points, extrapolated from the
 /// last two beyond the end (and flat below the first).

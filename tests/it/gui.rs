@@ -64,7 +64,7 @@ pub(crate) fn run_to_end(h: &mut Harness<'static, GpulabApp>, timeout: Duration)
 
 /// The exercises the GUI tests run to the end through `run_to_end` (which checks their live
 /// charts against their declarations).
-const RUN_BY_GUI_TESTS: [&str; 8] = ["cpu-vs-gpu", "batch-sweep", "precision", "checkpoint", "input-pipeline", "distributed", "profiling", "platform"];
+const RUN_BY_GUI_TESTS: [&str; 9] = ["cpu-vs-gpu", "batch-sweep", "precision", "checkpoint", "input-pipeline", "distributed", "profiling", "inference-batching", "platform"];
 
 /// A new runnable exercise needs a GUI run test (and with it the live-chart check).
 #[test]
@@ -395,4 +395,25 @@ fn exercise_6_trains_replicas_to_a_verdict_with_per_replica_timelines() {
     assert_provenance_shown(&h, &report);
     let live = &h.state().run_view().expect("a run view").live;
     assert!(live.iter().any(|c| c.id == "replica_split" && c.series.iter().any(|s| s.name.contains("replica 1"))), "the live per-replica chart has no replica 1");
+}
+
+#[test]
+fn exercise_8_serves_batches_to_a_verdict() {
+    let mut h = harness();
+    h.get_by_label("8. Inference batching and dynamic batching").click();
+    h.step();
+    assert_eq!(h.state().selected(), "inference-batching");
+    for (k, v) in [("backend", "cpu"), ("train_epochs", "1"), ("static_batches", "1,4"), ("max_batch", "4"), ("preferred_batch", "4"), ("load_levels", "30"), ("run_seconds", "0.5")] {
+        h.state_mut().set_setting(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+    }
+    h.step();
+    h.get_by_label("Run").click();
+    run_to_end(&mut h, Duration::from_secs(120));
+    let report = h.state().report().expect("a report").clone();
+    assert!(!report.verdict.summary.is_empty());
+    h.get_by_label(&report.verdict.summary);
+    assert!(h.query_all_by_label("Dynamic batching sweep").count() > 0, "the sweep table is shown");
+    assert_provenance_shown(&h, &report);
+    let live = &h.state().run_view().expect("a run view").live;
+    assert!(live.iter().any(|c| c.id == "latency" && !c.series.is_empty()), "the live latency chart has points");
 }

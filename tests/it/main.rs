@@ -25,6 +25,7 @@ mod precision;
 mod profiler;
 mod quant;
 mod quant_model;
+mod serve;
 mod step;
 mod training;
 #[cfg(feature = "gui")]

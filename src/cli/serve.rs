@@ -1,0 +1,141 @@
+//! `gpulab serve` (the inference server, until Ctrl-C / SIGTERM) and `gpulab loadgen` (load
+//! against a running server over HTTP, printing the percentiles).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use gpulab::device::Device;
+use gpulab::serve::loadgen::{self, Arrivals, LoadSpec, LoadSummary, Target};
+use gpulab::serve::{BatchPolicy, ModelSource, ServeConfig, Server, load_model};
+use gpulab::train::TrainConfig;
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// A checkpoint to serve (from exercise 5 or `gpulab train --checkpoint-dir`).
+    #[arg(long, value_name = "CKPT", required_unless_present = "train_first", conflicts_with = "train_first")]
+    model: Option<PathBuf>,
+    /// Train the default model briefly first (on --dataset, --epochs) and serve it.
+    #[arg(long)]
+    train_first: bool,
+    /// Where inference runs: cpu, gpu, gpu:N, gpu:NAME, cuda[:N].
+    #[arg(long, default_value = "gpu")]
+    backend: String,
+    /// Port on 127.0.0.1 (0 = any free port).
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Largest batch the dynamic batcher forms.
+    #[arg(long, default_value_t = 16)]
+    max_batch: usize,
+    /// How long the oldest waiting request may wait for its batch to fill (µs).
+    #[arg(long, default_value_t = 2000)]
+    max_queue_delay_us: u64,
+    /// Batch sizes sent as soon as they form, e.g. 8,16 ("none" for none).
+    #[arg(long, default_value = "8,16")]
+    preferred_batch: String,
+    /// Requests that may wait; one more is refused with 503 at once.
+    #[arg(long, default_value_t = 1024)]
+    queue: usize,
+    /// With --train-first: the data set.
+    #[arg(long, default_value = "digits")]
+    dataset: String,
+    /// With --train-first: epochs to train.
+    #[arg(long, default_value_t = 3)]
+    epochs: usize,
+    /// HTTP worker threads.
+    #[arg(long, default_value_t = 2)]
+    http_threads: usize,
+}
+
+fn preferred(s: &str) -> anyhow::Result<Vec<usize>> {
+    let s = s.trim();
+    if s.is_empty() || s.eq_ignore_ascii_case("none") {
+        return Ok(Vec::new());
+    }
+    s.split(',').map(|p| p.trim().parse::<usize>().map_err(|_| anyhow::anyhow!("--preferred-batch {s:?}: {p:?} is not a batch size; give sizes like 8,16 or none"))).collect()
+}
+
+pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
+    let device: Device = a.backend.parse()?;
+    let policy = BatchPolicy { max_batch: a.max_batch, preferred: preferred(&a.preferred_batch)?, max_queue_delay_us: a.max_queue_delay_us, queue_capacity: a.queue };
+    policy.validate()?;
+    let source = match a.model {
+        Some(p) => ModelSource::Checkpoint(p),
+        None => ModelSource::TrainFirst { dataset: a.dataset, cfg: TrainConfig { epochs: a.epochs, ..TrainConfig::default() }, backend: device.clone() },
+    };
+    if matches!(source, ModelSource::TrainFirst { .. }) {
+        eprintln!("training the model first…");
+    }
+    let model = load_model(&source)?;
+    eprintln!("model {} — {}", model.version, model.source);
+    let cfg = ServeConfig { port: a.port, on_signals: true, http_threads: a.http_threads, ..ServeConfig::new(device, policy.clone()) };
+    let server = Server::start(cfg, model)?;
+    eprintln!(
+        "serving on http://{} with {} (max batch {}, preferred {:?}, max queue delay {} µs, queue {}): POST /v1/predict, GET /healthz, GET /metrics; Ctrl-C to stop",
+        server.addr,
+        server.ready.backend.label(),
+        policy.max_batch,
+        policy.preferred,
+        policy.max_queue_delay_us,
+        policy.queue_capacity
+    );
+    let totals = server.wait()?;
+    eprintln!("stopped after {} batches, {} predictions", totals.batches, totals.samples);
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct LoadgenArgs {
+    /// The server's base URL (loopback only).
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    url: String,
+    /// Open loop: Poisson arrivals at this many requests per second.
+    #[arg(long, conflicts_with = "concurrency")]
+    rate: Option<f64>,
+    /// Closed loop: this many clients, one request each at a time.
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// How long to send, e.g. 10s, 500ms.
+    #[arg(long, default_value = "10s")]
+    duration: String,
+    /// Stop after this many requests even if time is left.
+    #[arg(long, default_value_t = 1_000_000)]
+    max_requests: u64,
+    /// Seed of the arrival times and inputs.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn loadgen(a: LoadgenArgs) -> anyhow::Result<()> {
+    let duration: Duration = humantime::parse_duration(&a.duration).map_err(|e| anyhow::anyhow!("--duration {:?}: {e}; e.g. 10s or 500ms", a.duration))?;
+    let arrivals = match (a.rate, a.concurrency) {
+        (Some(r), _) => Arrivals::Open { rate_per_s: r },
+        (None, Some(c)) => Arrivals::Closed { concurrency: c },
+        (None, None) => Arrivals::Open { rate_per_s: 500.0 },
+    };
+    let spec = LoadSpec { arrivals, duration, max_requests: a.max_requests, drain: Duration::from_secs(10), seed: a.seed };
+    spec.validate()?;
+    let target = Target::http(&a.url)?;
+    let features = loadgen::server_features(&a.url)?;
+    let inputs = loadgen::random_inputs(features, 256, a.seed);
+    eprintln!("{arrivals:?} for {duration:?} against {} ({features} features, random inputs)", a.url);
+    let summary = loadgen::run(&target, &inputs, &spec)?.summary();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print_summary(&summary);
+    }
+    Ok(())
+}
+
+pub fn print_summary(s: &LoadSummary) {
+    println!("requests     {} sent, {} ok, {} rejected (503), {} failed, {} unanswered", s.sent, s.ok, s.rejected, s.failed, s.unanswered);
+    println!("throughput   {:.0} answered/s over {:.2} s", s.throughput_per_s, s.wall_s);
+    println!("latency ms   p50 {:.2}  p90 {:.2}  p95 {:.2}  p99 {:.2}  max {:.2}", s.p50_ms, s.p90_ms, s.p95_ms, s.p99_ms, s.max_ms);
+    println!("queue wait   {:.2} ms mean", s.mean_queue_wait_ms);
+    let sizes: Vec<String> = s.batch_sizes.iter().map(|(b, n)| format!("{b}:{n}")).collect();
+    println!("batch sizes  {} (size:requests)", sizes.join(" "));
+}

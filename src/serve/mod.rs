@@ -1,0 +1,17 @@
+//! Exercise 8's inference server: a dynamic batcher with Triton's knobs over a bounded queue
+//! (batcher.rs), a dedicated inference thread that owns the backend and reuses a forward
+//! workspace per batch size (engine.rs), HTTP with axum on loopback (http.rs), Prometheus
+//! metrics (metrics.rs), the served model and where it comes from (model.rs), and a load
+//! generator, open- and closed-loop, in-process or over HTTP (loadgen/).
+
+pub mod batcher;
+pub mod engine;
+pub mod http;
+pub mod loadgen;
+pub mod metrics;
+pub mod model;
+
+pub use batcher::{BatchPolicy, Prediction, Queue, SubmitError};
+pub use engine::{Engine, EngineReady, EngineStats, EngineTotals};
+pub use http::{ServeConfig, Server};
+pub use model::{DeviceModel, HostModel, ModelSource, load_model};
