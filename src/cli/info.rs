@@ -1,6 +1,6 @@
 use clap::Args;
 use gpulab::device::cpu::cpu_name;
-use gpulab::device::gpu::adapters;
+use gpulab::device::gpu::{adapters, driver_help};
 use serde_json::json;
 
 #[derive(Args)]
@@ -21,7 +21,7 @@ pub fn run(args: InfoArgs) -> anyhow::Result<()> {
     }
     println!("CPU: {} — {threads} threads for compute", cpu_name());
     if list.is_empty() {
-        println!("GPU adapters: none found. Install a Vulkan driver (Debian: apt-get install libvulkan1 mesa-vulkan-drivers); --backend cpu works without one.");
+        println!("GPU adapters: none found.");
     }
     for a in &list {
         println!("\nGPU adapter {}", a.label());
@@ -35,6 +35,12 @@ pub fn run(args: InfoArgs) -> anyhow::Result<()> {
         let l = &a.limits;
         println!("  limits:   max buffer {} MiB, max storage binding {} MiB, workgroup memory {} KiB,", l.max_buffer_size >> 20, l.max_storage_buffer_binding_size >> 20, l.max_compute_workgroup_storage_size >> 10);
         println!("            {} invocations/workgroup, {} workgroups/dimension, {} storage buffers/stage", l.max_compute_invocations_per_workgroup, l.max_compute_workgroups_per_dimension, l.max_storage_buffers_per_shader_stage);
+    }
+    if let Some(n) = driver_help::detect(&list) {
+        println!("\n{}\n  why: {}", n.headline, n.why);
+        for f in &n.fixes {
+            println!("  fix: {f}");
+        }
     }
     Ok(())
 }
