@@ -39,6 +39,11 @@ enum Command {
     List,
     /// Run one exercise headless, with progress bars, and write its report.
     Run(run::RunArgs),
+    /// Print an exercise's lesson (Markdown), by id or number.
+    Lesson {
+        /// The exercise id or number, e.g. cpu-vs-gpu or 1.
+        id: String,
+    },
 }
 
 pub fn try_main() -> anyhow::Result<()> {
@@ -49,6 +54,7 @@ pub fn try_main() -> anyhow::Result<()> {
         Some(Command::Bench(b)) => bench::run(b),
         Some(Command::List) => run::list(),
         Some(Command::Run(a)) => run::run(a),
+        Some(Command::Lesson { id }) => run::lesson(&id),
         None => open_lab(cli.screenshot, cli.exercise, cli.frames),
     }
 }

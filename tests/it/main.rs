@@ -15,6 +15,7 @@ mod data;
 mod exercises;
 #[cfg(feature = "gui")]
 mod gui;
+mod install;
 mod kernels;
 mod ledger;
 mod pipeline;
