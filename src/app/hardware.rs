@@ -55,6 +55,11 @@ impl Hardware {
         Hardware { rx, adapters: None, notice: None, live: Arc::new(Mutex::new(live)), sampler_started: false }
     }
 
+    /// The notice the lab shows as a banner: only a missing driver (a warning).
+    pub fn banner(&self) -> Option<&DriverNotice> {
+        self.notice.as_ref().filter(|n| n.severity == Severity::Warning)
+    }
+
     pub fn poll(&mut self) {
         if self.adapters.is_none()
             && let Ok((a, notice)) = self.rx.try_recv()

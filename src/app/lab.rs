@@ -243,10 +243,11 @@ impl eframe::App for GpulabApp {
                 });
             });
         });
-        if let Some(n) = &self.hardware.notice {
-            // Why there is no hardware GPU and the fix; open when it matters (no native driver).
-            let open = n.severity == crate::device::gpu::driver_help::Severity::Warning;
-            egui::Panel::top("driver-notice").show(ui, |ui| super::hardware::notice_ui(ui, n, open));
+        if let Some(n) = self.hardware.banner() {
+            // No GPU driver: why, and the fix for this system. (A software-only adapter is noted
+            // in the Hardware window and the status bar instead: a banner appearing after the
+            // first frames would shift the layout under the learner's pointer on every start.)
+            egui::Panel::top("driver-notice").show(ui, |ui| super::hardware::notice_ui(ui, n, true));
         }
         egui::Panel::bottom("status").show(ui, |ui| self.status_bar(ui));
         egui::Panel::left("exercises").resizable(true).default_size(220.0).size_range(170.0..=360.0).show(ui, |ui| {

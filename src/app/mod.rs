@@ -52,7 +52,7 @@ pub struct AppOptions {
 ///
 /// In screenshot mode, `GPULAB_SCREENSHOT_SIZE=WxH` sets the window size (default 1280x800),
 /// `GPULAB_SCREENSHOT_RUN=1` runs the exercise first and captures `frames` frames after it
-/// finishes, and `GPULAB_SCREENSHOT_SET="key=value;key=value"` applies settings before.
+/// finishes (a failed run makes this return an error after the PNG is saved), and `GPULAB_SCREENSHOT_SET="key=value;key=value"` applies settings before.
 pub fn run(opts: AppOptions) -> crate::Result<()> {
     let result: screenshot::ShotResult = Arc::new(Mutex::new(None));
     let env = match &opts.screenshot {

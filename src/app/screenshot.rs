@@ -78,7 +78,7 @@ impl GpulabApp {
         let summary = self.frame_stats.summary();
         // What the log (and CI) learns besides the picture: the driver notice on screen and how
         // an autorun ended — a failed run makes screenshot mode fail after saving the PNG.
-        let notice = self.hardware.notice.as_ref().map(|n| format!("{} | {}", n.headline, n.fixes.first().map_or("", |f| f.as_str())));
+        let notice = self.hardware.banner().map(|n| format!("{} | {}", n.headline, n.fixes.first().map_or("", |f| f.as_str())));
         let run_end = self.runs.get(&self.saved.selected).map(|v| v.status.clone());
         let Some(plan) = &mut self.screenshot else { return };
         plan.frame += 1;

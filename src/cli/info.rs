@@ -15,7 +15,8 @@ pub fn run(args: InfoArgs) -> anyhow::Result<()> {
     let list: Vec<_> = adapters::enumerate(&instance).iter().enumerate().map(|(i, a)| adapters::summarize(i, a)).collect();
     let threads = rayon::current_num_threads();
     if args.json {
-        let v = json!({ "cpu": { "name": cpu_name(), "threads": threads }, "adapters": list, "gpulab": env!("CARGO_PKG_VERSION") });
+        let notice = driver_help::detect(&list);
+        let v = json!({ "cpu": { "name": cpu_name(), "threads": threads }, "adapters": list, "driver_notice": notice, "gpulab": env!("CARGO_PKG_VERSION") });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }

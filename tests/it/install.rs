@@ -58,6 +58,12 @@ fn without_a_vulkan_driver_the_lab_opens_shows_the_fix_and_runs_exercise_1_on_th
     let out = info.arg("info").output().expect("gpulab info runs");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains("why:") && text.contains("/nonexistent"), "gpulab info without a Vulkan driver:\n{text}");
+    let mut info = gpulab_in(dir.path());
+    no_driver(&mut info);
+    let out = info.args(["info", "--json"]).output().expect("gpulab info --json runs");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("gpulab info --json prints JSON");
+    assert_eq!(v["driver_notice"]["severity"], "warning", "info --json without a Vulkan driver: {v}");
+    assert!(v["driver_notice"]["fixes"].as_array().is_some_and(|f| f.len() >= 2), "info --json lists no fixes: {v}");
 
     let shot = dir.path().join("shot.png");
     let log = dir.path().join("stderr.txt");

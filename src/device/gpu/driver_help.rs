@@ -3,6 +3,8 @@
 //! info`) prints it and the lab shows it as a banner. Without any adapter every exercise still
 //! runs on the CPU backend.
 
+use serde::Serialize;
+
 use super::adapters::AdapterSummary;
 
 /// Whether the Vulkan loader library (libvulkan.so.1 / vulkan-1.dll) is installed.
@@ -15,7 +17,8 @@ pub enum VulkanLoader {
 }
 
 /// How serious a [`DriverNotice`] is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// No adapter on a native API (Vulkan, Metal, DX12): the GPU exercises have no real GPU.
     Warning,
@@ -24,7 +27,7 @@ pub enum Severity {
 }
 
 /// What the lab says when no hardware GPU is usable.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct DriverNotice {
     pub severity: Severity,
     pub headline: String,
