@@ -10,6 +10,7 @@ use std::time::Duration;
 use egui::{Color32, RichText};
 
 use crate::device::gpu::adapters::{self, AdapterSummary};
+use crate::device::gpu::driver_help::{self, DriverNotice, Severity};
 
 pub use crate::device::telemetry::NvidiaGpu;
 
@@ -27,9 +28,11 @@ pub struct Live {
 }
 
 pub struct Hardware {
-    rx: Receiver<Vec<AdapterSummary>>,
+    rx: Receiver<(Vec<AdapterSummary>, Option<DriverNotice>)>,
     /// None while detecting.
     pub adapters: Option<Vec<AdapterSummary>>,
+    /// Why no hardware GPU is usable and how to fix it (None when one is, or while detecting).
+    pub notice: Option<DriverNotice>,
     pub live: Arc<Mutex<Live>>,
     sampler_started: bool,
 }
@@ -44,18 +47,25 @@ impl Hardware {
                 adapters::enumerate(&inst).iter().enumerate().map(|(i, a)| adapters::summarize(i, a)).collect::<Vec<_>>()
             })
             .unwrap_or_default();
-            let _ = tx.send(found);
+            let notice = driver_help::detect(&found);
+            let _ = tx.send((found, notice));
             wake();
         });
         let live = Live { cpu_name: crate::device::cpu::cpu_name(), threads: rayon::current_num_threads(), ..Default::default() };
-        Hardware { rx, adapters: None, live: Arc::new(Mutex::new(live)), sampler_started: false }
+        Hardware { rx, adapters: None, notice: None, live: Arc::new(Mutex::new(live)), sampler_started: false }
+    }
+
+    /// The notice the lab shows as a banner: only a missing driver (a warning).
+    pub fn banner(&self) -> Option<&DriverNotice> {
+        self.notice.as_ref().filter(|n| n.severity == Severity::Warning)
     }
 
     pub fn poll(&mut self) {
         if self.adapters.is_none()
-            && let Ok(a) = self.rx.try_recv()
+            && let Ok((a, notice)) = self.rx.try_recv()
         {
             self.adapters = Some(a);
+            self.notice = notice;
         }
     }
 
@@ -71,6 +81,10 @@ impl Hardware {
     }
 
     pub fn ui(&mut self, ui: &mut egui::Ui) {
+        if let Some(n) = &self.notice {
+            notice_ui(ui, n, true);
+            ui.separator();
+        }
         ui.heading("GPU adapters");
         match &self.adapters {
             None => {
@@ -80,7 +94,7 @@ impl Hardware {
                 });
             }
             Some(list) if list.is_empty() => {
-                ui.colored_label(Color32::from_rgb(230, 160, 60), "No GPU adapter found. Install a Vulkan driver (e.g. mesa-vulkan-drivers) — the CPU backend still works.");
+                ui.colored_label(Color32::from_rgb(230, 160, 60), "No GPU adapter found — the CPU backend still works.");
             }
             Some(list) => {
                 for a in list {
@@ -150,6 +164,21 @@ impl Hardware {
             }
         }
     }
+}
+
+/// The driver notice: headline, why, and (when `fixes_open`, or on click) the fixes for this OS.
+pub fn notice_ui(ui: &mut egui::Ui, n: &DriverNotice, fixes_open: bool) {
+    let colour = match n.severity {
+        Severity::Warning => Color32::from_rgb(240, 150, 60),
+        Severity::Info => Color32::from_rgb(150, 190, 230),
+    };
+    ui.label(RichText::new(&n.headline).color(colour).strong());
+    ui.add(egui::Label::new(&n.why).wrap());
+    egui::CollapsingHeader::new(format!("How to fix it on {}", std::env::consts::OS)).id_salt("driver-fixes").default_open(fixes_open).show(ui, |ui| {
+        for f in &n.fixes {
+            ui.add(egui::Label::new(format!("• {f}")).wrap());
+        }
+    });
 }
 
 fn sample_loop(weak: Weak<Mutex<Live>>, ctx: egui::Context) {

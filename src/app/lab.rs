@@ -142,6 +142,11 @@ impl GpulabApp {
         self.hardware.adapters.as_deref()
     }
 
+    /// Why no hardware GPU is usable and the fix, once adapters are detected.
+    pub fn driver_notice(&self) -> Option<&crate::device::gpu::driver_help::DriverNotice> {
+        self.hardware.notice.as_ref()
+    }
+
     pub fn is_running(&self) -> bool {
         self.job.is_some()
     }
@@ -238,6 +243,12 @@ impl eframe::App for GpulabApp {
                 });
             });
         });
+        if let Some(n) = self.hardware.banner() {
+            // No GPU driver: why, and the fix for this system. (A software-only adapter is noted
+            // in the Hardware window and the status bar instead: a banner appearing after the
+            // first frames would shift the layout under the learner's pointer on every start.)
+            egui::Panel::top("driver-notice").show(ui, |ui| super::hardware::notice_ui(ui, n, true));
+        }
         egui::Panel::bottom("status").show(ui, |ui| self.status_bar(ui));
         egui::Panel::left("exercises").resizable(true).default_size(220.0).size_range(170.0..=360.0).show(ui, |ui| {
             egui::ScrollArea::vertical().id_salt("exercise-list").show(ui, |ui| self.exercise_list(ui));

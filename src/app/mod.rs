@@ -27,6 +27,17 @@ pub use job::{RunView, Status};
 pub use lab::{GpulabApp, Saved};
 pub use screenshot::ScreenshotPlan;
 
+/// The app id: the name of the installed `.desktop` file (Wayland matches windows to it) and
+/// the X11 window class.
+pub const APP_ID: &str = "gpulab";
+/// The window icon, assets/icon's 256 px rendering of gpulab.svg, embedded.
+const ICON_PNG: &[u8] = include_bytes!("../../assets/icon/hicolor/256x256/apps/gpulab.png");
+
+/// The decoded window icon (None only if the embedded PNG were corrupt; the window opens anyway).
+pub fn window_icon() -> Option<egui::IconData> {
+    eframe::icon_data::from_png_bytes(ICON_PNG).ok()
+}
+
 /// How the binary starts the app.
 #[derive(Clone, Debug, Default)]
 pub struct AppOptions {
@@ -41,7 +52,7 @@ pub struct AppOptions {
 ///
 /// In screenshot mode, `GPULAB_SCREENSHOT_SIZE=WxH` sets the window size (default 1280x800),
 /// `GPULAB_SCREENSHOT_RUN=1` runs the exercise first and captures `frames` frames after it
-/// finishes, and `GPULAB_SCREENSHOT_SET="key=value;key=value"` applies settings before.
+/// finishes (a failed run makes this return an error after the PNG is saved), and `GPULAB_SCREENSHOT_SET="key=value;key=value"` applies settings before.
 pub fn run(opts: AppOptions) -> crate::Result<()> {
     let result: screenshot::ShotResult = Arc::new(Mutex::new(None));
     let env = match &opts.screenshot {
@@ -51,7 +62,13 @@ pub fn run(opts: AppOptions) -> crate::Result<()> {
     let plan = opts.screenshot.clone().map(|p| ScreenshotPlan::new(p, opts.frames, env.autorun, result.clone()));
     let native = eframe::NativeOptions {
         renderer: eframe::Renderer::Wgpu,
-        viewport: egui::ViewportBuilder::default().with_title("gpulab").with_inner_size(env.size).with_min_inner_size([720.0, 480.0]),
+        viewport: {
+            let v = egui::ViewportBuilder::default().with_title("gpulab").with_app_id(APP_ID).with_inner_size(env.size).with_min_inner_size([720.0, 480.0]);
+            match window_icon() {
+                Some(icon) => v.with_icon(Arc::new(icon)),
+                None => v,
+            }
+        },
         persist_window: opts.screenshot.is_none(),
         ..Default::default()
     };

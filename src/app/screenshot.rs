@@ -5,6 +5,7 @@ use eframe::egui;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use super::job::Status;
 use super::lab::GpulabApp;
 use crate::error::Error;
 
@@ -75,6 +76,10 @@ impl GpulabApp {
         }
         let running = self.job.is_some();
         let summary = self.frame_stats.summary();
+        // What the log (and CI) learns besides the picture: the driver notice on screen and how
+        // an autorun ended — a failed run makes screenshot mode fail after saving the PNG.
+        let notice = self.hardware.banner().map(|n| format!("{} | {}", n.headline, n.fixes.first().map_or("", |f| f.as_str())));
+        let run_end = self.runs.get(&self.saved.selected).map(|v| v.status.clone());
         let Some(plan) = &mut self.screenshot else { return };
         plan.frame += 1;
         ctx.request_repaint();
@@ -98,13 +103,27 @@ impl GpulabApp {
         if let Some(line) = summary {
             eprintln!("screenshot: {line}");
         }
+        if let Some(n) = notice {
+            eprintln!("screenshot: driver notice shown: {n}");
+        }
+        let failed = match run_end.filter(|_| plan.autorun) {
+            Some(Status::Failed(m)) => Some(m),
+            Some(s) => {
+                eprintln!("screenshot: the run ended: {s:?}");
+                None
+            }
+            None => None,
+        };
         let path = plan.path.clone();
         let result = plan.result.clone();
         let ctx2 = ctx.clone();
         ctx.request_screenshot(move |image| {
             // Encode and write off the UI thread, then close the window.
             std::thread::spawn(move || {
-                let r = write_png(&path, &image);
+                let r = write_png(&path, &image).and_then(|()| match failed {
+                    Some(m) => Err(format!("saved {}, but the run failed: {m}", path.display())),
+                    None => Ok(()),
+                });
                 if let Ok(mut g) = result.lock() {
                     *g = Some(r);
                 }

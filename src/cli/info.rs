@@ -1,6 +1,6 @@
 use clap::Args;
 use gpulab::device::cpu::cpu_name;
-use gpulab::device::gpu::adapters;
+use gpulab::device::gpu::{adapters, driver_help};
 use serde_json::json;
 
 #[derive(Args)]
@@ -15,13 +15,14 @@ pub fn run(args: InfoArgs) -> anyhow::Result<()> {
     let list: Vec<_> = adapters::enumerate(&instance).iter().enumerate().map(|(i, a)| adapters::summarize(i, a)).collect();
     let threads = rayon::current_num_threads();
     if args.json {
-        let v = json!({ "cpu": { "name": cpu_name(), "threads": threads }, "adapters": list, "gpulab": env!("CARGO_PKG_VERSION") });
+        let notice = driver_help::detect(&list);
+        let v = json!({ "cpu": { "name": cpu_name(), "threads": threads }, "adapters": list, "driver_notice": notice, "gpulab": env!("CARGO_PKG_VERSION") });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
     println!("CPU: {} — {threads} threads for compute", cpu_name());
     if list.is_empty() {
-        println!("GPU adapters: none found. Install a Vulkan driver (Debian: apt-get install libvulkan1 mesa-vulkan-drivers); --backend cpu works without one.");
+        println!("GPU adapters: none found.");
     }
     for a in &list {
         println!("\nGPU adapter {}", a.label());
@@ -35,6 +36,12 @@ pub fn run(args: InfoArgs) -> anyhow::Result<()> {
         let l = &a.limits;
         println!("  limits:   max buffer {} MiB, max storage binding {} MiB, workgroup memory {} KiB,", l.max_buffer_size >> 20, l.max_storage_buffer_binding_size >> 20, l.max_compute_workgroup_storage_size >> 10);
         println!("            {} invocations/workgroup, {} workgroups/dimension, {} storage buffers/stage", l.max_compute_invocations_per_workgroup, l.max_compute_workgroups_per_dimension, l.max_storage_buffers_per_shader_stage);
+    }
+    if let Some(n) = driver_help::detect(&list) {
+        println!("\n{}\n  why: {}", n.headline, n.why);
+        for f in &n.fixes {
+            println!("  fix: {f}");
+        }
     }
     Ok(())
 }

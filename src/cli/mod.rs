@@ -44,6 +44,11 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Send load to a running `gpulab serve` (open or closed loop) and print the percentiles.
     Loadgen(serve::LoadgenArgs),
+    /// Print an exercise's lesson (Markdown), by id or number.
+    Lesson {
+        /// The exercise id or number, e.g. cpu-vs-gpu or 1.
+        id: String,
+    },
 }
 
 pub fn try_main() -> anyhow::Result<()> {
@@ -56,6 +61,7 @@ pub fn try_main() -> anyhow::Result<()> {
         Some(Command::Run(a)) => run::run(a),
         Some(Command::Serve(a)) => serve::serve(a),
         Some(Command::Loadgen(a)) => serve::loadgen(a),
+        Some(Command::Lesson { id }) => run::lesson(&id),
         None => open_lab(cli.screenshot, cli.exercise, cli.frames),
     }
 }

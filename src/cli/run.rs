@@ -29,6 +29,15 @@ pub fn list() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Prints an exercise's lesson (Markdown, embedded in the binary).
+pub fn lesson(id: &str) -> anyhow::Result<()> {
+    let Some(e) = exercises::find(id) else {
+        anyhow::bail!("no exercise {id:?}; `gpulab list` shows the ids (or use the number 1–10)");
+    };
+    print!("{}", e.lesson());
+    Ok(())
+}
+
 /// Progress bars for a headless run; events that matter are printed above them.
 struct CliSink {
     bar: ProgressBar,

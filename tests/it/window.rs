@@ -5,12 +5,20 @@ use std::collections::HashSet;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-#[test]
-fn screenshot_mode_renders_the_real_window() {
+/// Whether a display is there for a real window; without one, a skip with a reason (a failure
+/// under GPULAB_REQUIRE_DISPLAY=1).
+pub(crate) fn has_display(test: &str) -> bool {
     let has_display = std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty()) || std::env::var_os("WAYLAND_DISPLAY").is_some_and(|d| !d.is_empty());
     if !has_display {
         assert!(std::env::var("GPULAB_REQUIRE_DISPLAY").map_or(true, |v| v != "1"), "GPULAB_REQUIRE_DISPLAY=1 but neither DISPLAY nor WAYLAND_DISPLAY is set");
-        eprintln!("window: skipped — no DISPLAY (run under xvfb-run, or set GPULAB_REQUIRE_DISPLAY=1 to make this a failure)");
+        eprintln!("{test}: skipped — no DISPLAY (run under xvfb-run, or set GPULAB_REQUIRE_DISPLAY=1 to make this a failure)");
+    }
+    has_display
+}
+
+#[test]
+fn screenshot_mode_renders_the_real_window() {
+    if !has_display("window") {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");

@@ -3,6 +3,7 @@
 pub mod adapters;
 mod amp;
 mod core;
+pub mod driver_help;
 mod kernel_profiler;
 mod kernels;
 #[cfg(test)]
