@@ -192,14 +192,37 @@ fn error(status: StatusCode, msg: String) -> Response {
     r
 }
 
+/// Counts the one response of a request; if the client goes away before it is sent (the
+/// handler is dropped), counts it as 499 so requests still equal responses by status.
+struct Counted<'a> {
+    metrics: &'a ServerMetrics,
+    t0: Instant,
+    done: bool,
+}
+
+impl Counted<'_> {
+    fn finish(mut self, status: u16) {
+        self.done = true;
+        self.metrics.response(status, self.t0.elapsed().as_secs_f64());
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.metrics.response(499, self.t0.elapsed().as_secs_f64());
+        }
+    }
+}
+
 async fn predict(State(s): State<Arc<AppState>>, body: Body) -> Response {
-    let t0 = Instant::now();
     s.metrics.request();
+    let counted = Counted { metrics: &s.metrics, t0: Instant::now(), done: false };
     let response = match answer(&s, body).await {
         Ok(r) => (StatusCode::OK, axum::Json(r)).into_response(),
         Err((status, msg)) => error(status, msg),
     };
-    s.metrics.response(response.status().as_u16(), t0.elapsed().as_secs_f64());
+    counted.finish(response.status().as_u16());
     response
 }
 

@@ -24,8 +24,9 @@ pub const COMPUTE_S: &str = "gpulab_compute_microseconds_total";
 pub const GPU_BUSY_S: &str = "gpulab_gpu_busy_microseconds_total";
 pub const MODEL_INFO: &str = "gpulab_model_info";
 
-/// Every status a predict response can have; each has its own counter so they add up.
-pub const STATUSES: [u16; 4] = [200, 400, 500, 503];
+/// Every status a predict response can have; each has its own counter so they add up (499:
+/// the client closed the connection before its answer).
+pub const STATUSES: [u16; 5] = [200, 400, 499, 500, 503];
 
 const META: Metadata<'static> = Metadata::new("gpulab::serve", Level::INFO, Some("gpulab::serve"));
 

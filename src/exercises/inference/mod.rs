@@ -129,8 +129,7 @@ impl Exercise for InferenceBatching {
         }
         sink.emit(Event::Phase("memory: inference against training".into()));
         let (inference_mem, training_mem) = runs::memory_ledgers(&device, &model, policy.max_batch)?;
-        let backend = crate::with_backend!(&mut device.open(None)?, b => crate::tensor::BackendBase::info(b));
-        meta.backends.push(backend);
+        meta.backends.extend(statics.iter().chain(&dynamics).map(|r| r.backend.clone()).next());
         let stopped = sink.stop_requested();
         Ok(report::build(self, s, meta, report::Measured { model, statics, dynamics, capacity, inference_mem, training_mem }, stopped))
     }

@@ -24,6 +24,8 @@ pub struct RunResult {
     pub arrivals: Arrivals,
     pub summary: LoadSummary,
     pub totals: EngineTotals,
+    /// The backend the engine ran on.
+    pub backend: crate::tensor::BackendInfo,
     /// Highest queue depth sampled during the run, and the last one.
     pub max_depth: usize,
 }
@@ -84,10 +86,11 @@ pub fn run_one(device: &Device, model: &HostModel, inputs: &[Vec<f32>], policy: 
     })?;
     drop(target);
     drop(queue);
+    let backend = engine.ready.backend.clone();
     let totals = engine.join()?;
     emit_latency_windows(&result, &label, sink);
     let summary = result.summary();
-    Ok(RunResult { label, policy, arrivals, summary, totals, max_depth })
+    Ok(RunResult { label, policy, arrivals, summary, totals, backend, max_depth })
 }
 
 /// p99 latency per half second of scheduled arrival time.
