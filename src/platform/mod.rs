@@ -5,6 +5,7 @@
 
 pub mod control;
 mod events;
+pub mod monitoring;
 pub mod result;
 pub mod scenario;
 pub mod serving;

@@ -177,6 +177,35 @@ pub struct Training {
     pub checkpoint_write_s: f64,
     /// Time to get new nodes and load the last checkpoint after a preemption, seconds.
     pub restart_s: f64,
+    /// Where the training data comes from (absent in older scenario files: the default).
+    #[serde(default)]
+    pub data: DataStage,
+}
+
+/// Object storage feeding the training data set: the job cannot run faster than it can read its
+/// epochs (an input-bound job, lesson 4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataStage {
+    /// Read bandwidth the job gets from object storage, GB/s.
+    pub read_gb_per_s: f64,
+    pub dataset_gb: f64,
+    /// Passes over the data set the job makes.
+    pub epochs: f64,
+}
+
+impl Default for DataStage {
+    /// Illustrative: a 2 TB data set read 10 times at 2 GB/s (2.8 h of reads).
+    fn default() -> Self {
+        DataStage { read_gb_per_s: 2.0, dataset_gb: 2000.0, epochs: 10.0 }
+    }
+}
+
+impl DataStage {
+    /// Hours the job spends reading its epochs from object storage.
+    pub fn read_h(&self) -> f64 {
+        self.dataset_gb * self.epochs / self.read_gb_per_s / 3600.0
+    }
 }
 
 /// The most requests one run may simulate (about a minute of a 2-core machine).
@@ -265,6 +294,7 @@ impl Scenario {
                 checkpoint_interval_h: 1.0,
                 checkpoint_write_s: 60.0,
                 restart_s: 300.0,
+                data: DataStage::default(),
             },
         }
     }
@@ -342,6 +372,10 @@ impl Scenario {
         c.range("training.checkpoint_interval_h", t.checkpoint_interval_h, 0.001, 10_000.0);
         c.range("training.checkpoint_write_s", t.checkpoint_write_s, 0.0, 86_400.0);
         c.range("training.restart_s", t.restart_s, 0.0, 86_400.0);
+        c.range("training.data.read_gb_per_s", t.data.read_gb_per_s, 1e-3, 1e4);
+        c.range("training.data.dataset_gb", t.data.dataset_gb, 0.0, 1e8);
+        c.range("training.data.epochs", t.data.epochs, 0.0, 1e5);
+        c.check("training.data", t.data.read_h() <= 1e6, "reading the epochs would take over a million hours; raise read_gb_per_s or lower dataset_gb/epochs");
         c.finish()
     }
 }

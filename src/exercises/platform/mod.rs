@@ -2,16 +2,18 @@
 //! replays a run exactly) with a few knobs on top runs through `platform::simulate` and the
 //! training model; the report's every number is labelled simulated.
 
+mod diagram;
 mod report;
 
 use super::live::LiveChartSpec;
 use super::settings::{self, Settings, Value};
+use super::run_control::pace;
 use super::sink::{Event, Sink};
 use super::Exercise;
 use crate::error::{Error, Result};
 use crate::platform::scenario::{Scenario, Signal, PRESETS};
 use crate::platform::{self, training, Sample};
-use crate::report::{Provenance, Report};
+use crate::report::{Attachment, Provenance, Report};
 
 pub struct PlatformLab;
 
@@ -66,25 +68,39 @@ impl Exercise for PlatformLab {
         ]
     }
 
+    fn controllable(&self) -> bool {
+        true
+    }
+
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
         let sc = scenario(s)?;
+        let t = &sc.training;
+        let reps = s.int("sweep_runs")? as u32;
+        // The job's outcome first: the training boxes of the live diagram show it.
+        let chosen = training::mean_outcome(t, t.checkpoint_interval_h, t.spot.then_some(t.mtbf_h), sc.seed, reps);
         let started = std::time::Instant::now();
         sink.emit(Event::Phase(format!("serving: {} simulated hours of “{}”", sc.duration_h, sc.name)));
         let total = (sc.duration_h * 3600.0 / sc.sample_every_s).floor() as u64 + 1;
         let every = (total as usize).div_ceil(LIVE_POINTS).max(1);
         let mut n = 0usize;
+        let mut rollout = diagram::Rollout::default();
         let serving = platform::simulate(&sc, &mut |x: &Sample| {
+            rollout.observe(x);
             if n.is_multiple_of(every) {
                 emit_sample(sink, x);
+                sink.emit(Event::Diagram(Box::new(diagram::build(&sc, x, &chosen, &rollout))));
                 sink.emit(Event::Progress { done: n as u64, total });
+                pace(&*sink, every as f64 * sc.sample_every_s);
             }
             n += 1;
             !sink.stop_requested()
         });
         sink.emit(Event::Log(format!("simulated {} requests in {:.2} s of wall time", serving.totals.arrived, started.elapsed().as_secs_f64())));
+        let last = serving.samples.last().map(|x| diagram::build(&sc, x, &chosen, &rollout));
+        if let Some(d) = &last {
+            sink.emit(Event::Diagram(Box::new(d.clone())));
+        }
 
-        let t = &sc.training;
-        let reps = s.int("sweep_runs")? as u32;
         let mut sweep = Vec::new();
         if !sink.stop_requested() {
             sink.emit(Event::Phase("training: checkpoint-interval sweep".into()));
@@ -95,12 +111,16 @@ impl Exercise for PlatformLab {
         }
         let runs = report::TrainingRuns {
             on_demand: training::mean_outcome(t, t.checkpoint_interval_h, None, sc.seed, 1),
-            chosen: training::mean_outcome(t, t.checkpoint_interval_h, t.spot.then_some(t.mtbf_h), sc.seed, reps),
+            chosen,
             at_daly: training::mean_outcome(t, training::daly_h(t), t.spot.then_some(t.mtbf_h), sc.seed, reps),
             sweep,
         };
         let stopped = sink.stop_requested() || serving.stopped_early;
-        Ok(report::build(self, s, &sc, &serving, &runs, stopped))
+        let mut report = report::build(self, s, &sc, &serving, &runs, stopped);
+        if let Some(d) = last {
+            report.attachments.push(Attachment { file_name: "architecture.svg".into(), text: d.to_svg() });
+        }
+        Ok(report)
     }
 }
 
