@@ -48,11 +48,11 @@ pub fn alerts(sc: &Scenario, s: &Sample) -> Vec<Alert> {
     if s.ready > 0 {
         let u = s.busy as f64 / s.ready as f64;
         if u >= HOT_UTILISATION {
-            fire(Layer::Hardware, format!("GPU utilisation {:.0}% ≥ {:.0}%", u * 100.0, HOT_UTILISATION * 100.0));
+            fire(Layer::Hardware, format!("GPU busy {:.0}% ≥ {:.0}%", u * 100.0, HOT_UTILISATION * 100.0));
         }
     }
     if s.ready + s.starting >= sc.autoscaler.max_workers && s.queue > 0 {
-        fire(Layer::Hardware, format!("pool at max_workers {} with {} queued", sc.autoscaler.max_workers, s.queue));
+        fire(Layer::Hardware, format!("at max_workers {}, {} queued", sc.autoscaler.max_workers, s.queue));
     }
     fire_training(sc, &mut fire);
     if let Some(p95) = s.p95_s
@@ -66,7 +66,7 @@ pub fn alerts(sc: &Scenario, s: &Sample) -> Vec<Alert> {
     if let Some(w) = s.within_slo
         && w < sc.slo_target
     {
-        fire(Layer::Business, format!("SLO {:.1}% < target {:.1}%", w * 100.0, sc.slo_target * 100.0));
+        fire(Layer::Business, format!("SLO {:.1}% < {:.1}%", w * 100.0, sc.slo_target * 100.0));
     }
     out
 }
@@ -80,7 +80,7 @@ fn fire_training(sc: &Scenario, fire: &mut impl FnMut(Layer, String)) {
     let daly = training::daly_h(t);
     let ratio = t.checkpoint_interval_h / daly;
     if t.spot && !(1.0 / INTERVAL_RATIO..=INTERVAL_RATIO).contains(&ratio) {
-        fire(Layer::Training, format!("checkpoint every {:.0} min, Daly's optimum {:.0} min", t.checkpoint_interval_h * 60.0, daly * 60.0));
+        fire(Layer::Training, format!("ckpt every {:.0} min, Daly {:.0} min", t.checkpoint_interval_h * 60.0, daly * 60.0));
     }
 }
 

@@ -37,6 +37,26 @@ pub struct Traffic {
     /// Hour of the daily peak (0–24).
     pub peak_hour: f64,
     pub spikes: Vec<Spike>,
+    /// A replayed rate (from a CSV, `traffic_csv`): when present it replaces the base rate and
+    /// the daily wave; spikes still multiply it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replay: Vec<super::traffic_csv::RatePoint>,
+}
+
+impl Traffic {
+    /// The rate before spikes at `h` hours: the replay, or the base with its daily wave.
+    pub fn underlying_rps(&self, h: f64) -> f64 {
+        if self.replay.is_empty() {
+            self.base_rps * (1.0 + self.diurnal_amplitude * (std::f64::consts::TAU * (h - self.peak_hour) / 24.0).cos())
+        } else {
+            super::traffic_csv::rate_at(&self.replay, h)
+        }
+    }
+
+    /// The highest rate before spikes.
+    pub fn peak_underlying_rps(&self) -> f64 {
+        if self.replay.is_empty() { self.base_rps * (1.0 + self.diurnal_amplitude) } else { self.replay.iter().map(|p| p.rps).fold(0.0, f64::max) }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -257,7 +277,7 @@ impl Scenario {
             seed: 1,
             duration_h: 24.0,
             sample_every_s: 60.0,
-            traffic: Traffic { base_rps: 12.0, diurnal_amplitude: 0.6, peak_hour: 14.0, spikes: vec![] },
+            traffic: Traffic { base_rps: 12.0, diurnal_amplitude: 0.6, peak_hour: 14.0, spikes: vec![], replay: vec![] },
             gateway: Gateway { rate_limit_rps: 150.0, timeout_s: 5.0 },
             pool: Pool {
                 gpu: preset_gpu(),
@@ -320,9 +340,13 @@ impl Scenario {
         c.range("traffic.base_rps", s.traffic.base_rps, 0.0, 10_000.0);
         c.range("traffic.diurnal_amplitude", s.traffic.diurnal_amplitude, 0.0, 1.0);
         c.range("traffic.peak_hour", s.traffic.peak_hour, 0.0, 24.0);
-        let peak: f64 = s.traffic.spikes.iter().map(|x| x.multiplier.max(1.0)).product::<f64>() * (1.0 + s.traffic.diurnal_amplitude);
-        let most = s.traffic.base_rps * peak * s.duration_h * 3600.0;
+        let peak: f64 = s.traffic.spikes.iter().map(|x| x.multiplier.max(1.0)).product::<f64>();
+        let most = s.traffic.peak_underlying_rps() * peak * s.duration_h * 3600.0;
         c.check("traffic.base_rps", most.is_nan() || most <= MAX_REQUESTS, &format!("with the spikes over {} h this could simulate up to {most:.0} requests (limit {MAX_REQUESTS:.0}); lower the rate or the duration", s.duration_h));
+        for (i, p) in s.traffic.replay.iter().enumerate() {
+            c.check(&format!("traffic.replay[{i}].hour"), p.hour.is_finite() && if i == 0 { p.hour == 0.0 } else { p.hour > s.traffic.replay[i - 1].hour }, "hours must start at 0 and increase");
+            c.range(&format!("traffic.replay[{i}].rps"), p.rps, 0.0, 10_000.0);
+        }
         for (i, sp) in s.traffic.spikes.iter().enumerate() {
             c.range(&format!("traffic.spikes[{i}].start_h"), sp.start_h, 0.0, 24.0 * 31.0);
             c.range(&format!("traffic.spikes[{i}].duration_h"), sp.duration_h, 0.0, 24.0 * 31.0);

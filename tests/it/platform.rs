@@ -358,3 +358,30 @@ fn pause_holds_the_run_step_advances_it_and_pacing_changes_no_number() {
     let (flat, _) = run(&s);
     assert_eq!(json_without_clock(&paced), json_without_clock(&flat));
 }
+
+#[test]
+fn traffic_replays_from_a_csv_and_bad_rows_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("traffic.csv");
+    // 5 requests/s for an hour, then a ramp to 40 and back.
+    std::fs::write(&csv, "hour,rps\n0,5\n1,5\n1.5,40\n2,5\n").unwrap();
+    let s = settings(&[&SMALL[..], &["scenario=steady-day", &format!("traffic_csv={}", csv.display())]].concat());
+    let (r, _) = run(&s);
+    let offered = &r.chart("traffic").unwrap().series[0].points;
+    let at = |h: f64| offered.iter().find(|p| (p[0] - h).abs() < 1e-9).map(|p| p[1]).unwrap();
+    assert_eq!((at(0.5), at(1.5), at(1.75), at(2.5)), (5.0, 40.0, 22.5, 5.0), "the replayed rate, linear between rows");
+    // The scenario written beside the report carries the replay: it runs again without the CSV.
+    let json = &r.attachments.iter().find(|a| a.file_name == "scenario.json").unwrap().text;
+    let file = dir.path().join("scenario.json");
+    std::fs::write(&file, json).unwrap();
+    std::fs::remove_file(&csv).unwrap();
+    let (again, _) = run(&settings(&["sweep_points=5", "sweep_runs=5", &format!("scenario_file={}", file.display())]));
+    assert_eq!((again.figures, again.charts), (r.figures.clone(), r.charts.clone()));
+    // Unreadable and malformed files: the setting, the line and the field.
+    let ex = exercises::find("platform").unwrap();
+    let err = ex.validate(&settings(&[&format!("traffic_csv={}", csv.display())])).unwrap_err().to_string();
+    assert!(err.contains("traffic_csv") && err.contains("cannot read"), "{err}");
+    std::fs::write(&csv, "hour,rps\n0,5\n1,lots\n").unwrap();
+    let err = ex.validate(&settings(&[&format!("traffic_csv={}", csv.display())])).unwrap_err().to_string();
+    assert!(err.contains("traffic_csv") && err.contains("line 3") && err.contains("field rps"), "{err}");
+}

@@ -63,7 +63,7 @@ pub fn build(sc: &Scenario, s: &Sample, job: &JobOutcome, rollout: &Rollout) -> 
         node(
             "data",
             1,
-            vec![format!("{} epochs: {:.1} h of reads", d.epochs, read_h), if read_h > compute_h { "input-bound: GPUs wait".into() } else { format!("compute {compute_h:.1} h: not input-bound") }],
+            vec![format!("{} epochs: {:.1} h of reads", d.epochs, read_h), if read_h > compute_h { "input-bound: GPUs wait".into() } else { format!("reads < compute {compute_h:.1} h") }],
             kv(&[("training.data.epochs", d.epochs.to_string()), ("training.work_h", t.work_h.to_string())]),
         ),
         node(
@@ -132,8 +132,8 @@ pub fn build(sc: &Scenario, s: &Sample, job: &JobOutcome, rollout: &Rollout) -> 
             "monitoring",
             7,
             vec![
-                s.within_slo.map_or("within SLO: —".into(), |w| format!("within SLO {:.1}% (target {:.1}%)", w * 100.0, sc.slo_target * 100.0)),
-                format!("{} served of {} arrived", s.served_total, s.arrived_total),
+                s.within_slo.map_or("SLO: —".into(), |w| format!("SLO {:.1}% (target {:.1}%)", w * 100.0, sc.slo_target * 100.0)),
+                format!("{} of {} served", s.served_total, s.arrived_total),
             ],
             kv(&[
                 ("sample_every_s", sc.sample_every_s.to_string()),

@@ -41,6 +41,7 @@ impl Exercise for PlatformLab {
         Settings::default()
             .add("scenario", "Scenario", "A preset platform design: a steady day, a Black-Friday spike, a spot storm, a bad release", settings::choice(PRESETS[0], &PRESETS))
             .add("scenario_file", "Scenario file", "A scenario JSON (as written beside every report) to replay instead of the preset; empty = the preset", Value::Text(String::new()))
+            .add("traffic_csv", "Traffic CSV", "A CSV of offered traffic to replay (header hour,rps; see the lesson) instead of the scenario's base rate and daily wave; empty = none", Value::Text(String::new()))
             .add("seed", "Seed", &format!("Seeds every random draw{keep}"), settings::int(0, 0, i64::MAX))
             .add("duration_h", "Simulated hours", &format!("How long to simulate the serving platform{keep}"), settings::float(0.0, 0.0, 744.0))
             .add("signal", "Autoscaling signal", "What the autoscaler targets; scenario keeps the scenario's", settings::choice("scenario", &["scenario", "queue_depth", "utilisation", "p95_latency"]))
@@ -147,6 +148,12 @@ pub fn scenario(s: &Settings) -> Result<Scenario> {
         let text = std::fs::read_to_string(file.trim()).map_err(|e| Error::InvalidConfig(format!("scenario_file: cannot read {file:?}: {e}")))?;
         Scenario::from_json(&text).map_err(|e| Error::InvalidConfig(format!("scenario_file {file:?}: {}", e.to_string().trim_start_matches("invalid setting: "))))?
     };
+    let csv = s.text("traffic_csv")?;
+    if !csv.trim().is_empty() {
+        let path = csv.trim();
+        let text = std::fs::read_to_string(path).map_err(|e| Error::InvalidConfig(format!("traffic_csv: cannot read {path:?}: {e}")))?;
+        sc.traffic.replay = platform::traffic_csv::parse(&text).map_err(|e| Error::InvalidConfig(format!("traffic_csv {path:?}: {}", e.to_string().trim_start_matches("invalid setting: "))))?;
+    }
     let seed = s.int("seed")?;
     if seed > 0 {
         sc.seed = seed as u64;

@@ -211,7 +211,7 @@ pub fn build(ex: &PlatformLab, s: &Settings, sc: &Scenario, r: &ServingResult, t
         "Every figure here is simulated from the scenario's inputs, not measured. The worker speed curve is “{}”; GPU prices are “{}” — illustrative, not a price list.",
         sc.pool.curve_source, sc.pool.gpu.name
     ));
-    report.notes.push("scenario.json beside this report replays the run exactly: gpulab run platform --set scenario_file=scenario.json".into());
+    report.notes.push("scenario.json beside this report replays the run exactly: gpulab run platform --scenario scenario.json; architecture.svg beside it is the platform diagram at the end of the run".into());
     report
 }
 
