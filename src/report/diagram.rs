@@ -68,14 +68,18 @@ impl Diagram {
         let mut s = format!(
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w:.0}\" height=\"{h:.0}\" viewBox=\"0 0 {w:.0} {h:.0}\" font-family=\"sans-serif\" font-size=\"12\">\n"
         );
-        s += "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"8\" markerHeight=\"8\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"#555\"/></marker></defs>\n";
         s += &format!("<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n<text x=\"{MARGIN}\" y=\"{}\" font-size=\"16\" font-weight=\"bold\">{}</text>\n", MARGIN + 6.0, esc(&self.title));
         s += &format!("<text x=\"{MARGIN}\" y=\"{}\" fill=\"#555\">{} · {}</text>\n", MARGIN + 24.0, esc(&self.caption), esc(&self.provenance.label()));
         for &(a, b) in &self.edges {
             let (Some(na), Some(nb)) = (self.nodes.get(a), self.nodes.get(b)) else { continue };
             let ((ax, ay), (bx, by)) = (rect(na), rect(nb));
             let (p, q) = edge_points((ax, ay, BOX_W, box_h), (bx, by, BOX_W, box_h));
-            s += &format!("<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#555\" stroke-width=\"1.5\" marker-end=\"url(#arrow)\"/>\n", p.0, p.1, q.0, q.1);
+            s += &format!("<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#555\" stroke-width=\"1.5\"/>\n", p.0, p.1, q.0, q.1);
+            // The head as a plain triangle (every SVG renderer draws it; not all draw markers).
+            let len = ((q.0 - p.0).powi(2) + (q.1 - p.1).powi(2)).sqrt().max(1e-9);
+            let (dx, dy) = ((q.0 - p.0) / len, (q.1 - p.1) / len);
+            let (bx, by) = (q.0 - 9.0 * dx, q.1 - 9.0 * dy);
+            s += &format!("<polygon points=\"{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}\" fill=\"#555\"/>\n", q.0, q.1, bx - 4.5 * dy, by + 4.5 * dx, bx + 4.5 * dy, by - 4.5 * dx);
         }
         for n in &self.nodes {
             let (x, y) = rect(n);
