@@ -9,8 +9,8 @@ use std::sync::mpsc::{self, Receiver, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::exercises::{self, ChannelSink, Event, LiveChartSpec, Settings};
-use crate::report::{Provenance, Report, Table};
+use crate::exercises::{self, ChannelSink, Event, LiveChartSpec, RunControl, Settings};
+use crate::report::{Diagram, Provenance, Report, Table};
 
 /// Most points kept per live series; beyond it the history is thinned to half (every other point).
 pub const MAX_POINTS_PER_SERIES: usize = 200_000;
@@ -48,6 +48,8 @@ pub struct RunView {
     pub logs: VecDeque<String>,
     pub live: Vec<LiveChart>,
     pub tables: Vec<Table>,
+    /// The latest system diagram the run emitted (kept after it finishes).
+    pub diagram: Option<Box<Diagram>>,
     /// Shared, so the results panel can hold it across `&mut self` calls without a copy.
     pub report: Option<std::sync::Arc<Report>>,
     pub started: Instant,
@@ -67,6 +69,7 @@ impl RunView {
             logs: VecDeque::new(),
             live: Vec::new(),
             tables: Vec::new(),
+            diagram: None,
             report: None,
             started: Instant::now(),
             elapsed: None,
@@ -136,6 +139,7 @@ impl RunView {
                 Some(o) => *o = t,
                 None => self.tables.push(t),
             },
+            Event::Diagram(d) => self.diagram = Some(d),
             Event::Finished(r) => {
                 self.elapsed = Some(self.started.elapsed());
                 self.status = Status::Finished;
@@ -162,13 +166,16 @@ pub struct Job {
     pub exercise: String,
     rx: Receiver<Event>,
     pub stop: Arc<AtomicBool>,
+    /// Pause, step and speed, for exercises that honour them (`Exercise::controllable`).
+    pub control: Arc<RunControl>,
     handle: Option<JoinHandle<()>>,
 }
 
 impl Job {
     /// Starts `exercise` with `settings` on a worker thread; `wake` is called after every event.
-    pub fn start(exercise: &str, settings: Settings, wake: Box<dyn Fn() + Send>) -> (Job, RunView) {
+    pub fn start(exercise: &str, settings: Settings, wake: Box<dyn Fn() + Send>, control: Arc<RunControl>) -> (Job, RunView) {
         let (tx, rx) = mpsc::channel();
+        let control2 = control.clone();
         let stop = Arc::new(AtomicBool::new(false));
         let id = exercise.to_string();
         let stop2 = stop.clone();
@@ -176,7 +183,7 @@ impl Job {
             .name(format!("gpulab-run-{id}"))
             .spawn(move || {
                 let done_tx = tx.clone();
-                let mut sink = ChannelSink { tx, stop: stop2, wake };
+                let mut sink = ChannelSink { tx, stop: stop2, wake, control: control2 };
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match exercises::find(&id) {
                     Some(ex) => ex.run(&settings, &mut sink).map_err(|e| e.to_string()),
                     None => Err(format!("no exercise {id:?}")),
@@ -201,7 +208,7 @@ impl Job {
         if let Some(msg) = early_fail {
             view.apply(Event::Failed(msg));
         }
-        (Job { exercise: exercise.to_string(), rx, stop, handle }, view)
+        (Job { exercise: exercise.to_string(), rx, stop, control, handle }, view)
     }
 
     pub fn request_stop(&self) {

@@ -23,6 +23,9 @@ use crate::report::Report;
 /// Time spent per frame moving events from the worker into the UI's histories.
 const DRAIN_BUDGET: Duration = Duration::from_millis(3);
 
+/// One simulated hour per second: a simulated day fills the charts in about half a minute.
+const DEFAULT_RUN_SPEED: f64 = 3600.0;
+
 /// What survives a restart.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -51,6 +54,8 @@ pub struct GpulabApp {
     pub(super) frame_stats: FrameStats,
     pub(super) screenshot: Option<ScreenshotPlan>,
     pub(super) ctx: egui::Context,
+    /// Simulated seconds per wall second for controllable runs (0 = as fast as possible).
+    pub(super) run_speed: f64,
 }
 
 impl GpulabApp {
@@ -83,6 +88,7 @@ impl GpulabApp {
             frame_stats: FrameStats::new(screenshot.is_some()),
             screenshot,
             ctx: ctx.clone(),
+            run_speed: DEFAULT_RUN_SPEED,
         };
         // Saved settings are merged into today's defaults key by key, so a changed exercise
         // never loads a stale or invalid configuration.
@@ -167,7 +173,8 @@ impl GpulabApp {
         let id = self.saved.selected.clone();
         let Some(settings) = self.saved.settings.get(&id).cloned() else { return };
         let ctx = self.ctx.clone();
-        let (job, view) = Job::start(&id, settings, Box::new(move || ctx.request_repaint()));
+        let control = std::sync::Arc::new(exercises::RunControl::new(self.run_speed));
+        let (job, view) = Job::start(&id, settings, Box::new(move || ctx.request_repaint()), control);
         self.runs.insert(id, view);
         self.job = Some(job);
         self.file_status = None;
@@ -186,6 +193,20 @@ impl GpulabApp {
         }
         self.compare = Some(r);
         self.start_run();
+    }
+
+    /// The speed of controllable runs (simulated seconds per wall second; 0 = flat out), also
+    /// applied to the run in progress.
+    pub fn set_run_speed(&mut self, speed: f64) {
+        self.run_speed = speed;
+        if let Some(j) = &self.job {
+            j.control.set_speed(speed);
+        }
+    }
+
+    /// The run in progress's pause / step / speed handle.
+    pub fn run_control(&self) -> Option<&exercises::RunControl> {
+        self.job.as_ref().map(|j| &*j.control)
     }
 
     pub fn stop_run(&mut self) {

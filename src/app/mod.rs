@@ -5,10 +5,12 @@
 //! Files: `lab` the window and its state · `panels` exercise list, lesson, controls, results,
 //! status bar · `settings_panel` the settings editor · `files` export and compare ·
 //! `screenshot` screenshot mode · `frame_stats` UI frame times · `job` a run on a worker thread
-//! · `charts`, `results`, `timeline` drawing reports · `hardware` the hardware window.
+//! · `charts`, `results`, `timeline` drawing reports · `diagram` system diagrams and the
+//! pause/step/speed bar · `hardware` the hardware window.
 
 use eframe::egui;
 mod charts;
+mod diagram;
 mod files;
 mod frame_stats;
 mod hardware;

@@ -7,6 +7,7 @@ use egui::{Color32, RichText};
 use egui_commonmark::CommonMarkViewer;
 
 use super::charts::{self, ChartView};
+use super::diagram;
 use super::job::Status;
 use super::lab::GpulabApp;
 use super::results::{self, WARN};
@@ -133,6 +134,12 @@ impl GpulabApp {
     pub(super) fn results_panel(&mut self, ui: &mut egui::Ui) {
         let id = self.saved.selected.clone();
         let wide = ui.available_width();
+        if let Some(job) = &self.job
+            && job.exercise == id
+            && self.exercises.iter().any(|e| e.id() == id && e.controllable())
+        {
+            diagram::run_controls(ui, &job.control, &mut self.run_speed);
+        }
         egui::ScrollArea::vertical().id_salt(("results", &id)).auto_shrink([false, false]).show(ui, |ui| {
             let Some(v) = self.runs.get(&id) else {
                 ui.heading("Results");
@@ -153,6 +160,10 @@ impl GpulabApp {
                 ui.add(egui::Label::new(RichText::new(format!("The run failed: {msg}")).color(Color32::from_rgb(235, 90, 80))).wrap());
             }
             let chart_h = if wide > 700.0 { 220.0 } else { 180.0 };
+            if let Some(d) = &v.diagram {
+                diagram::show(ui, d, &id);
+                ui.add_space(8.0);
+            }
             if let Some(r) = v.report.clone() {
                 // An Arc: a pointer copy per frame, not the report's tables and series.
                 if let Some(sg) = &r.suggestion {

@@ -16,6 +16,10 @@ pub struct RunArgs {
     /// Folder for report.json, report.csv and report.md.
     #[arg(long, default_value = "gpulab-report")]
     out: PathBuf,
+    /// Replay a scenario file (the scenario.json written beside a report); for exercises with a
+    /// `scenario_file` setting (10, platform). Same as --set scenario_file=FILE.
+    #[arg(long, value_name = "FILE")]
+    scenario: Option<PathBuf>,
     /// Print the settings with their defaults and exit.
     #[arg(long)]
     show_settings: bool,
@@ -56,7 +60,7 @@ impl Sink for CliSink {
                 self.bar.set_position(done);
             }
             Event::Log(l) => self.bar.suspend(|| eprintln!("   {l}")),
-            Event::Point { .. } | Event::Table(_) | Event::Finished(_) | Event::Failed(_) => {}
+            Event::Point { .. } | Event::Table(_) | Event::Diagram(_) | Event::Finished(_) | Event::Failed(_) => {}
         }
     }
     fn stop_requested(&self) -> bool {
@@ -68,6 +72,15 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let ex = exercises::find(&a.id).ok_or_else(|| anyhow::anyhow!("unknown exercise {:?}; known: {}", a.id, exercises::ids().join(", ")))?;
     let mut settings = ex.settings();
     settings.apply(&a.set)?;
+    if let Some(file) = &a.scenario {
+        if settings.get("scenario_file").is_none() {
+            anyhow::bail!("--scenario: exercise {} takes no scenario file (only exercises with a scenario_file setting do)", ex.id());
+        }
+        if a.set.iter().any(|s| s.trim_start().starts_with("scenario_file=")) {
+            anyhow::bail!("--scenario and --set scenario_file= both name a scenario; give one");
+        }
+        settings.apply(&[format!("scenario_file={}", file.display())])?;
+    }
     if a.show_settings {
         for s in &settings.0 {
             println!("{:<16} = {:<24} {}", s.key, s.value.to_text(), s.help);

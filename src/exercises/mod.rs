@@ -15,11 +15,13 @@ mod planned;
 mod platform;
 mod precision;
 mod profiling;
+pub mod run_control;
 pub mod settings;
 pub mod sink;
 
 pub use live::LiveChartSpec;
 pub use settings::{Setting, Settings, Value};
+pub use run_control::RunControl;
 pub use sink::{ChannelSink, CollectSink, Event, Sink};
 
 use crate::error::Result;
@@ -47,6 +49,11 @@ pub trait Exercise: Send + Sync {
     /// and axes. Every chart id the exercise emits must be declared here (a test checks).
     fn live_charts(&self) -> Vec<LiveChartSpec> {
         Vec::new()
+    }
+    /// True when `run` honours the sink's `RunControl` (pause, step, speed): the lab then shows
+    /// those controls while it runs.
+    fn controllable(&self) -> bool {
+        false
     }
     /// Runs the lab, reporting to `sink`; returns the report (also when stopped early).
     fn run(&self, settings: &Settings, sink: &mut dyn Sink) -> Result<Report>;

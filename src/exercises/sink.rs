@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 
+use super::run_control::RunControl;
 use crate::report::{Provenance, Report, Table};
 
 #[derive(Clone, Debug)]
@@ -19,6 +20,8 @@ pub enum Event {
     Point { chart: String, series: String, x: f64, y: f64, provenance: Provenance },
     /// A results table as it stands (replaces an earlier one with the same title).
     Table(Table),
+    /// The system diagram as it stands (replaces the earlier one).
+    Diagram(Box<crate::report::Diagram>),
     /// The run finished with this report.
     Finished(Box<Report>),
     /// The run failed; the message names the problem and what to do.
@@ -29,6 +32,10 @@ pub trait Sink {
     fn emit(&mut self, ev: Event);
     /// Checked between steps; a run that sees it stops and reports what it has.
     fn stop_requested(&self) -> bool;
+    /// Pause, step and speed from whoever watches (the lab); None = run flat out (CLI, tests).
+    fn run_control(&self) -> Option<&RunControl> {
+        None
+    }
 }
 
 /// Forwards events over a channel (to a UI thread) and calls `wake` after each.
@@ -36,6 +43,7 @@ pub struct ChannelSink {
     pub tx: Sender<Event>,
     pub stop: Arc<AtomicBool>,
     pub wake: Box<dyn Fn() + Send>,
+    pub control: Arc<RunControl>,
 }
 
 impl Sink for ChannelSink {
@@ -48,6 +56,9 @@ impl Sink for ChannelSink {
     }
     fn stop_requested(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+    fn run_control(&self) -> Option<&RunControl> {
+        Some(&self.control)
     }
 }
 

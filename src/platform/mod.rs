@@ -5,9 +5,11 @@
 
 pub mod control;
 mod events;
+pub mod monitoring;
 pub mod result;
 pub mod scenario;
 pub mod serving;
+pub mod traffic_csv;
 pub mod training;
 
 pub use result::{CanaryEvent, Sample, ScaleAction, ServingResult, Totals};

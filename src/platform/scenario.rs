@@ -37,6 +37,26 @@ pub struct Traffic {
     /// Hour of the daily peak (0–24).
     pub peak_hour: f64,
     pub spikes: Vec<Spike>,
+    /// A replayed rate (from a CSV, `traffic_csv`): when present it replaces the base rate and
+    /// the daily wave; spikes still multiply it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replay: Vec<super::traffic_csv::RatePoint>,
+}
+
+impl Traffic {
+    /// The rate before spikes at `h` hours: the replay, or the base with its daily wave.
+    pub fn underlying_rps(&self, h: f64) -> f64 {
+        if self.replay.is_empty() {
+            self.base_rps * (1.0 + self.diurnal_amplitude * (std::f64::consts::TAU * (h - self.peak_hour) / 24.0).cos())
+        } else {
+            super::traffic_csv::rate_at(&self.replay, h)
+        }
+    }
+
+    /// The highest rate before spikes.
+    pub fn peak_underlying_rps(&self) -> f64 {
+        if self.replay.is_empty() { self.base_rps * (1.0 + self.diurnal_amplitude) } else { self.replay.iter().map(|p| p.rps).fold(0.0, f64::max) }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -177,6 +197,35 @@ pub struct Training {
     pub checkpoint_write_s: f64,
     /// Time to get new nodes and load the last checkpoint after a preemption, seconds.
     pub restart_s: f64,
+    /// Where the training data comes from (absent in older scenario files: the default).
+    #[serde(default)]
+    pub data: DataStage,
+}
+
+/// Object storage feeding the training data set: the job cannot run faster than it can read its
+/// epochs (an input-bound job, lesson 4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataStage {
+    /// Read bandwidth the job gets from object storage, GB/s.
+    pub read_gb_per_s: f64,
+    pub dataset_gb: f64,
+    /// Passes over the data set the job makes.
+    pub epochs: f64,
+}
+
+impl Default for DataStage {
+    /// Illustrative: a 2 TB data set read 10 times at 2 GB/s (2.8 h of reads).
+    fn default() -> Self {
+        DataStage { read_gb_per_s: 2.0, dataset_gb: 2000.0, epochs: 10.0 }
+    }
+}
+
+impl DataStage {
+    /// Hours the job spends reading its epochs from object storage.
+    pub fn read_h(&self) -> f64 {
+        self.dataset_gb * self.epochs / self.read_gb_per_s / 3600.0
+    }
 }
 
 /// The most requests one run may simulate (about a minute of a 2-core machine).
@@ -228,7 +277,7 @@ impl Scenario {
             seed: 1,
             duration_h: 24.0,
             sample_every_s: 60.0,
-            traffic: Traffic { base_rps: 12.0, diurnal_amplitude: 0.6, peak_hour: 14.0, spikes: vec![] },
+            traffic: Traffic { base_rps: 12.0, diurnal_amplitude: 0.6, peak_hour: 14.0, spikes: vec![], replay: vec![] },
             gateway: Gateway { rate_limit_rps: 150.0, timeout_s: 5.0 },
             pool: Pool {
                 gpu: preset_gpu(),
@@ -265,6 +314,7 @@ impl Scenario {
                 checkpoint_interval_h: 1.0,
                 checkpoint_write_s: 60.0,
                 restart_s: 300.0,
+                data: DataStage::default(),
             },
         }
     }
@@ -290,9 +340,13 @@ impl Scenario {
         c.range("traffic.base_rps", s.traffic.base_rps, 0.0, 10_000.0);
         c.range("traffic.diurnal_amplitude", s.traffic.diurnal_amplitude, 0.0, 1.0);
         c.range("traffic.peak_hour", s.traffic.peak_hour, 0.0, 24.0);
-        let peak: f64 = s.traffic.spikes.iter().map(|x| x.multiplier.max(1.0)).product::<f64>() * (1.0 + s.traffic.diurnal_amplitude);
-        let most = s.traffic.base_rps * peak * s.duration_h * 3600.0;
+        let peak: f64 = s.traffic.spikes.iter().map(|x| x.multiplier.max(1.0)).product::<f64>();
+        let most = s.traffic.peak_underlying_rps() * peak * s.duration_h * 3600.0;
         c.check("traffic.base_rps", most.is_nan() || most <= MAX_REQUESTS, &format!("with the spikes over {} h this could simulate up to {most:.0} requests (limit {MAX_REQUESTS:.0}); lower the rate or the duration", s.duration_h));
+        for (i, p) in s.traffic.replay.iter().enumerate() {
+            c.check(&format!("traffic.replay[{i}].hour"), p.hour.is_finite() && if i == 0 { p.hour == 0.0 } else { p.hour > s.traffic.replay[i - 1].hour }, "hours must start at 0 and increase");
+            c.range(&format!("traffic.replay[{i}].rps"), p.rps, 0.0, 10_000.0);
+        }
         for (i, sp) in s.traffic.spikes.iter().enumerate() {
             c.range(&format!("traffic.spikes[{i}].start_h"), sp.start_h, 0.0, 24.0 * 31.0);
             c.range(&format!("traffic.spikes[{i}].duration_h"), sp.duration_h, 0.0, 24.0 * 31.0);
@@ -342,6 +396,10 @@ impl Scenario {
         c.range("training.checkpoint_interval_h", t.checkpoint_interval_h, 0.001, 10_000.0);
         c.range("training.checkpoint_write_s", t.checkpoint_write_s, 0.0, 86_400.0);
         c.range("training.restart_s", t.restart_s, 0.0, 86_400.0);
+        c.range("training.data.read_gb_per_s", t.data.read_gb_per_s, 1e-3, 1e4);
+        c.range("training.data.dataset_gb", t.data.dataset_gb, 0.0, 1e8);
+        c.range("training.data.epochs", t.data.epochs, 0.0, 1e5);
+        c.check("training.data", t.data.read_h() <= 1e6, "reading the epochs would take over a million hours; raise read_gb_per_s or lower dataset_gb/epochs");
         c.finish()
     }
 }

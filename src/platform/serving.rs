@@ -121,7 +121,7 @@ impl<'a> Sim<'a> {
             timer_at: f64::INFINITY,
             tokens: sc.gateway.rate_limit_rps.max(1.0),
             tokens_at: 0.0,
-            lambda_max: sc.traffic.base_rps * (1.0 + sc.traffic.diurnal_amplitude) * spikes,
+            lambda_max: sc.traffic.peak_underlying_rps() * spikes,
             rng_arrival: rng(sc.seed, 0),
             rng_service: rng(sc.seed, 1),
             rng_route: rng(sc.seed, 2),
@@ -159,9 +159,8 @@ impl<'a> Sim<'a> {
     pub fn rate(sc: &Scenario, t: f64) -> f64 {
         let tr = &sc.traffic;
         let h = t / 3600.0;
-        let wave = 1.0 + tr.diurnal_amplitude * (std::f64::consts::TAU * (h - tr.peak_hour) / 24.0).cos();
         let spikes: f64 = tr.spikes.iter().filter(|s| h >= s.start_h && h < s.start_h + s.duration_h).map(|s| s.multiplier).product();
-        tr.base_rps * wave * spikes
+        tr.underlying_rps(h) * spikes
     }
 
     fn run(&mut self, on_sample: &mut dyn FnMut(&Sample) -> bool) {

@@ -27,9 +27,15 @@ pub struct JobOutcome {
 /// A run with more preemptions than this gives up (the interval is hopeless for the MTBF).
 pub const MAX_PREEMPTIONS: f64 = 20_000.0;
 
-/// The job's work in hours at its precision.
-pub fn work_h(t: &Training) -> f64 {
+/// The job's compute in hours at its precision.
+pub fn compute_h(t: &Training) -> f64 {
     t.work_h / t.precision_speedup
+}
+
+/// The job's work in hours: its compute at its precision, or reading its epochs from object
+/// storage when that takes longer (input-bound; reads overlap compute).
+pub fn work_h(t: &Training) -> f64 {
+    compute_h(t).max(t.data.read_h())
 }
 
 /// One run of the job with checkpoints every `tau_h` of work; `mtbf_h` None = on-demand.

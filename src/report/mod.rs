@@ -2,6 +2,7 @@
 //! number labelled with where it came from, plus the metadata needed to reproduce the run.
 //! The GUI shows it, the CLI writes it, the tests check it.
 
+mod diagram;
 mod write;
 
 use std::collections::BTreeMap;
@@ -10,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::tensor::BackendInfo;
 
+pub use diagram::{Diagram, DiagramNode, edge_points};
 pub use write::{markdown, read_json, write_all, write_csv, write_json, write_markdown};
 
 /// Where a number came from. Shown next to it and written into every report.

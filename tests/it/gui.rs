@@ -418,3 +418,50 @@ fn exercise_8_serves_batches_to_a_verdict() {
     let live = &h.state().run_view().expect("a run view").live;
     assert!(live.iter().any(|c| c.id == "latency" && !c.series.is_empty()), "the live latency chart has points");
 }
+
+/// Exercise 10's architecture diagram: live while the run goes, with pause / step / speed, and a
+/// click on a box shows the settings it was built from.
+#[test]
+fn the_platform_diagram_pauses_steps_and_shows_a_box_settings_on_click() {
+    use eframe::egui::Role;
+    let mut h = harness();
+    h.get_by_label("10. A production GPU platform (simulation)").click();
+    h.step();
+    for (k, v) in [("scenario", "steady-day"), ("duration_h", "6"), ("sweep_points", "3"), ("sweep_runs", "2")] {
+        h.state_mut().set_setting(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+    }
+    h.state_mut().set_run_speed(60.0); // one simulated minute per second: the run is still going below
+    h.step();
+    h.get_by_role_and_label(Role::Button, "Run").click();
+    h.step();
+    h.step();
+    assert!(h.state().is_running());
+    // Pause from the lab's bar; the first live point brings the diagram.
+    h.get_by_role_and_label(Role::Button, "Pause").click();
+    let t0 = Instant::now();
+    while h.state().run_view().is_none_or(|v| v.diagram.is_none()) {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no diagram arrived");
+        h.step();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    h.step();
+    h.step();
+    assert!(h.state().run_control().is_some_and(|c| c.is_paused()), "Pause reached the run");
+    assert!(h.state().is_running());
+    h.get_by_role_and_label(Role::Button, "Resume");
+    h.get_by_role_and_label(Role::Button, "Step");
+    for stage in ["Object storage", "Training data", "GPU training cluster", "Checkpoint storage", "Model registry", "GPU inference cluster", "API gateway", "Monitoring"] {
+        assert!(h.query_all_by_label(stage).count() > 0, "no box {stage}");
+    }
+    h.get_by_role_and_label(Role::Button, "GPU inference cluster").click();
+    h.step();
+    h.step();
+    h.get_by_label("Settings of GPU inference cluster");
+    h.get_by_label("autoscaler.max_workers");
+    // Flat out from here, then the final diagram stays with the report.
+    h.state_mut().set_run_speed(0.0);
+    h.get_by_role_and_label(Role::Button, "Resume").click();
+    run_to_end(&mut h, Duration::from_secs(120));
+    assert!(h.state().report().is_some_and(|r| r.attachments.iter().any(|a| a.file_name == "architecture.svg")));
+    h.get_by_label("Settings of GPU inference cluster");
+}

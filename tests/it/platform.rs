@@ -250,3 +250,138 @@ fn a_good_release_is_promoted_and_stopping_keeps_what_ran() {
     assert!(r.stopped_early);
     assert_eq!(r.chart("workers").unwrap().series[0].points.len(), 1, "one sample, then the stop");
 }
+
+/// The chapter's chain, in order: the diagram must name every stage.
+const STAGES: [&str; 8] = ["Object storage", "Training data", "GPU training cluster", "Checkpoint storage", "Model registry", "GPU inference cluster", "API gateway", "Monitoring"];
+
+#[test]
+fn the_architecture_diagram_goes_live_and_exports_well_formed_svg_naming_every_stage() {
+    let (r, events) = run(&settings(&[&SMALL[..], &["scenario=bad-release", "duration_h=12"]].concat()));
+    let diagrams: Vec<&gpulab::report::Diagram> = events.iter().filter_map(|e| if let Event::Diagram(d) = e { Some(&**d) } else { None }).collect();
+    assert!(diagrams.len() > 10, "the diagram is re-emitted as the simulation advances: {}", diagrams.len());
+    let last = diagrams.last().unwrap();
+    let labels: Vec<&str> = last.nodes.iter().map(|n| n.label.as_str()).collect();
+    assert_eq!(labels, STAGES);
+    assert_eq!(last.edges, (0..7).map(|i| (i, i + 1)).collect::<Vec<_>>(), "a chain, in the chapter's order");
+    assert!(matches!(last.provenance, Provenance::Simulated(_)));
+    assert!(last.nodes.iter().all(|n| !n.metrics.is_empty() && !n.settings.is_empty()), "every box has figures and settings");
+    // Live: the inference box's figures change as the day goes on; the registry saw the rollback.
+    let inference = |d: &gpulab::report::Diagram| d.node("inference").unwrap().metrics.clone();
+    assert!(diagrams.iter().any(|d| inference(d) != inference(diagrams[0])));
+    assert!(last.node("registry").unwrap().metrics.iter().any(|m| m.contains("rolled back")), "{:?}", last.node("registry"));
+    // The SVG beside the report: well-formed XML, one box per stage, every stage named.
+    let svg = &r.attachments.iter().find(|a| a.file_name == "architecture.svg").expect("architecture.svg attached").text;
+    let doc = roxmltree::Document::parse(svg).unwrap_or_else(|e| panic!("not well-formed: {e}\n{svg}"));
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    let texts: Vec<&str> = doc.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).collect();
+    for stage in STAGES {
+        assert!(texts.contains(&stage), "{stage} missing from the SVG");
+    }
+    assert_eq!(doc.descendants().filter(|n| n.has_tag_name("g")).count(), 8);
+    assert_eq!(doc.descendants().filter(|n| n.has_tag_name("line")).count(), 7);
+    let dir = tempfile::tempdir().unwrap();
+    let paths = gpulab::report::write_all(&r, dir.path()).unwrap();
+    assert!(paths.iter().any(|p| p.ends_with("architecture.svg")));
+}
+
+#[test]
+fn monitoring_alerts_cover_four_layers_and_fire_on_the_spike() {
+    let alerts = |preset: &str, max_workers: &str| {
+        let (r, _) = run(&settings(&[&SMALL[..2], &["sweep_runs=3", &format!("scenario={preset}"), "duration_h=14", max_workers]].concat()));
+        let t = r.table("Monitoring alerts").expect("an alerts table").clone();
+        let layers: Vec<String> = t.rows.iter().map(|row| format!("{:?}", row[0])).collect();
+        assert_eq!(t.rows.len(), 4, "{layers:?}");
+        for l in ["hardware", "training", "inference", "business"] {
+            assert!(layers.iter().any(|x| x.contains(l)), "{l} missing: {layers:?}");
+        }
+        t.rows.iter().map(|row| if let gpulab::report::Cell::Num(v) = row[1] { v } else { panic!("{:?}", row[1]) }).collect::<Vec<f64>>()
+    };
+    // The spike on a pool capped at two workers overflows: inference and business alerts fire.
+    let (steady, capped) = (alerts("steady-day", "max_workers=0"), alerts("black-friday", "max_workers=2"));
+    assert!(capped[2] > steady[2] && capped[3] > steady[3], "capped spike {capped:?} vs steady day {steady:?}");
+    assert!(capped[0] > 0.0, "the capped pool runs hot: {capped:?}");
+    // The spot storm's 60-minute interval against Daly's ~9 minutes: a training alert every sample.
+    let storm = alerts("spot-storm", "max_workers=0");
+    assert!(storm[1] > 0.0, "{storm:?}");
+}
+
+#[test]
+fn object_storage_bandwidth_can_bound_training_and_old_files_still_load() {
+    let mut sc = Scenario::preset("steady-day").unwrap();
+    let compute = training::work_h(&sc.training);
+    assert_eq!(compute, training::compute_h(&sc.training), "the preset's reads are shorter than its compute");
+    sc.training.data.read_gb_per_s = 0.05; // 2000 GB × 10 epochs at 50 MB/s: 111 h of reads
+    assert!((training::work_h(&sc.training) - sc.training.data.read_h()).abs() < 1e-9 && training::work_h(&sc.training) > compute);
+    sc.training.data.read_gb_per_s = 0.0;
+    assert!(sc.validate().unwrap_err().to_string().contains("training.data.read_gb_per_s"));
+    // A scenario.json written before the data stage existed loads with the default stage.
+    let mut json: serde_json::Value = serde_json::from_str(&Scenario::preset("steady-day").unwrap().to_json()).unwrap();
+    json["training"].as_object_mut().unwrap().remove("data");
+    assert_eq!(Scenario::from_json(&json.to_string()).unwrap(), Scenario::preset("steady-day").unwrap());
+}
+
+#[test]
+fn pause_holds_the_run_step_advances_it_and_pacing_changes_no_number() {
+    use gpulab::exercises::{ChannelSink, RunControl};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    let s = settings(&SMALL);
+    let control = Arc::new(RunControl::new(0.0));
+    control.set_paused(true);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut sink = ChannelSink { tx, stop: Arc::new(AtomicBool::new(false)), wake: Box::new(|| {}), control: control.clone() };
+    let s2 = s.clone();
+    let worker = std::thread::spawn(move || exercises::find("platform").unwrap().run(&s2, &mut sink).unwrap());
+    let mut diagrams = 0;
+    let wait_for = |want: usize, diagrams: &mut usize| {
+        let t0 = Instant::now();
+        while *diagrams < want && t0.elapsed() < Duration::from_secs(60) {
+            if let Ok(Event::Diagram(_)) = rx.recv_timeout(Duration::from_millis(50)) {
+                *diagrams += 1;
+            }
+        }
+        // Whatever else is queued now arrives too; a held run sends no further diagram.
+        std::thread::sleep(Duration::from_millis(300));
+        while let Ok(ev) = rx.try_recv() {
+            *diagrams += usize::from(matches!(ev, Event::Diagram(_)));
+        }
+    };
+    wait_for(1, &mut diagrams);
+    assert_eq!(diagrams, 1, "paused after the first live point");
+    assert!(!worker.is_finished());
+    control.step();
+    wait_for(2, &mut diagrams);
+    assert_eq!(diagrams, 2, "one step, one more live point");
+    control.set_paused(false);
+    let paced = worker.join().unwrap();
+    let (flat, _) = run(&s);
+    assert_eq!(json_without_clock(&paced), json_without_clock(&flat));
+}
+
+#[test]
+fn traffic_replays_from_a_csv_and_bad_rows_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("traffic.csv");
+    // 5 requests/s for an hour, then a ramp to 40 and back.
+    std::fs::write(&csv, "hour,rps\n0,5\n1,5\n1.5,40\n2,5\n").unwrap();
+    let s = settings(&[&SMALL[..], &["scenario=steady-day", &format!("traffic_csv={}", csv.display())]].concat());
+    let (r, _) = run(&s);
+    let offered = &r.chart("traffic").unwrap().series[0].points;
+    let at = |h: f64| offered.iter().find(|p| (p[0] - h).abs() < 1e-9).map(|p| p[1]).unwrap();
+    assert_eq!((at(0.5), at(1.5), at(1.75), at(2.5)), (5.0, 40.0, 22.5, 5.0), "the replayed rate, linear between rows");
+    // The scenario written beside the report carries the replay: it runs again without the CSV.
+    let json = &r.attachments.iter().find(|a| a.file_name == "scenario.json").unwrap().text;
+    let file = dir.path().join("scenario.json");
+    std::fs::write(&file, json).unwrap();
+    std::fs::remove_file(&csv).unwrap();
+    let (again, _) = run(&settings(&["sweep_points=5", "sweep_runs=5", &format!("scenario_file={}", file.display())]));
+    assert_eq!((again.figures, again.charts), (r.figures.clone(), r.charts.clone()));
+    // Unreadable and malformed files: the setting, the line and the field.
+    let ex = exercises::find("platform").unwrap();
+    let err = ex.validate(&settings(&[&format!("traffic_csv={}", csv.display())])).unwrap_err().to_string();
+    assert!(err.contains("traffic_csv") && err.contains("cannot read"), "{err}");
+    std::fs::write(&csv, "hour,rps\n0,5\n1,lots\n").unwrap();
+    let err = ex.validate(&settings(&[&format!("traffic_csv={}", csv.display())])).unwrap_err().to_string();
+    assert!(err.contains("traffic_csv") && err.contains("line 3") && err.contains("field rps"), "{err}");
+}

@@ -2,16 +2,18 @@
 //! replays a run exactly) with a few knobs on top runs through `platform::simulate` and the
 //! training model; the report's every number is labelled simulated.
 
+mod diagram;
 mod report;
 
 use super::live::LiveChartSpec;
 use super::settings::{self, Settings, Value};
+use super::run_control::pace;
 use super::sink::{Event, Sink};
 use super::Exercise;
 use crate::error::{Error, Result};
 use crate::platform::scenario::{Scenario, Signal, PRESETS};
 use crate::platform::{self, training, Sample};
-use crate::report::{Provenance, Report};
+use crate::report::{Attachment, Provenance, Report};
 
 pub struct PlatformLab;
 
@@ -39,6 +41,7 @@ impl Exercise for PlatformLab {
         Settings::default()
             .add("scenario", "Scenario", "A preset platform design: a steady day, a Black-Friday spike, a spot storm, a bad release", settings::choice(PRESETS[0], &PRESETS))
             .add("scenario_file", "Scenario file", "A scenario JSON (as written beside every report) to replay instead of the preset; empty = the preset", Value::Text(String::new()))
+            .add("traffic_csv", "Traffic CSV", "A CSV of offered traffic to replay (header hour,rps; see the lesson) instead of the scenario's base rate and daily wave; empty = none", Value::Text(String::new()))
             .add("seed", "Seed", &format!("Seeds every random draw{keep}"), settings::int(0, 0, i64::MAX))
             .add("duration_h", "Simulated hours", &format!("How long to simulate the serving platform{keep}"), settings::float(0.0, 0.0, 744.0))
             .add("signal", "Autoscaling signal", "What the autoscaler targets; scenario keeps the scenario's", settings::choice("scenario", &["scenario", "queue_depth", "utilisation", "p95_latency"]))
@@ -66,25 +69,39 @@ impl Exercise for PlatformLab {
         ]
     }
 
+    fn controllable(&self) -> bool {
+        true
+    }
+
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
         let sc = scenario(s)?;
+        let t = &sc.training;
+        let reps = s.int("sweep_runs")? as u32;
+        // The job's outcome first: the training boxes of the live diagram show it.
+        let chosen = training::mean_outcome(t, t.checkpoint_interval_h, t.spot.then_some(t.mtbf_h), sc.seed, reps);
         let started = std::time::Instant::now();
         sink.emit(Event::Phase(format!("serving: {} simulated hours of “{}”", sc.duration_h, sc.name)));
         let total = (sc.duration_h * 3600.0 / sc.sample_every_s).floor() as u64 + 1;
         let every = (total as usize).div_ceil(LIVE_POINTS).max(1);
         let mut n = 0usize;
+        let mut rollout = diagram::Rollout::default();
         let serving = platform::simulate(&sc, &mut |x: &Sample| {
+            rollout.observe(x);
             if n.is_multiple_of(every) {
                 emit_sample(sink, x);
+                sink.emit(Event::Diagram(Box::new(diagram::build(&sc, x, &chosen, &rollout))));
                 sink.emit(Event::Progress { done: n as u64, total });
+                pace(&*sink, every as f64 * sc.sample_every_s);
             }
             n += 1;
             !sink.stop_requested()
         });
         sink.emit(Event::Log(format!("simulated {} requests in {:.2} s of wall time", serving.totals.arrived, started.elapsed().as_secs_f64())));
+        let last = serving.samples.last().map(|x| diagram::build(&sc, x, &chosen, &rollout));
+        if let Some(d) = &last {
+            sink.emit(Event::Diagram(Box::new(d.clone())));
+        }
 
-        let t = &sc.training;
-        let reps = s.int("sweep_runs")? as u32;
         let mut sweep = Vec::new();
         if !sink.stop_requested() {
             sink.emit(Event::Phase("training: checkpoint-interval sweep".into()));
@@ -95,12 +112,16 @@ impl Exercise for PlatformLab {
         }
         let runs = report::TrainingRuns {
             on_demand: training::mean_outcome(t, t.checkpoint_interval_h, None, sc.seed, 1),
-            chosen: training::mean_outcome(t, t.checkpoint_interval_h, t.spot.then_some(t.mtbf_h), sc.seed, reps),
+            chosen,
             at_daly: training::mean_outcome(t, training::daly_h(t), t.spot.then_some(t.mtbf_h), sc.seed, reps),
             sweep,
         };
         let stopped = sink.stop_requested() || serving.stopped_early;
-        Ok(report::build(self, s, &sc, &serving, &runs, stopped))
+        let mut report = report::build(self, s, &sc, &serving, &runs, stopped);
+        if let Some(d) = last {
+            report.attachments.push(Attachment { file_name: "architecture.svg".into(), text: d.to_svg() });
+        }
+        Ok(report)
     }
 }
 
@@ -127,6 +148,12 @@ pub fn scenario(s: &Settings) -> Result<Scenario> {
         let text = std::fs::read_to_string(file.trim()).map_err(|e| Error::InvalidConfig(format!("scenario_file: cannot read {file:?}: {e}")))?;
         Scenario::from_json(&text).map_err(|e| Error::InvalidConfig(format!("scenario_file {file:?}: {}", e.to_string().trim_start_matches("invalid setting: "))))?
     };
+    let csv = s.text("traffic_csv")?;
+    if !csv.trim().is_empty() {
+        let path = csv.trim();
+        let text = std::fs::read_to_string(path).map_err(|e| Error::InvalidConfig(format!("traffic_csv: cannot read {path:?}: {e}")))?;
+        sc.traffic.replay = platform::traffic_csv::parse(&text).map_err(|e| Error::InvalidConfig(format!("traffic_csv {path:?}: {}", e.to_string().trim_start_matches("invalid setting: "))))?;
+    }
     let seed = s.int("seed")?;
     if seed > 0 {
         sc.seed = seed as u64;

@@ -4,6 +4,7 @@
 use super::{simulated, PlatformLab};
 use crate::exercises::settings::Settings;
 use crate::exercises::Exercise;
+use crate::platform::monitoring;
 use crate::platform::training::{self, JobOutcome, SweepPoint};
 use crate::platform::{Scenario, ServingResult};
 use crate::report::{Attachment, Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
@@ -180,6 +181,15 @@ pub fn build(ex: &PlatformLab, s: &Settings, sc: &Scenario, r: &ServingResult, t
         ],
     };
 
+    let alerts = Table {
+        title: "Monitoring alerts".into(),
+        columns: vec![Column::text("layer"), Column::num("samples with an alert", "", 0, sim()), Column::num("share of samples", "%", 1, sim()), Column::num("first fired", "h", 2, sim())],
+        rows: monitoring::summary(sc, &r.samples)
+            .into_iter()
+            .map(|(layer, n, first)| vec![layer.name().into(), (n as f64).into(), (n as f64 / r.samples.len().max(1) as f64 * 100.0).into(), Cell::from(first)])
+            .collect(),
+    };
+
     let mut meta = Metadata::new(sc.seed);
     meta.dataset = format!("scenario “{}” (simulated)", sc.name);
     meta.hyperparameters = s.to_map();
@@ -190,7 +200,7 @@ pub fn build(ex: &PlatformLab, s: &Settings, sc: &Scenario, r: &ServingResult, t
         config: s.to_map(),
         metadata: meta,
         figures,
-        tables: vec![scale, canary, training_table],
+        tables: vec![scale, canary, training_table, alerts],
         charts,
         verdict: verdict(sc, r, &n, tr, young, daly),
         stopped_early,
@@ -201,7 +211,7 @@ pub fn build(ex: &PlatformLab, s: &Settings, sc: &Scenario, r: &ServingResult, t
         "Every figure here is simulated from the scenario's inputs, not measured. The worker speed curve is “{}”; GPU prices are “{}” — illustrative, not a price list.",
         sc.pool.curve_source, sc.pool.gpu.name
     ));
-    report.notes.push("scenario.json beside this report replays the run exactly: gpulab run platform --set scenario_file=scenario.json".into());
+    report.notes.push("scenario.json beside this report replays the run exactly: gpulab run platform --scenario scenario.json; architecture.svg beside it is the platform diagram at the end of the run".into());
     report
 }
 
