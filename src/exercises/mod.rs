@@ -13,6 +13,7 @@ mod planned;
 mod platform;
 mod precision;
 mod profiling;
+mod quantization;
 pub mod settings;
 pub mod sink;
 
@@ -57,6 +58,7 @@ pub fn registry() -> Vec<Box<dyn Exercise>> {
     all.push(Box::new(checkpoint::CheckpointLab));
     all.extend([Box::new(input_pipeline::InputPipeline) as Box<dyn Exercise>, Box::new(profiling::Profiling)]);
     all.push(Box::new(platform::PlatformLab));
+    all.push(Box::new(quantization::QuantizationLab));
     all.extend(planned::all().into_iter().map(|p| Box::new(p) as Box<dyn Exercise>));
     all.sort_by_key(|e| e.number());
     all

@@ -14,7 +14,6 @@ pub fn all() -> Vec<Planned> {
     [
         ("distributed", 6, "1 vs N GPUs: data parallelism"),
         ("inference-batching", 8, "Inference batching and dynamic batching"),
-        ("quantization", 9, "FP32 vs INT8 inference"),
     ]
     .into_iter()
     .map(|(id, number, title)| Planned { id, number, title })
