@@ -64,7 +64,7 @@ pub(crate) fn run_to_end(h: &mut Harness<'static, GpulabApp>, timeout: Duration)
 
 /// The exercises the GUI tests run to the end through `run_to_end` (which checks their live
 /// charts against their declarations).
-const RUN_BY_GUI_TESTS: [&str; 7] = ["cpu-vs-gpu", "batch-sweep", "precision", "checkpoint", "input-pipeline", "profiling", "platform"];
+const RUN_BY_GUI_TESTS: [&str; 8] = ["cpu-vs-gpu", "batch-sweep", "precision", "checkpoint", "input-pipeline", "profiling", "quantization", "platform"];
 
 /// A new runnable exercise needs a GUI run test (and with it the live-chart check).
 #[test]
@@ -272,6 +272,31 @@ fn exercise_3_runs_all_precisions_to_a_verdict() {
     assert!(h.query_all_by_label("gradients flushed to zero").count() >= 2, "the flushed column is not shown");
     h.get_by_label(&report.verdict.summary);
     assert!(report.verdict.summary.contains("Underflow"), "{}", report.verdict.summary);
+}
+
+#[test]
+fn exercise_9_compares_fp32_fp16_int8_to_a_verdict() {
+    let mut h = harness();
+    let gpu = wait_for_adapters(&mut h);
+    h.get_by_label("9. FP32 vs INT8 inference").click();
+    h.step();
+    assert_eq!(h.state().selected(), "quantization");
+    let backends = if gpu { "cpu,gpu" } else { "cpu" };
+    for (k, v) in [("backends", backends), ("epochs", "1"), ("hidden", "32"), ("latency_runs", "2")] {
+        h.state_mut().set_setting(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+    }
+    h.step();
+    h.get_by_label("Run").click();
+    run_to_end(&mut h, Duration::from_secs(180));
+
+    let report = h.state().report().expect("a report").clone();
+    let t = report.table("FP32 vs FP16 vs INT8").expect("the comparison table");
+    assert_eq!(t.rows.len(), if gpu { 12 } else { 6 });
+    h.get_by_label("FP32 vs FP16 vs INT8");
+    assert!(h.query_all_by_label("same argmax as FP32").count() >= 1, "the agreement column is not shown");
+    h.get_by_label(&report.verdict.summary);
+    assert!(report.verdict.summary.contains("INT8"), "{}", report.verdict.summary);
+    assert_provenance_shown(&h, &report);
 }
 
 /// Exercises 4 and 7: runs to the verdict, with the timelines and (on a GPU) the kernel table.

@@ -24,6 +24,7 @@ mod precision;
 mod profiler;
 mod quant;
 mod quant_model;
+mod quant_lab;
 mod step;
 mod training;
 #[cfg(feature = "gui")]
