@@ -74,7 +74,7 @@ fn layer_table(runs: &[BackendRun]) -> Table {
     let columns = vec![
         Column::text("backend"),
         Column::num("layer", "", 0, Provenance::derived("the model")),
-        Column::text("shape"),
+        Column::text("weight shape"),
         Column::num("weight SQNR", "dB", 1, Provenance::derived("the f32 and dequantized int8 weights")),
         Column::num("output SQNR", "dB", 1, Provenance::derived("this layer's output with every layer int8 vs all f32, on up to 256 validation samples")),
         Column::num("max weight error", "", 6, Provenance::derived("max |w − q·s|")),
@@ -88,7 +88,7 @@ fn layer_table(runs: &[BackendRun]) -> Table {
                 vec![
                     short_label(&r.info).into(),
                     (i as f64).into(),
-                    format!("{}→{}", l.shape[0], l.shape[1]).into(),
+                    format!("{}×{}", l.shape[0], l.shape[1]).into(),
                     l.weight_sqnr.into(),
                     l.output_sqnr.into(),
                     l.max_weight_error.into(),
@@ -132,7 +132,7 @@ pub fn fill(report: &mut Report, runs: &[BackendRun], batch: usize, calib_sample
             let d = Provenance::derived("the measured latencies");
             report.figures.push(Figure { label: format!("{name}: INT8 / FP32 latency, batch {batch}"), value: q.latency_batch_s / f.latency_batch_s, unit: "×".into(), provenance: d.clone() });
             report.figures.push(Figure { label: format!("{name}: INT8 / FP32 latency, batch 1"), value: q.latency1_s / f.latency1_s, unit: "×".into(), provenance: d });
-            report.figures.push(Figure { label: format!("{name}: accuracy drop FP32 → INT8"), value: (f.accuracy - q.accuracy) * 100.0, unit: "pp".into(), provenance: Provenance::derived("the measured accuracies") });
+            report.figures.push(Figure { label: format!("{name}: accuracy drop, FP32 to INT8"), value: (f.accuracy - q.accuracy) * 100.0, unit: "pp".into(), provenance: Provenance::derived("the measured accuracies") });
         }
     }
     report.verdict = verdict(runs, batch);
@@ -193,7 +193,7 @@ fn verdict(runs: &[BackendRun], batch: usize) -> Verdict {
         if let Some((i, l)) = r.layers.iter().enumerate().min_by(|a, b| a.1.only_this_accuracy.total_cmp(&b.1.only_this_accuracy)) {
             let sqnr = l.output_sqnr.map_or("exact".into(), |d| format!("{d:.1} dB"));
             v.evidence.push(format!(
-                "{}: the most sensitive layer is layer {i} ({}→{}): with only it in int8 the accuracy is {} (output SQNR {sqnr}).",
+                "{}: the most sensitive layer is layer {i} ({}×{} weights): with only it in int8 the accuracy is {} (output SQNR {sqnr}).",
                 short_label(&r.info),
                 l.shape[0],
                 l.shape[1],
