@@ -246,3 +246,33 @@ fn quantize_with_given_scales_saturates_beyond_the_range() {
         assert!(got.iter().zip(&want).all(|(&a, &b)| (a as i32 - b as i32).abs() <= 1) && moved <= 1, "gpu {got:?}\ncpu {want:?}");
     });
 }
+
+/// The CPU's vectorised quantize (AVX-512 or AVX2 where the CPU has them, 16 values a step and
+/// a scalar tail) gives exactly `quantize_value`'s bytes: odd widths, per-tensor and
+/// per-column scales, ties, values far beyond the range, ±0, ±∞ and NaN, output poisoned first.
+#[test]
+fn cpu_vectorised_quantize_equals_the_scalar_rule_on_odd_shapes_and_special_values() {
+    let mut cpu = CpuBackend::new();
+    let specials = [0.5, -0.5, 1.5, -2.5, 126.5, -126.5, 127.49, 1e30, -1e30, 0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-40];
+    for (rows, cols) in [(1, 1), (3, 15), (2, 16), (5, 17), (7, 33), (64, 784), (1, 1000)] {
+        let mut x = random(rows * cols, (rows * 31 + cols) as u64, -3.0, 3.0);
+        for (i, v) in specials.iter().enumerate() {
+            if let Some(slot) = x.get_mut(i * 7 % (rows * cols)) {
+                *slot = *v;
+            }
+        }
+        let per_col: Vec<f32> = (0..cols).map(|j| if j % 5 == 0 { 1.0 } else { 0.01 + j as f32 * 0.003 }).collect();
+        for scales in [vec![1.0f32 / 127.0 * 3.0], vec![1.0], per_col] {
+            let xt = cpu.upload_f32(&x, [rows, cols], M::Inputs).unwrap();
+            let st = cpu.upload_f32(&scales, [1, scales.len()], M::Other).unwrap();
+            let mut q = cpu.zeros([rows, cols], DType::I8, M::Activations).unwrap();
+            cpu.write_i8(&mut q, &vec![99; rows * cols]).unwrap();
+            cpu.quantize_with(&xt, &mut q, &st).unwrap();
+            let got = cpu.read_i8(&q).unwrap();
+            for (i, (&g, &v)) in got.iter().zip(&x).enumerate() {
+                let s = if scales.len() == 1 { scales[0] } else { scales[i % cols] };
+                assert_eq!(g, gpulab::tensor::quantize_value(v, s), "[{rows}x{cols}] element {i}: x = {v}, scale {s}");
+            }
+        }
+    }
+}
