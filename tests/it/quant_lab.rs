@@ -12,6 +12,7 @@ use gpulab::report::{Cell, Report};
 use gpulab::tensor::{prelude::*, MemCategory, QuantGranularity};
 
 use crate::checkpoint::{small_spec, train};
+use crate::checkpoint_interop::{SCRIPT, python_with_safetensors};
 use crate::common::with_gpu;
 
 fn settings(pairs: &[String]) -> Settings {
@@ -151,23 +152,9 @@ fn quantization_from_an_exercise_5_checkpoint_and_bad_input_is_refused_by_name()
     assert!(quant::load(&tmp.path().join("missing.safetensors")).unwrap_err().to_string().contains("missing.safetensors"));
 }
 
-const SCRIPT: &str = r#"
-import json, sys
-from safetensors import safe_open
-from safetensors.numpy import load_file
-path = sys.argv[1]
-t = load_file(path)
-with safe_open(path, framework="numpy") as f:
-    meta = f.metadata()
-print(json.dumps({
-    "tensors": {k: {"dtype": str(v.dtype), "shape": list(v.shape), "sum": float(v.astype("float64").sum())} for k, v in t.items()},
-    "metadata": meta,
-}))
-"#;
-
 #[test]
 fn python_safetensors_reads_the_int8_model() {
-    let Some(py) = ["python3", "python"].into_iter().find(|py| Command::new(py).args(["-c", "import safetensors, numpy"]).output().is_ok_and(|o| o.status.success())) else {
+    let Some(py) = python_with_safetensors() else {
         let required = std::env::var("GPULAB_REQUIRE_PYTHON").is_ok_and(|v| v == "1");
         assert!(!required, "GPULAB_REQUIRE_PYTHON=1 but python3 with safetensors and numpy is not available (python3 -m pip install safetensors numpy)");
         eprintln!("SKIPPED python_safetensors_reads_the_int8_model: no python3 with safetensors+numpy (set GPULAB_REQUIRE_PYTHON=1 to make this a failure)");
