@@ -51,8 +51,13 @@ const SHAPES: [(usize, usize, usize); 8] = [(1, 1, 1), (3, 5, 7), (17, 33, 9), (
 fn cpu_int8_gemm_is_exact_on_both_kernels() {
     let mut cpu = CpuBackend::new();
     eprintln!("int8 kernel: {:?}", cpu.int8_kernel());
-    for portable in [false, true] {
-        cpu.set_int8_portable(portable);
+    for path in ["detected", "portable", "avx2"] {
+        cpu.set_int8_portable(path == "portable");
+        if path == "avx2" && !cpu.set_int8_avx2() {
+            eprintln!("this CPU lacks AVX2: the AVX2 int8 path is not tested");
+            continue;
+        }
+        let portable = path;
         for (s, &(m, n, k)) in SHAPES.iter().enumerate() {
             for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
                 let (a, b) = (random_i8(m * k, s as u64), random_i8(k * n, 100 + s as u64));

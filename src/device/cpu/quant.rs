@@ -200,4 +200,15 @@ impl CpuBackend {
     pub fn set_int8_portable(&mut self, portable: bool) {
         self.i8_path = if portable { I8Path::Portable } else { I8Path::detect() };
     }
+
+    /// Forces the AVX2 int8 GEMM (the path of CPUs without VNNI) where this CPU has AVX2;
+    /// returns whether it did.
+    pub fn set_int8_avx2(&mut self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            self.i8_path = I8Path::Avx2;
+            return true;
+        }
+        false
+    }
 }
