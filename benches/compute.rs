@@ -26,6 +26,33 @@ fn inference_latency<B: Backend>(b: &mut B, batch: usize, runs: usize) -> gpulab
     Ok((f32_s, int8_s))
 }
 
+/// Where an INT8 layer's time goes on the CPU: each op of the 784→256 layer at batch 64, alone
+/// (median seconds, measured).
+fn int8_layer_ops(runs: usize) -> gpulab::Result<Vec<(&'static str, f64)>> {
+    use gpulab::tensor::{DType, QuantGranularity};
+    let b = &mut CpuBackend::new();
+    let (m, k, n) = (64, 784, 256);
+    let x = b.upload_f32(&random_matrix(m * k, 1).iter().map(|v| v.abs()).collect::<Vec<_>>(), [m, k], MemCategory::Inputs)?;
+    let w = b.upload_f32(&random_matrix(k * n, 2), [k, n], MemCategory::Parameters)?;
+    let mut wq = b.zeros([k, n], DType::I8, MemCategory::Parameters)?;
+    let mut sw = b.zeros([1, n], DType::F32, MemCategory::Other)?;
+    b.quantize(&w, &mut wq, &mut sw, QuantGranularity::PerChannel)?;
+    let sx = b.upload_f32(&[1.0 / 127.0], [1, 1], MemCategory::Other)?;
+    let mut xq = b.zeros([m, k], DType::I8, MemCategory::Activations)?;
+    let mut acc = b.zeros([m, n], DType::I32, MemCategory::Activations)?;
+    let mut y = b.zeros([m, n], DType::F32, MemCategory::Activations)?;
+    let bias = b.zeros([1, n], DType::F32, MemCategory::Parameters)?;
+    let mut out = vec![];
+    out.push(("zeros i8 [64,784]", time_op(b, runs, |b| b.zeros([m, k], DType::I8, MemCategory::Activations).map(drop))?));
+    out.push(("quantize_with [64,784]", time_op(b, runs, |b| b.quantize_with(&x, &mut xq, &sx))?));
+    out.push(("matmul_i8 64x784x256", time_op(b, runs, |b| b.matmul_i8(&xq, &wq, &mut acc, false, false))?));
+    out.push(("matmul f32 64x784x256", time_op(b, runs, |b| b.matmul(&x, &w, &mut y, false, false, false))?));
+    out.push(("dequantize [64,256]", time_op(b, runs, |b| b.dequantize(&acc, &sw, &mut y))?));
+    out.push(("bias_add [64,256]", time_op(b, runs, |b| b.bias_add(&mut y, &bias))?));
+    out.push(("relu [64,256]", time_op(b, runs, |b| b.relu(&mut y))?));
+    Ok(out)
+}
+
 fn main() {
     // `cargo test --benches` runs this too; keep that quick.
     let quick = std::env::args().any(|a| a == "--test");
@@ -47,6 +74,14 @@ fn main() {
         });
         if let Err(e) = rows {
             eprintln!("GEMM benchmark failed: {e}");
+        }
+    }
+
+    if wanted("int8-ops") {
+        println!("INT8 layer 784x256 at batch 64 on the CPU, op by op (median, measured)");
+        match int8_layer_ops(if quick { 1 } else { 200 }) {
+            Ok(rows) => rows.iter().for_each(|(op, s)| println!("  {op:<24} {:>8.2} us", s * 1e6)),
+            Err(e) => eprintln!("  int8 ops: {e}"),
         }
     }
 

@@ -54,9 +54,6 @@ pub enum Error {
     #[error("{op} is not supported by {backend}: {why}")]
     UnsupportedOp { op: &'static str, backend: String, why: String },
 
-    #[error("exercise {id} is not runnable yet in this version of gpulab; read its lesson meanwhile")]
-    NotRunnable { id: String },
-
     #[error("could not write the report: {0}")]
     Report(String),
 

@@ -21,7 +21,7 @@ impl GpulabApp {
         for ex in &self.exercises {
             let sel = self.saved.selected == ex.id();
             let label = format!("{}. {}", ex.number(), ex.title());
-            let text = if ex.runnable() { RichText::new(label) } else { RichText::new(label).weak() };
+            let text = RichText::new(label);
             let running = self.job.as_ref().is_some_and(|j| j.exercise == ex.id());
             ui.horizontal(|ui| {
                 let r = ui.add(egui::Button::selectable(sel, text).wrap_mode(egui::TextWrapMode::Wrap));
@@ -32,9 +32,6 @@ impl GpulabApp {
                     ui.spinner();
                 }
             });
-            if !ex.runnable() {
-                ui.label(RichText::new("   planned · lesson only").small().weak());
-            }
         }
         if let Some(id) = clicked {
             self.saved.selected = id;
@@ -44,29 +41,13 @@ impl GpulabApp {
     pub(super) fn lesson(&mut self, ui: &mut egui::Ui, ex_idx: usize) {
         let ex = &self.exercises[ex_idx];
         egui::ScrollArea::vertical().id_salt(("lesson", ex.id())).auto_shrink([false, false]).show(ui, |ui| {
-            if !ex.runnable() {
-                egui::Frame::group(ui.style()).stroke(egui::Stroke::new(1.0, WARN)).show(ui, |ui| {
-                    ui.set_width(ui.available_width());
-                    ui.colored_label(WARN, "Not runnable yet: this lab is planned. Read the lesson; the Run button arrives with the lab.");
-                });
-                ui.add_space(6.0);
-            }
             CommonMarkViewer::new().show(ui, &mut self.lesson_cache, ex.lesson());
         });
     }
 
     pub(super) fn controls(&mut self, ui: &mut egui::Ui, ex_idx: usize) {
-        let (id, runnable) = {
-            let ex = &self.exercises[ex_idx];
-            (ex.id().to_string(), ex.runnable())
-        };
+        let id = self.exercises[ex_idx].id().to_string();
         egui::ScrollArea::vertical().id_salt(("controls", &id)).auto_shrink([false, false]).show(ui, |ui| {
-            if !runnable {
-                ui.heading("Not runnable yet");
-                let ready = ready_text(self.exercises.iter().filter(|e| e.runnable()).map(|e| e.number()).collect());
-                ui.colored_label(WARN, format!("This exercise is not runnable yet — there is nothing to run. Read its lesson; {ready}."));
-                return;
-            }
             let valid = self.saved.settings.get(&id).map(|s| self.exercises[ex_idx].validate(s)).unwrap_or(Ok(()));
             if let Err(e) = &valid {
                 ui.add(egui::Label::new(RichText::new(e.to_string()).color(Color32::from_rgb(235, 90, 80))).wrap());
@@ -222,34 +203,5 @@ impl GpulabApp {
                 }
             }
         });
-    }
-}
-
-/// "exercises 1, 2 and 7 are ready" from the runnable exercises' numbers.
-fn ready_text(mut numbers: Vec<u32>) -> String {
-    numbers.sort_unstable();
-    let n: Vec<String> = numbers.iter().map(|n| n.to_string()).collect();
-    match n.as_slice() {
-        [] => "no exercise is runnable yet".into(),
-        [one] => format!("exercise {one} is ready"),
-        [rest @ .., last] => format!("exercises {} and {last} are ready", rest.join(", ")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ready_text;
-
-    #[test]
-    fn ready_text_names_the_runnable_exercises() {
-        assert_eq!(ready_text(vec![7, 1, 2]), "exercises 1, 2 and 7 are ready");
-        assert_eq!(ready_text(vec![3]), "exercise 3 is ready");
-        assert_eq!(ready_text(vec![]), "no exercise is runnable yet");
-        // Today's registry: every runnable exercise is named.
-        let runnable: Vec<u32> = crate::exercises::runnable().iter().map(|e| e.number()).collect();
-        let text = ready_text(runnable.clone());
-        for n in runnable {
-            assert!(text.contains(&n.to_string()), "{text}");
-        }
     }
 }

@@ -27,8 +27,7 @@ pub struct RunArgs {
 
 pub fn list() -> anyhow::Result<()> {
     for e in exercises::registry() {
-        let state = if e.runnable() { "" } else { "  (lesson only: not runnable yet)" };
-        println!("{:<20} {:>2}. {}{state}", e.id(), e.number(), e.title());
+        println!("{:<20} {:>2}. {}", e.id(), e.number(), e.title());
     }
     Ok(())
 }

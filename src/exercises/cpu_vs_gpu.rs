@@ -147,7 +147,7 @@ impl Exercise for CpuVsGpu {
 }
 
 /// A short name for charts: "CPU" or the adapter name with "(software)" where it applies.
-fn short_label(info: &BackendInfo) -> String {
+pub(super) fn short_label(info: &BackendInfo) -> String {
     // "llvmpipe (LLVM 15.0.6, 256 bits)" → "llvmpipe": the details are in the full label.
     let name = info.name.split(" (").next().unwrap_or(&info.name);
     match info.kind {

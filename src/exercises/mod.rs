@@ -11,11 +11,11 @@ mod input_pipeline;
 mod lessons;
 pub mod live;
 mod pipeline_common;
-mod planned;
 mod platform;
 mod precision;
 mod profiling;
 pub mod run_control;
+mod quantization;
 pub mod settings;
 pub mod sink;
 
@@ -36,10 +36,6 @@ pub trait Exercise: Send + Sync {
     /// The lesson's markdown.
     fn lesson(&self) -> &'static str {
         lessons::text(self.number())
-    }
-    /// False for labs that are listed with their lesson but not built yet.
-    fn runnable(&self) -> bool {
-        true
     }
     /// The settings with their defaults (which finish in a few minutes on a 2-core machine).
     fn settings(&self) -> Settings;
@@ -68,7 +64,7 @@ pub fn registry() -> Vec<Box<dyn Exercise>> {
     all.push(Box::new(platform::PlatformLab));
     all.push(Box::new(distributed::Distributed));
     all.push(Box::new(inference::InferenceBatching));
-    all.extend(planned::all().into_iter().map(|p| Box::new(p) as Box<dyn Exercise>));
+    all.push(Box::new(quantization::QuantizationLab));
     all.sort_by_key(|e| e.number());
     all
 }
@@ -76,11 +72,6 @@ pub fn registry() -> Vec<Box<dyn Exercise>> {
 /// The exercise with this id (or number).
 pub fn find(id: &str) -> Option<Box<dyn Exercise>> {
     registry().into_iter().find(|e| e.id() == id || e.number().to_string() == id)
-}
-
-/// The runnable exercises, in order (e.g. for "exercises 1–6 are ready").
-pub fn runnable() -> Vec<Box<dyn Exercise>> {
-    registry().into_iter().filter(|e| e.runnable()).collect()
 }
 
 /// The ids in order, for error messages.

@@ -1,11 +1,16 @@
-//! A post-training-quantized MLP forward pass: weights int8 per output channel, activations
-//! int8 per tensor with static scales calibrated on held-out samples (`calibrate`), i32
-//! accumulation, then f32 again for bias and ReLU:
+//! A post-training-quantized MLP forward pass: weights int8 per output channel (or per
+//! tensor), activations int8 per tensor with static scales calibrated on held-out samples
+//! (`calibrate`) or dynamic scales taken from each batch, i32 accumulation, then f32 again
+//! for bias and ReLU:
 //!
-//!   x_q = quantize_with(x, s_x);  acc = x_q · W_q (exact i32);  y = acc · (s_x · s_W[j]) + b
+//!   x_q = quantize(x, s_x);  acc = x_q · W_q (exact i32);  y = acc · (s_x · s_W[j]) + b
 //!
-//! Built from an f32 model's host weights, so it serves any trained `nn::Mlp`
-//! (`Mlp::read_parameters`) or a checkpoint's tensors.
+//! `quantize_model` turns an f32 model's host weights (`Mlp::read_parameters` or a
+//! checkpoint's tensors) into a host `QuantizedModel` (what `quant::export` saves and
+//! `quant::load` reads); `QuantMlp::from_model` puts one on a backend. `QuantMlp::mixed` keeps
+//! every layer but one in f32, to find the layer that quantization hurts most.
+
+use serde::{Deserialize, Serialize};
 
 use super::{Observer, ObserverKind};
 use crate::error::{Error, Result};
@@ -67,72 +72,224 @@ pub fn calibrate<B: Backend>(b: &mut B, layers: &[HostLayer], samples: &[f32], b
     observers.iter().map(|o| o.absmax()).collect()
 }
 
-struct QuantLayer<B: Backend> {
-    weight: B::Tensor,
-    /// s_x · s_W[j], [1, outputs]: turns the i32 accumulators back into f32.
-    out_scales: B::Tensor,
-    act_scale: B::Tensor,
-    bias: B::Tensor,
-    shape: [usize; 2],
+/// Where each layer's activation scale comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ActScales {
+    /// Calibrated once (`calibrate`), fixed at inference: values beyond the range saturate.
+    Static,
+    /// The absmax of each batch's own input, per layer (PyTorch's dynamic quantization): no
+    /// calibration, never saturates, one scale read back to the host per layer and batch.
+    Dynamic,
+}
+
+impl ActScales {
+    pub fn name(self) -> &'static str {
+        match self {
+            ActScales::Static => "static",
+            ActScales::Dynamic => "dynamic",
+        }
+    }
+}
+
+pub fn granularity_name(g: QuantGranularity) -> &'static str {
+    match g {
+        QuantGranularity::PerChannel => "per-channel",
+        QuantGranularity::PerTensor => "per-tensor",
+    }
+}
+
+/// One quantized layer on the host: int8 weight [inputs, outputs] row-major, one f32 scale per
+/// output channel (all equal for per-tensor weights), the static input scale when there is one,
+/// and the f32 bias.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuantizedLayer {
+    pub weight: Vec<i8>,
+    pub shape: [usize; 2],
+    pub weight_scales: Vec<f32>,
+    pub input_scale: Option<f32>,
+    pub bias: Vec<f32>,
+}
+
+/// A whole quantized model on the host: what `quant::export` writes and `quant::load` reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuantizedModel {
+    pub layers: Vec<QuantizedLayer>,
+    pub weights: QuantGranularity,
+    pub activations: ActScales,
+}
+
+impl QuantizedModel {
+    /// [inputs, hidden…, classes].
+    pub fn widths(&self) -> Vec<usize> {
+        self.layers.first().map(|l| l.shape[0]).into_iter().chain(self.layers.iter().map(|l| l.shape[1])).collect()
+    }
+    /// Bytes of the int8 weights plus their f32 scales.
+    pub fn weight_bytes(&self) -> u64 {
+        self.layers.iter().map(|l| (l.weight.len() + 4 * l.weight_scales.len()) as u64).sum()
+    }
+}
+
+/// Quantizes each layer's weight on `b` (per channel or per tensor); `act_absmax` (from
+/// `calibrate`) gives each layer's static input scale, None makes the scales dynamic.
+pub fn quantize_model<B: Backend>(b: &mut B, layers: &[HostLayer], act_absmax: Option<&[f32]>, weights: QuantGranularity) -> Result<QuantizedModel> {
+    if let Some(why) = b.quant_unavailable() {
+        return Err(Error::InvalidConfig(format!("int8 inference is not available on {}: {why}", b.info().label())));
+    }
+    if layers.is_empty() || act_absmax.is_some_and(|a| a.len() != layers.len()) {
+        return Err(Error::InvalidConfig(format!("{} activation ranges for {} layers", act_absmax.map_or(0, |a| a.len()), layers.len())));
+    }
+    let mut out = Vec::new();
+    for (i, l) in layers.iter().enumerate() {
+        let w = b.upload_f32(&l.weight, l.shape, MemCategory::Other)?;
+        let mut q = b.zeros(l.shape, DType::I8, MemCategory::Other)?;
+        let cols = if weights == QuantGranularity::PerChannel { l.shape[1] } else { 1 };
+        let mut ws = b.zeros([1, cols], DType::F32, MemCategory::Other)?;
+        b.quantize(&w, &mut q, &mut ws, weights)?;
+        let mut weight_scales = b.read_f32(&ws)?;
+        if cols == 1 {
+            weight_scales = vec![weight_scales[0]; l.shape[1]];
+        }
+        out.push(QuantizedLayer {
+            weight: b.read_i8(&q)?,
+            shape: l.shape,
+            weight_scales,
+            input_scale: act_absmax.map(|a| crate::tensor::scale_for_absmax(a[i])),
+            bias: l.bias.clone(),
+        });
+    }
+    Ok(QuantizedModel { layers: out, weights, activations: if act_absmax.is_some() { ActScales::Static } else { ActScales::Dynamic } })
+}
+
+enum Layer<B: Backend> {
+    Int8 {
+        weight: B::Tensor,
+        weight_scales: Vec<f32>,
+        /// Static scales: s_x · s_W[j] as [1, outputs] and s_x as [1, 1].
+        fixed: Option<(B::Tensor, B::Tensor)>,
+        bias: B::Tensor,
+        shape: [usize; 2],
+    },
+    F32 {
+        weight: B::Tensor,
+        bias: B::Tensor,
+        shape: [usize; 2],
+    },
 }
 
 pub struct QuantMlp<B: Backend> {
-    layers: Vec<QuantLayer<B>>,
-    /// Per-channel weight scales per layer, read back once (for reports).
+    layers: Vec<Layer<B>>,
+    /// Per-channel weight scales per layer (for reports).
     pub weight_scales: Vec<Vec<f32>>,
 }
 
 impl<B: Backend> QuantMlp<B> {
-    /// Quantizes each layer's weight per output channel on `b`; `act_absmax` (from
-    /// `calibrate`) gives each layer's static input scale.
+    /// Static activation scales from `act_absmax`, int8 weights per channel.
     pub fn new(b: &mut B, layers: &[HostLayer], act_absmax: &[f32]) -> Result<Self> {
-        if let Some(why) = b.quant_unavailable() {
-            return Err(Error::InvalidConfig(format!("int8 inference is not available on {}: {why}", b.info().label())));
-        }
         if act_absmax.len() != layers.len() || layers.is_empty() {
             return Err(Error::InvalidConfig(format!("{} activation ranges for {} layers", act_absmax.len(), layers.len())));
         }
-        let mut out = Vec::new();
-        let mut weight_scales = Vec::new();
-        for (l, &absmax) in layers.iter().zip(act_absmax) {
-            let w = b.upload_f32(&l.weight, l.shape, MemCategory::Other)?;
-            let mut weight = b.zeros(l.shape, DType::I8, MemCategory::Parameters)?;
-            let mut ws = b.zeros([1, l.shape[1]], DType::F32, MemCategory::Other)?;
-            b.quantize(&w, &mut weight, &mut ws, QuantGranularity::PerChannel)?;
-            let ws = b.read_f32(&ws)?;
-            let sx = crate::tensor::scale_for_absmax(absmax);
-            let combined: Vec<f32> = ws.iter().map(|s| sx * s).collect();
-            out.push(QuantLayer {
-                weight,
-                out_scales: b.upload_f32(&combined, [1, l.shape[1]], MemCategory::Parameters)?,
-                act_scale: b.upload_f32(&[sx], [1, 1], MemCategory::Parameters)?,
-                bias: b.upload_f32(&l.bias, [1, l.shape[1]], MemCategory::Parameters)?,
-                shape: l.shape,
-            });
-            weight_scales.push(ws);
+        let m = quantize_model(b, layers, Some(act_absmax), QuantGranularity::PerChannel)?;
+        Self::from_model(b, &m)
+    }
+
+    /// Puts a quantized model (from `quantize_model` or `quant::load`) on `b`.
+    pub fn from_model(b: &mut B, m: &QuantizedModel) -> Result<Self> {
+        let layers = m.layers.iter().map(|l| int8_layer(b, l)).collect::<Result<_>>()?;
+        Ok(QuantMlp { layers, weight_scales: m.layers.iter().map(|l| l.weight_scales.clone()).collect() })
+    }
+
+    /// Only layer `only` int8 (from `m`), every other layer f32 (from `float`): the accuracy
+    /// this gives, against all-f32, is that layer's sensitivity to quantization.
+    pub fn mixed(b: &mut B, m: &QuantizedModel, float: &[HostLayer], only: usize) -> Result<Self> {
+        if float.len() != m.layers.len() || only >= float.len() {
+            return Err(Error::InvalidConfig(format!("layer {only} of a model with {} quantized and {} f32 layers", m.layers.len(), float.len())));
         }
-        Ok(QuantMlp { layers: out, weight_scales })
+        let mut layers = Vec::new();
+        for (i, (q, f)) in m.layers.iter().zip(float).enumerate() {
+            layers.push(if i == only {
+                int8_layer(b, q)?
+            } else {
+                Layer::F32 { weight: b.upload_f32(&f.weight, f.shape, MemCategory::Parameters)?, bias: b.upload_f32(&f.bias, [1, f.shape[1]], MemCategory::Parameters)?, shape: f.shape }
+            });
+        }
+        Ok(QuantMlp { layers, weight_scales: m.layers.iter().map(|l| l.weight_scales.clone()).collect() })
     }
 
     /// Logits [rows, classes] of `x` ([rows, inputs] f32).
     pub fn forward(&self, b: &mut B, x: &B::Tensor) -> Result<B::Tensor> {
+        self.run(b, x, false)?.pop().ok_or_else(|| Error::Internal("a quantized model without layers".into()))
+    }
+
+    /// Every layer's f32 output (after ReLU for hidden layers; the last is the logits).
+    pub fn forward_all(&self, b: &mut B, x: &B::Tensor) -> Result<Vec<B::Tensor>> {
+        self.run(b, x, true)
+    }
+
+    fn run(&self, b: &mut B, x: &B::Tensor, keep: bool) -> Result<Vec<B::Tensor>> {
         let rows = x.shape()[0];
-        let last = self.layers.len() - 1;
-        let mut h: Option<B::Tensor> = None;
+        let last = self.layers.len().saturating_sub(1);
+        let mut outs: Vec<B::Tensor> = Vec::new();
         for (i, l) in self.layers.iter().enumerate() {
-            let input = h.as_ref().unwrap_or(x);
-            let mut xq = b.zeros([rows, l.shape[0]], DType::I8, MemCategory::Activations)?;
-            b.quantize_with(input, &mut xq, &l.act_scale)?;
-            let mut acc = b.zeros([rows, l.shape[1]], DType::I32, MemCategory::Activations)?;
-            b.matmul_i8(&xq, &l.weight, &mut acc, false, false)?;
-            let mut y = b.zeros([rows, l.shape[1]], DType::F32, MemCategory::Activations)?;
-            b.dequantize(&acc, &l.out_scales, &mut y)?;
-            b.bias_add(&mut y, &l.bias)?;
+            let input = outs.last().unwrap_or(x);
+            let mut y = match l {
+                Layer::Int8 { weight, weight_scales, fixed, bias, shape } => {
+                    let mut xq = b.zeros([rows, shape[0]], DType::I8, MemCategory::Activations)?;
+                    let dynamic;
+                    let out_scales = match fixed {
+                        Some((out_scales, act_scale)) => {
+                            b.quantize_with(input, &mut xq, act_scale)?;
+                            out_scales
+                        }
+                        None => {
+                            let mut sx = b.zeros([1, 1], DType::F32, MemCategory::Activations)?;
+                            b.quantize(input, &mut xq, &mut sx, QuantGranularity::PerTensor)?;
+                            let s = b.read_f32(&sx)?[0];
+                            let combined: Vec<f32> = weight_scales.iter().map(|w| s * w).collect();
+                            dynamic = b.upload_f32(&combined, [1, shape[1]], MemCategory::Activations)?;
+                            &dynamic
+                        }
+                    };
+                    let mut acc = b.zeros([rows, shape[1]], DType::I32, MemCategory::Activations)?;
+                    b.matmul_i8(&xq, weight, &mut acc, false, false)?;
+                    let mut y = b.zeros([rows, shape[1]], DType::F32, MemCategory::Activations)?;
+                    b.dequantize(&acc, out_scales, &mut y)?;
+                    b.bias_add(&mut y, bias)?;
+                    y
+                }
+                Layer::F32 { weight, bias, shape } => {
+                    let mut y = b.zeros([rows, shape[1]], DType::F32, MemCategory::Activations)?;
+                    b.matmul(input, weight, &mut y, false, false, false)?;
+                    b.bias_add(&mut y, bias)?;
+                    y
+                }
+            };
             if i < last {
                 b.relu(&mut y)?;
             }
-            h = Some(y);
+            if !keep {
+                outs.clear();
+            }
+            outs.push(y);
         }
-        h.ok_or_else(|| Error::Internal("a quantized model without layers".into()))
+        Ok(outs)
     }
+}
+
+fn int8_layer<B: Backend>(b: &mut B, l: &QuantizedLayer) -> Result<Layer<B>> {
+    let mut weight = b.zeros(l.shape, DType::I8, MemCategory::Parameters)?;
+    b.write_i8(&mut weight, &l.weight)?;
+    let fixed = match l.input_scale {
+        Some(sx) => {
+            let combined: Vec<f32> = l.weight_scales.iter().map(|s| sx * s).collect();
+            Some((b.upload_f32(&combined, [1, l.shape[1]], MemCategory::Parameters)?, b.upload_f32(&[sx], [1, 1], MemCategory::Parameters)?))
+        }
+        None => None,
+    };
+    Ok(Layer::Int8 {
+        weight,
+        weight_scales: l.weight_scales.clone(),
+        fixed,
+        bias: b.upload_f32(&l.bias, [1, l.shape[1]], MemCategory::Parameters)?,
+        shape: l.shape,
+    })
 }

@@ -214,6 +214,10 @@ pub struct Report {
 pub struct Attachment {
     pub file_name: String,
     pub text: String,
+    /// Binary content (e.g. exercise 9's int8 safetensors); written instead of `text` when not
+    /// empty, and not part of the report's JSON.
+    #[serde(skip)]
+    pub bytes: Vec<u8>,
 }
 
 /// Settings to change for the next run, and what the change is.

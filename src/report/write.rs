@@ -126,7 +126,7 @@ pub fn write_all(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
             return Err(Error::Report(format!("attachment name {:?} is not a plain file name", a.file_name)));
         }
         let p = dir.join(&a.file_name);
-        atomic_write(&p, a.text.as_bytes())?;
+        atomic_write(&p, if a.bytes.is_empty() { a.text.as_bytes() } else { &a.bytes })?;
         paths.push(p);
     }
     Ok(paths)

@@ -9,7 +9,7 @@ use gpulab::nn::OptimizerKind;
 
 use crate::checkpoint::{small_spec, train};
 
-const SCRIPT: &str = r#"
+pub(crate) const SCRIPT: &str = r#"
 import json, sys
 from safetensors import safe_open
 from safetensors.numpy import load_file
@@ -23,7 +23,7 @@ print(json.dumps({
 }))
 "#;
 
-fn python_with_safetensors() -> Option<String> {
+pub(crate) fn python_with_safetensors() -> Option<String> {
     for py in ["python3", "python"] {
         if Command::new(py).args(["-c", "import safetensors, numpy"]).output().is_ok_and(|o| o.status.success()) {
             return Some(py.into());

@@ -35,12 +35,6 @@ fn registry_lists_the_ten_in_order_with_lessons() {
     for (i, e) in all.iter().enumerate() {
         assert_eq!(e.number() as usize, i + 1);
         assert!(e.lesson().starts_with(&format!("# {} ", i + 1)), "lesson {} heading", i + 1);
-        assert_eq!(e.runnable(), matches!(e.id(), "cpu-vs-gpu" | "batch-sweep" | "precision" | "input-pipeline" | "checkpoint" | "distributed" | "profiling" | "inference-batching" | "platform"), "{}", e.id());
-        if !e.runnable() {
-            let err = e.run(&e.settings(), &mut CollectSink::default()).unwrap_err();
-            assert!(matches!(&err, gpulab::Error::NotRunnable { id } if id.contains(e.id())), "{err}");
-            assert!(err.to_string().contains("not runnable yet"), "{err}");
-        }
     }
 }
 

@@ -64,42 +64,18 @@ pub(crate) fn run_to_end(h: &mut Harness<'static, GpulabApp>, timeout: Duration)
 
 /// The exercises the GUI tests run to the end through `run_to_end` (which checks their live
 /// charts against their declarations).
-const RUN_BY_GUI_TESTS: [&str; 9] = ["cpu-vs-gpu", "batch-sweep", "precision", "checkpoint", "input-pipeline", "distributed", "profiling", "inference-batching", "platform"];
+const RUN_BY_GUI_TESTS: [&str; 10] = ["cpu-vs-gpu", "batch-sweep", "precision", "checkpoint", "input-pipeline", "distributed", "profiling", "inference-batching", "quantization", "platform"];
 
-/// A new runnable exercise needs a GUI run test (and with it the live-chart check).
+/// A new exercise needs a GUI run test (and with it the live-chart check).
 #[test]
-fn every_runnable_exercise_is_run_by_a_gui_test() {
-    let runnable: Vec<&str> = gpulab::exercises::runnable().iter().map(|e| e.id()).collect();
-    for id in &runnable {
-        assert!(RUN_BY_GUI_TESTS.contains(id), "exercise {id} is runnable but no GUI test runs it through run_to_end; add one and list it in RUN_BY_GUI_TESTS");
+fn every_exercise_is_run_by_a_gui_test() {
+    let all: Vec<&str> = gpulab::exercises::registry().iter().map(|e| e.id()).collect();
+    for id in &all {
+        assert!(RUN_BY_GUI_TESTS.contains(id), "exercise {id} has no GUI test that runs it through run_to_end; add one and list it in RUN_BY_GUI_TESTS");
     }
     for id in RUN_BY_GUI_TESTS {
-        assert!(runnable.contains(&id), "RUN_BY_GUI_TESTS lists {id}, which is not a runnable exercise");
+        assert!(all.contains(&id), "RUN_BY_GUI_TESTS lists {id}, which is not an exercise");
     }
-}
-
-/// The list entry of the first exercise that is not runnable yet, and its lesson's heading.
-fn a_planned_exercise() -> (String, String, &'static str) {
-    let e = gpulab::exercises::registry().into_iter().find(|e| !e.runnable()).expect("a planned exercise");
-    let heading = e.lesson().lines().next().unwrap_or_default().trim_start_matches("# ").to_string();
-    (format!("{}. {}", e.number(), e.title()), heading, e.id())
-}
-
-/// The lab's "not runnable" text names the runnable exercises from the registry.
-#[test]
-fn not_runnable_text_names_the_ready_exercises() {
-    let mut h = harness();
-    h.get_by_label(&a_planned_exercise().0).click();
-    h.step();
-    h.step();
-    let numbers: Vec<String> = gpulab::exercises::runnable().iter().map(|e| e.number().to_string()).collect();
-    let node = h.query_all_by_label_contains("there is nothing to run").next().expect("the not-runnable text");
-    // A label's text is its accesskit value.
-    let text = node.accesskit_node().value().unwrap_or_default();
-    for n in &numbers {
-        assert!(text.contains(n.as_str()), "{text:?} does not name exercise {n}");
-    }
-    assert!(!text.contains("exercises 1 and 2 are ready"), "{text:?}");
 }
 
 #[test]
@@ -164,23 +140,19 @@ fn exercise_2_shows_out_of_memory_rows() {
     assert!(h.query_by_label("ok").is_some(), "the batch-16 row is not shown as ok");
 }
 
+/// Every exercise in the list opens its lesson beside a Run button.
 #[test]
-fn not_runnable_exercise_shows_lesson_and_no_run_button() {
+fn every_exercise_shows_its_lesson_and_a_run_button() {
     let mut h = harness();
-    let (entry, heading, id) = a_planned_exercise();
-    h.get_by_label(&entry).click();
-    h.step();
-    h.step();
-    assert_eq!(h.state().selected(), id);
-    assert!(h.query_by_label("Run").is_none(), "a not-runnable exercise offers a Run button");
-    assert!(h.query_by_label("Not runnable yet").is_some());
-    // The lesson is rendered (its first heading).
-    assert!(h.query_all_by_label_contains(&heading).count() > 0, "the lesson is not shown");
-    // Exercise 1 has a working Run button, for contrast.
-    h.get_by_label("1. CPU vs GPU").click();
-    h.step();
-    h.step();
-    assert!(h.query_by_label("Run").is_some());
+    for e in gpulab::exercises::registry() {
+        h.get_by_label(&format!("{}. {}", e.number(), e.title())).click();
+        h.step();
+        h.step();
+        assert_eq!(h.state().selected(), e.id());
+        let heading = e.lesson().lines().next().unwrap_or_default().trim_start_matches("# ").to_string();
+        assert!(h.query_all_by_label_contains(&heading).count() > 0, "the lesson of {} is not shown", e.id());
+        assert!(h.query_by_label("Run").is_some(), "{} offers no Run button", e.id());
+    }
 }
 
 #[test]
@@ -272,6 +244,31 @@ fn exercise_3_runs_all_precisions_to_a_verdict() {
     assert!(h.query_all_by_label("gradients flushed to zero").count() >= 2, "the flushed column is not shown");
     h.get_by_label(&report.verdict.summary);
     assert!(report.verdict.summary.contains("Underflow"), "{}", report.verdict.summary);
+}
+
+#[test]
+fn exercise_9_compares_fp32_fp16_int8_to_a_verdict() {
+    let mut h = harness();
+    let gpu = wait_for_adapters(&mut h);
+    h.get_by_label("9. FP32 vs INT8 inference").click();
+    h.step();
+    assert_eq!(h.state().selected(), "quantization");
+    let backends = if gpu { "cpu,gpu" } else { "cpu" };
+    for (k, v) in [("backends", backends), ("epochs", "1"), ("hidden", "32"), ("latency_runs", "2")] {
+        h.state_mut().set_setting(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+    }
+    h.step();
+    h.get_by_label("Run").click();
+    run_to_end(&mut h, Duration::from_secs(180));
+
+    let report = h.state().report().expect("a report").clone();
+    let t = report.table("FP32 vs FP16 vs INT8").expect("the comparison table");
+    assert_eq!(t.rows.len(), if gpu { 12 } else { 6 });
+    h.get_by_label("FP32 vs FP16 vs INT8");
+    assert!(h.query_all_by_label("same argmax as FP32").count() >= 1, "the agreement column is not shown");
+    h.get_by_label(&report.verdict.summary);
+    assert!(report.verdict.summary.contains("INT8"), "{}", report.verdict.summary);
+    assert_provenance_shown(&h, &report);
 }
 
 /// Exercises 4 and 7: runs to the verdict, with the timelines and (on a GPU) the kernel table.

@@ -27,6 +27,7 @@ mod profiler;
 mod quant;
 mod quant_model;
 mod serve;
+mod quant_lab;
 mod step;
 mod training;
 #[cfg(feature = "gui")]

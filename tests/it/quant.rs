@@ -51,8 +51,13 @@ const SHAPES: [(usize, usize, usize); 8] = [(1, 1, 1), (3, 5, 7), (17, 33, 9), (
 fn cpu_int8_gemm_is_exact_on_both_kernels() {
     let mut cpu = CpuBackend::new();
     eprintln!("int8 kernel: {:?}", cpu.int8_kernel());
-    for portable in [false, true] {
-        cpu.set_int8_portable(portable);
+    for path in ["detected", "portable", "avx2"] {
+        cpu.set_int8_portable(path == "portable");
+        if path == "avx2" && !cpu.set_int8_avx2() {
+            eprintln!("this CPU lacks AVX2: the AVX2 int8 path is not tested");
+            continue;
+        }
+        let portable = path;
         for (s, &(m, n, k)) in SHAPES.iter().enumerate() {
             for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
                 let (a, b) = (random_i8(m * k, s as u64), random_i8(k * n, 100 + s as u64));
@@ -245,4 +250,34 @@ fn quantize_with_given_scales_saturates_beyond_the_range() {
         let moved = got.iter().zip(&want).filter(|(a, b)| a != b).count();
         assert!(got.iter().zip(&want).all(|(&a, &b)| (a as i32 - b as i32).abs() <= 1) && moved <= 1, "gpu {got:?}\ncpu {want:?}");
     });
+}
+
+/// The CPU's vectorised quantize (AVX-512 or AVX2 where the CPU has them, 16 values a step and
+/// a scalar tail) gives exactly `quantize_value`'s bytes: odd widths, per-tensor and
+/// per-column scales, ties, values far beyond the range, ±0, ±∞ and NaN, output poisoned first.
+#[test]
+fn cpu_vectorised_quantize_equals_the_scalar_rule_on_odd_shapes_and_special_values() {
+    let mut cpu = CpuBackend::new();
+    let specials = [0.5, -0.5, 1.5, -2.5, 126.5, -126.5, 127.49, 1e30, -1e30, 0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-40];
+    for (rows, cols) in [(1, 1), (3, 15), (2, 16), (5, 17), (7, 33), (64, 784), (1, 1000)] {
+        let mut x = random(rows * cols, (rows * 31 + cols) as u64, -3.0, 3.0);
+        for (i, v) in specials.iter().enumerate() {
+            if let Some(slot) = x.get_mut(i * 7 % (rows * cols)) {
+                *slot = *v;
+            }
+        }
+        let per_col: Vec<f32> = (0..cols).map(|j| if j % 5 == 0 { 1.0 } else { 0.01 + j as f32 * 0.003 }).collect();
+        for scales in [vec![1.0f32 / 127.0 * 3.0], vec![1.0], per_col] {
+            let xt = cpu.upload_f32(&x, [rows, cols], M::Inputs).unwrap();
+            let st = cpu.upload_f32(&scales, [1, scales.len()], M::Other).unwrap();
+            let mut q = cpu.zeros([rows, cols], DType::I8, M::Activations).unwrap();
+            cpu.write_i8(&mut q, &vec![99; rows * cols]).unwrap();
+            cpu.quantize_with(&xt, &mut q, &st).unwrap();
+            let got = cpu.read_i8(&q).unwrap();
+            for (i, (&g, &v)) in got.iter().zip(&x).enumerate() {
+                let s = if scales.len() == 1 { scales[0] } else { scales[i % cols] };
+                assert_eq!(g, gpulab::tensor::quantize_value(v, s), "[{rows}x{cols}] element {i}: x = {v}, scale {s}");
+            }
+        }
+    }
 }

@@ -106,3 +106,89 @@ fn calibration_is_deterministic_and_refuses_bad_settings() {
     assert!(other_model.contains("2→4"), "{other_model}");
     assert!(QuantMlp::new(&mut cpu, &layers, &a[..2]).err().map(|e| e.to_string()).unwrap_or_default().contains("2 activation ranges for 3 layers"));
 }
+
+/// The int8 forward pass on the host, from the quantized model alone: per layer, the input's
+/// scale (static, or its own absmax when dynamic), the one rounding rule, exact i32 sums, then
+/// acc · (s_x · s_W[j]) + b and ReLU.
+fn host_int8_logits(m: &gpulab::quant::QuantizedModel, x: &[f32], rows: usize) -> Vec<f32> {
+    let mut h = x.to_vec();
+    for (li, l) in m.layers.iter().enumerate() {
+        let [k, n] = l.shape;
+        let sx = l.input_scale.unwrap_or_else(|| gpulab::tensor::scale_for_absmax(h.iter().fold(0.0f32, |a, v| a.max(v.abs()))));
+        let xq: Vec<i32> = h.iter().map(|&v| gpulab::tensor::quantize_value(v, sx) as i32).collect();
+        let mut y = vec![0.0f32; rows * n];
+        for r in 0..rows {
+            for j in 0..n {
+                let acc: i32 = (0..k).map(|kk| xq[r * k + kk] * l.weight[kk * n + j] as i32).sum();
+                let v = acc as f32 * (sx * l.weight_scales[j]) + l.bias[j];
+                y[r * n + j] = if li + 1 < m.layers.len() { v.max(0.0) } else { v };
+            }
+        }
+        h = y;
+    }
+    h
+}
+
+fn check_against_host<B: Backend>(b: &mut B, layers: &[HostLayer], calib: &[f32], x: &[f32], rows: usize, who: &str) {
+    use gpulab::quant::{export, quantize_model, QuantMlp};
+    use gpulab::tensor::QuantGranularity as G;
+    let ranges = calibrate(b, layers, calib, 64, ObserverKind::Percentile(99.9)).unwrap();
+    for weights in [G::PerChannel, G::PerTensor] {
+        for act in [Some(&ranges[..]), None] {
+            let m = quantize_model(b, layers, act, weights).unwrap();
+            if weights == G::PerTensor {
+                assert!(m.layers.iter().all(|l| l.weight_scales.iter().all(|&s| s == l.weight_scales[0])), "one scale per tensor");
+            }
+            // The file round-trips exactly.
+            assert_eq!(export::from_bytes(&export::to_bytes(&m, &[]).unwrap(), "t".as_ref()).unwrap(), m);
+            let want = host_int8_logits(&m, x, rows);
+            let q = QuantMlp::from_model(b, &m).unwrap();
+            let xt = b.upload_f32(x, [rows, layers[0].shape[0]], M::Inputs).unwrap();
+            let y = q.forward(b, &xt).unwrap();
+            let got = b.read_f32(&y).unwrap();
+            let top = want.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+            let worst = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0f32, f32::max);
+            assert!(worst <= 1e-5 * top.max(1.0), "{who} {weights:?} dynamic={}: worst |diff| {worst} (max |logit| {top})", act.is_none());
+        }
+    }
+}
+
+#[test]
+fn static_dynamic_per_channel_and_per_tensor_int8_match_a_host_reference_on_every_backend() {
+    let (layers, data) = trained();
+    // 37 rows: not a multiple of any tile.
+    let rows = 37;
+    let x = &data.val_x[..rows * data.features];
+    let calib = &data.train_x[..128 * data.features];
+    check_against_host(&mut CpuBackend::new(), &layers, calib, x, rows, "cpu");
+    with_gpu("static_dynamic_per_channel_and_per_tensor_int8_match_a_host_reference_on_every_backend", |g| check_against_host(g, &layers, calib, x, rows, "gpu"));
+}
+
+#[test]
+fn one_layer_int8_and_fp16_inference_stay_close_to_fp32() {
+    use gpulab::quant::{metrics, quantize_model, FloatMlp, QuantMlp};
+    let (layers, data) = trained();
+    let rows = data.val_len();
+    let fp32 = f32_logits(&layers, &data.val_x, rows);
+    let mut cpu = CpuBackend::new();
+    let xt = cpu.upload_f32(&data.val_x, [rows, data.features], M::Inputs).unwrap();
+    let f = FloatMlp::new(&mut cpu, &layers, gpulab::tensor::DType::F32).unwrap();
+    let y = f.forward(&mut cpu, &xt).unwrap();
+    let ours = cpu.read_f32(&y).unwrap();
+    assert!(metrics::sqnr_db(&fp32, &ours).is_none_or(|db| db > 100.0), "FloatMlp f32 is the f32 model");
+    let h = FloatMlp::new(&mut cpu, &layers, gpulab::tensor::DType::F16).unwrap();
+    let y = h.forward(&mut cpu, &xt).unwrap();
+    let half = cpu.read_f32(&y).unwrap();
+    assert!(metrics::agreement(&fp32, &half, data.classes) > 0.99);
+    let ranges = calibrate(&mut cpu, &layers, &data.train_x[..256 * data.features], 64, ObserverKind::MinMax).unwrap();
+    let m = quantize_model(&mut cpu, &layers, Some(&ranges), gpulab::tensor::QuantGranularity::PerChannel).unwrap();
+    for only in 0..layers.len() {
+        let q = QuantMlp::mixed(&mut cpu, &m, &layers, only).unwrap();
+        let outs = q.forward_all(&mut cpu, &xt).unwrap();
+        assert_eq!(outs.len(), layers.len());
+        let got = cpu.read_f32(outs.last().unwrap()).unwrap();
+        let db = metrics::sqnr_db(&fp32, &got).unwrap();
+        assert!(db > 20.0 && db < 100.0, "only layer {only} int8: SQNR {db} dB (noisy, but close)");
+    }
+    assert!(QuantMlp::mixed(&mut cpu, &m, &layers, 3).err().unwrap().to_string().contains("layer 3"));
+}

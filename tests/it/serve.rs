@@ -353,7 +353,6 @@ fn serves_an_exercise_5_checkpoint_and_names_a_damaged_or_misshapen_one() {
 fn exercise_8_measures_static_and_dynamic_batching_to_a_computed_verdict() {
     use gpulab::exercises::{self, CollectSink, Event, live};
     let ex = exercises::find("inference-batching").unwrap();
-    assert!(ex.runnable());
     let mut s = ex.settings();
     let set = |s: &mut gpulab::exercises::Settings, pairs: &[&str]| s.apply(&pairs.iter().map(|p| p.to_string()).collect::<Vec<_>>());
     set(&mut s, &["backend=cpu", "train_epochs=1", "static_batches=1,4", "max_batch=4", "preferred_batch=4", "load_levels=30,300", "run_seconds=0.5", "slo_p99_ms=1000"]).unwrap();

@@ -11,7 +11,11 @@ use rayon::prelude::*;
 pub enum I8Path {
     /// AVX-512 VNNI `vpdpbusd`: 64 multiply-adds per instruction.
     Vnni,
-    /// Plain Rust, vectorised by the compiler.
+    /// The portable loop compiled for AVX2 (32-byte vectors; exact, as the same scalar code),
+    /// picked where AVX2 exists without VNNI.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    Avx2,
+    /// Plain Rust, vectorised by the compiler for the baseline target.
     Portable,
 }
 
@@ -22,13 +26,18 @@ impl I8Path {
         if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512bw") && std::arch::is_x86_feature_detected!("avx512vnni") {
             return I8Path::Vnni;
         }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            return I8Path::Avx2;
+        }
         I8Path::Portable
     }
 
     pub fn name(self) -> &'static str {
         match self {
             I8Path::Vnni => "AVX-512 VNNI (u8×i8 vpdpbusd, +128 offset corrected)",
-            I8Path::Portable => "portable i8×i8→i32 loop",
+            I8Path::Avx2 => "AVX2 (i8×i8 to i32 loop compiled for AVX2)",
+            I8Path::Portable => "portable i8×i8 to i32 loop",
         }
     }
 }
@@ -79,7 +88,7 @@ pub fn gemm_i8(a: &[i8], b: &[i8], b_cache: &PackCache, c: &mut [i32], m: usize,
             };
             vnni::gemm(&a_rows, &packed, c, m, n, k)
         }
-        _ => portable(&a_rows, b, c, n, k, tb),
+        _ => portable(&a_rows, b, c, n, k, tb, path),
     }
 }
 
@@ -94,16 +103,32 @@ fn transpose(x: &[i8], rows: usize, cols: usize) -> Vec<i8> {
     out
 }
 
-fn portable(a: &[i8], b: &[i8], c: &mut [i32], n: usize, k: usize, tb: bool) {
+/// One row of c: dot products of a's row with each row of bᵀ (k each).
+#[inline(always)]
+fn row_dots(arow: &[i8], bt: &[i8], crow: &mut [i32], k: usize) {
+    for (j, cv) in crow.iter_mut().enumerate() {
+        *cv = if k == 0 { 0 } else { arow.iter().zip(&bt[j * k..][..k]).fold(0i32, |s, (&p, &q)| s.wrapping_add(p as i32 * q as i32)) };
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn row_dots_avx2(arow: &[i8], bt: &[i8], crow: &mut [i32], k: usize) {
+    row_dots(arow, bt, crow, k)
+}
+
+fn portable(a: &[i8], b: &[i8], c: &mut [i32], n: usize, k: usize, tb: bool, path: I8Path) {
     // bᵀ as rows of k, so both operands of each dot product are contiguous.
     let bt: std::borrow::Cow<'_, [i8]> = if tb { b.into() } else { transpose(b, k, n).into() };
-    let dot = |x: &[i8], y: &[i8]| x.iter().zip(y).fold(0i32, |s, (&p, &q)| s.wrapping_add(p as i32 * q as i32));
     c.par_chunks_mut(ROWS_PER_TASK * n).enumerate().for_each(|(blk, cb)| {
         for (r, crow) in cb.chunks_exact_mut(n).enumerate() {
             let i = blk * ROWS_PER_TASK + r;
             let arow = &a[i * k..][..k];
-            for (j, cv) in crow.iter_mut().enumerate() {
-                *cv = if k == 0 { 0 } else { dot(arow, &bt[j * k..][..k]) };
+            match path {
+                // SAFETY: `I8Path::Avx2` is only chosen (detect) or tested where AVX2 exists.
+                #[cfg(target_arch = "x86_64")]
+                I8Path::Avx2 => unsafe { row_dots_avx2(arow, &bt, crow, k) },
+                _ => row_dots(arow, &bt, crow, k),
             }
         }
     });
@@ -230,10 +255,14 @@ mod tests {
 
     fn paths() -> Vec<I8Path> {
         let mut p = vec![I8Path::Portable];
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            p.push(I8Path::Avx2);
+        }
         if I8Path::detect() == I8Path::Vnni {
             p.push(I8Path::Vnni);
         } else {
-            eprintln!("this CPU lacks AVX-512 VNNI: only the portable int8 path is tested");
+            eprintln!("this CPU lacks AVX-512 VNNI: the VNNI int8 path is not tested");
         }
         p
     }

@@ -17,19 +17,90 @@ fn internal(op: &str) -> Error {
     Error::Internal(format!("{op}: storage does not match the dtype checks accepted"))
 }
 
-/// q = quantize_value(x, its scale), for checked tensors; row by row so the loop vectorises,
-/// on rayon for large tensors.
+/// One row of `quantize_value`: per column scales, or one scale for the row. The same scalar
+/// code compiled three times, for AVX-512, AVX2 and the baseline, and picked at run time
+/// (`is_x86_feature_detected!`): the IEEE divide, clamps and round-to-even are the same
+/// instructions at any width, so every version gives the same bytes; the wider ones are what
+/// make the input quantize of an int8 layer cheap next to its GEMM.
+#[inline(always)]
+fn quantize_row_body(o: &mut [i8], x: &[f32], s: &[f32]) {
+    if let [s] = s {
+        o.iter_mut().zip(x).for_each(|(o, &v)| *o = quantize_value(v, *s));
+    } else {
+        o.iter_mut().zip(x).zip(s).for_each(|((o, &v), &s)| *o = quantize_value(v, s));
+    }
+}
+
+/// `quantize_row_body` in AVX-512, 16 values per step: the IEEE divide, the ±128 clamp,
+/// round half to even (`roundscale`, the same result as `quantize_value`'s 1.5·2²³ trick),
+/// the ±127 clamp, NaN → 0 by mask, then a narrowing store. The tail runs the scalar rule.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+fn quantize_row_avx512(o: &mut [i8], x: &[f32], s: &[f32]) {
+    use std::arch::x86_64::*;
+    let n = o.len().min(x.len());
+    let per_col = s.len() > 1;
+    let full = if per_col { n.min(s.len()) / 16 * 16 } else { n / 16 * 16 };
+    let (lo128, hi128, lo127, hi127) = (_mm512_set1_ps(-128.0), _mm512_set1_ps(128.0), _mm512_set1_ps(-127.0), _mm512_set1_ps(127.0));
+    let one = _mm512_set1_ps(s[0]);
+    let mut i = 0;
+    while i < full {
+        // SAFETY: i + 16 ≤ full ≤ the length of o, x (and s when per column).
+        unsafe {
+            let v = _mm512_loadu_ps(x.as_ptr().add(i));
+            let sc = if per_col { _mm512_loadu_ps(s.as_ptr().add(i)) } else { one };
+            let t = _mm512_div_ps(v, sc);
+            let finite = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(t, t);
+            let t = _mm512_min_ps(_mm512_max_ps(t, lo128), hi128);
+            let r = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(t);
+            let r = _mm512_min_ps(_mm512_max_ps(r, lo127), hi127);
+            let q = _mm512_maskz_cvtps_epi32(finite, r);
+            _mm_storeu_si128(o.as_mut_ptr().add(i) as *mut __m128i, _mm512_cvtepi32_epi8(q));
+        }
+        i += 16;
+    }
+    let tail_s = if per_col { &s[i.min(s.len())..] } else { s };
+    quantize_row_body(&mut o[i..], &x[i..], tail_s);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn quantize_row_avx2(o: &mut [i8], x: &[f32], s: &[f32]) {
+    quantize_row_body(o, x, s)
+}
+
+fn quantize_row(o: &mut [i8], x: &[f32], s: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::sync::OnceLock;
+        static LEVEL: OnceLock<u8> = OnceLock::new();
+        let level = *LEVEL.get_or_init(|| {
+            if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw") && is_x86_feature_detected!("avx512vl") {
+                2
+            } else if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                1
+            } else {
+                0
+            }
+        });
+        // SAFETY: each version runs only where the CPU reported its features.
+        match level {
+            2 => return unsafe { quantize_row_avx512(o, x, s) },
+            1 => return unsafe { quantize_row_avx2(o, x, s) },
+            _ => {}
+        }
+    }
+    quantize_row_body(o, x, s)
+}
+
+/// q = quantize_value(x, its scale), for checked tensors, row by row (see `quantize_row`), on
+/// rayon for large tensors.
 fn quantize_into(x: &CpuTensor, q: &mut CpuTensor, s: &[f32], per_channel: bool) -> Result<()> {
     use rayon::prelude::*;
     let cols = x.shape[1].max(1);
     let out = q.i8_mut().ok_or_else(|| internal("quantize"))?;
-    let row = |(o, xr): (&mut [i8], &[f32])| {
-        if per_channel {
-            o.iter_mut().zip(xr).zip(s).for_each(|((o, &v), &s)| *o = quantize_value(v, s));
-        } else {
-            o.iter_mut().zip(xr).for_each(|(o, &v)| *o = quantize_value(v, s[0]));
-        }
-    };
+    let s = if per_channel { s } else { &s[..1] };
+    let row = |(o, xr): (&mut [i8], &[f32])| quantize_row(o, xr, s);
     if out.len() >= super::PAR_THRESHOLD {
         out.par_chunks_mut(cols).zip(x.f32().par_chunks(cols)).for_each(row);
     } else {
@@ -128,5 +199,16 @@ impl CpuBackend {
     /// back to the fastest path this CPU has.
     pub fn set_int8_portable(&mut self, portable: bool) {
         self.i8_path = if portable { I8Path::Portable } else { I8Path::detect() };
+    }
+
+    /// Forces the AVX2 int8 GEMM (the path of CPUs without VNNI) where this CPU has AVX2;
+    /// returns whether it did.
+    pub fn set_int8_avx2(&mut self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            self.i8_path = I8Path::Avx2;
+            return true;
+        }
+        false
     }
 }

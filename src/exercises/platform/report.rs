@@ -204,7 +204,7 @@ pub fn build(ex: &PlatformLab, s: &Settings, sc: &Scenario, r: &ServingResult, t
         charts,
         verdict: verdict(sc, r, &n, tr, young, daly),
         stopped_early,
-        attachments: vec![Attachment { file_name: "scenario.json".into(), text: sc.to_json() }],
+        attachments: vec![Attachment { file_name: "scenario.json".into(), text: sc.to_json(), ..Default::default() }],
         ..Default::default()
     };
     report.notes.push(format!(
