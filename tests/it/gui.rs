@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use egui_kittest::Harness;
-use egui_kittest::kittest::{NodeT, Queryable};
+use egui_kittest::kittest::Queryable;
 use gpulab::app::GpulabApp;
 
 pub(crate) fn harness() -> Harness<'static, GpulabApp> {

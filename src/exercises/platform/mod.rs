@@ -119,7 +119,7 @@ impl Exercise for PlatformLab {
         let stopped = sink.stop_requested() || serving.stopped_early;
         let mut report = report::build(self, s, &sc, &serving, &runs, stopped);
         if let Some(d) = last {
-            report.attachments.push(Attachment { file_name: "architecture.svg".into(), text: d.to_svg() });
+            report.attachments.push(Attachment { file_name: "architecture.svg".into(), text: d.to_svg(), ..Default::default() });
         }
         Ok(report)
     }
