@@ -118,13 +118,41 @@ fn rows_f32(n: usize, runs: usize, cpu: bool, mut gpu: Option<&mut GpuBackend>, 
         for v in MatmulVariant::ALL {
             g.set_matmul_variant(v);
             let (s, out) = time_matmul(g, &a, &bm, n, runs)?;
-            let err = out.iter().zip(&reference).map(|(x, r)| ((x - r).abs() / (r.abs() + 1.0)) as f64).fold(0.0, f64::max);
+            let err = max_rel_err(&out, &reference);
             let label = if v == chosen { format!("{} (chosen)", v.name()) } else { v.name().to_string() };
             let row = MatmulRow { backend: g.info().label(), variant: label, dtype: "f32".into(), software: g.info().software, n, gflops: flops / s / 1e9, median_s: s, runs, max_rel_err: err };
             on_row(&row);
             rows.push(row);
         }
         g.set_matmul_variant(chosen);
+    }
+    Ok(rows)
+}
+
+/// Largest |out − ref| / (|ref| + 1): how far a backend's product is from the CPU's.
+fn max_rel_err(out: &[f32], reference: &[f32]) -> f64 {
+    out.iter().zip(reference).map(|(x, r)| ((x - r).abs() / (r.abs() + 1.0)) as f64).fold(0.0, f64::max)
+}
+
+/// f32 GEMM rows of one more backend that has a single GEMM (the CUDA backend's cuBLAS),
+/// each product checked against the CPU's on the same inputs.
+pub fn bench_matmul_on<B: Backend>(b: &mut B, variant: &str, sizes: &[usize], runs: usize, mut on_row: impl FnMut(&MatmulRow)) -> Result<Vec<MatmulRow>> {
+    if sizes.is_empty() || sizes.contains(&0) || runs == 0 {
+        return Err(Error::InvalidConfig("matmul sizes and runs must be positive".into()));
+    }
+    let mut rows = Vec::new();
+    for &n in sizes {
+        let (a, bm) = (random_matrix(n * n, 1), random_matrix(n * n, 2));
+        let mut cpu = CpuBackend::new();
+        let (ta, tb) = (cpu.upload_f32(&a, [n, n], MemCategory::Inputs)?, cpu.upload_f32(&bm, [n, n], MemCategory::Inputs)?);
+        let mut tc = cpu.zeros([n, n], DType::F32, MemCategory::Activations)?;
+        cpu.matmul(&ta, &tb, &mut tc, false, false, false)?;
+        let reference = cpu.read_f32(&tc)?;
+        let (s, out) = time_matmul(b, &a, &bm, n, runs)?;
+        let info = b.info();
+        let row = MatmulRow { backend: info.label(), variant: variant.into(), dtype: "f32".into(), software: info.software, n, gflops: 2.0 * (n as f64).powi(3) / s / 1e9, median_s: s, runs, max_rel_err: max_rel_err(&out, &reference) };
+        on_row(&row);
+        rows.push(row);
     }
     Ok(rows)
 }

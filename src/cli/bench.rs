@@ -19,7 +19,8 @@ pub enum BenchCommand {
 pub struct MatmulArgs {
     #[arg(long, value_delimiter = ',', default_value = "256,1024,2048")]
     sizes: Vec<usize>,
-    /// cpu, gpu[:N|:NAME], or all (the CPU and the default GPU).
+    /// cpu, gpu[:N|:NAME], cuda[:N], or all (the CPU, the default GPU and, where it opens,
+    /// CUDA device 0).
     #[arg(long, default_value = "all")]
     backend: String,
     #[arg(long, default_value_t = 5)]
@@ -68,12 +69,23 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
 }
 
 fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
-    let (cpu, gpu_dev) = match a.backend.as_str() {
-        "all" => (true, Some(Device::Gpu(GpuSelector::Auto))),
+    let (cpu, gpu_dev, cuda_dev) = match a.backend.as_str() {
+        "all" => (true, Some(Device::Gpu(GpuSelector::Auto)), Some(Device::Cuda(0))),
         other => match other.parse::<Device>()? {
-            Device::Cpu => (true, None),
-            d => (false, Some(d)),
+            Device::Cpu => (true, None, None),
+            d @ Device::Cuda(_) => (false, None, Some(d)),
+            d => (false, Some(d), None),
         },
+    };
+    // CUDA opens first so a refusal is said before the long GEMM runs.
+    let mut cuda = match cuda_dev.map(|d| d.open(None)) {
+        Some(Ok(Engine::Cuda(c))) => Some(c),
+        Some(Ok(_)) | None => None,
+        Some(Err(e)) if a.backend == "all" => {
+            eprintln!("note: CUDA skipped: {e}");
+            None
+        }
+        Some(Err(e)) => return Err(e.into()),
     };
     let mut gpu = match gpu_dev.map(|d| d.open(None)) {
         Some(Ok(Engine::Gpu(g))) => Some(g),
@@ -102,7 +114,16 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
             pb.suspend(|| println!("{line}"));
         }
     };
-    let rows = bench::bench_matmul(&a.sizes, &a.dtype, a.runs, cpu, gpu.as_deref_mut(), print);
+    let mut rows = if cpu || gpu.is_some() { bench::bench_matmul(&a.sizes, &a.dtype, a.runs, cpu, gpu.as_deref_mut(), print) } else { Ok(Vec::new()) };
+    if let (Ok(done), Some(c)) = (&mut rows, cuda.as_deref_mut()) {
+        if a.dtype.contains(&MatmulDType::Int8) {
+            eprintln!("note: int8 GEMM is not built on the CUDA backend yet; CUDA times f32 only");
+        }
+        match bench::bench_matmul_on(c, "cuBLAS", &a.sizes, a.runs, print) {
+            Ok(r) => done.extend(r),
+            Err(e) => rows = Err(e),
+        }
+    }
     pb.finish_and_clear();
     let rows = rows?;
     if !a.json {

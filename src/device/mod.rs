@@ -70,9 +70,9 @@ impl fmt::Display for Device {
 pub enum Engine {
     Cpu(CpuBackend),
     Gpu(Box<GpuBackend>),
-    /// Never constructed until the CUDA backend lands (`CudaBackend` is uninhabited); the
-    /// variant exists so every `match` over engines is written once.
-    Cuda(CudaBackend),
+    /// An NVIDIA GPU through CUDA; without the `cuda` feature `CudaBackend` is uninhabited and
+    /// the variant exists so every `match` over engines is written once.
+    Cuda(Box<CudaBackend>),
 }
 
 impl Device {
@@ -81,7 +81,7 @@ impl Device {
         match self {
             Device::Cpu => Ok(Engine::Cpu(CpuBackend::with_budget(budget))),
             Device::Gpu(sel) => Ok(Engine::Gpu(Box::new(GpuBackend::open(sel, budget)?))),
-            Device::Cuda(ordinal) => cuda::open(*ordinal).map(Engine::Cuda),
+            Device::Cuda(ordinal) => cuda::open(*ordinal, budget).map(|c| Engine::Cuda(Box::new(c))),
         }
     }
 }
@@ -97,7 +97,10 @@ macro_rules! with_backend {
                 let $b = &mut **$b;
                 $body
             }
-            $crate::device::Engine::Cuda($b) => $body,
+            $crate::device::Engine::Cuda($b) => {
+                let $b = &mut **$b;
+                $body
+            }
         }
     };
 }
