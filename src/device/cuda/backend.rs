@@ -13,7 +13,7 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DriverError,
 use super::blas::Blas;
 use super::kernels::Kernels;
 use crate::error::{Error, Result};
-use crate::tensor::{AmpOps, BackendBase, BackendInfo, BackendKind, DType, Ledger, MemCategory, MemoryReport, QuantOps, Shape, SharedLedger, Telemetry, TensorMeta, checks, memory_lock};
+use crate::tensor::{BackendBase, BackendInfo, BackendKind, DType, Ledger, MemCategory, MemoryReport, QuantOps, Shape, SharedLedger, Telemetry, TensorMeta, checks, memory_lock};
 
 /// The oldest driver accepted: the bindings are built for the CUDA 12.8 API (`cuda-12080`),
 /// and stream-ordered allocation needs 11.2; older 12.x drivers work for what is used here.
@@ -24,6 +24,8 @@ pub struct CudaBackend {
     pub(super) stream: Arc<CudaStream>,
     pub(super) kernels: Kernels,
     pub(super) blas: Blas,
+    /// Compute capability (major, minor).
+    pub(super) cc: (i32, i32),
     ledger: SharedLedger,
     info: BackendInfo,
     /// The event recorded before the first op since the last `flush`, and the (start, end)
@@ -159,6 +161,7 @@ pub fn open(ordinal: usize, budget: Option<u64>) -> Result<CudaBackend> {
         ctx,
         stream,
         blas,
+        cc: (major, minor),
         ledger: Arc::new(Mutex::new(Ledger::with_budget(budget))),
         info,
         step_start: None,
@@ -214,6 +217,13 @@ impl CudaBackend {
         }
     }
 
+    /// A tensor's device address as a kernel argument (0, a null pointer, for None): for the
+    /// kernels whose pointer arguments are optional. One stream orders every use.
+    pub(super) fn ptr(&self, t: Option<&CudaTensor>) -> u64 {
+        use cudarc::driver::DevicePtr;
+        t.map_or(0, |t| t.buf.device_ptr(&self.stream).0)
+    }
+
     /// Records the start of a step's GPU work before its first op.
     pub(super) fn mark_start(&mut self) -> Result<()> {
         if self.step_start.is_none() {
@@ -255,8 +265,7 @@ impl BackendBase for CudaBackend {
     }
 }
 
-/// Mixed precision and int8 are not built on CUDA yet: the families' defaults refuse by name.
-impl AmpOps for CudaBackend {}
+/// int8 is not built on CUDA yet: the family's defaults refuse by name.
 impl QuantOps for CudaBackend {}
 
 impl Telemetry for CudaBackend {

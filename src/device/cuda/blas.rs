@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use cudarc::cublas::CudaBlas;
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 
 use super::backend::CudaTensor;
 use crate::error::{Error, Result};
@@ -28,21 +28,29 @@ impl Blas {
     #[allow(clippy::too_many_arguments)]
     pub fn sgemm(&self, a: &CudaTensor, b: &CudaTensor, c: &mut CudaTensor, (m, n, k): (usize, usize, usize), ta: bool, tb: bool, acc: bool) -> Result<()> {
         let compute = if self.tf32 { cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32 } else { cublasComputeType_t::CUBLAS_COMPUTE_32F };
-        self.gemm_ex(a, b, c, (m, n, k), ta, tb, acc, (cudaDataType::CUDA_R_32F, cudaDataType::CUDA_R_32F), compute)
+        self.gemm_ex(a, b, &mut c.buf, (m, n, k), ta, tb, acc, cudaDataType::CUDA_R_32F, compute)
     }
 
-    /// The one cuBLAS call: `types` = (type of a and b, type of c); f32 accumulation.
+    /// out[m, n] (f32) = op(a)·op(b) with a, b both f16 or both bf16, products summed in f32
+    /// on the tensor cores where the GPU has them; shapes already checked.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm16(&self, a: &CudaTensor, b: &CudaTensor, out: &mut CudaSlice<u8>, (m, n, k): (usize, usize, usize), ta: bool, tb: bool, bf16: bool) -> Result<()> {
+        let t = if bf16 { cudaDataType::CUDA_R_16BF } else { cudaDataType::CUDA_R_16F };
+        self.gemm_ex(a, b, out, (m, n, k), ta, tb, false, t, cublasComputeType_t::CUBLAS_COMPUTE_32F)
+    }
+
+    /// The one cuBLAS call: a and b of `ab_type`, an f32 output, f32 accumulation.
     #[allow(clippy::too_many_arguments)]
     fn gemm_ex(
         &self,
         a: &CudaTensor,
         b: &CudaTensor,
-        c: &mut CudaTensor,
+        c: &mut CudaSlice<u8>,
         (m, n, k): (usize, usize, usize),
         ta: bool,
         tb: bool,
         acc: bool,
-        (ab_type, c_type): (cudaDataType, cudaDataType),
+        ab_type: cudaDataType,
         compute: cublasComputeType_t,
     ) -> Result<()> {
         let int = |v: usize, what: &str| i32::try_from(v).map_err(|_| Error::InvalidConfig(format!("matmul {what} = {v} exceeds cuBLAS's 32-bit limit of {}", i32::MAX)));
@@ -54,9 +62,9 @@ impl Blas {
         let (alpha, beta) = (1.0f32, if acc { 1.0f32 } else { 0.0f32 });
         let (pa, _ra) = a.buf.device_ptr(&self.stream);
         let (pb, _rb) = b.buf.device_ptr(&self.stream);
-        let (pc, _rc) = c.buf.device_ptr_mut(&self.stream);
-        // SAFETY: the pointers are live device buffers of the checked shapes (a: m·k, b: k·n,
-        // c: m·n elements of the given types); leading dimensions follow from those shapes;
+        let (pc, _rc) = c.device_ptr_mut(&self.stream);
+        // SAFETY: the pointers are live device buffers of the checked shapes (a: m·k, b: k·n
+        // elements of ab_type, c: m·n f32); leading dimensions follow from those shapes;
         // alpha/beta are host f32 (the handle's default pointer mode) as the compute type asks.
         unsafe {
             cudarc::cublas::result::gemm_ex(
@@ -75,7 +83,7 @@ impl Blas {
                 ldb.max(1),
                 &beta as *const f32 as *const _,
                 pc as *mut _,
-                c_type,
+                cudaDataType::CUDA_R_32F,
                 ni.max(1),
                 compute,
                 cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,

@@ -2,7 +2,7 @@
 //! `tensor::checks` (the same refusals as every backend), then one kernel of shaders/cuda/core.cu
 //! or one cuBLAS call, queued on the backend's stream.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::LaunchConfig;
 
 use super::backend::{CudaBackend, CudaTensor, driver};
 use super::kernels::{Kernel, REDUCE_THREADS};
@@ -12,7 +12,7 @@ use crate::tensor::{AdamW, CoreOps, DType, HostData, MemCategory, Sgd, Shape, Te
 const THREADS: u32 = 256;
 
 /// Enough blocks of THREADS for `n` items (grid-stride kernels cover the rest), at least one.
-fn grid(n: u64) -> LaunchConfig {
+pub(super) fn grid(n: u64) -> LaunchConfig {
     let blocks = n.div_ceil(THREADS as u64).clamp(1, 1 << 20) as u32;
     LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
 }
@@ -22,22 +22,8 @@ fn one_block() -> LaunchConfig {
     LaunchConfig { grid_dim: (1, 1, 1), block_dim: (REDUCE_THREADS, 1, 1), shared_mem_bytes: 0 }
 }
 
-fn u32_of(v: usize, what: &str) -> Result<u32> {
+pub(super) fn u32_of(v: usize, what: &str) -> Result<u32> {
     u32::try_from(v).map_err(|_| Error::InvalidConfig(format!("{what} = {v} exceeds the CUDA kernels' 32-bit limit")))
-}
-
-/// Queues kernel `$k` with launch config `$cfg` and the arguments in order.
-macro_rules! launch {
-    ($self:ident, $k:expr, $cfg:expr, $($arg:expr),+ $(,)?) => {{
-        $self.mark_start()?;
-        let f = $self.kernels.function(&$self.ctx, $k)?;
-        let mut b = $self.stream.launch_builder(&f);
-        $( b.arg($arg); )+
-        // SAFETY: the caller validated the shapes (tensor::checks), so every index the kernel
-        // derives from the passed sizes lies inside the passed buffers, and the argument types
-        // match the kernel's signature in shaders/cuda/core.cu.
-        unsafe { b.launch($cfg) }.map(drop).map_err(|e| driver($k.name(), e))
-    }};
 }
 
 impl CudaBackend {
@@ -192,7 +178,7 @@ impl CoreOps for CudaBackend {
     fn sum_cols(&mut self, x: &CudaTensor, out: &mut CudaTensor) -> Result<()> {
         checks::vector_out("sum_cols", out, x.shape()[1], DType::F32)?;
         if x.dtype().is_16bit() {
-            return Err(crate::tensor::ops::unsupported(self, "sum_cols", "16-bit inputs need the mixed-precision family, which the CUDA backend does not run yet"));
+            return self.sum_cols16(x, out);
         }
         checks::f32("sum_cols", x)?;
         let [rows, cols] = x.shape();

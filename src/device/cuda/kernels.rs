@@ -1,6 +1,7 @@
-//! The CUDA kernels: shaders/cuda/core.cu, compiled by NVRTC the first time a kernel runs and
-//! cached on disk (the PTX text, through `cache.rs`) per GPU, driver and source hash, so later
-//! runs skip NVRTC and only the driver's PTX→SASS step remains (which the driver caches itself).
+//! The CUDA kernels: shaders/cuda/{core,amp}.cu, each file compiled by NVRTC the first time one
+//! of its kernels runs and cached on disk (the PTX text, through `cache.rs`) per GPU, driver and
+//! source hash, so later runs skip NVRTC and only the driver's PTX→SASS step remains (which the
+//! driver caches itself).
 
 use std::sync::Arc;
 
@@ -11,11 +12,12 @@ use crate::cache::{CacheKey, DiskCache};
 use crate::error::{Error, Result};
 use crate::tensor::BackendInfo;
 
-const CORE_CU: &str = include_str!("../../../shaders/cuda/core.cu");
+/// The source files, in `Kernel::source` order.
+const SOURCES: [(&str, &str); 2] = [("core.cu", include_str!("../../../shaders/cuda/core.cu")), ("amp.cu", include_str!("../../../shaders/cuda/amp.cu"))];
 /// Threads of the single-block reductions (REDUCE_THREADS in core.cu).
 pub(super) const REDUCE_THREADS: u32 = 256;
 
-/// Every kernel of core.cu, named as its `extern "C"` entry point.
+/// Every kernel, named as its `extern "C"` entry point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kernel {
     BiasAdd,
@@ -32,10 +34,15 @@ pub enum Kernel {
     ArgmaxRows,
     AccumulateSum,
     CountCorrect,
+    CastTo16,
+    CastFrom16,
+    Epilogue16,
+    UnscaleCheck,
+    SumCols16,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 14] = [
+    pub const ALL: [Kernel; 19] = [
         Kernel::BiasAdd,
         Kernel::Relu,
         Kernel::ReluBackward,
@@ -50,6 +57,11 @@ impl Kernel {
         Kernel::ArgmaxRows,
         Kernel::AccumulateSum,
         Kernel::CountCorrect,
+        Kernel::CastTo16,
+        Kernel::CastFrom16,
+        Kernel::Epilogue16,
+        Kernel::UnscaleCheck,
+        Kernel::SumCols16,
     ];
 
     pub fn name(self) -> &'static str {
@@ -68,21 +80,34 @@ impl Kernel {
             Kernel::ArgmaxRows => "argmax_rows",
             Kernel::AccumulateSum => "accumulate_sum",
             Kernel::CountCorrect => "count_correct",
+            Kernel::CastTo16 => "cast_to16",
+            Kernel::CastFrom16 => "cast_from16",
+            Kernel::Epilogue16 => "epilogue16",
+            Kernel::UnscaleCheck => "unscale_check",
+            Kernel::SumCols16 => "sum_cols16",
+        }
+    }
+
+    /// Which of `SOURCES` holds it: amp.cu for the mixed-precision family, else core.cu.
+    fn source(self) -> usize {
+        match self {
+            Kernel::CastTo16 | Kernel::CastFrom16 | Kernel::Epilogue16 | Kernel::UnscaleCheck | Kernel::SumCols16 => 1,
+            _ => 0,
         }
     }
 }
 
-/// The module, compiled on first use, and each function loaded from it once.
+/// The modules, each compiled on first use, and each function loaded from them once.
 pub struct Kernels {
-    cache_key: CacheKey,
-    module: Option<Arc<CudaModule>>,
+    cache_keys: [CacheKey; SOURCES.len()],
+    modules: [Option<Arc<CudaModule>>; SOURCES.len()],
     functions: [Option<CudaFunction>; Kernel::ALL.len()],
 }
 
 impl Kernels {
     pub fn new(info: &BackendInfo, (major, minor): (i32, i32)) -> Self {
-        let kind = format!("cuda-ptx core.cu crc32 {:08x} sm_{major}{minor}", crc32fast::hash(CORE_CU.as_bytes()));
-        Kernels { cache_key: CacheKey::new(&kind, info), module: None, functions: Default::default() }
+        let key = |(file, src): (&str, &str)| CacheKey::new(&format!("cuda-ptx {file} crc32 {:08x} sm_{major}{minor}", crc32fast::hash(src.as_bytes())), info);
+        Kernels { cache_keys: SOURCES.map(key), modules: Default::default(), functions: Default::default() }
     }
 
     pub fn function(&mut self, ctx: &Arc<CudaContext>, k: Kernel) -> Result<CudaFunction> {
@@ -90,11 +115,17 @@ impl Kernels {
         if let Some(f) = &self.functions[i] {
             return Ok(f.clone());
         }
-        let module = match &self.module {
+        let src = k.source();
+        let module = match &self.modules[src] {
             Some(m) => m.clone(),
             None => {
-                let m = ctx.load_module(Ptx::from_src(self.ptx()?)).map_err(|e| super::backend::driver("loading the compiled CUDA kernels", e))?;
-                self.module = Some(m.clone());
+                let load = |ptx: String| ctx.load_module(Ptx::from_src(ptx)).map_err(|e| super::backend::driver("loading the compiled CUDA kernels", e));
+                let m = match self.cached_ptx(src) {
+                    // A cached PTX the driver refuses (damaged file) is compiled again.
+                    Some(ptx) => load(ptx).or_else(|_| load(self.compile(src)?))?,
+                    None => load(self.compile(src)?)?,
+                };
+                self.modules[src] = Some(m.clone());
                 m
             }
         };
@@ -103,22 +134,24 @@ impl Kernels {
         Ok(f)
     }
 
-    /// The PTX of core.cu: from the disk cache, else compiled by NVRTC (and cached).
-    fn ptx(&self) -> Result<String> {
-        let cache = DiskCache::named("cuda-kernels.json");
-        if let Some(ptx) = cache.as_ref().and_then(|c| c.get::<String>(&self.cache_key)) {
-            return Ok(ptx);
-        }
+    fn cached_ptx(&self, src: usize) -> Option<String> {
+        DiskCache::named("cuda-kernels.json")?.get::<String>(&self.cache_keys[src])
+    }
+
+    /// Compiles one source with NVRTC and caches the PTX (an unwritable cache only means
+    /// compiling again next time).
+    fn compile(&self, src: usize) -> Result<String> {
         // SAFETY: only tries to open the library by name.
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
             return Err(Error::CudaUnavailable(
                 "NVRTC (libnvrtc.so.12), which compiles gpulab's CUDA kernels, was not found; install it (NVIDIA's cuda-nvrtc package) and make it visible on LD_LIBRARY_PATH".into(),
             ));
         }
-        let opts = CompileOptions { name: Some("core.cu".into()), ..Default::default() };
-        let ptx = cudarc::nvrtc::compile_ptx_with_opts(CORE_CU, opts).map_err(|e| Error::Internal(format!("NVRTC could not compile shaders/cuda/core.cu: {e}")))?.to_src();
-        if let Some(c) = cache {
-            let _ = c.put(&self.cache_key, &ptx); // an unwritable cache only means compiling again
+        let (file, code) = SOURCES[src];
+        let opts = CompileOptions { name: Some(file.into()), ..Default::default() };
+        let ptx = cudarc::nvrtc::compile_ptx_with_opts(code, opts).map_err(|e| Error::Internal(format!("NVRTC could not compile shaders/cuda/{file}: {e}")))?.to_src();
+        if let Some(c) = DiskCache::named("cuda-kernels.json") {
+            let _ = c.put(&self.cache_keys[src], &ptx);
         }
         Ok(ptx)
     }

@@ -1,9 +1,26 @@
-//! The CUDA slot. With the `cuda` feature: the real backend (backend.rs, core.rs, kernels.rs,
+//! The CUDA slot. With the `cuda` feature: the real backend (backend.rs, core.rs, amp.rs, kernels.rs,
 //! blas.rs) over cudarc, which loads the driver, NVRTC and cuBLAS at run time, so the build
 //! needs no CUDA toolkit. Without it: an uninhabited `CudaBackend` (candle's dummy backend
 //! pattern, stub.rs) so every `match` over engines is written once, and opening it says how to
 //! get it. This folder is the only place `cfg(feature = "cuda")` appears.
 
+/// Queues kernel `$k` with launch config `$cfg` and the arguments in order.
+#[cfg(feature = "cuda")]
+macro_rules! launch {
+    ($self:ident, $k:expr, $cfg:expr, $($arg:expr),+ $(,)?) => {{
+        $self.mark_start()?;
+        let f = $self.kernels.function(&$self.ctx, $k)?;
+        let mut b = $self.stream.launch_builder(&f);
+        $( cudarc::driver::PushKernelArg::arg(&mut b, $arg); )+
+        // SAFETY: the caller validated the shapes (tensor::checks), so every index the kernel
+        // derives from the passed sizes lies inside the passed buffers, and the argument types
+        // match the kernel's signature in shaders/cuda/*.cu.
+        unsafe { b.launch($cfg) }.map(drop).map_err(|e| super::backend::driver($k.name(), e))
+    }};
+}
+
+#[cfg(feature = "cuda")]
+mod amp;
 #[cfg(feature = "cuda")]
 mod backend;
 #[cfg(feature = "cuda")]
