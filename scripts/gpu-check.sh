@@ -103,11 +103,11 @@ bench_train() {
 
 exercises() {
   local fails=0
-  for id in $("$BIN" list | awk '{print $1}'); do
+  for id in $("$BIN" list | grep -v "not runnable" | awk '{print $1}'); do
     local set=()
     local settings; settings=$("$BIN" run "$id" --show-settings 2>&1)
-    if grep -qw backends <<<"$settings"; then set=(--set "backends=cpu,gpu,cuda")
-    elif grep -qw backend <<<"$settings"; then set=(--set backend=cuda); fi
+    if grep -q '^backends ' <<<"$settings"; then set=(--set "backends=cpu,gpu,cuda")
+    elif grep -q '^backend ' <<<"$settings"; then set=(--set backend=cuda); fi
     echo "-- $id ${set[*]}"
     if timeout 60 "$BIN" run "$id" "${set[@]}" --out "$OUT/reports/$id"; then echo "EXERCISE $id ok"; else echo "EXERCISE $id failed (rc $?)"; fails=$((fails + 1)); fi
   done
