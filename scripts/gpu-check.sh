@@ -134,8 +134,8 @@ summary() {
     show() { [ -f "$OUT/logs/$1.log" ] && { echo "## $2"; echo; echo '```'; grep -E "$3" "$OUT/logs/$1.log" | tail -n "${4:-40}"; echo '```'; echo; }; }
     show adapters "wgpu adapters" "WGPU:|Vulkan|NVIDIA|llvmpipe" 20
     show cuda-tests "CUDA tests" "^test |test result|SKIPPED|panicked" 60
-    show bench-matmul "GEMM (bench matmul --backend all --sizes 1024,4096,8192)" "GOP/s|note|measured" 60
-    show bench-train "Training (bench train, batch 128 and 2048)" "samples/s|failed|measured" 20
+    show bench-matmul "GEMM (bench matmul --backend all --sizes 1024,4096,8192)" "GOP/s|note|error|measured" 60
+    show bench-train "Training (bench train, batch 128 and 2048)" "samples/s|failed|error|measured" 20
     show exercises "Exercises with backend=cuda (reports in reports/ID/)" "^EXERCISE" 20
     show full-suite "Full test suite (GPULAB_REQUIRE_GPU=1 GPULAB_REQUIRE_CUDA=1)" "test result|FAILED|panicked|failures:" 40
   } >"$OUT/summary.md"

@@ -60,6 +60,9 @@ impl Blas {
         let lda = if tb { ki } else { ni };
         let ldb = if ta { mi } else { ki };
         let (alpha, beta) = (1.0f32, if acc { 1.0f32 } else { 0.0f32 });
+        // cuBLAS runs in the calling thread's current context; the backend may have been
+        // opened on another thread (cudarc's safe calls bind it themselves, this raw one not).
+        self.stream.context().bind_to_thread().map_err(|e| super::backend::driver("binding the CUDA context", e))?;
         let (pa, _ra) = a.buf.device_ptr(&self.stream);
         let (pb, _rb) = b.buf.device_ptr(&self.stream);
         let (pc, _rc) = c.device_ptr_mut(&self.stream);
