@@ -95,7 +95,7 @@ adapters() {
 
 cuda_tests() { GPULAB_REQUIRE_CUDA=1 cargo test --release --features cuda --test it -- cuda; }
 
-bench_matmul() { "$BIN" bench matmul --backend all --sizes 1024,4096,8192 --runs 3; }
+bench_matmul() { "$BIN" bench matmul --backend all --sizes 1024,4096,8192 --dtype f32,f16 --runs 3; }
 
 bench_train() {
   for b in cpu gpu cuda; do "$BIN" bench train --backend "$b" --batch 128,2048 --seconds 3 || echo "bench train on $b failed"; done
@@ -134,7 +134,7 @@ summary() {
     show() { [ -f "$OUT/logs/$1.log" ] && { echo "## $2"; echo; echo '```'; grep -E "$3" "$OUT/logs/$1.log" | tail -n "${4:-40}"; echo '```'; echo; }; }
     show adapters "wgpu adapters" "WGPU:|Vulkan|NVIDIA|llvmpipe" 20
     show cuda-tests "CUDA tests" "^test |test result|SKIPPED|panicked" 60
-    show bench-matmul "GEMM (bench matmul --backend all --sizes 1024,4096,8192)" "GOP/s|note|error|measured" 60
+    show bench-matmul "GEMM (bench matmul --backend all --sizes 1024,4096,8192 --dtype f32,f16)" "GOP/s|note|error|measured" 60
     show bench-train "Training (bench train, batch 128 and 2048)" "samples/s|failed|error|measured" 20
     show exercises "Exercises with backend=cuda (reports in reports/ID/)" "^EXERCISE" 20
     show full-suite "Full test suite (GPULAB_REQUIRE_GPU=1 GPULAB_REQUIRE_CUDA=1)" "test result|FAILED|panicked|failures:" 40

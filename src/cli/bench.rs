@@ -25,7 +25,8 @@ pub struct MatmulArgs {
     backend: String,
     #[arg(long, default_value_t = 5)]
     runs: usize,
-    /// Element types to time, e.g. f32,int8 (int8: i8 operands, exact i32 products).
+    /// Element types to time, e.g. f32,f16,int8 (f16: f16 operands, f32 products, the mixed-
+    /// precision GEMM; int8: i8 operands, exact i32 products).
     #[arg(long, value_delimiter = ',', default_value = "f32", value_parser = parse_dtype)]
     dtype: Vec<MatmulDType>,
     /// One JSON object per line on stdout.
@@ -37,7 +38,8 @@ fn parse_dtype(s: &str) -> Result<MatmulDType, String> {
     match s {
         "f32" => Ok(MatmulDType::F32),
         "int8" | "i8" => Ok(MatmulDType::Int8),
-        other => Err(format!("unknown --dtype {other:?}: expected f32 or int8")),
+        "f16" => Ok(MatmulDType::F16),
+        other => Err(format!("unknown --dtype {other:?}: expected f32, f16 or int8")),
     }
 }
 
@@ -117,9 +119,22 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
     let mut rows = if cpu || gpu.is_some() { bench::bench_matmul(&a.sizes, &a.dtype, a.runs, cpu, gpu.as_deref_mut(), print) } else { Ok(Vec::new()) };
     if let (Ok(done), Some(c)) = (&mut rows, cuda.as_deref_mut()) {
         if a.dtype.contains(&MatmulDType::Int8) {
-            eprintln!("note: int8 GEMM is not built on the CUDA backend yet; CUDA times f32 only");
+            eprintln!("note: int8 GEMM is not built on the CUDA backend yet; CUDA times f32 and f16 only");
         }
-        match bench::bench_matmul_on(c, "cuBLAS", &a.sizes, a.runs, print) {
+        // TF32 (tensor cores, 10-bit mantissas) is opt-in: timed as its own f32 row, so its
+        // speed and its larger error are both shown.
+        let tf32_was = c.tf32();
+        c.set_tf32(false);
+        let mut r = bench::bench_matmul_on(&mut *c, "cuBLAS", &a.sizes, &a.dtype, a.runs, print);
+        if a.dtype.contains(&MatmulDType::F32) {
+            c.set_tf32(true);
+            r = r.and_then(|mut v| bench::bench_matmul_on(&mut *c, "cuBLAS TF32", &a.sizes, &[MatmulDType::F32], a.runs, print).map(|t| {
+                v.extend(t);
+                v
+            }));
+        }
+        c.set_tf32(tf32_was);
+        match r {
             Ok(r) => done.extend(r),
             Err(e) => rows = Err(e),
         }

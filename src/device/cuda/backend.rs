@@ -265,8 +265,12 @@ impl BackendBase for CudaBackend {
     }
 }
 
-/// int8 is not built on CUDA yet: the family's defaults refuse by name.
-impl QuantOps for CudaBackend {}
+/// int8 is not built on CUDA yet: the family's defaults refuse each op by name.
+impl QuantOps for CudaBackend {
+    fn quant_unavailable(&self) -> Option<String> {
+        Some("int8 is not built on the CUDA backend yet (cuBLASLt IMMA or __dp4a would run it); use --backend cpu or gpu".into())
+    }
+}
 
 impl Telemetry for CudaBackend {
     /// The sum of each flushed step's span between two CUDA events (first op → flush).

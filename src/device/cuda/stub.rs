@@ -18,6 +18,17 @@ pub fn open(_ordinal: usize, _budget: Option<u64>) -> Result<CudaBackend> {
     Err(Error::CudaNotBuilt)
 }
 
+impl CudaBackend {
+    /// TF32 tensor-core math for f32 GEMM (see the CUDA build).
+    pub fn set_tf32(&mut self, _on: bool) {
+        match *self {}
+    }
+
+    pub fn tf32(&self) -> bool {
+        match *self {}
+    }
+}
+
 /// What CUDA device this machine offers: never one in a build without the feature.
 pub fn probe() -> Result<String> {
     Err(Error::CudaNotBuilt)
