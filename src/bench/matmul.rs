@@ -143,7 +143,9 @@ fn rows_f16(n: usize, runs: usize, cpu: bool, gpu: Option<&mut GpuBackend>, on_r
     if let Some(g) = gpu {
         rows.extend(case.row(g, "matmul16 (WGSL)", runs, &mut |why| eprintln!("note: {why}"))?);
     }
-    rows.iter().for_each(|r| on_row(r));
+    for r in &rows {
+        on_row(r);
+    }
     Ok(rows)
 }
 

@@ -117,7 +117,7 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
         }
     };
     let mut rows = if cpu || gpu.is_some() { bench::bench_matmul(&a.sizes, &a.dtype, a.runs, cpu, gpu.as_deref_mut(), print) } else { Ok(Vec::new()) };
-    if let (Ok(done), Some(c)) = (&mut rows, cuda.as_deref_mut()) {
+    if let (Ok(done), Some(c)) = (&mut rows, cuda.as_mut()) {
         if a.dtype.contains(&MatmulDType::Int8) {
             eprintln!("note: int8 GEMM is not built on the CUDA backend yet; CUDA times f32 and f16 only");
         }
@@ -125,10 +125,10 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
         // speed and its larger error are both shown.
         let tf32_was = c.tf32();
         c.set_tf32(false);
-        let mut r = bench::bench_matmul_on(&mut *c, "cuBLAS", &a.sizes, &a.dtype, a.runs, print);
+        let mut r = bench::bench_matmul_on(c, "cuBLAS", &a.sizes, &a.dtype, a.runs, print);
         if a.dtype.contains(&MatmulDType::F32) {
             c.set_tf32(true);
-            r = r.and_then(|mut v| bench::bench_matmul_on(&mut *c, "cuBLAS TF32", &a.sizes, &[MatmulDType::F32], a.runs, print).map(|t| {
+            r = r.and_then(|mut v| bench::bench_matmul_on(c, "cuBLAS TF32", &a.sizes, &[MatmulDType::F32], a.runs, print).map(|t| {
                 v.extend(t);
                 v
             }));

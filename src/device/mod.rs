@@ -72,7 +72,7 @@ pub enum Engine {
     Gpu(Box<GpuBackend>),
     /// An NVIDIA GPU through CUDA; without the `cuda` feature `CudaBackend` is uninhabited and
     /// the variant exists so every `match` over engines is written once.
-    Cuda(Box<CudaBackend>),
+    Cuda(CudaBackend),
 }
 
 impl Device {
@@ -81,7 +81,7 @@ impl Device {
         match self {
             Device::Cpu => Ok(Engine::Cpu(CpuBackend::with_budget(budget))),
             Device::Gpu(sel) => Ok(Engine::Gpu(Box::new(GpuBackend::open(sel, budget)?))),
-            Device::Cuda(ordinal) => cuda::open(*ordinal, budget).map(|c| Engine::Cuda(Box::new(c))),
+            Device::Cuda(ordinal) => cuda::open(*ordinal, budget).map(Engine::Cuda),
         }
     }
 }
@@ -97,10 +97,7 @@ macro_rules! with_backend {
                 let $b = &mut **$b;
                 $body
             }
-            $crate::device::Engine::Cuda($b) => {
-                let $b = &mut **$b;
-                $body
-            }
+            $crate::device::Engine::Cuda($b) => $body,
         }
     };
 }

@@ -143,7 +143,7 @@ pub fn profile_training(engine: &mut Engine, data: Arc<Dataset>, cfg: &TrainConf
         }),
         Engine::Cuda(c) => profiled(data, cfg, pipe, label, peaks, |feed| {
             let data = feed.data.clone();
-            let r = train_fed(&mut **c, &data, cfg, sink, feed)?;
+            let r = train_fed(c, &data, cfg, sink, feed)?;
             Ok((r, Vec::new(), "CUDA backend: per-kernel times are not recorded yet; the GPU's busy time comes from CUDA events around each step.".into()))
         }),
     }

@@ -22,7 +22,8 @@ const MIN_DRIVER: i32 = 12000;
 pub struct CudaBackend {
     pub(super) ctx: Arc<CudaContext>,
     pub(super) stream: Arc<CudaStream>,
-    pub(super) kernels: Kernels,
+    /// Boxed: it is the largest part, and the engine enum holds the backend inline.
+    pub(super) kernels: Box<Kernels>,
     pub(super) blas: Blas,
     /// Compute capability (major, minor).
     pub(super) cc: (i32, i32),
@@ -157,7 +158,7 @@ pub fn open(ordinal: usize, budget: Option<u64>) -> Result<CudaBackend> {
     };
     let blas = Blas::new(stream.clone())?;
     Ok(CudaBackend {
-        kernels: Kernels::new(&info, (major, minor)),
+        kernels: Box::new(Kernels::new(&info, (major, minor))),
         ctx,
         stream,
         blas,
