@@ -142,7 +142,7 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
     pb.finish_and_clear();
     let rows = rows?;
     if !a.json {
-        eprintln!("measured on this machine: median of {} runs each; GOP/s = 2n³ / time (FLOP/s for f32, integer OP/s for int8)", a.runs);
+        eprintln!("measured on this machine: median of {} runs each; GOP/s = 2n³ / time (FLOP/s for f32 and f16, integer OP/s for int8)", a.runs);
         ratios(&rows);
         if rows.iter().any(|r| r.software) {
             eprintln!("note: software GPU: runs on your CPU — its GFLOP/s are your CPU's, not a GPU's.");
