@@ -104,31 +104,32 @@ extern "C" __global__ void argmax_rows(const float* x, u32* out, u32 rows, u32 c
 
 #define REDUCE_THREADS 256
 
-// acc[index] += Σ x, launched as ONE block of REDUCE_THREADS threads (a fixed order: the
-// result does not depend on scheduling).
-extern "C" __global__ void accumulate_sum(const float* x, float* acc, u64 n, u32 index) {
-    __shared__ float part[REDUCE_THREADS];
-    float s = 0.0f;
-    for (u64 i = threadIdx.x; i < n; i += REDUCE_THREADS) s += x[i];
-    part[threadIdx.x] = s;
+// The sum of each thread's `v` over a block of REDUCE_THREADS threads, in a fixed tree order
+// (the result does not depend on scheduling); the total is valid in thread 0.
+template <typename T>
+__device__ T block_sum(T v) {
+    __shared__ T part[REDUCE_THREADS];
+    part[threadIdx.x] = v;
     __syncthreads();
     for (u32 w = REDUCE_THREADS / 2; w > 0; w /= 2) {
         if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
         __syncthreads();
     }
-    if (threadIdx.x == 0) acc[index] += part[0];
+    return part[0];
+}
+
+// acc[index] += Σ x, launched as ONE block of REDUCE_THREADS threads.
+extern "C" __global__ void accumulate_sum(const float* x, float* acc, u64 n, u32 index) {
+    float s = 0.0f;
+    for (u64 i = threadIdx.x; i < n; i += REDUCE_THREADS) s += x[i];
+    s = block_sum(s);
+    if (threadIdx.x == 0) acc[index] += s;
 }
 
 // acc[index] += #{r : argmax(logits[r]) == labels[r]}, one block of REDUCE_THREADS threads.
 extern "C" __global__ void count_correct(const float* logits, const u32* labels, u32* acc, u32 rows, u32 cols, u32 index) {
-    __shared__ u32 part[REDUCE_THREADS];
     u32 hits = 0;
     for (u32 r = threadIdx.x; r < rows; r += REDUCE_THREADS) hits += argmax_row(logits + (u64)r * cols, cols) == labels[r];
-    part[threadIdx.x] = hits;
-    __syncthreads();
-    for (u32 w = REDUCE_THREADS / 2; w > 0; w /= 2) {
-        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) acc[index] += part[0];
+    hits = block_sum(hits);
+    if (threadIdx.x == 0) acc[index] += hits;
 }
