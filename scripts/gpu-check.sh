@@ -93,7 +93,7 @@ adapters() {
   if "$BIN" info 2>&1 | grep -qi nvidia; then echo "WGPU: found the NVIDIA Vulkan driver"; else echo "WGPU: no NVIDIA Vulkan adapter (the NVIDIA Vulkan ICD is missing; the gpu backend runs on whatever adapter is listed above)"; fi
 }
 
-cuda_tests() { GPULAB_REQUIRE_CUDA=1 cargo test --release --features cuda --test it -- cuda; }
+cuda_tests() { GPULAB_REQUIRE_CUDA=1 cargo test --release --features cuda --lib -- cuda && GPULAB_REQUIRE_CUDA=1 cargo test --release --features cuda --test it -- cuda; }
 
 bench_matmul() { "$BIN" bench matmul --backend all --sizes 1024,4096,8192 --dtype f32,f16 --runs 3; }
 

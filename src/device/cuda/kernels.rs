@@ -156,3 +156,28 @@ impl Kernels {
         Ok(ptx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both sources compile with the NVRTC found on this machine and define every kernel the
+    /// table names. Needs only NVRTC (no GPU, no driver); without it the test says so and passes
+    /// unless GPULAB_REQUIRE_CUDA=1.
+    #[test]
+    fn every_cuda_kernel_compiles_with_nvrtc() {
+        // SAFETY: only tries to open the library by name.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            assert!(std::env::var("GPULAB_REQUIRE_CUDA").map_or(true, |v| v != "1"), "GPULAB_REQUIRE_CUDA=1 but NVRTC (libnvrtc.so.12) was not found");
+            eprintln!("SKIPPED every_cuda_kernel_compiles_with_nvrtc: NVRTC (libnvrtc.so.12) was not found");
+            return;
+        }
+        for (i, (file, code)) in SOURCES.iter().enumerate() {
+            let opts = CompileOptions { name: Some((*file).into()), ..Default::default() };
+            let ptx = cudarc::nvrtc::compile_ptx_with_opts(code, opts).unwrap_or_else(|e| panic!("{file}: {e}")).to_src();
+            for k in Kernel::ALL.iter().filter(|k| k.source() == i) {
+                assert!(ptx.lines().any(|l| l.starts_with(".visible .entry") && l.contains(&format!(" {}(", k.name()))), "{file} defines no kernel {}", k.name());
+            }
+        }
+    }
+}
