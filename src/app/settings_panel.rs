@@ -134,7 +134,7 @@ fn devices(ui: &mut egui::Ui, list: &[String], adapters: Option<&[AdapterSummary
         }
     }
     let (cuda_dev, why) = cuda_entry();
-    toggle(ui, &cuda_dev, "CUDA".into(), &format!("{cuda_dev}: {why}"), false);
+    toggle(ui, &cuda_dev, "CUDA".into(), &format!("{cuda_dev}: {why}"), cuda::BUILT);
     ui.add(egui::Label::new(RichText::new(format!("CUDA: {why}")).small().weak()).wrap());
     listed.push(cuda_dev);
     // Backends typed elsewhere (gpu:NAME, cuda:N) stay visible and removable.
@@ -145,7 +145,9 @@ fn devices(ui: &mut egui::Ui, list: &[String], adapters: Option<&[AdapterSummary
 }
 
 /// The CUDA entry, written once from the device layer: its setting value and why this build
-/// cannot use it (`device::cuda::unavailable`).
+/// cannot use it (`device::cuda::unavailable`), or, in a CUDA build, that a run checks for the
+/// device (probing the driver here would block the UI thread).
 fn cuda_entry() -> (String, String) {
-    (Device::Cuda(0).to_string(), cuda::unavailable().to_string())
+    let why = if cuda::BUILT { "NVIDIA GPU through CUDA; a run that cannot open it says why".to_string() } else { cuda::unavailable().to_string() };
+    (Device::Cuda(0).to_string(), why)
 }

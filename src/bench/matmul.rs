@@ -18,6 +18,8 @@ pub enum MatmulDType {
     F32,
     /// i8 operands, exact i32 output (`QuantOps::matmul_i8`).
     Int8,
+    /// f16 operands, f32 products and output (`AmpOps::matmul16`).
+    F16,
 }
 
 impl MatmulDType {
@@ -25,6 +27,7 @@ impl MatmulDType {
         match self {
             MatmulDType::F32 => "f32",
             MatmulDType::Int8 => "int8",
+            MatmulDType::F16 => "f16",
         }
     }
 }
@@ -95,6 +98,7 @@ pub fn bench_matmul(sizes: &[usize], dtypes: &[MatmulDType], runs: usize, cpu: b
             match dt {
                 MatmulDType::F32 => rows.extend(rows_f32(n, runs, cpu, gpu.as_deref_mut(), &mut on_row)?),
                 MatmulDType::Int8 => rows.extend(super::matmul_i8::rows_i8(n, runs, cpu, gpu.as_deref_mut(), &mut on_row)?),
+                MatmulDType::F16 => rows.extend(rows_f16(n, runs, cpu, gpu.as_deref_mut(), &mut on_row)?),
             }
         }
     }
@@ -118,13 +122,66 @@ fn rows_f32(n: usize, runs: usize, cpu: bool, mut gpu: Option<&mut GpuBackend>, 
         for v in MatmulVariant::ALL {
             g.set_matmul_variant(v);
             let (s, out) = time_matmul(g, &a, &bm, n, runs)?;
-            let err = out.iter().zip(&reference).map(|(x, r)| ((x - r).abs() / (r.abs() + 1.0)) as f64).fold(0.0, f64::max);
+            let err = max_rel_err(&out, &reference);
             let label = if v == chosen { format!("{} (chosen)", v.name()) } else { v.name().to_string() };
             let row = MatmulRow { backend: g.info().label(), variant: label, dtype: "f32".into(), software: g.info().software, n, gflops: flops / s / 1e9, median_s: s, runs, max_rel_err: err };
             on_row(&row);
             rows.push(row);
         }
         g.set_matmul_variant(chosen);
+    }
+    Ok(rows)
+}
+
+/// The f16 rows for one size: the CPU's (the reference) and the GPU's, where it runs f16.
+fn rows_f16(n: usize, runs: usize, cpu: bool, gpu: Option<&mut GpuBackend>, on_row: &mut dyn FnMut(&MatmulRow)) -> Result<Vec<MatmulRow>> {
+    let case = super::matmul16::F16Case::new(n, runs)?;
+    let mut rows = Vec::new();
+    if cpu {
+        rows.push(case.make_row(&CpuBackend::new().info(), "widened to f32, gemm crate", case.cpu_s, runs, 0.0));
+    }
+    if let Some(g) = gpu {
+        rows.extend(case.row(g, "matmul16 (WGSL)", runs, &mut |why| eprintln!("note: {why}"))?);
+    }
+    for r in &rows {
+        on_row(r);
+    }
+    Ok(rows)
+}
+
+/// Largest |out − ref| / (|ref| + 1): how far a backend's product is from the CPU's.
+pub(super) fn max_rel_err(out: &[f32], reference: &[f32]) -> f64 {
+    out.iter().zip(reference).map(|(x, r)| ((x - r).abs() / (r.abs() + 1.0)) as f64).fold(0.0, f64::max)
+}
+
+/// The rows of one more backend with a single GEMM per type (the CUDA backend's cuBLAS), for
+/// f32 and f16 (`dtypes`; int8 is skipped), each product checked against the CPU's.
+pub fn bench_matmul_on<B: Backend>(b: &mut B, variant: &str, sizes: &[usize], dtypes: &[MatmulDType], runs: usize, mut on_row: impl FnMut(&MatmulRow)) -> Result<Vec<MatmulRow>> {
+    if sizes.is_empty() || sizes.contains(&0) || runs == 0 {
+        return Err(Error::InvalidConfig("matmul sizes and runs must be positive".into()));
+    }
+    let mut rows = Vec::new();
+    for &n in sizes {
+        if dtypes.contains(&MatmulDType::F32) {
+            let (a, bm) = (random_matrix(n * n, 1), random_matrix(n * n, 2));
+            let mut cpu = CpuBackend::new();
+            let (ta, tb) = (cpu.upload_f32(&a, [n, n], MemCategory::Inputs)?, cpu.upload_f32(&bm, [n, n], MemCategory::Inputs)?);
+            let mut tc = cpu.zeros([n, n], DType::F32, MemCategory::Activations)?;
+            cpu.matmul(&ta, &tb, &mut tc, false, false, false)?;
+            let reference = cpu.read_f32(&tc)?;
+            let (s, out) = time_matmul(b, &a, &bm, n, runs)?;
+            let info = b.info();
+            let row = MatmulRow { backend: info.label(), variant: variant.into(), dtype: "f32".into(), software: info.software, n, gflops: 2.0 * (n as f64).powi(3) / s / 1e9, median_s: s, runs, max_rel_err: max_rel_err(&out, &reference) };
+            on_row(&row);
+            rows.push(row);
+        }
+        if dtypes.contains(&MatmulDType::F16) {
+            let case = super::matmul16::F16Case::new(n, 1)?;
+            if let Some(row) = case.row(b, variant, runs, &mut |why| eprintln!("note: {why}"))? {
+                on_row(&row);
+                rows.push(row);
+            }
+        }
     }
     Ok(rows)
 }

@@ -19,12 +19,14 @@ pub enum BenchCommand {
 pub struct MatmulArgs {
     #[arg(long, value_delimiter = ',', default_value = "256,1024,2048")]
     sizes: Vec<usize>,
-    /// cpu, gpu[:N|:NAME], or all (the CPU and the default GPU).
+    /// cpu, gpu[:N|:NAME], cuda[:N], or all (the CPU, the default GPU and, where it opens,
+    /// CUDA device 0).
     #[arg(long, default_value = "all")]
     backend: String,
     #[arg(long, default_value_t = 5)]
     runs: usize,
-    /// Element types to time, e.g. f32,int8 (int8: i8 operands, exact i32 products).
+    /// Element types to time, e.g. f32,f16,int8 (f16: f16 operands, f32 products, the mixed-
+    /// precision GEMM; int8: i8 operands, exact i32 products).
     #[arg(long, value_delimiter = ',', default_value = "f32", value_parser = parse_dtype)]
     dtype: Vec<MatmulDType>,
     /// One JSON object per line on stdout.
@@ -36,7 +38,8 @@ fn parse_dtype(s: &str) -> Result<MatmulDType, String> {
     match s {
         "f32" => Ok(MatmulDType::F32),
         "int8" | "i8" => Ok(MatmulDType::Int8),
-        other => Err(format!("unknown --dtype {other:?}: expected f32 or int8")),
+        "f16" => Ok(MatmulDType::F16),
+        other => Err(format!("unknown --dtype {other:?}: expected f32, f16 or int8")),
     }
 }
 
@@ -68,12 +71,23 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
 }
 
 fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
-    let (cpu, gpu_dev) = match a.backend.as_str() {
-        "all" => (true, Some(Device::Gpu(GpuSelector::Auto))),
+    let (cpu, gpu_dev, cuda_dev) = match a.backend.as_str() {
+        "all" => (true, Some(Device::Gpu(GpuSelector::Auto)), Some(Device::Cuda(0))),
         other => match other.parse::<Device>()? {
-            Device::Cpu => (true, None),
-            d => (false, Some(d)),
+            Device::Cpu => (true, None, None),
+            d @ Device::Cuda(_) => (false, None, Some(d)),
+            d => (false, Some(d), None),
         },
+    };
+    // CUDA opens first so a refusal is said before the long GEMM runs.
+    let mut cuda = match cuda_dev.map(|d| d.open(None)) {
+        Some(Ok(Engine::Cuda(c))) => Some(c),
+        Some(Ok(_)) | None => None,
+        Some(Err(e)) if a.backend == "all" => {
+            eprintln!("note: CUDA skipped: {e}");
+            None
+        }
+        Some(Err(e)) => return Err(e.into()),
     };
     let mut gpu = match gpu_dev.map(|d| d.open(None)) {
         Some(Ok(Engine::Gpu(g))) => Some(g),
@@ -102,11 +116,33 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
             pb.suspend(|| println!("{line}"));
         }
     };
-    let rows = bench::bench_matmul(&a.sizes, &a.dtype, a.runs, cpu, gpu.as_deref_mut(), print);
+    let mut rows = if cpu || gpu.is_some() { bench::bench_matmul(&a.sizes, &a.dtype, a.runs, cpu, gpu.as_deref_mut(), print) } else { Ok(Vec::new()) };
+    if let (Ok(done), Some(c)) = (&mut rows, cuda.as_mut()) {
+        if a.dtype.contains(&MatmulDType::Int8) {
+            eprintln!("note: int8 GEMM is not built on the CUDA backend yet; CUDA times f32 and f16 only");
+        }
+        // TF32 (tensor cores, 10-bit mantissas) is opt-in: timed as its own f32 row, so its
+        // speed and its larger error are both shown.
+        let tf32_was = c.tf32();
+        c.set_tf32(false);
+        let mut r = bench::bench_matmul_on(c, "cuBLAS", &a.sizes, &a.dtype, a.runs, print);
+        if a.dtype.contains(&MatmulDType::F32) {
+            c.set_tf32(true);
+            r = r.and_then(|mut v| bench::bench_matmul_on(c, "cuBLAS TF32", &a.sizes, &[MatmulDType::F32], a.runs, print).map(|t| {
+                v.extend(t);
+                v
+            }));
+        }
+        c.set_tf32(tf32_was);
+        match r {
+            Ok(r) => done.extend(r),
+            Err(e) => rows = Err(e),
+        }
+    }
     pb.finish_and_clear();
     let rows = rows?;
     if !a.json {
-        eprintln!("measured on this machine: median of {} runs each; GOP/s = 2n³ / time (FLOP/s for f32, integer OP/s for int8)", a.runs);
+        eprintln!("measured on this machine: median of {} runs each; GOP/s = 2n³ / time (FLOP/s for f32 and f16, integer OP/s for int8)", a.runs);
         ratios(&rows);
         if rows.iter().any(|r| r.software) {
             eprintln!("note: software GPU: runs on your CPU — its GFLOP/s are your CPU's, not a GPU's.");

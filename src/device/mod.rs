@@ -70,8 +70,8 @@ impl fmt::Display for Device {
 pub enum Engine {
     Cpu(CpuBackend),
     Gpu(Box<GpuBackend>),
-    /// Never constructed until the CUDA backend lands (`CudaBackend` is uninhabited); the
-    /// variant exists so every `match` over engines is written once.
+    /// An NVIDIA GPU through CUDA; without the `cuda` feature `CudaBackend` is uninhabited and
+    /// the variant exists so every `match` over engines is written once.
     Cuda(CudaBackend),
 }
 
@@ -81,7 +81,7 @@ impl Device {
         match self {
             Device::Cpu => Ok(Engine::Cpu(CpuBackend::with_budget(budget))),
             Device::Gpu(sel) => Ok(Engine::Gpu(Box::new(GpuBackend::open(sel, budget)?))),
-            Device::Cuda(ordinal) => cuda::open(*ordinal).map(Engine::Cuda),
+            Device::Cuda(ordinal) => cuda::open(*ordinal, budget).map(Engine::Cuda),
         }
     }
 }

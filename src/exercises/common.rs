@@ -10,7 +10,7 @@ use crate::train::TrainConfig;
 
 /// The "backend" setting of a single-backend exercise (read it with `Settings::one_device`).
 pub fn one_backend(s: Settings) -> Settings {
-    s.add("backend", "Backend", "Where to train: cpu, gpu, gpu:N, gpu:NAME", Value::Devices(vec!["gpu".into()]))
+    s.add("backend", "Backend", "Where to train: cpu, gpu, gpu:N, gpu:NAME, cuda[:N] (a --features cuda build)", Value::Devices(vec!["gpu".into()]))
 }
 
 /// The model and data settings every training exercise has.

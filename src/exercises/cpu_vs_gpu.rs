@@ -45,7 +45,7 @@ impl Exercise for CpuVsGpu {
         let s = Settings::default().add(
             "backends",
             "Backends",
-            "Where to train: cpu, gpu (the best adapter), gpu:N (index from the hardware panel), gpu:NAME",
+            "Where to train: cpu, gpu (the best adapter), gpu:N (index from the hardware panel), gpu:NAME, cuda[:N] (NVIDIA through CUDA: a --features cuda build)",
             Value::Devices(vec!["cpu".into(), "gpu".into()]),
         );
         common::training_settings(s, "digits", &[128, 64], 64, 5)
@@ -92,7 +92,7 @@ impl Exercise for CpuVsGpu {
             let info = with_backend!(&mut engine, b => b.info());
             let series = short_label(&info);
             sink.emit(Event::Log(format!("training on {}", info.label())));
-            let sampler = if info.kind == crate::tensor::BackendKind::Gpu { UtilizationSampler::start(&info.name) } else { None };
+            let sampler = if info.kind != crate::tensor::BackendKind::Cpu { UtilizationSampler::start(&info.name) } else { None };
             let result = with_backend!(&mut engine, b => {
                 let mut bridge = TrainBridge { sink: &mut *sink, series, total_steps: 0 };
                 train::train(b, &data, &cfg, &mut bridge)

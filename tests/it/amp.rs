@@ -78,6 +78,11 @@ fn gpu_casts_match_half_bit_for_bit() {
     with_gpu("gpu_casts_match_half_bit_for_bit", |gpu| check_casts(gpu, "gpu"));
 }
 
+#[test]
+fn cuda_casts_match_half_bit_for_bit() {
+    crate::common::cuda::with("cuda_casts_match_half_bit_for_bit", |c| check_casts(c, "cuda"));
+}
+
 /// c = op(a)·op(b) in f64 from the 16-bit-rounded operands.
 fn reference(a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize), ta: bool, tb: bool) -> Vec<f64> {
     let mut c = vec![0.0; m * n];
@@ -140,6 +145,11 @@ fn gpu_matmul16_vs_f64() {
     with_gpu("gpu_matmul16_vs_f64", |gpu| check_matmul16(gpu, "gpu"));
 }
 
+#[test]
+fn cuda_matmul16_vs_f64() {
+    crate::common::cuda::with("cuda_matmul16_vs_f64", |c| check_matmul16(c, "cuda"));
+}
+
 /// The fused epilogues, underflow counts, 16-bit column sums and unscale+check: GPU against CPU.
 fn fused_ops<B: Backend>(b: &mut B, dt: DType) -> Vec<Vec<f32>> {
     let (m, n, k) = (37, 21, 13);
@@ -189,13 +199,14 @@ fn fused_low_precision_ops_match_the_cpu() {
         if dt == DType::F16 {
             assert!(want[3][1] > 0.0, "values near 1e-7 flush in f16: {:?}", want[3]);
         }
-        with_gpu("fused_low_precision_ops_match_the_cpu", |gpu| {
-            let got = fused_ops(gpu, dt);
+        let compare = |got: Vec<Vec<f32>>, backend: &str| {
             let names = ["bias+relu", "relu mask", "sum_cols", "stats", "unscale", "found (finite)", "found (inf)"];
             for ((g, w), what) in got.iter().zip(&want).zip(names) {
-                crate::common::assert_close(&format!("{} {what}", dt.name()), g, w, if what == "stats" || what.starts_with("found") { 0.0 } else { 2e-2 });
+                crate::common::assert_close(&format!("{backend} {} {what}", dt.name()), g, w, if what == "stats" || what.starts_with("found") { 0.0 } else { 2e-2 });
             }
-        });
+        };
+        with_gpu("fused_low_precision_ops_match_the_cpu", |gpu| compare(fused_ops(gpu, dt), "gpu"));
+        crate::common::cuda::with("fused_low_precision_ops_match_the_cpu (cuda)", |c| compare(fused_ops(c, dt), "cuda"));
     }
 }
 
@@ -229,6 +240,11 @@ fn digits_in_fp16_and_bf16_within_1_5_points_of_fp32_on_cpu() {
 #[test]
 fn digits_in_fp16_and_bf16_within_1_5_points_of_fp32_on_gpu() {
     with_gpu("digits_in_fp16_and_bf16_within_1_5_points_of_fp32_on_gpu", |gpu| check_training(gpu, "gpu"));
+}
+
+#[test]
+fn digits_in_fp16_and_bf16_within_1_5_points_of_fp32_on_cuda() {
+    crate::common::cuda::with("digits_in_fp16_and_bf16_within_1_5_points_of_fp32_on_cuda", |c| check_training(c, "cuda"));
 }
 
 mod grad_scaler {

@@ -8,7 +8,7 @@ use gpulab::tensor::{prelude::*, AdamW, DType, MemCategory as M, Sgd};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
-use crate::common::{assert_close, random, with_gpu};
+use crate::common::{assert_close, backend_tests, random, with_gpu};
 
 const TOL: f32 = 1e-5;
 
@@ -95,51 +95,43 @@ fn elementwise<B: Backend>(b: &mut B, x: &[f32], y: &[f32], shape: [usize; 2]) -
     out
 }
 
-#[test]
-fn elementwise_ops_match_cpu() {
-    with_gpu("elementwise_ops_match_cpu", |gpu| {
-        for (i, shape) in [[1, 1], [17, 33], [3, 257], [256, 4], [1, 1000]].into_iter().enumerate() {
-            let n = shape[0] * shape[1];
-            let x = random(n, 100 + i as u64, -2.0, 2.0);
-            let y = random(n, 200 + i as u64, -2.0, 2.0);
-            let want = elementwise(&mut CpuBackend::new(), &x, &y, shape);
-            let got = elementwise(gpu, &x, &y, shape);
-            for (j, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert_close(&format!("elementwise op {j} shape {shape:?}"), g, w, TOL);
-            }
+fn elementwise_ops_match_cpu<B: Backend>(b: &mut B) {
+    for (i, shape) in [[1, 1], [17, 33], [3, 257], [256, 4], [1, 1000]].into_iter().enumerate() {
+        let n = shape[0] * shape[1];
+        let x = random(n, 100 + i as u64, -2.0, 2.0);
+        let y = random(n, 200 + i as u64, -2.0, 2.0);
+        let want = elementwise(&mut CpuBackend::new(), &x, &y, shape);
+        let got = elementwise(b, &x, &y, shape);
+        for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_close(&format!("elementwise op {j} shape {shape:?}"), g, w, TOL);
         }
-    });
+    }
 }
 
-#[test]
-fn u32_fill_copy_and_zeros_keep_bits() {
-    with_gpu("u32_fill_copy_and_zeros_keep_bits", |gpu| {
-        let data: Vec<u32> = (0..37).map(|i| i * 2_654_435_761u32).collect();
-        let src = gpu.upload_u32(&data, [1, 37], M::Inputs).unwrap();
-        let mut dst = gpu.upload_u32(&[7; 37], [1, 37], M::Inputs).unwrap();
-        gpu.copy(&src, &mut dst).unwrap();
-        assert_eq!(gpu.read_u32(&dst).unwrap(), data);
-        gpu.fill(&mut dst, 5.0).unwrap();
-        assert_eq!(gpu.read_u32(&dst).unwrap(), vec![5; 37]);
-        let z = gpu.zeros([3, 5], DType::U32, M::Other).unwrap();
-        assert_eq!(gpu.read_u32(&z).unwrap(), vec![0; 15]);
-    });
+fn u32_fill_copy_and_zeros_keep_bits<B: Backend>(b: &mut B) {
+    let data: Vec<u32> = (0..37).map(|i| i * 2_654_435_761u32).collect();
+    let src = b.upload_u32(&data, [1, 37], M::Inputs).unwrap();
+    let mut dst = b.upload_u32(&[7; 37], [1, 37], M::Inputs).unwrap();
+    b.copy(&src, &mut dst).unwrap();
+    assert_eq!(b.read_u32(&dst).unwrap(), data);
+    b.fill(&mut dst, 5.0).unwrap();
+    assert_eq!(b.read_u32(&dst).unwrap(), vec![5; 37]);
+    let z = b.zeros([3, 5], DType::U32, M::Other).unwrap();
+    assert_eq!(b.read_u32(&z).unwrap(), vec![0; 15]);
 }
 
-/// Spills past 65535 workgroups in x, so the y dimension of the dispatch is exercised.
-#[test]
-fn large_elementwise_spills_into_second_dispatch_dimension() {
-    with_gpu("large_elementwise_spills_into_second_dispatch_dimension", |gpu| {
-        let n = 65_535 * 256 + 1_000;
-        let x: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
-        let mut t = gpu.upload_f32(&x, [1, n], M::Activations).unwrap();
-        gpu.scale(&mut t, 0.5).unwrap();
-        let got = gpu.read_f32(&t).unwrap();
-        for i in [0, 1, 65_535 * 256 - 1, 65_535 * 256, n - 1] {
-            assert_eq!(got[i], x[i] * 0.5, "element {i}");
-        }
-        assert!(got.iter().zip(&x).all(|(g, x)| *g == x * 0.5));
-    });
+/// Spills past 65535 workgroups (blocks) in x: wgpu's dispatch uses its y dimension, CUDA's
+/// kernels their grid-stride loops.
+fn large_elementwise_spills_into_second_dispatch_dimension<B: Backend>(b: &mut B) {
+    let n = 65_535 * 256 + 1_000;
+    let x: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
+    let mut t = b.upload_f32(&x, [1, n], M::Activations).unwrap();
+    b.scale(&mut t, 0.5).unwrap();
+    let got = b.read_f32(&t).unwrap();
+    for i in [0, 1, 65_535 * 256 - 1, 65_535 * 256, n - 1] {
+        assert_eq!(got[i], x[i] * 0.5, "element {i}");
+    }
+    assert!(got.iter().zip(&x).all(|(g, x)| *g == x * 0.5));
 }
 
 fn reductions<B: Backend>(b: &mut B, x: &[f32], labels: &[u32], shape: [usize; 2]) -> (Vec<Vec<f32>>, Vec<Vec<u32>>) {
@@ -163,23 +155,20 @@ fn reductions<B: Backend>(b: &mut B, x: &[f32], labels: &[u32], shape: [usize; 2
     )
 }
 
-#[test]
-fn reductions_match_cpu() {
-    with_gpu("reductions_match_cpu", |gpu| {
-        for (i, shape) in [[1, 1], [17, 33], [300, 10], [5, 700], [1025, 3]].into_iter().enumerate() {
-            let [r, c] = shape;
-            let x = random(r * c, 300 + i as u64, -1.0, 1.0);
-            let labels: Vec<u32> = random(r, 400 + i as u64, 0.0, c as f32).iter().map(|v| *v as u32).collect();
-            let (wf, wu) = reductions(&mut CpuBackend::new(), &x, &labels, shape);
-            let (gf, gu) = reductions(gpu, &x, &labels, shape);
-            for (j, (g, w)) in gf.iter().zip(&wf).enumerate() {
-                // Sums of up to 3500 terms in a different order: allow rounding of that size.
-                assert_close(&format!("reduction {j} shape {shape:?}"), g, w, 1e-4);
-            }
-            assert_eq!(gu, wu, "argmax / correct count, shape {shape:?}");
-            assert_eq!(gu[1][..2], [3, 4], "other accumulator slots untouched");
+fn reductions_match_cpu<B: Backend>(b: &mut B) {
+    for (i, shape) in [[1, 1], [17, 33], [300, 10], [5, 700], [1025, 3]].into_iter().enumerate() {
+        let [r, c] = shape;
+        let x = random(r * c, 300 + i as u64, -1.0, 1.0);
+        let labels: Vec<u32> = random(r, 400 + i as u64, 0.0, c as f32).iter().map(|v| *v as u32).collect();
+        let (wf, wu) = reductions(&mut CpuBackend::new(), &x, &labels, shape);
+        let (gf, gu) = reductions(b, &x, &labels, shape);
+        for (j, (g, w)) in gf.iter().zip(&wf).enumerate() {
+            // Sums of up to 3500 terms in a different order: allow rounding of that size.
+            assert_close(&format!("reduction {j} shape {shape:?}"), g, w, 1e-4);
         }
-    });
+        assert_eq!(gu, wu, "argmax / correct count, shape {shape:?}");
+        assert_eq!(gu[1][..2], [3, 4], "other accumulator slots untouched");
+    }
 }
 
 fn xent<B: Backend>(b: &mut B, logits: &[f32], labels: &[u32], shape: [usize; 2], scale: f32) -> Vec<Vec<f32>> {
@@ -194,33 +183,27 @@ fn xent<B: Backend>(b: &mut B, logits: &[f32], labels: &[u32], shape: [usize; 2]
     vec![b.read_f32(&loss).unwrap(), b.read_f32(&grad).unwrap(), b.read_f32(&loss_only).unwrap()]
 }
 
-#[test]
-fn softmax_cross_entropy_matches_cpu() {
-    with_gpu("softmax_cross_entropy_matches_cpu", |gpu| {
-        // Up to 64 columns run the thread-per-row kernel, wider rows the workgroup-per-row one.
-        for (i, shape) in [[1, 2], [17, 10], [64, 33], [2, 64], [9, 65], [3, 1000], [200, 7]].into_iter().enumerate() {
-            let [r, c] = shape;
-            // Large logits check the max-subtraction that keeps exp() finite.
-            let logits = random(r * c, 500 + i as u64, -30.0, 30.0);
-            let labels: Vec<u32> = (0..r).map(|j| (j * 7 % c) as u32).collect();
-            let want = xent(&mut CpuBackend::new(), &logits, &labels, shape, 1.0 / r as f32);
-            let got = xent(gpu, &logits, &labels, shape, 1.0 / r as f32);
-            for (j, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert_close(&format!("softmax_xent output {j} shape {shape:?}"), g, w, TOL);
-            }
+fn softmax_cross_entropy_matches_cpu<B: Backend>(b: &mut B) {
+    // Up to 64 columns run the thread-per-row kernel, wider rows the workgroup-per-row one.
+    for (i, shape) in [[1, 2], [17, 10], [64, 33], [2, 64], [9, 65], [3, 1000], [200, 7]].into_iter().enumerate() {
+        let [r, c] = shape;
+        // Large logits check the max-subtraction that keeps exp() finite.
+        let logits = random(r * c, 500 + i as u64, -30.0, 30.0);
+        let labels: Vec<u32> = (0..r).map(|j| (j * 7 % c) as u32).collect();
+        let want = xent(&mut CpuBackend::new(), &logits, &labels, shape, 1.0 / r as f32);
+        let got = xent(b, &logits, &labels, shape, 1.0 / r as f32);
+        for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_close(&format!("softmax_xent output {j} shape {shape:?}"), g, w, TOL);
         }
-    });
+    }
 }
 
-#[test]
-fn softmax_cross_entropy_out_of_range_label_is_nan_on_both() {
-    with_gpu("softmax_cross_entropy_out_of_range_label_is_nan_on_both", |gpu| {
-        let logits = random(6, 1, -1.0, 1.0);
-        let want = xent(&mut CpuBackend::new(), &logits, &[0, 3], [2, 3], 1.0);
-        let got = xent(gpu, &logits, &[0, 3], [2, 3], 1.0);
-        assert!(want[0][1].is_nan() && got[0][1].is_nan());
-        assert!(!got[0][0].is_nan());
-    });
+fn softmax_cross_entropy_out_of_range_label_is_nan_on_both<B: Backend>(b: &mut B) {
+    let logits = random(6, 1, -1.0, 1.0);
+    let want = xent(&mut CpuBackend::new(), &logits, &[0, 3], [2, 3], 1.0);
+    let got = xent(b, &logits, &[0, 3], [2, 3], 1.0);
+    assert!(want[0][1].is_nan() && got[0][1].is_nan());
+    assert!(!got[0][0].is_nan());
 }
 
 fn optim<B: Backend>(b: &mut B, p0: &[f32], g0: &[f32], shape: [usize; 2]) -> Vec<Vec<f32>> {
@@ -244,36 +227,51 @@ fn optim<B: Backend>(b: &mut B, p0: &[f32], g0: &[f32], shape: [usize; 2]) -> Ve
     out
 }
 
-#[test]
-fn optimizer_updates_match_cpu() {
-    with_gpu("optimizer_updates_match_cpu", |gpu| {
-        for (i, shape) in [[1, 1], [17, 33], [257, 3]].into_iter().enumerate() {
-            let n = shape[0] * shape[1];
-            let p = random(n, 600 + i as u64, -1.0, 1.0);
-            let g = random(n, 700 + i as u64, -0.5, 0.5);
-            let want = optim(&mut CpuBackend::new(), &p, &g, shape);
-            let got = optim(gpu, &p, &g, shape);
-            for (j, (gv, w)) in got.iter().zip(&want).enumerate() {
-                assert_close(&format!("optimizer output {j} shape {shape:?}"), gv, w, TOL);
-            }
+fn optimizer_updates_match_cpu<B: Backend>(b: &mut B) {
+    for (i, shape) in [[1, 1], [17, 33], [257, 3]].into_iter().enumerate() {
+        let n = shape[0] * shape[1];
+        let p = random(n, 600 + i as u64, -1.0, 1.0);
+        let g = random(n, 700 + i as u64, -0.5, 0.5);
+        let want = optim(&mut CpuBackend::new(), &p, &g, shape);
+        let got = optim(b, &p, &g, shape);
+        for (j, (gv, w)) in got.iter().zip(&want).enumerate() {
+            assert_close(&format!("optimizer output {j} shape {shape:?}"), gv, w, TOL);
         }
-    });
+    }
 }
 
 /// Mistakes in shapes are errors on every backend, never panics or silent garbage.
-#[test]
-fn shape_mismatches_are_errors() {
-    fn check<B: Backend>(b: &mut B) {
-        let a = b.zeros([2, 3], DType::F32, M::Other).unwrap();
-        let w = b.zeros([4, 5], DType::F32, M::Other).unwrap();
-        let mut c = b.zeros([2, 5], DType::F32, M::Other).unwrap();
-        let e = b.matmul(&a, &w, &mut c, false, false, false).unwrap_err();
-        assert!(e.to_string().contains("inner dimensions"), "{e}");
-        let labels = b.zeros([1, 2], DType::F32, M::Other).unwrap();
-        let mut loss = b.zeros([1, 2], DType::F32, M::Other).unwrap();
-        assert!(b.softmax_xent(&a, &labels, &mut loss, None, 1.0).is_err(), "f32 labels must be refused");
-        assert!(b.upload_f32(&[1.0; 5], [2, 3], M::Other).is_err());
-    }
-    check(&mut CpuBackend::new());
-    with_gpu("shape_mismatches_are_errors", |gpu| check(gpu));
+fn shape_mismatches_are_errors<B: Backend>(b: &mut B) {
+    let a = b.zeros([2, 3], DType::F32, M::Other).unwrap();
+    let w = b.zeros([4, 5], DType::F32, M::Other).unwrap();
+    let mut c = b.zeros([2, 5], DType::F32, M::Other).unwrap();
+    let e = b.matmul(&a, &w, &mut c, false, false, false).unwrap_err();
+    assert!(e.to_string().contains("inner dimensions"), "{e}");
+    let labels = b.zeros([1, 2], DType::F32, M::Other).unwrap();
+    let mut loss = b.zeros([1, 2], DType::F32, M::Other).unwrap();
+    assert!(b.softmax_xent(&a, &labels, &mut loss, None, 1.0).is_err(), "f32 labels must be refused");
+    assert!(b.upload_f32(&[1.0; 5], [2, 3], M::Other).is_err());
 }
+
+/// A backend with one GEMM (CUDA's cuBLAS) against the CPU on odd shapes and every transpose
+/// and accumulate combination; the wgpu variants have their own tests above.
+fn matmul_odd_shapes_match_cpu<B: Backend>(b: &mut B) {
+    for (i, (m, n, k)) in [(1, 1, 1), (17, 33, 9), (64, 64, 64), (65, 31, 129), (3, 200, 7), (130, 1, 70), (5, 4, 0)].into_iter().enumerate() {
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            for acc in [false, true] {
+                let seed = 40 + i as u64;
+                let a = random(m * k, seed, -1.0, 1.0);
+                let bm = random(k * n, seed + 1, -1.0, 1.0);
+                let c0 = if acc { random(m * n, seed + 2, -1.0, 1.0) } else { nan(m * n) };
+                let want = matmul(&mut CpuBackend::new(), &a, &bm, &c0, (m, n, k), ta, tb, acc);
+                let got = matmul(b, &a, &bm, &c0, (m, n, k), ta, tb, acc);
+                assert_close(&format!("matmul {m}x{n}x{k} ta={ta} tb={tb} acc={acc}"), &got, &want, TOL);
+            }
+        }
+    }
+}
+
+// Comparisons with the CPU run on the GPU backends; self-checking tests run everywhere.
+backend_tests!([gpu, cuda] elementwise_ops_match_cpu, large_elementwise_spills_into_second_dispatch_dimension, reductions_match_cpu, softmax_cross_entropy_matches_cpu, softmax_cross_entropy_out_of_range_label_is_nan_on_both, optimizer_updates_match_cpu);
+backend_tests!([cuda] matmul_odd_shapes_match_cpu);
+backend_tests!([cpu, gpu, cuda] u32_fill_copy_and_zeros_keep_bits, shape_mismatches_are_errors);

@@ -7,7 +7,7 @@ use gpulab::nn::{Mlp, MlpConfig, Optimizer, OptimizerKind};
 use gpulab::tensor::prelude::*;
 use gpulab::train::{F32Phases, NullSink, Step, TrainConfig, TrainEvent, train};
 
-use crate::common::{assert_close, random, with_gpu};
+use crate::common::{assert_close, backend_tests, random, with_gpu};
 
 fn digits_config() -> TrainConfig {
     TrainConfig { hidden: vec![128, 64], batch: 32, epochs: 12, lr: 0.05, log_every: 10, ..TrainConfig::default() }
@@ -22,17 +22,14 @@ fn digits_reaches_95_percent_on_cpu() {
     assert!(report.gpu_busy_s.is_none(), "the CPU has no GPU timestamps");
 }
 
-#[test]
-fn digits_reaches_95_percent_on_gpu_with_timestamps() {
-    with_gpu("digits_reaches_95_percent_on_gpu_with_timestamps", |gpu| {
-        let data = data::load(&DatasetSpec::Digits, 42).unwrap();
-        let report = train(gpu, &data, &digits_config(), &mut NullSink).unwrap();
-        assert!(report.final_val_accuracy >= 0.95, "validation accuracy {:.3}", report.final_val_accuracy);
-        if report.backend.timestamps {
-            let busy = report.gpu_busy_s.expect("timestamps supported, so busy time is measured");
-            assert!(busy > 0.0 && busy <= report.train_wall_s * 1.05, "busy {busy} s of {} s", report.train_wall_s);
-        }
-    });
+fn digits_reaches_95_percent_on_a_gpu_with_timestamps<B: Backend>(gpu: &mut B) {
+    let data = data::load(&DatasetSpec::Digits, 42).unwrap();
+    let report = train(gpu, &data, &digits_config(), &mut NullSink).unwrap();
+    assert!(report.final_val_accuracy >= 0.95, "validation accuracy {:.3}", report.final_val_accuracy);
+    if report.backend.timestamps {
+        let busy = report.gpu_busy_s.expect("timestamps supported, so busy time is measured");
+        assert!(busy > 0.0 && busy <= report.train_wall_s * 1.05, "busy {busy} s of {} s", report.train_wall_s);
+    }
 }
 
 #[test]
@@ -56,21 +53,20 @@ fn one_step<B: Backend>(b: &mut B, opt: Optimizer, x: &[f32], y: &[u32]) -> (Vec
     (model.read_parameters(b).unwrap(), loss as f32)
 }
 
-#[test]
-fn one_training_step_agrees_between_cpu_and_gpu() {
-    with_gpu("one_training_step_agrees_between_cpu_and_gpu", |gpu| {
-        let x = random(23 * 37, 5, -1.0, 1.0);
-        let y: Vec<u32> = (0..23).map(|i| i % 7).collect();
-        for opt in [Optimizer::new(OptimizerKind::Sgd, 0.1, 0.9, 1e-4), Optimizer::new(OptimizerKind::AdamW, 1e-2, 0.0, 0.01)] {
-            let (want, want_loss) = one_step(&mut CpuBackend::new(), opt, &x, &y);
-            let (got, got_loss) = one_step(gpu, opt, &x, &y);
-            assert_close("loss", &[got_loss], &[want_loss], 1e-5);
-            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert_close(&format!("{opt:?} parameter tensor {i}"), g, w, 1e-5);
-            }
+fn one_training_step_agrees_with_the_cpu<B: Backend>(gpu: &mut B) {
+    let x = random(23 * 37, 5, -1.0, 1.0);
+    let y: Vec<u32> = (0..23).map(|i| i % 7).collect();
+    for opt in [Optimizer::new(OptimizerKind::Sgd, 0.1, 0.9, 1e-4), Optimizer::new(OptimizerKind::AdamW, 1e-2, 0.0, 0.01)] {
+        let (want, want_loss) = one_step(&mut CpuBackend::new(), opt, &x, &y);
+        let (got, got_loss) = one_step(gpu, opt, &x, &y);
+        assert_close("loss", &[got_loss], &[want_loss], 1e-5);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_close(&format!("{opt:?} parameter tensor {i}"), g, w, 1e-5);
         }
-    });
+    }
 }
+
+backend_tests!([gpu, cuda] digits_reaches_95_percent_on_a_gpu_with_timestamps, one_training_step_agrees_with_the_cpu);
 
 #[test]
 fn same_seed_gives_identical_cpu_runs() {

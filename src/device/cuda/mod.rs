@@ -1,140 +1,55 @@
-//! The CUDA backend arrives in a later issue. Until then `Device::Cuda` and `Engine::Cuda`
-//! exist on every build (candle's dummy backend pattern): `CudaBackend` is uninhabited, so every
-//! `match` over engines and `with_backend!` are already written for it, and opening it explains
-//! what is missing instead of a `cfg` error somewhere above.
+//! The CUDA slot. With the `cuda` feature: the real backend (backend.rs, core.rs, amp.rs, kernels.rs,
+//! blas.rs) over cudarc, which loads the driver, NVRTC and cuBLAS at run time, so the build
+//! needs no CUDA toolkit. Without it: an uninhabited `CudaBackend` (candle's dummy backend
+//! pattern, stub.rs) so every `match` over engines is written once, and opening it says how to
+//! get it. This folder is the only place `cfg(feature = "cuda")` appears.
 
-use crate::error::{Error, Result};
-use crate::tensor::{AmpOps, BackendBase, BackendInfo, CoreOps, DType, MemCategory, MemoryReport, QuantOps, Shape, Telemetry, TensorMeta};
-use crate::tensor::{AdamW, Sgd};
-
-/// The CUDA backend: no value of it can exist yet, so none of its methods can be called.
-pub enum CudaBackend {}
-
-/// A CUDA tensor (uninhabited, like its backend).
-#[derive(Debug)]
-pub enum CudaTensor {}
-
-pub fn open(_ordinal: usize) -> Result<CudaBackend> {
-    Err(unavailable())
+/// Queues kernel `$k` with launch config `$cfg` and the arguments in order.
+#[cfg(feature = "cuda")]
+macro_rules! launch {
+    ($self:ident, $k:expr, $cfg:expr, $($arg:expr),+ $(,)?) => {{
+        $self.mark_start()?;
+        let f = $self.kernels.function(&$self.ctx, $k)?;
+        let mut b = $self.stream.launch_builder(&f);
+        $( cudarc::driver::PushKernelArg::arg(&mut b, $arg); )+
+        // SAFETY: the caller validated the shapes (tensor::checks), so every index the kernel
+        // derives from the passed sizes lies inside the passed buffers, and the argument types
+        // match the kernel's signature in shaders/cuda/*.cu.
+        unsafe { b.launch($cfg) }.map(drop).map_err(|e| super::backend::driver($k.name(), e))
+    }};
 }
 
-/// Why CUDA cannot be used in this build on this machine (the settings panel and `gpulab info`
-/// show it beside the CUDA entry).
-pub fn unavailable() -> Error {
+#[cfg(feature = "cuda")]
+mod amp;
+#[cfg(feature = "cuda")]
+mod backend;
+#[cfg(feature = "cuda")]
+mod blas;
+#[cfg(feature = "cuda")]
+mod core;
+#[cfg(feature = "cuda")]
+mod kernels;
+#[cfg(feature = "cuda")]
+pub use backend::{CudaBackend, CudaTensor, open, probe};
+
+#[cfg(not(feature = "cuda"))]
+mod stub;
+#[cfg(not(feature = "cuda"))]
+pub use stub::{CudaBackend, CudaTensor, open, probe};
+
+/// Whether this build has the CUDA backend (the settings panel offers it then; whether a
+/// device is present is found when a run opens it, never on the UI thread).
+pub const BUILT: bool = cfg!(feature = "cuda");
+
+/// Why CUDA cannot be used by a build without the feature (the conformance test and the
+/// settings panel quote it).
+pub fn unavailable() -> crate::error::Error {
     if cfg!(feature = "cuda") {
-        Error::CudaUnavailable("the CUDA backend is not implemented yet in this version of gpulab; use --backend gpu (wgpu/Vulkan) meanwhile".into())
+        match probe() {
+            Err(e) => e,
+            Ok(found) => crate::error::Error::CudaUnavailable(format!("nothing is missing: {found} is usable")),
+        }
     } else {
-        Error::CudaNotBuilt
-    }
-}
-
-impl TensorMeta for CudaTensor {
-    fn shape(&self) -> Shape {
-        match *self {}
-    }
-    fn dtype(&self) -> DType {
-        match *self {}
-    }
-}
-
-impl BackendBase for CudaBackend {
-    type Tensor = CudaTensor;
-
-    fn info(&self) -> BackendInfo {
-        match *self {}
-    }
-}
-
-impl CoreOps for CudaBackend {
-    fn zeros(&mut self, _: Shape, _: DType, _: MemCategory) -> Result<CudaTensor> {
-        match *self {}
-    }
-    fn upload_f32(&mut self, _: &[f32], _: Shape, _: MemCategory) -> Result<CudaTensor> {
-        match *self {}
-    }
-    fn upload_u32(&mut self, _: &[u32], _: Shape, _: MemCategory) -> Result<CudaTensor> {
-        match *self {}
-    }
-    fn write_f32(&mut self, _: &mut CudaTensor, _: &[f32]) -> Result<()> {
-        match *self {}
-    }
-    fn write_u32(&mut self, _: &mut CudaTensor, _: &[u32]) -> Result<()> {
-        match *self {}
-    }
-    fn read_f32(&mut self, _: &CudaTensor) -> Result<Vec<f32>> {
-        match *self {}
-    }
-    fn read_u32(&mut self, _: &CudaTensor) -> Result<Vec<u32>> {
-        match *self {}
-    }
-    fn read_many(&mut self, _: &[&CudaTensor]) -> Result<Vec<crate::tensor::HostData>> {
-        match *self {}
-    }
-    fn matmul(&mut self, _: &CudaTensor, _: &CudaTensor, _: &mut CudaTensor, _: bool, _: bool, _: bool) -> Result<()> {
-        match *self {}
-    }
-    fn bias_add(&mut self, _: &mut CudaTensor, _: &CudaTensor) -> Result<()> {
-        match *self {}
-    }
-    fn relu(&mut self, _: &mut CudaTensor) -> Result<()> {
-        match *self {}
-    }
-    fn relu_backward(&mut self, _: &mut CudaTensor, _: &CudaTensor) -> Result<()> {
-        match *self {}
-    }
-    fn softmax_xent(&mut self, _: &CudaTensor, _: &CudaTensor, _: &mut CudaTensor, _: Option<&mut CudaTensor>, _: f32) -> Result<()> {
-        match *self {}
-    }
-    fn sum_cols(&mut self, _: &CudaTensor, _: &mut CudaTensor) -> Result<()> {
-        match *self {}
-    }
-    fn sum_rows(&mut self, _: &CudaTensor, _: &mut CudaTensor) -> Result<()> {
-        match *self {}
-    }
-    fn accumulate_sum(&mut self, _: &CudaTensor, _: &mut CudaTensor, _: usize) -> Result<()> {
-        match *self {}
-    }
-    fn argmax_rows(&mut self, _: &CudaTensor, _: &mut CudaTensor) -> Result<()> {
-        match *self {}
-    }
-    fn count_correct(&mut self, _: &CudaTensor, _: &CudaTensor, _: &mut CudaTensor, _: usize) -> Result<()> {
-        match *self {}
-    }
-    fn sgd_step(&mut self, _: &mut CudaTensor, _: &CudaTensor, _: &mut CudaTensor, _: Sgd) -> Result<()> {
-        match *self {}
-    }
-    fn adamw_step(&mut self, _: &mut CudaTensor, _: &CudaTensor, _: &mut CudaTensor, _: &mut CudaTensor, _: AdamW, _: u32) -> Result<()> {
-        match *self {}
-    }
-    fn fill(&mut self, _: &mut CudaTensor, _: f32) -> Result<()> {
-        match *self {}
-    }
-    fn scale(&mut self, _: &mut CudaTensor, _: f32) -> Result<()> {
-        match *self {}
-    }
-    fn copy(&mut self, _: &CudaTensor, _: &mut CudaTensor) -> Result<()> {
-        match *self {}
-    }
-    fn flush(&mut self) -> Result<()> {
-        match *self {}
-    }
-    fn sync(&mut self) -> Result<()> {
-        match *self {}
-    }
-}
-
-/// The families' defaults refuse by name; with no value, they are never reached either.
-impl AmpOps for CudaBackend {}
-impl QuantOps for CudaBackend {}
-
-impl Telemetry for CudaBackend {
-    fn take_busy_seconds(&mut self) -> Result<Option<f64>> {
-        match *self {}
-    }
-    fn memory(&self) -> MemoryReport {
-        match *self {}
-    }
-    fn reset_memory_peaks(&mut self) {
-        match *self {}
+        crate::error::Error::CudaNotBuilt
     }
 }

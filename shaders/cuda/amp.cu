@@ -1,0 +1,95 @@
+// Mixed precision on the CUDA backend (AmpOps), compiled by NVRTC at first use like core.cu.
+// 16-bit values travel as their bit patterns (unsigned short); the conversions below round to
+// nearest even exactly as the host's `half` crate does (src/tensor/float16.rs), so a value
+// rounded here and on the CPU is the same value. `bf16` flags pick bfloat16 over IEEE half.
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+typedef unsigned short u16;
+
+#define GRID_STRIDE(i, n) for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < (n); i += (u64)gridDim.x * blockDim.x)
+
+__device__ float widen(u16 bits, u32 bf16) {
+    if (bf16) return __uint_as_float(((u32)bits) << 16);
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
+    return f;
+}
+
+__device__ u16 round_bits(float x, u32 bf16) {
+    if (bf16) {
+        u32 u = __float_as_uint(x);
+        if ((u & 0x7fffffffu) > 0x7f800000u) return (u16)((u >> 16) | 0x0040u);  // quiet NaN
+        // Round half to even: up when the dropped half is over 0x8000, or exactly 0x8000 and odd.
+        u32 round_up = (u & 0x8000u) && (u & 0x17fffu);
+        return (u16)((u >> 16) + round_up);
+    }
+    u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    return h;
+}
+
+// Adds this thread's counts of [nonzero inputs, of those that rounded to zero] to stats[0..2].
+__device__ void stats_add(u32* stats, u32 nonzero, u32 flushed) {
+    if (stats && nonzero) {
+        atomicAdd(stats, nonzero);
+        if (flushed) atomicAdd(stats + 1, flushed);
+    }
+}
+
+extern "C" __global__ void cast_to16(const float* x, u16* out, u32* stats, u64 n, u32 bf16) {
+    u32 nonzero = 0, flushed = 0;
+    GRID_STRIDE(i, n) {
+        float v = x[i];
+        u16 b = round_bits(v, bf16);
+        out[i] = b;
+        if (v != 0.0f) { nonzero++; flushed += (b & 0x7fffu) == 0; }
+    }
+    stats_add(stats, nonzero, flushed);
+}
+
+extern "C" __global__ void cast_from16(const u16* x, float* out, u64 n, u32 bf16) {
+    GRID_STRIDE(i, n) { out[i] = widen(x[i], bf16); }
+}
+
+// The matmul16 epilogue over the f32 product `acc` [rows, cols]: + bias[col] (then ReLU when
+// `relu`), or × (mask > 0) for a ReLU's backward; stored as f32 (out16 == 0) or rounded to the
+// 16-bit type, counting values that rounded to zero into `stats`.
+extern "C" __global__ void epilogue16(const float* acc, const float* bias, u32 relu, const u16* mask,
+                                      float* out32, u16* out16, u32* stats, u64 n, u32 cols, u32 bf16) {
+    u32 nonzero = 0, flushed = 0;
+    GRID_STRIDE(i, n) {
+        float v = acc[i];
+        if (bias) { v += bias[i % cols]; if (relu) v = fmaxf(v, 0.0f); }
+        if (mask && !(widen(mask[i], bf16) > 0.0f)) v = 0.0f;
+        if (out16) {
+            u16 b = round_bits(v, bf16);
+            out16[i] = b;
+            if (v != 0.0f) { nonzero++; flushed += (b & 0x7fffu) == 0; }
+        } else {
+            out32[i] = v;
+        }
+    }
+    stats_add(stats, nonzero, flushed);
+}
+
+// g *= inv_scale; found[0] = 1 when any g was inf or NaN.
+extern "C" __global__ void unscale_check(float* g, float inv_scale, u32* found, u64 n) {
+    bool bad = false;
+    GRID_STRIDE(i, n) {
+        float v = g[i];
+        bad |= (__float_as_uint(v) & 0x7f800000u) == 0x7f800000u;  // inf or NaN
+        g[i] = v * inv_scale;
+    }
+    if (bad) found[0] = 1u;
+}
+
+// out[c] = Σ_r widen(x[r, c]) in row order (one thread per column): bias gradients of 16-bit
+// activations' gradients.
+extern "C" __global__ void sum_cols16(const u16* x, float* out, u32 rows, u32 cols, u32 bf16) {
+    u32 c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    float s = 0.0f;
+    for (u32 r = 0; r < rows; ++r) s += widen(x[(u64)r * cols + c], bf16);
+    out[c] = s;
+}

@@ -1,0 +1,183 @@
+//! The CUDA kernels: shaders/cuda/{core,amp}.cu, each file compiled by NVRTC the first time one
+//! of its kernels runs and cached on disk (the PTX text, through `cache.rs`) per GPU, driver and
+//! source hash, so later runs skip NVRTC and only the driver's PTX→SASS step remains (which the
+//! driver caches itself).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
+use cudarc::nvrtc::{CompileOptions, Ptx};
+
+use crate::cache::{CacheKey, DiskCache};
+use crate::error::{Error, Result};
+use crate::tensor::BackendInfo;
+
+/// The source files, in `Kernel::source` order.
+const SOURCES: [(&str, &str); 2] = [("core.cu", include_str!("../../../shaders/cuda/core.cu")), ("amp.cu", include_str!("../../../shaders/cuda/amp.cu"))];
+/// Threads of the single-block reductions (REDUCE_THREADS in core.cu).
+pub(super) const REDUCE_THREADS: u32 = 256;
+
+/// Every kernel, named as its `extern "C"` entry point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    BiasAdd,
+    Relu,
+    ReluBackward,
+    Scale,
+    FillU32,
+    FillU16,
+    SgdStep,
+    AdamwStep,
+    SoftmaxXent,
+    SumCols,
+    SumRows,
+    ArgmaxRows,
+    AccumulateSum,
+    CountCorrect,
+    CastTo16,
+    CastFrom16,
+    Epilogue16,
+    UnscaleCheck,
+    SumCols16,
+}
+
+impl Kernel {
+    pub const ALL: [Kernel; 19] = [
+        Kernel::BiasAdd,
+        Kernel::Relu,
+        Kernel::ReluBackward,
+        Kernel::Scale,
+        Kernel::FillU32,
+        Kernel::FillU16,
+        Kernel::SgdStep,
+        Kernel::AdamwStep,
+        Kernel::SoftmaxXent,
+        Kernel::SumCols,
+        Kernel::SumRows,
+        Kernel::ArgmaxRows,
+        Kernel::AccumulateSum,
+        Kernel::CountCorrect,
+        Kernel::CastTo16,
+        Kernel::CastFrom16,
+        Kernel::Epilogue16,
+        Kernel::UnscaleCheck,
+        Kernel::SumCols16,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::BiasAdd => "bias_add",
+            Kernel::Relu => "relu",
+            Kernel::ReluBackward => "relu_backward",
+            Kernel::Scale => "scale",
+            Kernel::FillU32 => "fill_u32",
+            Kernel::FillU16 => "fill_u16",
+            Kernel::SgdStep => "sgd_step",
+            Kernel::AdamwStep => "adamw_step",
+            Kernel::SoftmaxXent => "softmax_xent",
+            Kernel::SumCols => "sum_cols",
+            Kernel::SumRows => "sum_rows",
+            Kernel::ArgmaxRows => "argmax_rows",
+            Kernel::AccumulateSum => "accumulate_sum",
+            Kernel::CountCorrect => "count_correct",
+            Kernel::CastTo16 => "cast_to16",
+            Kernel::CastFrom16 => "cast_from16",
+            Kernel::Epilogue16 => "epilogue16",
+            Kernel::UnscaleCheck => "unscale_check",
+            Kernel::SumCols16 => "sum_cols16",
+        }
+    }
+
+    /// Which of `SOURCES` holds it: amp.cu for the mixed-precision family, else core.cu.
+    fn source(self) -> usize {
+        match self {
+            Kernel::CastTo16 | Kernel::CastFrom16 | Kernel::Epilogue16 | Kernel::UnscaleCheck | Kernel::SumCols16 => 1,
+            _ => 0,
+        }
+    }
+}
+
+/// The modules, each compiled on first use, and each function loaded from them once.
+pub struct Kernels {
+    cache_keys: [CacheKey; SOURCES.len()],
+    modules: [Option<Arc<CudaModule>>; SOURCES.len()],
+    functions: [Option<CudaFunction>; Kernel::ALL.len()],
+}
+
+impl Kernels {
+    pub fn new(info: &BackendInfo, (major, minor): (i32, i32)) -> Self {
+        let key = |(file, src): (&str, &str)| CacheKey::new(&format!("cuda-ptx {file} crc32 {:08x} sm_{major}{minor}", crc32fast::hash(src.as_bytes())), info);
+        Kernels { cache_keys: SOURCES.map(key), modules: Default::default(), functions: Default::default() }
+    }
+
+    pub fn function(&mut self, ctx: &Arc<CudaContext>, k: Kernel) -> Result<CudaFunction> {
+        let i = Kernel::ALL.iter().position(|&x| x == k).unwrap_or(0);
+        if let Some(f) = &self.functions[i] {
+            return Ok(f.clone());
+        }
+        let src = k.source();
+        let module = match &self.modules[src] {
+            Some(m) => m.clone(),
+            None => {
+                let load = |ptx: String| ctx.load_module(Ptx::from_src(ptx)).map_err(|e| super::backend::driver("loading the compiled CUDA kernels", e));
+                let m = match self.cached_ptx(src) {
+                    // A cached PTX the driver refuses (damaged file) is compiled again.
+                    Some(ptx) => load(ptx).or_else(|_| load(self.compile(src)?))?,
+                    None => load(self.compile(src)?)?,
+                };
+                self.modules[src] = Some(m.clone());
+                m
+            }
+        };
+        let f = module.load_function(k.name()).map_err(|e| super::backend::driver(k.name(), e))?;
+        self.functions[i] = Some(f.clone());
+        Ok(f)
+    }
+
+    fn cached_ptx(&self, src: usize) -> Option<String> {
+        DiskCache::named("cuda-kernels.json")?.get::<String>(&self.cache_keys[src])
+    }
+
+    /// Compiles one source with NVRTC and caches the PTX (an unwritable cache only means
+    /// compiling again next time).
+    fn compile(&self, src: usize) -> Result<String> {
+        // SAFETY: only tries to open the library by name.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(Error::CudaUnavailable(
+                "NVRTC (libnvrtc.so.12), which compiles gpulab's CUDA kernels, was not found; install it (NVIDIA's cuda-nvrtc package) and make it visible on LD_LIBRARY_PATH".into(),
+            ));
+        }
+        let (file, code) = SOURCES[src];
+        let opts = CompileOptions { name: Some(file.into()), ..Default::default() };
+        let ptx = cudarc::nvrtc::compile_ptx_with_opts(code, opts).map_err(|e| Error::Internal(format!("NVRTC could not compile shaders/cuda/{file}: {e}")))?.to_src();
+        if let Some(c) = DiskCache::named("cuda-kernels.json") {
+            let _ = c.put(&self.cache_keys[src], &ptx);
+        }
+        Ok(ptx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both sources compile with the NVRTC found on this machine and define every kernel the
+    /// table names. Needs only NVRTC (no GPU, no driver); without it the test says so and passes
+    /// unless GPULAB_REQUIRE_CUDA=1.
+    #[test]
+    fn every_cuda_kernel_compiles_with_nvrtc() {
+        // SAFETY: only tries to open the library by name.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            assert!(std::env::var("GPULAB_REQUIRE_CUDA").map_or(true, |v| v != "1"), "GPULAB_REQUIRE_CUDA=1 but NVRTC (libnvrtc.so.12) was not found");
+            eprintln!("SKIPPED every_cuda_kernel_compiles_with_nvrtc: NVRTC (libnvrtc.so.12) was not found");
+            return;
+        }
+        for (i, (file, code)) in SOURCES.iter().enumerate() {
+            let opts = CompileOptions { name: Some((*file).into()), ..Default::default() };
+            let ptx = cudarc::nvrtc::compile_ptx_with_opts(code, opts).unwrap_or_else(|e| panic!("{file}: {e}")).to_src();
+            for k in Kernel::ALL.iter().filter(|k| k.source() == i) {
+                assert!(ptx.lines().any(|l| l.starts_with(".visible .entry") && l.contains(&format!(" {}(", k.name()))), "{file} defines no kernel {}", k.name());
+            }
+        }
+    }
+}
