@@ -103,7 +103,7 @@ bench_train() {
 
 exercises() {
   local fails=0
-  for id in $("$BIN" list | grep -v "not runnable" | awk '{print $1}'); do
+  for id in $("$BIN" list | awk '{print $1}'); do
     local set=()
     local settings; settings=$("$BIN" run "$id" --show-settings 2>&1)
     if grep -q '^backends ' <<<"$settings"; then set=(--set "backends=cpu,gpu,cuda")

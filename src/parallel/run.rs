@@ -43,7 +43,11 @@ fn open(kind: ReplicaKind, n: usize) -> Result<Vec<Opened>> {
             }
             (0..n).map(|i| GpuBackend::open(&GpuSelector::Index(i), None).map(|g| Opened::Gpu(Box::new(g)))).collect()
         }
-        ReplicaKind::Cuda => match cuda::open(0)? {},
+        // The CUDA build's own refusal first (no driver, no feature); with a GPU, NCCL replicas
+        // are what is missing.
+        ReplicaKind::Cuda => cuda::open(0, None).and_then(|_| {
+            Err(Error::UnsupportedOp { op: "data parallel", backend: "cuda".into(), why: "NCCL all-reduce between CUDA replicas is not built yet; use kind=cpu or kind=gpu".into() })
+        }),
     }
 }
 
