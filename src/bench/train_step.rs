@@ -5,10 +5,10 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::nn::{Mlp, MlpConfig, OptimizerKind, Optimizer};
+use crate::nn::{AmpConfig, Mlp, MlpConfig, OptimizerKind, Optimizer};
 use crate::tensor::Backend;
 use crate::stats::median;
-use crate::train::{F32Phases, Step};
+use crate::train::{Amp, F32Phases, Phases, Step};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TrainBenchConfig {
@@ -40,12 +40,31 @@ pub struct TrainBenchRow {
 /// Full training steps (forward, loss, backward, SGD-momentum update) on random data drawn
 /// from a fixed pool of 16 batches, like the PyTorch reference script.
 pub fn bench_train<B: Backend>(b: &mut B, cfg: &TrainBenchConfig) -> Result<TrainBenchRow> {
+    bench_train_amp(b, cfg, AmpConfig::default())
+}
+
+/// `bench_train` at a training precision: f32, or mixed precision through the same `Amp`
+/// phases exercise 3 trains with (an error naming the reason where the backend lacks the type).
+pub fn bench_train_amp<B: Backend>(b: &mut B, cfg: &TrainBenchConfig, amp: AmpConfig) -> Result<TrainBenchRow> {
     if cfg.batch == 0 || cfg.seconds.is_nan() || cfg.seconds <= 0.0 {
         return Err(Error::InvalidConfig("bench train needs batch ≥ 1 and a positive duration".into()));
     }
     let model_cfg = MlpConfig { input: cfg.input, hidden: cfg.hidden.clone(), classes: cfg.classes };
-    let mut model = Mlp::new(b, model_cfg.clone(), Optimizer::new(cfg.optimizer, 0.01, 0.9, 0.0), 0)?;
-    let mut train = Step::new(b, &model, F32Phases, cfg.batch)?;
+    let model = Mlp::new(b, model_cfg.clone(), Optimizer::new(cfg.optimizer, 0.01, 0.9, 0.0), 0)?;
+    match Amp::new(b, &model, amp)? {
+        None => {
+            let train = Step::new(b, &model, F32Phases, cfg.batch)?;
+            timed_steps(b, cfg, model_cfg, model, train)
+        }
+        Some(amp) => {
+            let train = Step::new(b, &model, amp, cfg.batch)?;
+            timed_steps(b, cfg, model_cfg, model, train)
+        }
+    }
+}
+
+/// The warm-up and the timed windows, once per precision (static dispatch through `P`).
+fn timed_steps<B: Backend, P: Phases<B>>(b: &mut B, cfg: &TrainBenchConfig, model_cfg: MlpConfig, mut model: Mlp<B>, mut train: Step<B, P>) -> Result<TrainBenchRow> {
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let pool: Vec<(Vec<f32>, Vec<u32>)> = (0..16)
         .map(|_| {

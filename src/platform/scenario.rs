@@ -189,12 +189,18 @@ pub struct Training {
     pub work_h: f64,
     /// Mixed precision's speed-up (1 = f32; lesson 3 measures yours).
     pub precision_speedup: f64,
+    /// Where `precision_speedup` comes from; empty = the preset (presets and older files).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub precision_speedup_source: String,
     pub spot: bool,
     /// Mean time between preemptions of the job on spot, hours.
     pub mtbf_h: f64,
     pub checkpoint_interval_h: f64,
     /// Time to write one checkpoint, seconds (lesson 5 measures yours).
     pub checkpoint_write_s: f64,
+    /// Where `checkpoint_write_s` comes from; empty = the preset (presets and older files).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub checkpoint_write_source: String,
     /// Time to get new nodes and load the last checkpoint after a preemption, seconds.
     pub restart_s: f64,
     /// Where the training data comes from (absent in older scenario files: the default).
@@ -309,10 +315,12 @@ impl Scenario {
                 gpus: 8,
                 work_h: 48.0,
                 precision_speedup: 1.0,
+                precision_speedup_source: String::new(),
                 spot: true,
                 mtbf_h: 4.0,
                 checkpoint_interval_h: 1.0,
                 checkpoint_write_s: 60.0,
+                checkpoint_write_source: String::new(),
                 restart_s: 300.0,
                 data: DataStage::default(),
             },

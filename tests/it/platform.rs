@@ -385,3 +385,57 @@ fn traffic_replays_from_a_csv_and_bad_rows_are_named() {
     let err = ex.validate(&settings(&[&format!("traffic_csv={}", csv.display())])).unwrap_err().to_string();
     assert!(err.contains("traffic_csv") && err.contains("line 3") && err.contains("field rps"), "{err}");
 }
+
+#[test]
+fn calibration_measures_this_machine_labels_it_and_the_scenario_replays_it_exactly() {
+    let s = settings(&[&SMALL[..], &["scenario=steady-day", "calibration=this-machine", "calibration_backend=cpu"]].concat());
+    let (r, events) = run(&s);
+    let json = r.attachments.iter().find(|a| a.file_name == "scenario.json").unwrap().text.clone();
+    let sc = Scenario::from_json(&json).unwrap();
+    let measured = "measured on this machine";
+    assert!(sc.pool.curve_source.starts_with(measured), "{}", sc.pool.curve_source);
+    assert!(sc.training.checkpoint_write_source.starts_with(measured), "{}", sc.training.checkpoint_write_source);
+    // f16 training may be unavailable on a backend: then the preset stays, saying why.
+    let p = &sc.training.precision_speedup_source;
+    assert!(p.starts_with(measured) || p.starts_with("preset (not measurable"), "{p}");
+    // Batch sizes 1, 2, 4, 8 and the preset's max batch 16, each a positive time.
+    assert_eq!(sc.pool.curve.iter().map(|c| c.batch).collect::<Vec<_>>(), vec![1, 2, 4, 8, 16]);
+    assert!(sc.pool.curve.iter().all(|c| c.seconds > 0.0 && c.seconds < 60.0), "{:?}", sc.pool.curve);
+    assert!(sc.training.checkpoint_write_s > 0.0);
+    assert!(events.iter().any(|e| matches!(e, Event::Log(m) if m.starts_with("calibration: checkpoint write"))));
+    // The measured inputs are figures labelled measured, and the inputs table names their source.
+    let labelled: Vec<_> = r.figures.iter().filter(|f| f.provenance == Provenance::Measured).map(|f| f.label.as_str()).collect();
+    assert!(labelled.contains(&"calibration: batch time at batch 1") && labelled.contains(&"calibration: checkpoint write time"), "{labelled:?}");
+    let inputs = r.table("Simulation inputs and their sources").unwrap();
+    assert!(inputs.rows[0][2] == sc.pool.curve_source.as_str().into(), "{:?}", inputs.rows);
+    // Replaying scenario.json measures nothing and gives the same simulation, byte for byte.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("scenario.json");
+    std::fs::write(&file, &json).unwrap();
+    let (again, events) = run(&settings(&["sweep_points=5", "sweep_runs=5", &format!("scenario_file={}", file.display())]));
+    assert!(!events.iter().any(|e| matches!(e, Event::Phase(p) if p.starts_with("calibration"))));
+    assert_eq!(again.attachments.iter().find(|a| a.file_name == "scenario.json").unwrap().text, json);
+    let simulated = |r: &Report| r.figures.iter().filter(|f| matches!(f.provenance, Provenance::Simulated(_))).cloned().collect::<Vec<_>>();
+    assert_eq!(simulated(&again), simulated(&r));
+    assert_eq!((&again.charts, &again.tables, &again.verdict), (&r.charts, &r.tables, &r.verdict));
+}
+
+#[test]
+fn presets_stay_presets_and_bad_calibration_settings_are_named() {
+    // The default measures nothing: the preset scenario, unchanged, with no source fields added.
+    let (r, events) = run(&settings(&SMALL));
+    let json = &r.attachments.iter().find(|a| a.file_name == "scenario.json").unwrap().text;
+    let mut preset = Scenario::preset("steady-day").unwrap();
+    preset.duration_h = 3.0;
+    assert_eq!(json, &preset.to_json());
+    assert!(!json.contains("precision_speedup_source") && !json.contains("checkpoint_write_source"));
+    assert!(!events.iter().any(|e| matches!(e, Event::Phase(p) if p.starts_with("calibration"))));
+    let inputs = r.table("Simulation inputs and their sources").unwrap();
+    assert!(inputs.rows.iter().all(|row| matches!(&row[2], gpulab::report::Cell::Text(t) if t.starts_with("preset"))), "{:?}", inputs.rows);
+    assert!(r.figures.iter().all(|f| matches!(f.provenance, Provenance::Simulated(_))));
+    let mut s = exercises::find("platform").unwrap().settings();
+    let err = s.apply(&["calibration=sometimes".to_string()]).unwrap_err().to_string();
+    assert!(err.contains("calibration"), "{err}");
+    let err = exercises::find("platform").unwrap().validate(&settings(&["calibration_backend=cpu,cpu"])).unwrap_err().to_string();
+    assert!(err.contains("calibration_backend"), "{err}");
+}

@@ -130,6 +130,10 @@ pub fn build(ex: &PlatformLab, s: &Settings, sc: &Scenario, r: &ServingResult, t
     if let Some(b) = best {
         figures.push(fig("sweep's best interval", b.tau_h * 60.0, "min"));
     }
+    // Inputs measured in this run are labelled measured; a replay shows them in the inputs table.
+    if s.choice("calibration").is_ok_and(|c| c == "this-machine") {
+        figures.extend(super::calibrate::measured_figures(sc));
+    }
 
     let sim = || simulated();
     let scale = Table {
@@ -200,7 +204,7 @@ pub fn build(ex: &PlatformLab, s: &Settings, sc: &Scenario, r: &ServingResult, t
         config: s.to_map(),
         metadata: meta,
         figures,
-        tables: vec![scale, canary, training_table, alerts],
+        tables: vec![scale, canary, training_table, alerts, super::calibrate::inputs_table(sc)],
         charts,
         verdict: verdict(sc, r, &n, tr, young, daly),
         stopped_early,
@@ -208,7 +212,7 @@ pub fn build(ex: &PlatformLab, s: &Settings, sc: &Scenario, r: &ServingResult, t
         ..Default::default()
     };
     report.notes.push(format!(
-        "Every figure here is simulated from the scenario's inputs, not measured. The worker speed curve is “{}”; GPU prices are “{}” — illustrative, not a price list.",
+        "Every figure here is simulated from the scenario's inputs, except those labelled measured (calibration=this-machine). The worker speed curve is “{}”; GPU prices are “{}” — illustrative, not a price list. The inputs table says which inputs were measured on this machine and which are presets.",
         sc.pool.curve_source, sc.pool.gpu.name
     ));
     report.notes.push("scenario.json beside this report replays the run exactly: gpulab run platform --scenario scenario.json; architecture.svg beside it is the platform diagram at the end of the run".into());
