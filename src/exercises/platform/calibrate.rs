@@ -50,8 +50,10 @@ pub fn calibrate(sc: &mut Scenario, device: &Device, log: &mut dyn FnMut(String)
     sc.pool.curve = curve;
     match speedup {
         Ok((f16, f32)) => {
-            sc.training.precision_speedup = (f16 / f32).clamp(0.1, 100.0);
-            sc.training.precision_speedup_source = format!("{MEASURED}: f16 mixed-precision training steps {f16:.0} samples/s vs f32 {f32:.0} samples/s, {model} batch 64 on {label}");
+            let ratio = f16 / f32;
+            sc.training.precision_speedup = ratio.clamp(0.1, 100.0);
+            let clamped = if sc.training.precision_speedup != ratio { format!(" (×{ratio:.3}, held to the simulator's 0.1..=100)") } else { String::new() };
+            sc.training.precision_speedup_source = format!("{MEASURED}: f16 mixed-precision training steps {f16:.0} samples/s vs f32 {f32:.0} samples/s{clamped}, {model} batch 64 on {label}");
             log(format!("calibration: mixed precision ×{:.2}", sc.training.precision_speedup));
         }
         Err(e) => {
