@@ -80,6 +80,19 @@ pub fn duration(secs: f64) -> String {
     if secs >= 1.0 { format!("{secs:.2} s") } else { format!("{:.1} ms", secs * 1e3) }
 }
 
+/// A checkpoint interval given in hours: "2.5 h", "40 min", or "4.2 s" when a calibrated run's
+/// millisecond checkpoints put the optimum under a minute (it would print as "0 min").
+pub fn interval_h(hours: f64) -> String {
+    let min = hours * 60.0;
+    if min >= 120.0 {
+        format!("{hours:.1} h")
+    } else if min >= 1.0 {
+        format!("{min:.0} min")
+    } else {
+        format!("{:.1} s", min * 60.0)
+    }
+}
+
 pub fn plural(n: usize, word: &str) -> String {
     if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
 }
@@ -108,5 +121,13 @@ mod tests {
         assert_eq!(peak(&m, MemCategory::Parameters), 40);
         assert_eq!(peak(&m, MemCategory::Activations), 7);
         assert_eq!(peak(&m, MemCategory::Gradients), 0);
+    }
+
+    #[test]
+    fn intervals_keep_their_size_in_words() {
+        assert_eq!(interval_h(2.5), "2.5 h");
+        assert_eq!(interval_h(40.0 / 60.0), "40 min");
+        // A millisecond checkpoint's optimum is seconds, not "0 min".
+        assert_eq!(interval_h(4.2 / 3600.0), "4.2 s");
     }
 }

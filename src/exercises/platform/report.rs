@@ -2,6 +2,7 @@
 //! with its checkpoint-interval sweep, the canary timeline, and a verdict from those numbers.
 
 use super::{simulated, PlatformLab};
+use crate::exercises::common::interval_h;
 use crate::exercises::settings::Settings;
 use crate::exercises::Exercise;
 use crate::platform::monitoring;
@@ -269,11 +270,11 @@ fn verdict(sc: &Scenario, r: &ServingResult, n: &ServingNumbers, tr: &TrainingRu
     let pen = tr.chosen.wall_h / tr.at_daly.wall_h.max(1e-12) - 1.0;
     if sc.training.spot {
         summary.push(format!(
-            "Training on spot took {:.1} h with checkpoints every {:.0} min, {:+.1}% against Daly's optimum of {:.0} min ({:.1} h).",
+            "Training on spot took {:.1} h with checkpoints every {}, {:+.1}% against Daly's optimum of {} ({:.1} h).",
             tr.chosen.wall_h,
-            sc.training.checkpoint_interval_h * 60.0,
+            interval_h(sc.training.checkpoint_interval_h),
             pen * 100.0,
-            daly * 60.0,
+            interval_h(daly),
             tr.at_daly.wall_h
         ));
         let spot_cost = tr.chosen.wall_h * sc.training.gpus as f64 * sc.training.gpu.spot_per_h;
@@ -281,7 +282,7 @@ fn verdict(sc: &Scenario, r: &ServingResult, n: &ServingNumbers, tr: &TrainingRu
         v.evidence.push(format!("Training on spot cost ${spot_cost:.0} against ${od_cost:.0} on demand ({:.1} h), losing {:.2} h of work to preemptions on average.", tr.on_demand.wall_h, tr.chosen.lost_h));
     }
     if let Some(b) = training::best(&tr.sweep) {
-        v.evidence.push(format!("The interval sweep's shortest mean time was at {:.1} min; Young's √(2CM) gives {:.1} min, Daly's higher-order form {:.1} min.", b.tau_h * 60.0, young * 60.0, daly * 60.0));
+        v.evidence.push(format!("The interval sweep's shortest mean time was at {}; Young's √(2CM) gives {}, Daly's higher-order form {}.", interval_h(b.tau_h), interval_h(young), interval_h(daly)));
     }
     v.summary = summary.join(" ");
     v
