@@ -14,7 +14,7 @@ use gpulab::exercises::{self, torch_export};
 use gpulab::nn::{Mlp, MlpConfig, Optimizer, OptimizerKind};
 use safetensors::{Dtype, SafeTensors};
 
-use crate::checkpoint_interop::python_with_safetensors;
+use crate::checkpoint_interop::python_or_skip;
 
 const SETTINGS: &[&str] = &["hidden=24,16", "batch=40", "epochs=2", "seed=7"];
 
@@ -99,12 +99,7 @@ print(sorted(init.keys()), {k: list(v.shape) for k, v in init.items()})
 
 #[test]
 fn python_reads_the_export_and_torch_reproduces_gpulabs_first_losses() {
-    let Some(py) = python_with_safetensors() else {
-        let required = std::env::var("GPULAB_REQUIRE_PYTHON").is_ok_and(|v| v == "1");
-        assert!(!required, "GPULAB_REQUIRE_PYTHON=1 but python3 with safetensors and numpy is not available");
-        eprintln!("SKIPPED python_reads_the_export_and_torch_reproduces_gpulabs_first_losses: no python3 with safetensors+numpy");
-        return;
-    };
+    let Some(py) = python_or_skip("python_reads_the_export_and_torch_reproduces_gpulabs_first_losses") else { return };
     let tmp = tempfile::tempdir().unwrap();
     export(tmp.path());
     let out = Command::new(&py).args(["-c", PY_CHECK]).arg(tmp.path()).output().unwrap();
