@@ -3,6 +3,7 @@
 
 mod bench;
 mod checkpointed;
+mod export;
 mod info;
 mod progress;
 mod run;
@@ -44,6 +45,9 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Send load to a running `gpulab serve` (open or closed loop) and print the percentiles.
     Loadgen(serve::LoadgenArgs),
+    /// Export an exercise's experiment for another engine: `export torch --exercise distributed`.
+    #[command(subcommand)]
+    Export(export::ExportCommand),
     /// Print an exercise's lesson (Markdown), by id or number.
     Lesson {
         /// The exercise id or number, e.g. cpu-vs-gpu or 1.
@@ -62,6 +66,7 @@ pub fn try_main() -> anyhow::Result<()> {
         Some(Command::Serve(a)) => serve::serve(a),
         Some(Command::Loadgen(a)) => serve::loadgen(a),
         Some(Command::Lesson { id }) => run::lesson(&id),
+        Some(Command::Export(c)) => export::run(c),
         None => open_lab(cli.screenshot, cli.exercise, cli.frames),
     }
 }

@@ -23,6 +23,8 @@ pub use live::LiveChartSpec;
 pub use settings::{Setting, Settings, Value};
 pub use run_control::RunControl;
 pub use sink::{ChannelSink, CollectSink, Event, Sink};
+/// `gpulab export torch --exercise distributed` (exercise 6's hand-off to PyTorch DDP).
+pub use distributed::torch_export;
 
 use crate::error::Result;
 use crate::report::Report;

@@ -22,6 +22,9 @@ pub mod stage {
     pub const SUBMIT: &str = "submit";
     pub const WAIT: &str = "wait";
     pub const READBACK: &str = "readback";
+    /// Gradient all-reduce the training thread waited for (data parallelism: the part not
+    /// hidden behind backward).
+    pub const ALLREDUCE: &str = "all-reduce";
 }
 
 /// One span. On the GPU lane, `flops` and `bytes` estimate the kernel's work (from its shapes and

@@ -20,6 +20,8 @@ pub enum Bottleneck {
     Memory,
     /// The GPU idles between many tiny dispatches while the CPU records, submits and waits.
     Overhead,
+    /// Replicas wait for the gradient all-reduce: exposed communication dominates the step.
+    Communication,
 }
 
 impl Bottleneck {
@@ -30,6 +32,7 @@ impl Bottleneck {
             Bottleneck::Compute => "compute-bound",
             Bottleneck::Memory => "memory-bound",
             Bottleneck::Overhead => "synchronization/overhead-bound",
+            Bottleneck::Communication => "communication-bound",
         }
     }
 
@@ -41,6 +44,7 @@ impl Bottleneck {
             Bottleneck::Compute => "do less arithmetic per sample or do it faster: mixed precision (exercise 3), better kernels, a smaller model",
             Bottleneck::Memory => "move fewer bytes per FLOP: fuse element-wise kernels, use mixed precision (half the bytes), larger batches (matmuls reuse weights more)",
             Bottleneck::Overhead => "give each dispatch more work and sync less: larger batches, fused kernels, fewer read-backs (log less often)",
+            Bottleneck::Communication => "hide or shrink the all-reduce: overlap it with backward (smaller buckets, bucket_cap_mb), more compute per byte sent (larger per-replica batches), a faster interconnect, or fewer replicas",
         }
     }
 }
@@ -63,6 +67,9 @@ pub struct Analysis {
     pub mean_kernel_s: f64,
     /// Share of kernel time in kernels below the roofline's ridge point; None without peaks.
     pub memory_bound_share: Option<f64>,
+    /// Waiting for the gradient all-reduce (exposed communication; data parallelism only).
+    #[serde(default)]
+    pub comm_s: f64,
 }
 
 impl Analysis {
@@ -88,6 +95,7 @@ impl Analysis {
             kernels: gpu.len(),
             mean_kernel_s: kernel_total / gpu.len().max(1) as f64,
             memory_bound_share,
+            comm_s: t.total(MAIN, stage::ALLREDUCE),
         }
     }
 
@@ -102,6 +110,15 @@ pub const INPUT_SHARE: f64 = 0.25;
 pub const TRANSFER_SHARE: f64 = 0.25;
 /// A device busy at least this share of the time is the bottleneck itself.
 pub const BUSY_SHARE: f64 = 0.5;
+/// Exposed communication beyond this share of the step time makes a run communication-bound.
+pub const COMM_SHARE: f64 = 0.25;
+
+/// The communication-bound test both profilers use: exercise 7 on its spans, exercise 6 on its
+/// step split (exposed all-reduce time against the whole step).
+pub fn communication_bound(exposed_comm_s: f64, step_s: f64) -> bool {
+    step_s > 0.0 && exposed_comm_s.is_finite() && exposed_comm_s / step_s >= COMM_SHARE
+}
+
 /// Kernels shorter than this on average are "tiny": launch overhead rivals their work.
 pub const TINY_KERNEL_S: f64 = 20e-6;
 
@@ -150,7 +167,12 @@ pub fn diagnose(t: &Timeline, peaks: Option<&Peaks>) -> Diagnosis {
     // Without GPU timestamps, the device's work shows on the CPU as recording (CPU backend) and
     // waiting (GPU backend).
     let device_share = busy.unwrap_or_else(|| a.share(a.cpu_issue_s + a.wait_s));
-    let bottleneck = if a.share(a.data_wait_s) >= INPUT_SHARE {
+    if a.comm_s > 0.0 {
+        evidence.push(format!("Waiting for the gradient all-reduce took {} ({}).", ms(a.comm_s), pct(a.share(a.comm_s))));
+    }
+    let bottleneck = if communication_bound(a.comm_s, a.wall_s) && a.comm_s >= a.data_wait_s.max(a.upload_s) {
+        Bottleneck::Communication
+    } else if a.share(a.data_wait_s) >= INPUT_SHARE {
         Bottleneck::Input
     } else if a.share(a.upload_s) >= TRANSFER_SHARE {
         Bottleneck::Transfer
@@ -237,6 +259,34 @@ mod tests {
         let d = diagnose(&run(20, 0.1, 0.1, 1.5, 1.0, 0.005, 30, 50.0), Some(&PEAKS));
         assert_eq!(d.bottleneck, Bottleneck::Overhead, "{d:?}");
         assert!(d.evidence.iter().any(|e| e.contains("per-dispatch overhead")));
+    }
+
+    #[test]
+    fn waiting_for_the_all_reduce_is_communication_bound() {
+        // Ten steps of 2 ms compute, then 3 ms of exposed all-reduce each: 60% of the wall.
+        let mut v = Vec::new();
+        for i in 0..10 {
+            let t = i as f64 * 5e-3;
+            v.push(Span::new(MAIN, stage::DATA_WAIT, t, t + 0.1e-3));
+            v.push(Span::new(MAIN, stage::RECORD, t + 0.1e-3, t + 2e-3));
+            v.push(Span::new(MAIN, stage::ALLREDUCE, t + 2e-3, t + 5e-3));
+        }
+        let d = diagnose(&Timeline::new("dp", v.clone(), String::new()), None);
+        assert_eq!(d.bottleneck, Bottleneck::Communication, "{d:?}");
+        assert!((d.analysis.comm_s - 0.03).abs() < 1e-9);
+        assert!(d.summary.contains("communication-bound") && d.summary.contains("bucket_cap_mb"));
+        // The same run with the all-reduce hidden (0.2 ms exposed) is not.
+        let hidden: Vec<Span> = v.iter().map(|s| if s.name == stage::ALLREDUCE { Span::new(MAIN, stage::ALLREDUCE, s.start_s, s.start_s + 0.2e-3) } else { s.clone() }).collect();
+        assert_ne!(diagnose(&Timeline::new("dp", hidden, String::new()), None).bottleneck, Bottleneck::Communication);
+    }
+
+    #[test]
+    fn the_communication_test_is_a_share_of_the_step() {
+        assert!(communication_bound(1.0, 2.0));
+        assert!(communication_bound(COMM_SHARE, 1.0));
+        assert!(!communication_bound(0.2, 1.0));
+        assert!(!communication_bound(1.0, 0.0), "an empty step is not communication-bound");
+        assert!(!communication_bound(f64::NAN, 1.0));
     }
 
     #[test]

@@ -32,14 +32,21 @@ pub(crate) fn python_with_safetensors() -> Option<String> {
     None
 }
 
-#[test]
-fn python_safetensors_reads_a_gpulab_checkpoint() {
-    let Some(py) = python_with_safetensors() else {
+/// python3 with safetensors+numpy, or None after printing why `test` is skipped; a failure
+/// instead when GPULAB_REQUIRE_PYTHON=1 (CI).
+pub(crate) fn python_or_skip(test: &str) -> Option<String> {
+    let py = python_with_safetensors();
+    if py.is_none() {
         let required = std::env::var("GPULAB_REQUIRE_PYTHON").is_ok_and(|v| v == "1");
         assert!(!required, "GPULAB_REQUIRE_PYTHON=1 but python3 with safetensors and numpy is not available (python3 -m pip install safetensors numpy)");
-        eprintln!("SKIPPED python_safetensors_reads_a_gpulab_checkpoint: no python3 with safetensors+numpy (set GPULAB_REQUIRE_PYTHON=1 to make this a failure)");
-        return;
-    };
+        eprintln!("SKIPPED {test}: no python3 with safetensors+numpy (set GPULAB_REQUIRE_PYTHON=1 to make this a failure)");
+    }
+    py
+}
+
+#[test]
+fn python_safetensors_reads_a_gpulab_checkpoint() {
+    let Some(py) = python_or_skip("python_safetensors_reads_a_gpulab_checkpoint") else { return };
     let tmp = tempfile::tempdir().unwrap();
     train(&small_spec(tmp.path(), OptimizerKind::Sgd, 0));
     let path = store::list(tmp.path()).unwrap().remove(0);

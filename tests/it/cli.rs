@@ -233,3 +233,10 @@ fn run_platform_scenario_flag_replays_byte_for_byte() {
     fails_with(&["run", "platform", "--scenario", "x.json", "--set", "scenario_file=y.json"], &["give one"]);
     fails_with(&["run", "platform", "--scenario", "/no/such.json"], &["scenario_file", "cannot read"]);
 }
+
+#[test]
+fn export_torch_refuses_other_exercises_and_bad_settings() {
+    fails_with(&["export", "torch", "--exercise", "inference", "--out", "/nonexistent-gpulab-export"], &["--exercise", "distributed"]);
+    fails_with(&["export", "torch", "--exercise", "nope", "--out", "/nonexistent-gpulab-export"], &["unknown exercise"]);
+    fails_with(&["export", "torch", "--exercise", "distributed", "--out", "/nonexistent-gpulab-export", "--set", "batch=0"], &["batch"]);
+}

@@ -29,6 +29,7 @@ mod quant_model;
 mod serve;
 mod quant_lab;
 mod step;
+mod torch_export;
 mod training;
 #[cfg(feature = "gui")]
 mod window;

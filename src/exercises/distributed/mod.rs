@@ -5,6 +5,7 @@
 //! timeline; and the ring cost model extrapolated to 8…512 GPUs per link preset (simulated).
 
 mod report;
+pub mod torch_export;
 
 use super::common;
 use super::live::LiveChartSpec;

@@ -7,7 +7,8 @@ use crate::error::Result;
 use crate::exercises::Exercise;
 use crate::exercises::common::percent;
 use crate::exercises::settings::Settings;
-use crate::parallel::{DpReport, SimLink, cost};
+use crate::parallel::{DpReport, SimLink, StepSplit, cost};
+use crate::profile::verdict::{Bottleneck, communication_bound};
 use crate::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
 
 /// Provenance of the timing figures: measured, unless a link preset slowed the messages.
@@ -185,6 +186,25 @@ fn charts(runs: &[Run], p: &Prov) -> Vec<Chart> {
     vec![sp, split]
 }
 
+/// Exercise 7's communication-bound class applied to one run's step split (the same test and
+/// the same words): Some(sentence) when exposed all-reduce time dominates the step.
+fn communication_verdict(replicas: usize, split: &StepSplit) -> Option<String> {
+    let step = split.total();
+    communication_bound(split.exposed_comm_s, step).then(|| {
+        let b = Bottleneck::Communication;
+        format!(
+            "At N={} the run is {}: {:.2} ms of exposed all-reduce in a {:.2} ms step ({:.0}%, against {:.2} ms of compute). Suggested optimization: {}.",
+            replicas,
+            b.name(),
+            split.exposed_comm_s * 1e3,
+            step * 1e3,
+            split.exposed_comm_s / step * 100.0,
+            split.compute_s * 1e3,
+            b.optimization()
+        )
+    })
+}
+
 /// The verdict, from the numbers: how well the largest run scaled and where the time went.
 fn verdict(runs: &[Run], p: &Prov, s: &Settings) -> Result<Verdict> {
     let mut v = Verdict::default();
@@ -215,8 +235,8 @@ fn verdict(runs: &[Run], p: &Prov, s: &Settings) -> Result<Verdict> {
         }
         if eff >= 0.8 {
             v.evidence.push(format!("{} scaling kept at least 80% efficiency at N={}: compute per step dominates the all-reduce of {:.1} KiB.", mode.name(), big.replicas, big.grad_bytes as f64 / 1024.0));
-        } else if big.split.exposed_comm_s > big.split.compute_s {
-            summary.push(format!("At N={} the run is communication-bound: {:.2} ms of exposed all-reduce against {:.2} ms of compute per step.", big.replicas, big.split.exposed_comm_s * 1e3, big.split.compute_s * 1e3));
+        } else if let Some(c) = communication_verdict(big.replicas, &big.split) {
+            summary.push(c);
         }
         if s.bool("overlap")? && big.buckets > 1 && big.allreduce_s_per_step > 0.0 {
             let hidden = 1.0 - (big.split.exposed_comm_s / big.allreduce_s_per_step).min(1.0);
@@ -295,4 +315,18 @@ pub fn build(ex: &Distributed, s: &Settings, data: &Dataset, runs: Vec<Run>, sto
     };
     report.note_software_backends();
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposed_all_reduce_that_dominates_the_step_is_called_communication_bound() {
+        let split = |comm: f64| StepSplit { data_s: 0.1e-3, compute_s: 2e-3, exposed_comm_s: comm, idle_s: 0.2e-3 };
+        let v = communication_verdict(4, &split(3e-3)).expect("3 ms of 5.3 ms is communication-bound");
+        assert!(v.contains("N=4") && v.contains("communication-bound") && v.contains("57%"), "{v}");
+        assert!(communication_verdict(4, &split(0.3e-3)).is_none(), "0.3 ms of 2.6 ms is not");
+        assert!(communication_verdict(2, &StepSplit::default()).is_none(), "an empty split says nothing");
+    }
 }
