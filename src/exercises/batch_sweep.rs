@@ -2,6 +2,7 @@
 //! category comes from the ledger; a VRAM budget makes a batch that does not fit fail like a
 //! real out-of-memory, and the sweep goes on.
 
+use crate::exercises::common::report_for;
 use super::common::{self, MEMORY_CATEGORIES, mib, peak, percent};
 use super::settings::{self, Settings};
 use super::sink::{Event, Sink, TrainBridge};
@@ -216,15 +217,11 @@ fn build_report(ex: &BatchSweep, s: &Settings, meta: Metadata, outcomes: &[(u64,
     v.summary = summary.join(" ");
 
     let mut report = Report {
-        exercise: ex.id().into(),
-        title: format!("Exercise {} · {}", ex.number(), ex.title()),
-        config: s.to_map(),
-        metadata: meta,
         tables: vec![results_table(outcomes)],
         charts: vec![throughput, accuracy, memory],
         verdict: v,
         stopped_early,
-        ..Default::default()
+        ..report_for(ex, s, meta)
     };
     report.note_software_backends();
     if budget.is_some() {

@@ -1,10 +1,12 @@
 //! Settings and helpers the training exercises share.
 
 use super::live::LiveChartSpec;
+use super::Exercise;
 use super::settings::{self, Settings, Value};
 use crate::data::{self, Dataset, DatasetSpec};
 use crate::error::Result;
 use crate::nn::OptimizerKind;
+use crate::report::{Metadata, Report};
 use crate::tensor::{MemCategory, MemoryReport};
 use crate::train::TrainConfig;
 
@@ -78,6 +80,13 @@ pub fn percent(x: f64) -> String {
 /// "0.70 s" or, below a second, "4.2 ms".
 pub fn duration(secs: f64) -> String {
     if secs >= 1.0 { format!("{secs:.2} s") } else { format!("{:.1} ms", secs * 1e3) }
+}
+
+/// A report for `ex` run with settings `s`: the fields every exercise fills the same way (its id,
+/// title, the settings as given, the machine); the exercise adds its figures, tables and verdict
+/// with `Report { figures, .., ..report_for(ex, s, meta) }`.
+pub fn report_for(ex: &(impl Exercise + ?Sized), s: &Settings, metadata: Metadata) -> Report {
+    Report { exercise: ex.id().into(), title: format!("Exercise {} · {}", ex.number(), ex.title()), config: s.to_map(), metadata, ..Default::default() }
 }
 
 /// A checkpoint interval given in hours: "2.5 h", "40 min", or "4.2 s" when a calibrated run's

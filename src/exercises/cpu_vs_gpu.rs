@@ -1,6 +1,7 @@
 //! Exercise 1: the same model, data and seed on the CPU and on each selected GPU, then a matmul
 //! size sweep that finds where (or whether) the GPU starts to win.
 
+use crate::exercises::common::report_for;
 use super::common::{self, percent};
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink, TrainBridge};
@@ -210,12 +211,8 @@ fn crossover(cpu: &[(usize, f64)], gpu: &[(usize, f64)]) -> Option<usize> {
 
 fn build_report(ex: &CpuVsGpu, s: &Settings, meta: Metadata, trained: &[Trained], sweep: &[(BackendInfo, Vec<(usize, f64)>)], stopped_early: bool) -> Report {
     let mut report = Report {
-        exercise: ex.id().into(),
-        title: format!("Exercise {} · {}", ex.number(), ex.title()),
-        config: s.to_map(),
-        metadata: meta,
         stopped_early,
-        ..Default::default()
+        ..report_for(ex, s, meta)
     };
     report.tables.push(training_table(trained));
 

@@ -2,6 +2,7 @@
 //! decode), then one fix at a time — prefetching, more workers, caching — each profiled, so the
 //! learner sees the GPU lane starve and then fill.
 
+use crate::exercises::common::report_for;
 use super::common;
 use super::pipeline_common::{self as pc};
 use super::settings::{self, Settings, Value};
@@ -65,17 +66,13 @@ impl Exercise for InputPipeline {
             sink.emit(Event::Table(pc::runs_table("Pipeline steps", &runs)));
         }
         let mut report = Report {
-            exercise: self.id().into(),
-            title: format!("Exercise {} · {}", self.number(), self.title()),
-            config: s.to_map(),
-            metadata: meta,
             tables: vec![pc::runs_table("Pipeline steps", &runs)],
             charts: pc::run_charts(&runs),
             verdict: verdict(&runs),
             figures: figures(&runs),
             stopped_early: sink.stop_requested(),
             timelines: runs.iter().map(|r| r.timeline.clone()).collect(),
-            ..Default::default()
+            ..report_for(self, s, meta)
         };
         pc::notes(&mut report, &runs, &cost);
         Ok(report)

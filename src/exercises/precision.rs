@@ -2,6 +2,7 @@
 //! (autocast: 16-bit matmuls, f32 master weights and loss), then an underflow demonstration:
 //! FP16 with tiny gradients, without and with loss scaling.
 
+use crate::exercises::common::report_for;
 use super::common::{self, MEMORY_CATEGORIES, mib, peak, percent};
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink, TrainBridge};
@@ -283,12 +284,8 @@ fn loss_chart(id: &str, title: &str, runs: &[Run]) -> Chart {
 
 fn build_report(ex: &PrecisionLab, s: &Settings, meta: Metadata, runs: &[Run], demo: &[Run], stopped_early: bool) -> Report {
     let mut report = Report {
-        exercise: ex.id().into(),
-        title: format!("Exercise {} · {}", ex.number(), ex.title()),
-        config: s.to_map(),
-        metadata: meta,
         stopped_early,
-        ..Default::default()
+        ..report_for(ex, s, meta)
     };
     report.tables.push(comparison_table(runs));
     report.tables.extend(savings_table(runs));

@@ -2,6 +2,7 @@
 //! measured peaks, roofline, a bottleneck verdict computed from the spans — then apply the
 //! suggested optimization and profile again ("measure again").
 
+use crate::exercises::common::report_for;
 use super::common;
 use super::pipeline_common::{self as pc};
 use super::settings::Settings;
@@ -94,10 +95,6 @@ impl Exercise for Profiling {
             figures.push(Figure { label: "peak bandwidth (32 MiB copy)".into(), value: pk.bytes_per_s / 1e9, unit: "GB/s".into(), provenance: prov });
         }
         let mut report = Report {
-            exercise: self.id().into(),
-            title: format!("Exercise {} · {}", self.number(), self.title()),
-            config: s.to_map(),
-            metadata: meta,
             figures,
             tables,
             charts,
@@ -105,7 +102,7 @@ impl Exercise for Profiling {
             stopped_early: sink.stop_requested(),
             timelines: runs.iter().map(|r| r.timeline.clone()).collect(),
             suggestion: next_step(&runs),
-            ..Default::default()
+            ..report_for(self, s, meta)
         };
         pc::notes(&mut report, &runs, &pipe.cost);
         report.notes.push("Kernel FLOPs and bytes are estimates (FLOPs from each kernel's shapes, bytes from the buffers it binds), so GFLOP/s and GB/s per kernel are derived, not counted by hardware.".into());

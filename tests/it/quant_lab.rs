@@ -12,7 +12,7 @@ use gpulab::report::{Cell, Report};
 use gpulab::tensor::{prelude::*, MemCategory, QuantGranularity};
 
 use crate::checkpoint::{small_spec, train};
-use crate::checkpoint_interop::{SCRIPT, python_with_safetensors};
+use crate::checkpoint_interop::{SCRIPT, python_or_skip};
 use crate::common::with_gpu;
 
 fn settings(pairs: &[String]) -> Settings {
@@ -154,12 +154,7 @@ fn quantization_from_an_exercise_5_checkpoint_and_bad_input_is_refused_by_name()
 
 #[test]
 fn python_safetensors_reads_the_int8_model() {
-    let Some(py) = python_with_safetensors() else {
-        let required = std::env::var("GPULAB_REQUIRE_PYTHON").is_ok_and(|v| v == "1");
-        assert!(!required, "GPULAB_REQUIRE_PYTHON=1 but python3 with safetensors and numpy is not available (python3 -m pip install safetensors numpy)");
-        eprintln!("SKIPPED python_safetensors_reads_the_int8_model: no python3 with safetensors+numpy (set GPULAB_REQUIRE_PYTHON=1 to make this a failure)");
-        return;
-    };
+    let Some(py) = python_or_skip("python_safetensors_reads_the_int8_model") else { return };
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("m.safetensors");
     run(&quick(&["epochs=1", &format!("export={}", path.display())])).unwrap();

@@ -1,10 +1,10 @@
 //! Exercise 5's report: the three loss curves, the comparison with the reference, the
 //! checkpoints written, and the steps-lost / write-cost trade-off, all from this run.
 
+use crate::exercises::common::report_for;
 use std::collections::BTreeMap;
 
 use super::{CheckpointLab, Runs};
-use crate::exercises::Exercise;
 use crate::exercises::common::{self, plural};
 use crate::exercises::settings::Settings;
 use crate::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
@@ -233,16 +233,12 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
 
     meta.backends.extend(runs.reference.backend.clone());
     let mut report = Report {
-        exercise: ex.id().into(),
-        title: format!("Exercise {} · {}", ex.number(), ex.title()),
-        config: s.to_map(),
-        metadata: meta,
         figures,
         tables: vec![resume_table, tradeoff, written],
         charts: vec![loss, cost],
         verdict: v,
         stopped_early,
-        ..Default::default()
+        ..report_for(ex, s, meta)
     };
     report.note_software_backends();
     report.notes.push("Training ran in separate gpulab processes; the crash is a real SIGKILL (TerminateProcess on Windows), not a flag.".into());

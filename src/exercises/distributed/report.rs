@@ -1,10 +1,10 @@
 //! Exercise 6's report: the scaling table, charts, the cost-model extrapolation and a verdict,
 //! each number with its provenance.
 
+use crate::exercises::common::report_for;
 use super::{Distributed, Mode, Run};
 use crate::data::Dataset;
 use crate::error::Result;
-use crate::exercises::Exercise;
 use crate::exercises::common::percent;
 use crate::exercises::settings::Settings;
 use crate::parallel::{DpReport, SimLink, StepSplit, cost};
@@ -300,10 +300,6 @@ pub fn build(ex: &Distributed, s: &Settings, data: &Dataset, runs: Vec<Run>, sto
     }
     notes.push("Each epoch takes only whole global batches (the remainder is dropped so every replica gets an equal shard); validation time is excluded from the wall time.".into());
     let mut report = Report {
-        exercise: ex.id().into(),
-        title: format!("Exercise {} · {}", ex.number(), ex.title()),
-        config: s.to_map(),
-        metadata: meta,
         figures,
         tables,
         charts,
@@ -311,7 +307,7 @@ pub fn build(ex: &Distributed, s: &Settings, data: &Dataset, runs: Vec<Run>, sto
         notes,
         stopped_early,
         timelines: ok.iter().map(|r| r.timeline.clone()).collect(),
-        ..Default::default()
+        ..report_for(ex, s, meta)
     };
     report.note_software_backends();
     Ok(report)

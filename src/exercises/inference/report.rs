@@ -1,8 +1,8 @@
 //! Exercise 8's tables, charts, figures and verdict, all from the runs' measured numbers.
 
+use crate::exercises::common::report_for;
 use super::InferenceBatching;
 use super::runs::RunResult;
-use crate::exercises::Exercise;
 use crate::exercises::common::{MEMORY_CATEGORIES, peak};
 use crate::exercises::settings::Settings;
 use crate::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
@@ -194,16 +194,12 @@ pub fn build(ex: &InferenceBatching, s: &Settings, meta: Metadata, m: Measured, 
     let mut tables = vec![static_table(&m.statics), dynamic_table(&m.dynamics, slo), memory_table(&m)];
     tables.retain(|t| !t.rows.is_empty());
     let mut report = Report {
-        exercise: ex.id().into(),
-        title: format!("Exercise {} · {}", ex.number(), ex.title()),
-        config: s.to_map(),
-        metadata: meta,
         figures,
         tables,
         charts: charts(&m),
         verdict: v,
         stopped_early,
-        ..Default::default()
+        ..report_for(ex, s, meta)
     };
     report.notes.push(format!("Model {} ({}), {}. Requests go in-process into the server's batcher and inference thread (the HTTP layer is measured by `gpulab loadgen`). Arrival times are generated (Poisson, seeded); every latency is measured from the scheduled arrival.", m.model.version, m.model.arch.describe(), m.model.source));
     report.notes.push(format!("Capacity (the load levels' 100%) is the measured static throughput: {:.0} requests/s.", m.capacity));

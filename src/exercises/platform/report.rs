@@ -1,10 +1,10 @@
 //! Exercise 10's report: the serving platform's figures, charts and tables, the training job
 //! with its checkpoint-interval sweep, the canary timeline, and a verdict from those numbers.
 
+use crate::exercises::common::report_for;
 use super::{simulated, PlatformLab};
 use crate::exercises::common::interval_h;
 use crate::exercises::settings::Settings;
-use crate::exercises::Exercise;
 use crate::platform::monitoring;
 use crate::platform::training::{self, JobOutcome, SweepPoint};
 use crate::platform::{Scenario, ServingResult};
@@ -200,17 +200,13 @@ pub fn build(ex: &PlatformLab, s: &Settings, sc: &Scenario, r: &ServingResult, t
     meta.hyperparameters = s.to_map();
     meta.precision = format!("training speed-up ×{} from precision", train.precision_speedup);
     let mut report = Report {
-        exercise: ex.id().into(),
-        title: format!("Exercise {} · {}", ex.number(), ex.title()),
-        config: s.to_map(),
-        metadata: meta,
         figures,
         tables: vec![scale, canary, training_table, alerts, super::calibrate::inputs_table(sc)],
         charts,
         verdict: verdict(sc, r, &n, tr, young, daly),
         stopped_early,
         attachments: vec![Attachment { file_name: "scenario.json".into(), text: sc.to_json(), ..Default::default() }],
-        ..Default::default()
+        ..report_for(ex, s, meta)
     };
     report.notes.push(format!(
         "Every figure here is simulated from the scenario's inputs, except those labelled measured (calibration=this-machine). The worker speed curve is “{}”; GPU prices are “{}” — illustrative, not a price list. The inputs table says which inputs were measured on this machine and which are presets.",

@@ -78,7 +78,8 @@ impl Exercise for QuantizationLab {
         meta.dataset = format!("{} — {}", data.name, data.source);
         meta.hyperparameters = s.to_map();
         meta.precision = "fp32, fp16, int8".into();
-        let mut report = Report { exercise: self.id().into(), title: format!("Exercise {} · {}", self.number(), self.title()), config: s.to_map(), ..Default::default() };
+        // The metadata is filled in once the backends have run.
+        let mut report = common::report_for(self, s, Metadata::default());
 
         let checkpoint = s.text("checkpoint")?;
         let layers = if checkpoint.trim().is_empty() {
