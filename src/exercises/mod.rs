@@ -8,7 +8,7 @@ mod cpu_vs_gpu;
 mod distributed;
 mod inference;
 mod input_pipeline;
-mod lessons;
+pub mod lessons;
 pub mod live;
 mod pipeline_common;
 mod platform;
@@ -23,6 +23,7 @@ pub use live::LiveChartSpec;
 pub use settings::{Setting, Settings, Value};
 pub use run_control::RunControl;
 pub use sink::{ChannelSink, CollectSink, Event, Sink};
+pub use lessons::{Card, check_yourself, without_check_yourself};
 /// `gpulab export torch --exercise distributed` (exercise 6's hand-off to PyTorch DDP).
 pub use distributed::torch_export;
 
@@ -52,6 +53,11 @@ pub trait Exercise: Send + Sync {
     /// those controls while it runs.
     fn controllable(&self) -> bool {
         false
+    }
+    /// The one figure that sums up a run of this exercise (the progress list, the class view):
+    /// by default the report's first figure.
+    fn key_figure<'r>(&self, report: &'r Report) -> Option<&'r crate::report::Figure> {
+        report.figures.first()
     }
     /// Runs the lab, reporting to `sink`; returns the report (also when stopped early).
     fn run(&self, settings: &Settings, sink: &mut dyn Sink) -> Result<Report>;
