@@ -114,6 +114,21 @@ mod tests {
         }
     }
 
+    /// Every question has its worked answer (how to get it from the report, what to expect and
+    /// why), and no answer swallowed the next question.
+    #[test]
+    fn every_check_yourself_question_has_an_answer() {
+        for n in 1..=10 {
+            for (i, c) in check_yourself(n).iter().enumerate() {
+                let a = c.answer.as_deref().unwrap_or("");
+                assert!(a.len() >= 80, "lesson {n}, question {}: no answer (or a stub): {a:?}", i + 1);
+                assert!(!a.contains("*Answer:*") && !c.question.contains("*Answer:*"), "lesson {n}, question {}: two answers ran together", i + 1);
+            }
+            let count = text(n).lines().filter(|l| l.trim_start().starts_with("*Answer:*")).count();
+            assert_eq!(count, check_yourself(n).len(), "lesson {n}: answers outside the Check yourself list");
+        }
+    }
+
     #[test]
     fn cards_parse_questions_continuations_and_answers() {
         let md = "# T\n\n## Check yourself against your numbers\n\n1. First?\n   More of it.\n   *Answer:* Because.\n   Second line.\n2. Second?\n\n## Going further\n\n3. not a card\n";
