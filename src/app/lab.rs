@@ -33,6 +33,8 @@ pub struct Saved {
     pub selected: String,
     pub settings: BTreeMap<String, Settings>,
     pub show_hardware: bool,
+    /// Which exercises the learner has run (the sidebar marks).
+    pub progress: super::progress::Progress,
 }
 
 pub struct GpulabApp {
@@ -231,7 +233,9 @@ impl GpulabApp {
                 None => true,
             };
             if ended {
+                let exercise = job.exercise.clone();
                 self.job = None;
+                self.record_progress(&exercise);
             } else {
                 // More may be waiting; the worker's wake covers new events.
                 ctx.request_repaint_after(Duration::from_millis(100));

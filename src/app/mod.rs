@@ -3,12 +3,14 @@
 //! The app knows no exercise by name: lessons, settings and live charts come from the registry.
 //!
 //! Files: `lab` the window and its state · `panels` exercise list, lesson, controls, results,
-//! status bar · `settings_panel` the settings editor · `files` export and compare ·
+//! status bar · `cards` the lesson with its check-yourself cards · `progress` the run marks in
+//! the sidebar · `settings_panel` the settings editor · `files` export and compare ·
 //! `screenshot` screenshot mode · `frame_stats` UI frame times · `job` a run on a worker thread
 //! · `charts`, `results`, `timeline` drawing reports · `diagram` system diagrams and the
 //! pause/step/speed bar · `hardware` the hardware window.
 
 use eframe::egui;
+mod cards;
 mod charts;
 mod diagram;
 mod files;
@@ -17,6 +19,7 @@ mod hardware;
 mod job;
 mod lab;
 mod panels;
+mod progress;
 mod results;
 mod screenshot;
 mod settings_panel;
@@ -27,6 +30,7 @@ use std::sync::{Arc, Mutex};
 
 pub use job::{RunView, Status};
 pub use lab::{GpulabApp, Saved};
+pub use progress::{KeyFigure, Progress, RunMark};
 pub use screenshot::ScreenshotPlan;
 
 /// The app id: the name of the installed `.desktop` file (Wayland matches windows to it) and

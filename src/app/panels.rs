@@ -4,7 +4,6 @@
 use eframe::egui;
 
 use egui::{Color32, RichText};
-use egui_commonmark::CommonMarkViewer;
 
 use super::charts::{self, ChartView};
 use super::diagram;
@@ -32,16 +31,18 @@ impl GpulabApp {
                     ui.spinner();
                 }
             });
+            self.progress_line(ui, ex.id());
         }
         if let Some(id) = clicked {
             self.saved.selected = id;
         }
+        self.progress_controls(ui);
     }
 
     pub(super) fn lesson(&mut self, ui: &mut egui::Ui, ex_idx: usize) {
         let ex = &self.exercises[ex_idx];
         egui::ScrollArea::vertical().id_salt(("lesson", ex.id())).auto_shrink([false, false]).show(ui, |ui| {
-            CommonMarkViewer::new().show(ui, &mut self.lesson_cache, ex.lesson());
+            super::cards::show_lesson(ui, &mut self.lesson_cache, ex.lesson(), ex.id());
         });
     }
 

@@ -18,6 +18,8 @@ mod exercises;
 mod gui;
 mod install;
 mod kernels;
+#[cfg(feature = "gui")]
+mod learn_gui;
 mod ledger;
 mod pipeline;
 mod pipeline_labs;
