@@ -86,7 +86,8 @@ fn card_ui(ui: &mut egui::Ui, cache: &mut CommonMarkCache, card: &Card, index: u
         match &card.answer {
             Some(answer) => {
                 let label = if open { "Hide answer" } else { "Show answer" };
-                if ui.toggle_value(&mut open, label).changed() {
+                if ui.small_button(label).clicked() {
+                    open = !open;
                     ui.data_mut(|d| d.insert_temp(open_id, open));
                 }
                 if open {

@@ -53,12 +53,12 @@ fn show_answer_opens_the_answer_and_hide_answer_closes_it() {
         // Scroll the card into view (the scroll is animated) and click its button.
         h.query_all_by_label("Show answer").nth(i).expect("the card's button").scroll_to_me();
         settle(&mut h);
-        h.query_all_by_label("Show answer").nth(i).expect("the card's button").click_accesskit();
+        h.query_all_by_label("Show answer").nth(i).expect("the card's button").click();
         settle(&mut h);
         assert_eq!(h.query_all_by_label("Hide answer").count(), 1, "lesson {}: the button did not toggle", e.number());
         assert!(h.query_all_by_label_contains(&fragment).count() > 0, "lesson {}: the answer {fragment:?} did not open", e.number());
 
-        h.get_by_label("Hide answer").click_accesskit();
+        h.get_by_label("Hide answer").click();
         settle(&mut h);
         assert_eq!(h.query_all_by_label_contains(&fragment).count(), 0, "lesson {}: the answer did not close", e.number());
     }
