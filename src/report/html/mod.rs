@@ -47,8 +47,8 @@ th,td{border:1px solid #ccc;padding:3px 8px;vertical-align:top}th{background:#f4
 th .prov{display:block;font-weight:normal;font-size:.8em}
 figure{margin:14px 0;break-inside:avoid}svg,img{max-width:100%;height:auto}
 details{border:1px solid #ddd;border-radius:6px;padding:6px 10px;margin:6px 0}summary{font-weight:600;cursor:pointer}
-code{background:#f4f4f4;padding:0 3px;border-radius:3px}pre{white-space:pre-wrap;background:#f4f4f4;padding:6px}
-@media print{body{max-width:none;padding:0}details::details-content{content-visibility:visible;display:block}a{color:inherit}table,.figure{break-inside:avoid}}";
+div.tw{overflow-x:auto}code{background:#f4f4f4;padding:0 3px;border-radius:3px}pre{white-space:pre-wrap;background:#f4f4f4;padding:6px}
+@media print{body{max-width:none;padding:0}div.tw{overflow:visible}table{font-size:.8em}details::details-content{content-visibility:visible;display:block}a{color:inherit}table,.figure{break-inside:avoid}}";
 
 /// The whole page for one report.
 pub fn to_html(r: &Report) -> String {
@@ -132,7 +132,7 @@ fn figures(h: &mut String, figs: &[Figure]) {
 }
 
 fn table(h: &mut String, t: &Table) {
-    let _ = writeln!(h, "<h2>{}</h2>\n<table>\n<thead><tr>", escape(&t.title));
+    let _ = writeln!(h, "<h2>{}</h2>\n<div class=\"tw\"><table>\n<thead><tr>", escape(&t.title));
     for c in &t.columns {
         let unit = if c.unit.is_empty() { String::new() } else { format!(" ({})", escape(&c.unit)) };
         let prov = c.provenance.as_ref().map(|p| format!("<span class=\"prov\">{}</span>", escape(p.short()))).unwrap_or_default();
@@ -147,7 +147,7 @@ fn table(h: &mut String, t: &Table) {
         }
         h.push_str("</tr>\n");
     }
-    h.push_str("</tbody>\n</table>\n");
+    h.push_str("</tbody>\n</table></div>\n");
     let from = sources(t.columns.iter().filter_map(|c| c.provenance.as_ref().map(|p| (c.name.as_str(), p.label()))));
     if !from.is_empty() {
         let _ = writeln!(h, "<p class=\"prov\">Sources — {from}.</p>", from = escape(&from));
@@ -202,13 +202,23 @@ fn cards(h: &mut String, r: &Report) {
     }
 }
 
-/// Escapes a line and turns its `code` spans into `<code>` (an odd number of backticks is left
-/// as text).
+/// Escapes a line and turns its markdown `code`, **strong** and *emphasis* spans into HTML (an
+/// odd number of markers is left as text).
 fn inline_code(line: &str) -> String {
     if line.matches('`').count() % 2 == 1 {
-        return escape(line);
+        return emphasis(line);
     }
-    line.split('`').enumerate().map(|(i, p)| if i % 2 == 1 { format!("<code>{}</code>", escape(p)) } else { escape(p) }).collect()
+    line.split('`').enumerate().map(|(i, p)| if i % 2 == 1 { format!("<code>{}</code>", escape(p)) } else { emphasis(p) }).collect()
+}
+
+fn emphasis(text: &str) -> String {
+    let wrap = |t: &str, marker: &str, tag: &str, inner: &dyn Fn(&str) -> String| -> String {
+        if t.matches(marker).count() % 2 == 1 {
+            return inner(t);
+        }
+        t.split(marker).enumerate().map(|(i, p)| if i % 2 == 1 { format!("<{tag}>{}</{tag}>", inner(p)) } else { inner(p) }).collect()
+    };
+    wrap(text, "**", "strong", &|t| wrap(t, "*", "em", &|t| escape(t)))
 }
 
 /// Everything needed to run it again.

@@ -30,7 +30,7 @@ fn report() -> Report {
     r.suggestion = Some(Suggestion { label: format!("try {NASTY}"), settings: [("batch".to_string(), "<256>".to_string())].into() });
     r.check_yourself = vec![
         CheckCard { question: format!("Why `x < y`? {NASTY}"), answer: Some("Because `a & b`.\nSecond line.".into()) },
-        CheckCard { question: "Unanswered?".into(), answer: None },
+        CheckCard { question: "*Unanswered?* **Really** 2 * 3".into(), answer: None },
     ];
     r.attachments.push(Attachment { file_name: "architecture.svg".into(), text: format!("<svg><script>alert(1)</script><text>{NASTY}</text></svg>"), ..Default::default() });
     r.config.insert("backends".into(), "cpu,gpu".into());
@@ -63,10 +63,12 @@ fn every_table_chart_figure_and_card_is_present() {
     }
     // Each report table, plus the reproducibility table.
     assert_eq!(h.matches("<table>").count(), r.tables.len() + 1);
+    assert_eq!(h.matches("<div class=\"tw\"><table>").count(), r.tables.len(), "wide tables scroll inside their box");
     assert!(h.contains("time (ms)") && h.contains("simulated: a &lt;model&gt;") && h.contains("<td class=\"n\">1.50</td>") && h.contains("<td>—</td>"), "units, provenance and cells");
     assert!(h.contains("1235 samples/s") && h.contains("derived from two &lt;runs&gt;"), "headline figure with its provenance");
     assert_eq!(h.matches("<details>").count(), 2);
     assert!(h.contains("No answer written yet"), "an unanswered card says so");
+    assert!(h.contains("<summary><em>Unanswered?</em> <strong>Really</strong> 2 * 3</summary>"), "emphasis; a lone * stays text");
     assert!(h.contains("Because <code>a &amp; b</code>.<br>\nSecond line."), "answer lines kept");
     assert!(h.contains("software GPU: runs on your CPU"), "a software adapter is labelled");
     assert!(h.contains("gpulab run cpu-vs-gpu --set backends=cpu,gpu"), "the settings as a command");
@@ -121,4 +123,23 @@ fn index_links_reports_and_lists_failures() {
     assert!(h.contains("<a href=\"cpu-vs-gpu/report.html\">One &lt;a&gt;</a>") && h.contains("3.25 ×") && h.contains("12.3"), "{h}");
     assert!(h.contains("failed: invalid setting: backend &lt;x&gt;") && h.matches("<a href").count() == 1, "{h}");
     assert!(h.contains("heading &amp; more"));
+}
+
+#[test]
+fn timelines_draw_a_row_per_lane_and_merge_touching_spans() {
+    use crate::profile::{Span, Timeline};
+    let span = |lane: &str, name: &str, a: f64, b: f64| Span { lane: lane.into(), name: name.into(), start_s: a, end_s: b, flops: None, bytes: None };
+    // 1000 back-to-back spans of one stage merge into one bar; a gap splits them.
+    let mut spans: Vec<Span> = (0..1000).map(|i| span("main thread", "compute <k>", i as f64 * 1e-4, (i + 1) as f64 * 1e-4)).collect();
+    spans.push(span("loader worker 0", "load", 0.2, 0.3));
+    spans.push(span("loader worker 0", "load", 0.5, 0.6));
+    let t = Timeline::new("run <1>", spans, String::new());
+    let svg = timeline_svg(&t);
+    assert!(svg.contains("run &lt;1&gt;") && svg.contains("compute &lt;k&gt;") && !svg.contains("<k>"), "escaped");
+    for lane in &t.lanes {
+        assert!(svg.contains(&format!(">{}</text>", escape(lane))), "lane {lane} labelled");
+    }
+    // Bars: one merged compute bar, two load bars; plus one legend swatch per stage.
+    assert_eq!(svg.matches("<rect ").count(), 3 + 2, "{svg}");
+    assert!(svg.contains(" ms</text>"), "a time axis in ms");
 }
