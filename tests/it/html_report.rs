@@ -106,14 +106,15 @@ fn local_links(page: &Path) -> Vec<PathBuf> {
     html.split("href=\"").skip(1).filter_map(|p| p.split('"').next()).filter(|l| !l.starts_with('#') && !l.contains("://")).map(|l| base.join(l)).collect()
 }
 
+/// `gpulab ARGS --out OUT`.
+fn gpulab(args: &[&str], out: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpulab")).args(args).arg("--out").arg(out).output().expect("the binary runs")
+}
+
 #[test]
 fn run_all_writes_an_index_whose_links_all_resolve() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_gpulab"))
-        .args(["run", "all", "--only", "quantization,10", "--backend", "cpu", "--out"])
-        .arg(dir.path())
-        .output()
-        .expect("the binary runs");
+    let out = gpulab(&["run", "all", "--only", "quantization,10", "--backend", "cpu"], dir.path());
     assert!(out.status.success(), "run all failed: {}", String::from_utf8_lossy(&out.stderr));
     let index = dir.path().join("index.html");
     let links = local_links(&index);
@@ -138,19 +139,15 @@ fn run_all_lists_a_failing_exercise_and_runs_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     // Adapter 99 does not exist: exercise 9 (backends) fails; exercise 10 simulates, its
     // calibration backend unused with the preset calibration.
-    let out = Command::new(env!("CARGO_BIN_EXE_gpulab"))
-        .args(["run", "all", "--only", "platform,quantization", "--backend", "gpu:99", "--out"])
-        .arg(dir.path())
-        .output()
-        .expect("the binary runs");
+    let out = gpulab(&["run", "all", "--only", "platform,quantization", "--backend", "gpu:99"], dir.path());
     assert!(!out.status.success(), "a failed exercise makes the command fail");
     assert!(String::from_utf8_lossy(&out.stderr).contains("1 of 2 exercises failed"), "{}", String::from_utf8_lossy(&out.stderr));
     let index = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
     assert!(index.contains("failed: ") && index.matches("<a href=").count() == 1, "{index}");
     assert!(dir.path().join("platform/report.html").is_file());
 
-    let bad = Command::new(env!("CARGO_BIN_EXE_gpulab")).args(["run", "all", "--only", "nope"]).arg("--out").arg(dir.path()).output().unwrap();
+    let bad = gpulab(&["run", "all", "--only", "nope"], dir.path());
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--only: no exercise \"nope\""), "{}", String::from_utf8_lossy(&bad.stderr));
-    let mixed = Command::new(env!("CARGO_BIN_EXE_gpulab")).args(["run", "cpu-vs-gpu", "--backend", "cpu"]).arg("--out").arg(dir.path()).output().unwrap();
+    let mixed = gpulab(&["run", "cpu-vs-gpu", "--backend", "cpu"], dir.path());
     assert!(!mixed.status.success() && String::from_utf8_lossy(&mixed.stderr).contains("--backend and --only go with `gpulab run all`"));
 }
