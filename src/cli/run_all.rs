@@ -25,6 +25,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     );
     let index = a.out.join("index.html");
     let mut rows: Vec<IndexRow> = Vec::new();
+    // An index exists from the start, so even a run stopped during the first exercise leaves one.
+    report::write_index(&index, &heading, &rows)?;
     let total = Instant::now();
     for (i, ex) in selected.iter().enumerate() {
         eprintln!("[{}/{}] {} …", i + 1, selected.len(), ex.title());
