@@ -163,13 +163,14 @@ impl GpulabApp {
     }
 }
 
-/// Writes a report by the chosen path's extension, or all three files into it as a folder.
+/// Writes a report by the chosen path's extension, or all four files into it as a folder.
 fn write_report(r: &Report, p: &Path) -> Result<Vec<PathBuf>, String> {
     let ext = p.extension().and_then(|e| e.to_str()).map(|e| e.to_lowercase());
     let res = match ext.as_deref() {
         Some("json") => crate::report::write_json(r, p).map(|_| vec![p.to_path_buf()]),
         Some("csv") => crate::report::write_csv(r, p).map(|_| vec![p.to_path_buf()]),
         Some("md") => crate::report::write_markdown(r, p).map(|_| vec![p.to_path_buf()]),
+        Some("html" | "htm") => crate::report::write_html(r, p).map(|_| vec![p.to_path_buf()]),
         _ => crate::report::write_all(r, p),
     };
     res.map_err(|e| e.to_string())

@@ -7,6 +7,7 @@ mod export;
 mod info;
 mod progress;
 mod run;
+mod run_all;
 mod serve;
 mod train;
 
@@ -39,7 +40,8 @@ enum Command {
     Bench(bench::BenchCommand),
     /// List the ten exercises, one per line, starting with the id.
     List,
-    /// Run one exercise headless, with progress bars, and write its report.
+    /// Run one exercise headless, with progress bars, and write its report; `run all` runs every
+    /// exercise and writes an index.html linking their reports.
     Run(run::RunArgs),
     /// Serve a model over HTTP on loopback with dynamic batching (exercise 8's server).
     Serve(serve::ServeArgs),

@@ -8,14 +8,15 @@ use super::progress;
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// Exercise id (see `gpulab list`) or number.
-    id: String,
+    /// Exercise id (see `gpulab list`) or number; `all` runs every exercise with its defaults.
+    pub(super) id: String,
     /// Override a setting, e.g. --set batch=128 --set backends=cpu,gpu:0 (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
-    /// Folder for report.json, report.csv and report.md.
+    /// Folder for report.json, report.csv, report.md and report.html (with `all`: a folder per
+    /// exercise and index.html).
     #[arg(long, default_value = "gpulab-report")]
-    out: PathBuf,
+    pub(super) out: PathBuf,
     /// Replay a scenario file (the scenario.json written beside a report); for exercises with a
     /// `scenario_file` setting (10, platform). Same as --set scenario_file=FILE.
     #[arg(long, value_name = "FILE")]
@@ -23,6 +24,12 @@ pub struct RunArgs {
     /// Print the settings with their defaults and exit.
     #[arg(long)]
     show_settings: bool,
+    /// With `all`: the backend(s) for every exercise that has a backend setting, e.g. cpu.
+    #[arg(long, value_name = "DEVICES")]
+    pub(super) backend: Option<String>,
+    /// With `all`: only these exercises (ids or numbers, comma-separated).
+    #[arg(long, value_name = "ID,ID…", value_delimiter = ',')]
+    pub(super) only: Vec<String>,
 }
 
 pub fn list() -> anyhow::Result<()> {
@@ -42,8 +49,8 @@ pub fn lesson(id: &str) -> anyhow::Result<()> {
 }
 
 /// Progress bars for a headless run; events that matter are printed above them.
-struct CliSink {
-    bar: ProgressBar,
+pub(super) struct CliSink {
+    pub(super) bar: ProgressBar,
 }
 
 impl Sink for CliSink {
@@ -68,6 +75,15 @@ impl Sink for CliSink {
 }
 
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
+    if a.id == "all" {
+        if !a.set.is_empty() || a.scenario.is_some() || a.show_settings {
+            anyhow::bail!("`gpulab run all` runs every exercise with its defaults: --set, --scenario and --show-settings go with one exercise (`gpulab run ID`)");
+        }
+        return super::run_all::run(a);
+    }
+    if a.backend.is_some() || !a.only.is_empty() {
+        anyhow::bail!("--backend and --only go with `gpulab run all`; for one exercise use --set backend=… (see --show-settings)");
+    }
     let ex = exercises::find(&a.id).ok_or_else(|| anyhow::anyhow!("unknown exercise {:?}; known: {}", a.id, exercises::ids().join(", ")))?;
     let mut settings = ex.settings();
     settings.apply(&a.set)?;

@@ -6,7 +6,7 @@ use super::settings::{self, Settings, Value};
 use crate::data::{self, Dataset, DatasetSpec};
 use crate::error::Result;
 use crate::nn::OptimizerKind;
-use crate::report::{Metadata, Report};
+use crate::report::{CheckCard, Metadata, Report};
 use crate::tensor::{MemCategory, MemoryReport};
 use crate::train::TrainConfig;
 
@@ -86,7 +86,8 @@ pub fn duration(secs: f64) -> String {
 /// title, the settings as given, the machine); the exercise adds its figures, tables and verdict
 /// with `Report { figures, .., ..report_for(ex, s, meta) }`.
 pub fn report_for(ex: &(impl Exercise + ?Sized), s: &Settings, metadata: Metadata) -> Report {
-    Report { exercise: ex.id().into(), title: format!("Exercise {} · {}", ex.number(), ex.title()), config: s.to_map(), metadata, ..Default::default() }
+    let check_yourself = super::lessons::check_yourself(ex.number()).into_iter().map(|c| CheckCard { question: c.question, answer: c.answer }).collect();
+    Report { exercise: ex.id().into(), title: format!("Exercise {} · {}", ex.number(), ex.title()), config: s.to_map(), metadata, check_yourself, ..Default::default() }
 }
 
 /// A checkpoint interval given in hours: "2.5 h", "40 min", or "4.2 s" when a calibrated run's

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Provenance;
+use super::html::escape as esc;
 
 /// One box: where it sits on the grid, what it shows, and what it was configured with.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -116,23 +117,6 @@ pub fn edge_points(a: (f64, f64, f64, f64), b: (f64, f64, f64, f64)) -> ((f64, f
     } else {
         ((ca.0, a.1), (cb.0, b.1 + b.3))
     }
-}
-
-/// Text safe inside XML elements and attributes.
-fn esc(t: &str) -> String {
-    let mut o = String::with_capacity(t.len());
-    for c in t.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&apos;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => {}
-            c => o.push(c),
-        }
-    }
-    o
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! The GUI shows it, the CLI writes it, the tests check it.
 
 mod diagram;
+pub mod html;
 mod write;
 
 use std::collections::BTreeMap;
@@ -12,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::tensor::BackendInfo;
 
 pub use diagram::{Diagram, DiagramNode, edge_points};
-pub use write::{markdown, read_json, write_all, write_csv, write_json, write_markdown};
+pub use write::{markdown, read_json, write_all, write_csv, write_html, write_index, write_json, write_markdown};
 
 /// Where a number came from. Shown next to it and written into every report.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -207,6 +208,18 @@ pub struct Report {
     /// replays the run); `write_all` writes each under its name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<Attachment>,
+    /// The lesson's "Check yourself" questions (answers where the lesson has them), so every
+    /// export of this run (report.html) carries them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub check_yourself: Vec<CheckCard>,
+}
+
+/// One check-yourself question and its answer, if the lesson gives one.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct CheckCard {
+    pub question: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
 }
 
 /// One exported file: a plain file name (no folders) and its text.

@@ -1,5 +1,5 @@
 //! Report writers: JSON (the whole report, re-readable), CSV (every chart series as long-format
-//! rows) and Markdown (summary, tables, verdict). Files are written to a temporary name and
+//! rows), Markdown (summary, tables, verdict) and HTML (everything, charts as SVG; html/). Files are written to a temporary name and
 //! renamed, so an interrupted export never leaves half a report.
 
 use std::path::{Path, PathBuf};
@@ -106,12 +106,22 @@ pub fn write_markdown(report: &Report, path: &Path) -> Result<()> {
     atomic_write(path, markdown(report).as_bytes())
 }
 
-/// Writes report.json, report.csv and report.md into `dir`; returns their paths.
+/// The index page of a `gpulab run all` folder (see `html::index_html`).
+pub fn write_index(path: &Path, heading: &str, rows: &[super::html::IndexRow]) -> Result<()> {
+    atomic_write(path, super::html::index_html(heading, rows).as_bytes())
+}
+
+pub fn write_html(report: &Report, path: &Path) -> Result<()> {
+    atomic_write(path, super::html::to_html(report).as_bytes())
+}
+
+/// Writes report.json, report.csv, report.md and report.html into `dir`; returns their paths.
 pub fn write_all(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
-    let paths = [dir.join("report.json"), dir.join("report.csv"), dir.join("report.md")];
+    let paths = [dir.join("report.json"), dir.join("report.csv"), dir.join("report.md"), dir.join("report.html")];
     write_json(report, &paths[0])?;
     write_csv(report, &paths[1])?;
     write_markdown(report, &paths[2])?;
+    write_html(report, &paths[3])?;
     let mut paths = paths.to_vec();
     // Each recorded timeline also goes out as a Chrome/Perfetto trace beside the report.
     for t in &report.timelines {

@@ -126,7 +126,7 @@ fn list_prints_one_line_per_exercise_starting_with_its_id() {
 }
 
 #[test]
-fn run_writes_the_three_report_files() {
+fn run_writes_the_four_report_files() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("r");
     let out = gpulab(&[
@@ -134,7 +134,7 @@ fn run_writes_the_three_report_files() {
         "--out", out_dir.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    for f in ["report.json", "report.csv", "report.md"] {
+    for f in ["report.json", "report.csv", "report.md", "report.html"] {
         assert!(out_dir.join(f).is_file(), "{f} missing");
     }
     assert!(String::from_utf8_lossy(&out.stdout).contains("gave the highest throughput"));

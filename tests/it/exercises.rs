@@ -110,13 +110,15 @@ fn settings_refuse_bad_values_and_keep_the_old_ones() {
 }
 
 #[test]
-fn reports_round_trip_through_json_and_write_all_three_files() {
+fn reports_round_trip_through_json_and_write_all_four_files() {
     let s = settings("batch-sweep", &["backend=cpu", "dataset=digits", "hidden=16", "epochs=1", "batch_sizes=64"]);
     let (r, _) = run("batch-sweep", &s);
     let dir = tempfile::tempdir().unwrap();
     let paths = report::write_all(&r, dir.path()).unwrap();
-    assert_eq!(paths.len(), 3);
+    assert_eq!(paths.len(), 4);
     assert_eq!(report::read_json(&paths[0]).unwrap(), r);
+    let html = std::fs::read_to_string(&paths[3]).unwrap();
+    assert!(html.contains(&report::html::escape(&r.verdict.summary)) && html.matches("class=\"chart\"").count() == r.charts.len(), "report.html has the verdict and every chart");
     let csv = std::fs::read_to_string(&paths[1]).unwrap();
     assert!(csv.starts_with("chart,x_label,y_label,series,x,y,provenance") && csv.contains("measured"));
     let md = std::fs::read_to_string(&paths[2]).unwrap();

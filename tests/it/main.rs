@@ -16,6 +16,7 @@ mod distributed;
 mod exercises;
 #[cfg(feature = "gui")]
 mod gui;
+mod html_report;
 mod install;
 mod kernels;
 #[cfg(feature = "gui")]
