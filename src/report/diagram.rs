@@ -118,8 +118,8 @@ pub fn edge_points(a: (f64, f64, f64, f64), b: (f64, f64, f64, f64)) -> ((f64, f
     }
 }
 
-/// Text safe inside XML elements and attributes.
-fn esc(t: &str) -> String {
+/// Text safe inside XML (and HTML) elements and attributes.
+pub fn esc(t: &str) -> String {
     let mut o = String::with_capacity(t.len());
     for c in t.chars() {
         match c {

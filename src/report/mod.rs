@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::tensor::BackendInfo;
 
-pub use diagram::{Diagram, DiagramNode, edge_points};
+pub use diagram::{Diagram, DiagramNode, edge_points, esc};
 pub use write::{markdown, read_json, write_all, write_csv, write_json, write_markdown};
 
 /// Where a number came from. Shown next to it and written into every report.

@@ -1,0 +1,63 @@
+//! `gpulab class DIR [--out OUTDIR]`: the class view in the terminal — a table per exercise of
+//! the reports found under DIR, the skipped files with the reason — and, with --out, class.csv
+//! and class.html.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use gpulab::report::{Cell, Table};
+
+#[derive(Args)]
+pub struct ClassArgs {
+    /// The folder holding the students' exported reports (every *report.json below it is read).
+    dir: PathBuf,
+    /// Write class.csv (one long table) and class.html (tables and charts, self-contained) here.
+    #[arg(long, value_name = "OUTDIR")]
+    out: Option<PathBuf>,
+}
+
+/// The columns the terminal shows (the files have them all).
+const SHOWN: [&str; 9] = ["#", "machine", "driver", "date", "key figure", "value", "source", "run", "file"];
+/// Longest cell text printed; the files have the whole.
+const MAX_CELL: usize = 48;
+
+pub fn run(a: ClassArgs) -> anyhow::Result<()> {
+    let class = gpulab::class::read(&a.dir)?;
+    println!("{}", class.summary());
+    for g in &class.groups {
+        println!();
+        print_table(&g.table());
+    }
+    if !class.skipped.is_empty() {
+        println!("\nSkipped files:");
+        for s in &class.skipped {
+            println!("  {}: {}", s.file, s.reason);
+        }
+    }
+    if let Some(out) = &a.out {
+        let paths = gpulab::class::write_all(&class, out)?;
+        println!();
+        for p in paths {
+            println!("wrote {}", p.display());
+        }
+    }
+    Ok(())
+}
+
+fn clip(s: String) -> String {
+    if s.chars().count() > MAX_CELL { format!("{}…", s.chars().take(MAX_CELL - 1).collect::<String>()) } else { s }
+}
+
+fn print_table(t: &Table) {
+    let idx: Vec<usize> = SHOWN.iter().filter_map(|n| t.columns.iter().position(|c| c.name == *n)).collect();
+    let head: Vec<String> = idx.iter().map(|&i| if t.columns[i].unit.is_empty() { t.columns[i].name.clone() } else { format!("{} ({})", t.columns[i].name, t.columns[i].unit) }).collect();
+    let rows: Vec<Vec<String>> = t.rows.iter().map(|r| idx.iter().map(|&i| clip(r.get(i).unwrap_or(&Cell::Empty).format(&t.columns[i]))).collect()).collect();
+    let widths: Vec<usize> = (0..idx.len()).map(|j| rows.iter().map(|r| r[j].chars().count()).chain([head[j].chars().count()]).max().unwrap_or(0)).collect();
+    let line = |cells: &[String]| cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string();
+    println!("{}", t.title);
+    println!("{}", line(&head));
+    println!("{}", widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("  "));
+    for r in &rows {
+        println!("{}", line(r));
+    }
+}
