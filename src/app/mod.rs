@@ -3,13 +3,15 @@
 //! The app knows no exercise by name: lessons, settings and live charts come from the registry.
 //!
 //! Files: `lab` the window and its state · `panels` exercise list, lesson, controls, results,
-//! status bar · `settings_panel` the settings editor · `files` export and compare ·
+//! status bar · `settings_panel` the settings editor · `files` export and compare · `class_view`
+//! the class view (a folder of reports) ·
 //! `screenshot` screenshot mode · `frame_stats` UI frame times · `job` a run on a worker thread
 //! · `charts`, `results`, `timeline` drawing reports · `diagram` system diagrams and the
 //! pause/step/speed bar · `hardware` the hardware window.
 
 use eframe::egui;
 mod charts;
+mod class_view;
 mod diagram;
 mod files;
 mod frame_stats;
