@@ -219,7 +219,7 @@ impl ExerciseGroup {
             let point = [(i + 1) as f64, f.value];
             match series.iter_mut().find(|s| s.provenance == f.provenance) {
                 Some(s) => s.points.push(point),
-                None => series.push(Series { name: f.provenance.short().to_string(), points: vec![point], provenance: f.provenance.clone() }),
+                None => series.push(Series { name: "key figure".into(), points: vec![point], provenance: f.provenance.clone() }),
             }
         }
         if series.is_empty() {

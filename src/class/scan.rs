@@ -28,7 +28,8 @@ fn is_report_name(name: &std::ffi::OsStr) -> bool {
 pub(super) fn read(dir: &Path) -> Result<Class> {
     let meta = std::fs::metadata(dir).map_err(|source| Error::Io { path: dir.to_path_buf(), source })?;
     if !meta.is_dir() {
-        return Err(Error::InvalidConfig(format!("{} is not a folder: give the folder that holds the students' report.json files", dir.display())));
+        let why = "not a folder: give the folder that holds the students' report.json files";
+        return Err(Error::Io { path: dir.to_path_buf(), source: std::io::Error::new(std::io::ErrorKind::InvalidInput, why) });
     }
     let registry = exercises::registry();
     let mut class = Class { root: dir.to_path_buf(), ..Default::default() };
