@@ -163,18 +163,19 @@ impl ExerciseGroup {
         let provenance = common(self.keys().map(|f| f.provenance.clone()));
         let values: Vec<f64> = self.keys().map(|f| f.value).collect();
         let value_col = Column { name: "value".into(), unit: unit.clone().unwrap_or_default(), decimals: decimals_for(&values), provenance };
+        // The key figure right after the machine, so it shows without scrolling sideways.
         let columns = vec![
             Column::text("#"),
             Column::text("machine"),
+            Column::text("key figure"),
+            value_col,
+            Column::text("source"),
+            Column::text("date"),
+            Column::text("run"),
             Column::text("CPU / host"),
             Column::text("adapters"),
             Column::text("driver"),
             Column::text("backends"),
-            Column::text("date"),
-            Column::text("key figure"),
-            value_col,
-            Column::text("source"),
-            Column::text("run"),
             Column::text("file"),
         ];
         let list = |v: &[String]| if v.is_empty() { Cell::Empty } else { Cell::Text(v.join("; ")) };
@@ -192,15 +193,15 @@ impl ExerciseGroup {
                 vec![
                     Cell::Text((i + 1).to_string()),
                     Cell::Text(r.machine()),
+                    label,
+                    value,
+                    source,
+                    Cell::Text(r.date.clone()),
+                    Cell::from(if r.stopped_early { "stopped early" } else { "complete" }),
                     Cell::Text(r.host.clone()),
                     list(&r.adapters),
                     list(&r.drivers),
                     list(&r.backends),
-                    Cell::Text(r.date.clone()),
-                    label,
-                    value,
-                    source,
-                    Cell::from(if r.stopped_early { "stopped early" } else { "complete" }),
                     Cell::Text(r.file.clone()),
                 ]
             })
@@ -208,7 +209,7 @@ impl ExerciseGroup {
         Table { title: format!("Exercise {} · {}", self.number, self.title), columns, rows }
     }
 
-    /// The key figure per machine as bars (x: the row's # in the table), one series per
+    /// The key figure per machine as bars (x: the row's # in the table: machine 1, 2, …), one series per
     /// provenance so every bar keeps its label. Rows without a key figure, or whose unit
     /// differs from the first row's, are left out. None when no row has a key figure.
     pub fn chart(&self) -> Option<Chart> {
@@ -228,7 +229,7 @@ impl ExerciseGroup {
         Some(Chart {
             id: format!("class-{}", self.id),
             title: format!("{} per machine", self.key_name()),
-            x_label: "machine #".into(),
+            x_label: "machine".into(),
             y_label: first_unit,
             kind: ChartKind::Bars,
             log_x: false,
@@ -257,5 +258,44 @@ impl Class {
             s.push_str(&format!(" {t}"));
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Provenance;
+
+    fn row(file: &str, key: Option<(f64, &str)>) -> MachineRow {
+        MachineRow {
+            file: file.into(),
+            host: "CPU X (4 threads), linux".into(),
+            adapters: vec![],
+            drivers: vec![],
+            backends: vec!["cpu".into()],
+            date: String::new(),
+            gpulab_version: String::new(),
+            key: key.map(|(value, unit)| Figure { label: format!("k {unit}"), value, unit: unit.into(), provenance: Provenance::Measured }),
+            stopped_early: false,
+        }
+    }
+
+    /// A report that fell back to another figure (another unit) keeps its own unit in the
+    /// table and stays out of the chart; a report without figures shows an empty value.
+    #[test]
+    fn mixed_units_and_missing_key_figures() {
+        let g = ExerciseGroup { id: "x".into(), number: 1, title: "X".into(), rows: vec![row("a", Some((2.5, "×"))), row("b", Some((120.0, "requests/s"))), row("c", None)] };
+        assert_eq!(g.unit(), None);
+        let t = g.table();
+        let v = t.columns.iter().position(|c| c.name == "value").unwrap();
+        assert_eq!(t.columns[v].unit, "");
+        assert_eq!(t.rows[0][v], Cell::Text("2.50 ×".into()));
+        assert_eq!(t.rows[1][v], Cell::Text("120 requests/s".into()));
+        assert_eq!(t.rows[2][v], Cell::Empty);
+        let c = g.chart().unwrap();
+        assert_eq!(c.y_label, "×");
+        assert_eq!(c.series.iter().flat_map(|s| s.points.clone()).collect::<Vec<_>>(), vec![[1.0, 2.5]]);
+        let none = ExerciseGroup { rows: vec![row("c", None)], ..g };
+        assert!(none.chart().is_none());
     }
 }
