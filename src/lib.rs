@@ -9,6 +9,7 @@
 pub mod app;
 pub mod bench;
 pub mod cache;
+pub mod class;
 pub mod checkpoint;
 pub mod data;
 pub mod device;

@@ -58,6 +58,7 @@ pub struct GpulabApp {
     pub(super) ctx: egui::Context,
     /// Simulated seconds per wall second for controllable runs (0 = as fast as possible).
     pub(super) run_speed: f64,
+    pub(super) class: super::class_view::ClassView,
 }
 
 impl GpulabApp {
@@ -91,6 +92,7 @@ impl GpulabApp {
             screenshot,
             ctx: ctx.clone(),
             run_speed: DEFAULT_RUN_SPEED,
+            class: super::class_view::ClassView::new(),
         };
         // Saved settings are merged into today's defaults key by key, so a changed exercise
         // never loads a stale or invalid configuration.
@@ -265,6 +267,7 @@ impl eframe::App for GpulabApp {
                 ui.label(RichText::new("— how GPUs accelerate deep learning, measured on your machine").weak());
                 ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
                     ui.toggle_value(&mut self.saved.show_hardware, "Hardware");
+                    self.class_button(ui);
                 });
             });
         });
@@ -327,6 +330,7 @@ impl eframe::App for GpulabApp {
                 self.saved.show_hardware = false;
             }
         }
+        self.class_window(&ctx);
         let running = self.job.is_some();
         self.frame_stats.record(t0.elapsed().as_secs_f64() * 1e3, running);
     }

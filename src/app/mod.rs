@@ -4,7 +4,8 @@
 //!
 //! Files: `lab` the window and its state · `panels` exercise list, lesson, controls, results,
 //! status bar · `cards` the lesson with its check-yourself cards · `progress` the run marks in
-//! the sidebar · `settings_panel` the settings editor · `files` export and compare ·
+//! the sidebar · `settings_panel` the settings editor · `files` export and compare · `class_view`
+//! the class view (a folder of reports) ·
 //! `screenshot` screenshot mode · `frame_stats` UI frame times · `job` a run on a worker thread
 //! · `charts`, `results`, `timeline` drawing reports · `diagram` system diagrams and the
 //! pause/step/speed bar · `hardware` the hardware window.
@@ -12,6 +13,7 @@
 use eframe::egui;
 mod cards;
 mod charts;
+mod class_view;
 mod diagram;
 mod files;
 mod frame_stats;
@@ -58,7 +60,8 @@ pub struct AppOptions {
 ///
 /// In screenshot mode, `GPULAB_SCREENSHOT_SIZE=WxH` sets the window size (default 1280x800),
 /// `GPULAB_SCREENSHOT_RUN=1` runs the exercise first and captures `frames` frames after it
-/// finishes (a failed run makes this return an error after the PNG is saved), and `GPULAB_SCREENSHOT_SET="key=value;key=value"` applies settings before.
+/// finishes (a failed run makes this return an error after the PNG is saved), `GPULAB_SCREENSHOT_SET="key=value;key=value"` applies settings before,
+/// and `GPULAB_SCREENSHOT_CLASS=DIR` opens the class view on DIR.
 pub fn run(opts: AppOptions) -> crate::Result<()> {
     let result: screenshot::ShotResult = Arc::new(Mutex::new(None));
     let env = match &opts.screenshot {
@@ -80,6 +83,8 @@ pub fn run(opts: AppOptions) -> crate::Result<()> {
     };
     let exercise = opts.exercise.clone();
     let sets = env.sets;
+    // Screenshot mode only: open the class view on this folder first.
+    let class_dir = opts.screenshot.as_ref().and(std::env::var_os("GPULAB_SCREENSHOT_CLASS")).map(PathBuf::from);
     let mut apply_err: Option<String> = None;
     let err_slot = &mut apply_err;
     let outcome = eframe::run_native(
@@ -87,6 +92,9 @@ pub fn run(opts: AppOptions) -> crate::Result<()> {
         native,
         Box::new(move |cc| {
             let mut app = GpulabApp::new(cc, exercise.as_deref(), plan);
+            if let Some(dir) = &class_dir {
+                app.open_class_folder(dir.clone());
+            }
             for (k, v) in &sets {
                 if let Err(e) = app.set_setting(k, v) {
                     *err_slot = Some(format!("{k}={v}: {e}"));

@@ -3,6 +3,7 @@
 
 mod bench;
 mod checkpointed;
+mod class;
 mod export;
 mod info;
 mod progress;
@@ -50,6 +51,9 @@ enum Command {
     /// Export an exercise's experiment for another engine: `export torch --exercise distributed`.
     #[command(subcommand)]
     Export(export::ExportCommand),
+    /// Read a folder of students' report.json files: a table per exercise, a row per machine,
+    /// with each exercise's key figure; --out writes class.csv and class.html.
+    Class(class::ClassArgs),
     /// Print an exercise's lesson (Markdown), by id or number.
     Lesson {
         /// The exercise id or number, e.g. cpu-vs-gpu or 1.
@@ -69,6 +73,7 @@ pub fn try_main() -> anyhow::Result<()> {
         Some(Command::Loadgen(a)) => serve::loadgen(a),
         Some(Command::Lesson { id }) => run::lesson(&id),
         Some(Command::Export(c)) => export::run(c),
+        Some(Command::Class(a)) => class::run(a),
         None => open_lab(cli.screenshot, cli.exercise, cli.frames),
     }
 }

@@ -8,7 +8,7 @@ use super::settings::{self, Settings};
 use super::sink::{Event, Sink, TrainBridge};
 use super::Exercise;
 use crate::error::{Error, Result};
-use crate::report::{Cell, Chart, ChartKind, Column, Metadata, Provenance, Report, Series, Table, Verdict};
+use crate::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
 use crate::tensor::{prelude::*, MemCategory};
 use crate::train::{self, TrainReport};
 use crate::with_backend;
@@ -172,8 +172,10 @@ fn build_report(ex: &BatchSweep, s: &Settings, meta: Metadata, outcomes: &[(u64,
 
     let mut v = Verdict::default();
     let mut summary = Vec::new();
+    let mut figures = Vec::new();
     if let Some((best_b, best)) = trained.iter().max_by(|a, b| a.1.samples_per_s.total_cmp(&b.1.samples_per_s)) {
         summary.push(format!("Batch {best_b} gave the highest throughput, {:.0} samples/s.", best.samples_per_s));
+        figures.push(Figure { label: format!("highest throughput (batch {best_b})"), value: best.samples_per_s, unit: "samples/s".into(), provenance: Provenance::Measured });
         if let (Some((half_b, lo)), Some((hi_b, hi))) = (trained.first(), trained.last())
             && half_b != hi_b
         {
@@ -217,6 +219,7 @@ fn build_report(ex: &BatchSweep, s: &Settings, meta: Metadata, outcomes: &[(u64,
     v.summary = summary.join(" ");
 
     let mut report = Report {
+        figures,
         tables: vec![results_table(outcomes)],
         charts: vec![throughput, accuracy, memory],
         verdict: v,

@@ -111,6 +111,12 @@ pub fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1u64 << 20) as f64
 }
 
+/// The first figure whose label starts with `prefix`, else the report's first figure: how an
+/// exercise names its key figure (`Exercise::key_figure`).
+pub fn figure_or_first<'r>(report: &'r Report, prefix: &str) -> Option<&'r crate::report::Figure> {
+    report.figures.iter().find(|f| f.label.starts_with(prefix)).or(report.figures.first())
+}
+
 
 /// The ledger categories the memory tables show: what training holds (staging and other are
 /// transient and would only add empty columns).

@@ -26,6 +26,9 @@ struct Trained {
     nvml_utilization: Option<f64>,
 }
 
+/// The label every GPU's speed ratio starts with (the class view charts it across machines).
+const SPEED_RATIO: &str = "GPU / CPU training speed";
+
 impl Exercise for CpuVsGpu {
     fn id(&self) -> &'static str {
         "cpu-vs-gpu"
@@ -35,6 +38,12 @@ impl Exercise for CpuVsGpu {
     }
     fn title(&self) -> &'static str {
         "CPU vs GPU"
+    }
+
+    /// The GPU / CPU training-speed ratio, of a hardware GPU where one ran.
+    fn key_figure<'r>(&self, report: &'r Report) -> Option<&'r Figure> {
+        let ratios = || report.figures.iter().filter(|f| f.label.starts_with(SPEED_RATIO));
+        ratios().find(|f| !f.label.contains("software GPU")).or_else(|| ratios().next()).or(report.figures.first())
     }
 
     fn live_charts(&self) -> Vec<super::LiveChartSpec> {
@@ -284,6 +293,14 @@ fn build_report(ex: &CpuVsGpu, s: &Settings, meta: Metadata, trained: &[Trained]
                 value: factor,
                 unit: "×".into(),
                 provenance: Provenance::derived("the two measured training times"),
+            });
+            // The same comparison as one signed-direction ratio (above 1: the GPU is faster),
+            // which compares across machines.
+            report.figures.push(Figure {
+                label: format!("{SPEED_RATIO} ({name})"),
+                value: speedup,
+                unit: "×".into(),
+                provenance: Provenance::derived("CPU training time ÷ GPU training time"),
             });
             summary.push(format!("Training on {name} took {} against {} on the CPU: {factor:.1}× {word}.", common::duration(r.train_wall_s), common::duration(c.train_wall_s)));
             let why = if info.software {

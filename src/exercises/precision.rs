@@ -53,6 +53,9 @@ impl TrainSink for Curve<'_> {
     }
 }
 
+/// How each 16-bit run's speed-up over FP32 is labelled, after the run's name.
+const SPEEDUP: &str = "speed-up over FP32";
+
 impl Exercise for PrecisionLab {
     fn id(&self) -> &'static str {
         "precision"
@@ -66,6 +69,11 @@ impl Exercise for PrecisionLab {
 
     fn live_charts(&self) -> Vec<super::LiveChartSpec> {
         common::training_live_charts()
+    }
+    /// FP16's speed-up over FP32 (else the first 16-bit run's).
+    fn key_figure<'r>(&self, report: &'r Report) -> Option<&'r Figure> {
+        let speedups = || report.figures.iter().filter(|f| f.label.ends_with(SPEEDUP));
+        speedups().find(|f| f.label.starts_with("fp16")).or_else(|| speedups().next()).or(report.figures.first())
     }
     fn settings(&self) -> Settings {
         let s = common::one_backend(Settings::default())
@@ -320,6 +328,15 @@ fn build_report(ex: &PrecisionLab, s: &Settings, meta: Metadata, runs: &[Run], d
     for r in runs.iter().filter(|r| r.amp.precision != Precision::F32) {
         if let Some(t) = r.ok() {
             report.figures.push(Figure { label: format!("{} throughput", r.label), value: t.samples_per_s, unit: "samples/s".into(), provenance: Provenance::Measured });
+        }
+    }
+    // Each 16-bit run's speed-up over FP32, the figure that compares across machines.
+    if let Some(fp32) = runs.iter().find(|r| r.amp.precision == Precision::F32).and_then(|r| r.ok()) {
+        for r in runs.iter().filter(|r| r.amp.precision != Precision::F32) {
+            if let Some(t) = r.ok() {
+                let d = Provenance::derived("the two measured throughputs");
+                report.figures.push(Figure { label: format!("{} {SPEEDUP}", r.label), value: t.samples_per_s / fp32.samples_per_s.max(1e-12), unit: "×".into(), provenance: d });
+            }
         }
     }
     report.note_software_backends();

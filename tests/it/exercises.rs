@@ -56,6 +56,12 @@ fn cpu_vs_gpu_runs_to_a_computed_verdict() {
         // The verdict quotes the measured times, so it changes with the numbers.
         assert!(r.verdict.summary.contains(" against ") && r.verdict.summary.contains('×'), "{}", r.verdict.summary);
         assert!(r.figures.iter().any(|f| f.label.contains("than the CPU by") && f.value >= 1.0));
+        // The key figure (the class view's) is the GPU / CPU speed ratio, consistent with it.
+        let key = exercises::find("cpu-vs-gpu").unwrap().key_figure(&r).cloned().expect("a key figure");
+        assert!(key.label.starts_with("GPU / CPU training speed") && key.value > 0.0, "{key:?}");
+        let factor = r.figures.iter().find(|f| f.label.contains("than the CPU by")).unwrap();
+        let expect = if factor.label.contains("faster") { factor.value } else { 1.0 / factor.value };
+        assert!((key.value - expect).abs() <= 1e-9 * expect, "{key:?} vs {factor:?}");
         for b in r.metadata.backends.iter().filter(|b| b.software) {
             assert!(r.notes.iter().any(|n| n.contains("software GPU: runs on your CPU")), "{b:?}");
         }
@@ -82,6 +88,11 @@ fn batch_sweep_reports_memory_and_an_out_of_memory_row_then_continues() {
     assert_eq!(num(0, col("parameters")), num(2, col("parameters")));
     assert!(num(2, col("activations")) > num(0, col("activations")));
     assert!(r.notes.iter().any(|n| n.contains("simulated")));
+    // The key figure is the highest measured throughput, of the batch size the table shows.
+    let key = exercises::find("batch-sweep").unwrap().key_figure(&r).cloned().expect("a key figure");
+    let tp = col("throughput");
+    let best = (0..t.rows.len()).filter_map(|i| match t.rows[i][tp] { Cell::Num(v) => Some(v), _ => None }).fold(f64::MIN, f64::max);
+    assert!(key.label.starts_with("highest throughput") && key.value == best, "{key:?} vs {best}");
 }
 
 #[test]

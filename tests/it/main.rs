@@ -8,6 +8,7 @@ mod checkpoint_gui;
 mod checkpoint_interop;
 mod checkpoint_kill;
 mod checkpoint_lab;
+mod class;
 mod cli;
 mod common;
 mod conformance;

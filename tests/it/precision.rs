@@ -44,6 +44,11 @@ fn check(r: &Report) {
     assert!(num(&d.rows[2][acc]) > num(&d.rows[1][acc]) + 20.0, "scaling rescues training: {:?}", d.rows);
     assert!(r.chart("loss").unwrap().series.len() == 3 && r.chart("loss_scale").is_some() && r.chart("underflow_loss").is_some());
     assert!(r.verdict.summary.contains("Underflow") && r.verdict.summary.contains("fp16 + GradScaler"), "{}", r.verdict.summary);
+    // The key figure (the class view's): FP16's throughput over FP32's.
+    let key = exercises::find("precision").unwrap().key_figure(r).cloned().expect("a key figure");
+    let tp = |label: &str| r.figures.iter().find(|f| f.label == label).unwrap_or_else(|| panic!("no figure {label}")).value;
+    assert_eq!(key.label, "fp16 + GradScaler speed-up over FP32");
+    assert!((key.value - tp("fp16 + GradScaler throughput") / tp("FP32 throughput")).abs() < 1e-9, "{key:?}");
 }
 
 #[test]

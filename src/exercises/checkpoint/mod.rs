@@ -46,6 +46,10 @@ impl Exercise for CheckpointLab {
     fn title(&self) -> &'static str {
         "Checkpointing through a real crash"
     }
+    /// The mean checkpoint write time: what differs from machine to machine (disk, fsync).
+    fn key_figure<'r>(&self, report: &'r Report) -> Option<&'r crate::report::Figure> {
+        common::figure_or_first(report, "mean checkpoint write")
+    }
 
     fn live_charts(&self) -> Vec<crate::exercises::LiveChartSpec> {
         vec![common::loss_live_chart()]

@@ -80,6 +80,10 @@ impl Exercise for Distributed {
     fn title(&self) -> &'static str {
         "1 vs N devices: data parallelism"
     }
+    /// The speed-up of the largest run over one replica.
+    fn key_figure<'r>(&self, report: &'r Report) -> Option<&'r crate::report::Figure> {
+        common::figure_or_first(report, "speed-up (")
+    }
 
     fn settings(&self) -> Settings {
         let s = Settings::default()

@@ -32,6 +32,10 @@ impl Exercise for InferenceBatching {
     fn title(&self) -> &'static str {
         "Inference batching and dynamic batching"
     }
+    /// What dynamic batching buys: its best throughput under the SLO over batch-1 serving's.
+    fn key_figure<'r>(&self, report: &'r Report) -> Option<&'r crate::report::Figure> {
+        common::figure_or_first(report, "dynamic / batch-1 throughput")
+    }
 
     fn settings(&self) -> Settings {
         common::one_backend(Settings::default())

@@ -36,6 +36,10 @@ impl Exercise for PlatformLab {
     fn title(&self) -> &'static str {
         "A production GPU platform (simulation)"
     }
+    /// The share of requests served within the SLO.
+    fn key_figure<'r>(&self, report: &'r Report) -> Option<&'r crate::report::Figure> {
+        super::common::figure_or_first(report, "within the SLO")
+    }
 
     fn settings(&self) -> Settings {
         let keep = "; 0 keeps the scenario's value";
