@@ -6,7 +6,8 @@
 //! status bar · `settings_panel` the settings editor · `files` export and compare ·
 //! `screenshot` screenshot mode · `frame_stats` UI frame times · `job` a run on a worker thread
 //! · `charts`, `results`, `timeline` drawing reports · `diagram` system diagrams and the
-//! pause/step/speed bar · `hardware` the hardware window.
+//! pause/step/speed bar · `hardware` the hardware window · `presenter` UI scale, theme
+//! toggle and the stage layout · `theme` the dark and projector looks · `shortcuts` the keyboard.
 
 use eframe::egui;
 mod charts;
@@ -17,9 +18,12 @@ mod hardware;
 mod job;
 mod lab;
 mod panels;
+mod presenter;
 mod results;
 mod screenshot;
 mod settings_panel;
+mod shortcuts;
+mod theme;
 mod timeline;
 
 use std::path::PathBuf;
@@ -27,7 +31,9 @@ use std::sync::{Arc, Mutex};
 
 pub use job::{RunView, Status};
 pub use lab::{GpulabApp, Saved};
+pub use presenter::{MAX_SCALE, MIN_SCALE, Presenter};
 pub use screenshot::ScreenshotPlan;
+pub use theme::Theme;
 
 /// The app id: the name of the installed `.desktop` file (Wayland matches windows to it) and
 /// the X11 window class.

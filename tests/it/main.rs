@@ -16,6 +16,8 @@ mod distributed;
 mod exercises;
 #[cfg(feature = "gui")]
 mod gui;
+#[cfg(feature = "gui")]
+mod gui_presenter;
 mod install;
 mod kernels;
 mod ledger;
