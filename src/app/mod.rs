@@ -61,6 +61,7 @@ pub struct AppOptions {
 /// In screenshot mode, `GPULAB_SCREENSHOT_SIZE=WxH` sets the window size (default 1280x800),
 /// `GPULAB_SCREENSHOT_RUN=1` runs the exercise first and captures `frames` frames after it
 /// finishes (a failed run makes this return an error after the PNG is saved), and `GPULAB_SCREENSHOT_SET="key=value;key=value"` applies settings before.
+/// `GPULAB_SCREENSHOT_THEME`, `GPULAB_SCREENSHOT_SCALE` and `GPULAB_SCREENSHOT_STAGE` set presenter mode (`presenter::from_env`).
 pub fn run(opts: AppOptions) -> crate::Result<()> {
     let result: screenshot::ShotResult = Arc::new(Mutex::new(None));
     let env = match &opts.screenshot {
@@ -82,6 +83,7 @@ pub fn run(opts: AppOptions) -> crate::Result<()> {
     };
     let exercise = opts.exercise.clone();
     let sets = env.sets;
+    let presenter = if opts.screenshot.is_some() { Some(presenter::from_env()?) } else { None };
     let mut apply_err: Option<String> = None;
     let err_slot = &mut apply_err;
     let outcome = eframe::run_native(
@@ -89,6 +91,9 @@ pub fn run(opts: AppOptions) -> crate::Result<()> {
         native,
         Box::new(move |cc| {
             let mut app = GpulabApp::new(cc, exercise.as_deref(), plan);
+            if let Some(p) = presenter {
+                app.set_presenter(p);
+            }
             for (k, v) in &sets {
                 if let Err(e) = app.set_setting(k, v) {
                     *err_slot = Some(format!("{k}={v}: {e}"));

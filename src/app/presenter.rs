@@ -36,7 +36,39 @@ fn sane_scale(s: f32) -> f32 {
     if s.is_finite() { s.clamp(MIN_SCALE, MAX_SCALE) } else { 1.0 }
 }
 
+/// Screenshot mode's presenter settings (it starts from defaults, not the saved state):
+/// `GPULAB_SCREENSHOT_THEME=dark|projector`, `GPULAB_SCREENSHOT_SCALE=1.5` (0.5–3),
+/// `GPULAB_SCREENSHOT_STAGE=1`. A bad value is an error naming the variable and what it takes.
+pub fn from_env() -> crate::Result<Presenter> {
+    let bad = |var: &str, v: &str, want: &str| crate::Error::Screenshot(format!("{var}={v:?}: expected {want}"));
+    let mut p = Presenter::default();
+    if let Ok(v) = std::env::var("GPULAB_SCREENSHOT_THEME") {
+        p.theme = match v.trim() {
+            "dark" => Theme::Dark,
+            "projector" => Theme::Projector,
+            _ => return Err(bad("GPULAB_SCREENSHOT_THEME", &v, "dark or projector")),
+        };
+    }
+    if let Ok(v) = std::env::var("GPULAB_SCREENSHOT_SCALE") {
+        p.ui_scale = v.trim().parse::<f32>().ok().filter(|s| (MIN_SCALE..=MAX_SCALE).contains(s)).ok_or_else(|| bad("GPULAB_SCREENSHOT_SCALE", &v, &format!("a number from {MIN_SCALE} to {MAX_SCALE}")))?;
+    }
+    if let Ok(v) = std::env::var("GPULAB_SCREENSHOT_STAGE") {
+        p.stage = match v.trim() {
+            "1" => true,
+            "0" => false,
+            _ => return Err(bad("GPULAB_SCREENSHOT_STAGE", &v, "1 or 0")),
+        };
+    }
+    Ok(p)
+}
+
 impl GpulabApp {
+    /// Replaces the presenter settings (screenshot mode) and applies them.
+    pub fn set_presenter(&mut self, p: Presenter) {
+        self.saved.presenter = p;
+        self.presenter_start();
+    }
+
     /// Applies the saved scale and theme to a new context.
     pub(super) fn presenter_start(&mut self) {
         let p = &mut self.saved.presenter;

@@ -225,12 +225,44 @@ fn ctrl_e_exports_and_stage_shows_only_the_results() {
     h.get_by_label(&report.verdict.summary);
     h.get_by_label("Charts");
     h.get_by_role_and_label(Role::Button, "Run");
+    let (seen, unlabelled) = unlabelled_controls(&h);
+    assert!(seen > 5 && unlabelled.is_empty(), "the stage's controls after a run ({seen}) without a label: {unlabelled:?}");
     // The key brings the lesson back, and the choice is saved.
     assert!(save_and_restore(&mut h).presenter.stage);
     h.key_press_modifiers(Modifiers::COMMAND | Modifiers::SHIFT, Key::S);
     h.run_steps(3);
     assert!(!h.state().stage());
     assert!(h.query_all_by_label(lesson_heading).count() > 0, "leaving the stage shows the lesson again");
+}
+
+/// Each shortcut is named in its button's tooltip.
+#[test]
+fn tooltips_name_the_shortcuts() {
+    let mut h = harness();
+    h.run_steps(2);
+    for (button, key) in [("Run", "F5"), ("Stage", "Ctrl+Shift+S"), ("Zoom in", "Ctrl+Plus"), ("Zoom out", "Ctrl+Minus")] {
+        h.get_by_role_and_label(Role::Button, button).hover();
+        // Past egui's tooltip delay.
+        h.run_steps(60);
+        let shown = h.query_all_by_label_contains(&format!("({key})")).count();
+        assert!(shown > 0, "hovering {button} shows no tooltip naming {key}");
+    }
+}
+
+fn unlabelled_controls(h: &Harness<'static, GpulabApp>) -> (usize, Vec<String>) {
+    let roles = [Role::Button, Role::CheckBox, Role::ComboBox, Role::TextInput, Role::SpinButton, Role::Slider];
+    let mut unlabelled = Vec::new();
+    let mut seen = 0;
+    for node in h.root().children_recursive() {
+        let n = node.accesskit_node();
+        if roles.contains(&n.role()) {
+            seen += 1;
+            if n.label().is_none_or(|l| l.trim().is_empty()) {
+                unlabelled.push(format!("{:?} {:?}", n.role(), n.value()));
+            }
+        }
+    }
+    (seen, unlabelled)
 }
 
 /// Every toolbar control has the label a screen reader speaks (icon-only buttons included), and
@@ -246,18 +278,7 @@ fn every_control_has_an_accessible_label() {
     for id in ["cpu-vs-gpu", "platform", "checkpoint"] {
         h.state_mut().select(id);
         h.run_steps(3);
-        let roles = [Role::Button, Role::CheckBox, Role::ComboBox, Role::TextInput, Role::SpinButton, Role::Slider];
-        let mut unlabelled = Vec::new();
-        let mut seen = 0;
-        for node in h.root().children_recursive() {
-            let n = node.accesskit_node();
-            if roles.contains(&n.role()) {
-                seen += 1;
-                if n.label().is_none_or(|l| l.trim().is_empty()) {
-                    unlabelled.push(format!("{:?} {:?}", n.role(), n.value()));
-                }
-            }
-        }
+        let (seen, unlabelled) = unlabelled_controls(&h);
         assert!(seen > 5, "{id}: only {seen} controls found");
         assert!(unlabelled.is_empty(), "{id}: controls without a label: {unlabelled:?}");
     }
