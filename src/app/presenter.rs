@@ -1,5 +1,5 @@
-//! Presenter mode: the UI scale (egui's zoom factor, the one value the toolbar and Ctrl +/−/0
-//! both change), the projector theme, and the stage layout (lesson and settings hidden; the
+//! Presenter mode: the UI scale (`Saved::presenter.ui_scale`, the one value the toolbar and
+//! Ctrl +/−/0 both change, kept in egui's zoom factor each frame), the projector theme, and the stage layout (lesson and settings hidden; the
 //! run's charts, figures and verdict get the screen). All three persist in `Saved::presenter`.
 
 use eframe::egui;
@@ -77,20 +77,32 @@ impl GpulabApp {
         theme::apply(&self.ctx, p.theme);
     }
 
-    /// Each frame: takes in a zoom changed by the keyboard (egui applies Ctrl +/−/0 at the end
-    /// of a frame), kept within range, and puts the chosen theme back if something else (a
-    /// host setting its own theme after the app was built) changed it.
+    /// Each frame: keeps egui's zoom at the saved scale (the one truth, which the toolbar and
+    /// Ctrl +/−/0 change through `step_scale`; egui's own keyboard zoom is off so nothing else
+    /// moves it, and a start-up pass that drops a pending zoom cannot lose the saved one), and
+    /// puts the chosen theme back if something else (a host setting its own theme after the
+    /// app was built) changed it.
     pub(super) fn presenter_tick(&mut self, ctx: &egui::Context) {
         let t = self.saved.presenter.theme;
         if ctx.theme() != theme::egui_theme(t) {
             theme::apply(ctx, t);
         }
-        let z = ctx.zoom_factor();
-        let s = sane_scale(z);
-        if s != z {
+        if ctx.options(|o| o.zoom_with_keyboard) {
+            ctx.options_mut(|o| o.zoom_with_keyboard = false);
+        }
+        let s = sane_scale(self.saved.presenter.ui_scale);
+        self.saved.presenter.ui_scale = s;
+        if ctx.zoom_factor() != s {
             ctx.set_zoom_factor(s);
         }
-        self.saved.presenter.ui_scale = s;
+    }
+
+    /// One step of the UI scale (`+1` larger, `-1` smaller, `0` back to 100 %), in tenths as
+    /// browsers and `egui::gui_zoom` do.
+    pub(super) fn step_scale(&mut self, step: i32) {
+        let p = &mut self.saved.presenter;
+        p.ui_scale = if step == 0 { 1.0 } else { sane_scale(((p.ui_scale + 0.1 * step as f32) * 10.0).round() / 10.0) };
+        self.ctx.set_zoom_factor(p.ui_scale);
     }
 
     /// The UI scale (what the toolbar shows and restarts restore).
@@ -123,17 +135,17 @@ impl GpulabApp {
         let plus = ui.add_enabled(scale < MAX_SCALE - 1e-3, egui::Button::new("+")).on_hover_text(tip(&ctx, "Larger", &egui::gui_zoom::kb_shortcuts::ZOOM_IN));
         plus.widget_info(|| WidgetInfo::labeled(Role::Button, plus.enabled(), "Zoom in"));
         if plus.clicked() {
-            egui::gui_zoom::zoom_in(&ctx);
+            self.step_scale(1);
         }
         let reset = ui.button(RichText::new(format!("{pct:.0}%")).monospace()).on_hover_text(tip(&ctx, "UI scale; click for 100%", &egui::gui_zoom::kb_shortcuts::ZOOM_RESET));
         reset.widget_info(|| WidgetInfo::labeled(Role::Button, true, format!("UI scale {pct:.0}%: reset to 100%")));
         if reset.clicked() {
-            ctx.set_zoom_factor(1.0);
+            self.step_scale(0);
         }
         let minus = ui.add_enabled(scale > MIN_SCALE + 1e-3, egui::Button::new("−")).on_hover_text(tip(&ctx, "Smaller", &egui::gui_zoom::kb_shortcuts::ZOOM_OUT));
         minus.widget_info(|| WidgetInfo::labeled(Role::Button, minus.enabled(), "Zoom out"));
         if minus.clicked() {
-            egui::gui_zoom::zoom_out(&ctx);
+            self.step_scale(-1);
         }
         ui.label("UI scale");
     }

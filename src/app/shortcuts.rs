@@ -1,7 +1,7 @@
 //! The lab's keyboard: F5 run, Esc stop, Ctrl+PageUp / Ctrl+PageDown previous / next exercise,
 //! Ctrl+E export (into the reports folder, as "Write to ./gpulab-reports"), Ctrl+Shift+S the
-//! stage layout. UI scale (Ctrl +/−/0) is egui's own (`egui::gui_zoom`), which the toolbar uses
-//! too. Read at the start of a frame, before any widget, so a shortcut is consumed before a
+//! stage layout, Ctrl +/−/0 the UI scale (egui's keys; the value is the lab's, shared with the
+//! toolbar). Read at the start of a frame, before any widget, so a shortcut is consumed before a
 //! scroll area sees PageUp/PageDown; none fires while a text field has the keyboard, except Esc.
 
 use eframe::egui;
@@ -29,6 +29,17 @@ impl GpulabApp {
         // Read, not consumed: the text field still hears it and lets the focus go.
         if self.job.is_some() && ctx.input(|i| i.key_pressed(STOP.logical_key) && i.modifiers.is_none()) {
             self.stop_run();
+        }
+        // UI scale, as browsers do it (also while typing): egui's keys, the lab's value.
+        use egui::gui_zoom::kb_shortcuts::{ZOOM_IN, ZOOM_IN_SECONDARY, ZOOM_OUT, ZOOM_RESET};
+        if ctx.input_mut(|i| i.consume_shortcut(&ZOOM_RESET)) {
+            self.step_scale(0);
+        }
+        if ctx.input_mut(|i| i.consume_shortcut(&ZOOM_IN) || i.consume_shortcut(&ZOOM_IN_SECONDARY)) {
+            self.step_scale(1);
+        }
+        if ctx.input_mut(|i| i.consume_shortcut(&ZOOM_OUT)) {
+            self.step_scale(-1);
         }
         if ctx.egui_wants_keyboard_input() {
             return;
