@@ -3,10 +3,11 @@
 //! vertical lines; bar charts as grouped bars.
 
 use eframe::egui;
-use egui::{Color32, RichText};
+use egui::RichText;
 use egui_plot::{Bar, BarChart, HoverPosition, Legend, Line, Plot, PlotPoint, Points, Text, VLine};
 
 use super::job::{LiveChart, decimate};
+use super::theme;
 use crate::exercises::LiveChartSpec;
 use crate::report::{Chart, ChartKind, Provenance};
 
@@ -86,11 +87,16 @@ fn group_label(x: f64) -> String {
 }
 
 pub fn show(ui: &mut egui::Ui, c: &ChartView<'_>, salt: &str, height: f32) {
+    // Colours and widths from the theme: egui_plot's own palette on dark, the projector palette
+    // and thicker lines on the light theme.
+    let visuals = ui.visuals().clone();
+    let marker = theme::marker(&visuals);
+    let width = theme::line_width(&visuals);
     ui.label(RichText::new(&c.title).strong());
     ui.small(format!("{} vs {}{} · {}", c.y_label, c.x_label, if c.log_x { " (log scale)" } else { "" }, provenance_of(&c.series)));
     if c.kind == ChartKind::Bars && !c.markers.is_empty() {
         for (_, m) in c.markers {
-            ui.small(RichText::new(format!("— {m}")).color(Color32::from_rgb(230, 120, 80)));
+            ui.small(RichText::new(format!("— {m}")).color(marker));
         }
     }
     let log_x = c.log_x;
@@ -117,13 +123,16 @@ pub fn show(ui: &mut egui::Ui, c: &ChartView<'_>, salt: &str, height: f32) {
             let series = &c.series;
             let markers = c.markers;
             plot.show(ui, |pui| {
-                for (name, pts, prov) in series {
+                for (i, (name, pts, prov)) in series.iter().enumerate() {
                     let pts: Vec<[f64; 2]> = decimate(pts, MAX_DRAWN).into_iter().filter(|p| !log_x || p[0] > 0.0).map(|p| [tx(p[0]), p[1]]).collect();
                     // A lone point (e.g. one kernel on the roofline) is a marker, not a line.
+                    let colour = theme::series_color(&visuals, i);
                     if pts.len() == 1 {
-                        pui.points(Points::new(format!("{name} ({})", prov.short()), pts).radius(4.0));
+                        let p = Points::new(format!("{name} ({})", prov.short()), pts).radius(width + 2.5);
+                        pui.points(if let Some(c) = colour { p.color(c) } else { p });
                     } else {
-                        pui.line(Line::new(format!("{name} ({})", prov.short()), pts).width(1.5));
+                        let l = Line::new(format!("{name} ({})", prov.short()), pts).width(width);
+                        pui.line(if let Some(c) = colour { l.color(c) } else { l });
                     }
                 }
                 let top = series.iter().flat_map(|s| s.1.iter().map(|p| p[1])).fold(f64::NAN, f64::max);
@@ -131,9 +140,9 @@ pub fn show(ui: &mut egui::Ui, c: &ChartView<'_>, salt: &str, height: f32) {
                     if log_x && *x <= 0.0 {
                         continue;
                     }
-                    pui.vline(VLine::new(label.clone(), tx(*x)).color(Color32::from_rgb(230, 120, 80)));
+                    pui.vline(VLine::new(label.clone(), tx(*x)).color(marker));
                     if top.is_finite() {
-                        pui.text(Text::new(label.clone(), PlotPoint::new(tx(*x), top), label.clone()).color(Color32::from_rgb(230, 120, 80)));
+                        pui.text(Text::new(label.clone(), PlotPoint::new(tx(*x), top), label.clone()).color(marker));
                     }
                 }
             });
@@ -161,7 +170,8 @@ pub fn show(ui: &mut egui::Ui, c: &ChartView<'_>, salt: &str, height: f32) {
                             Some(Bar::new(g + (si as f64 - (n - 1.0) / 2.0) * w, p[1]).width(w * 0.95).name(format!("{name}: {} ({})", short_num(p[1]), prov.short())))
                         })
                         .collect();
-                    pui.bar_chart(BarChart::new(format!("{name} ({})", prov.short()), bars));
+                    let chart = BarChart::new(format!("{name} ({})", prov.short()), bars);
+                    pui.bar_chart(if let Some(c) = theme::series_color(&visuals, si) { chart.color(c) } else { chart });
                 }
             });
         }

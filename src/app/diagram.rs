@@ -71,7 +71,7 @@ pub fn show(ui: &mut egui::Ui, d: &Diagram, salt: &str) {
             }
             for m in &n.alerts {
                 y += LINE_H;
-                clip.text(Pos2::new(x, y), Align2::LEFT_TOP, format!("⚠ {m}"), small.clone(), Color32::from_rgb(235, 90, 80));
+                clip.text(Pos2::new(x, y), Align2::LEFT_TOP, format!("⚠ {m}"), small.clone(), visuals.error_fg_color);
             }
             if resp.clicked() {
                 selected = Some(n.id.clone());
@@ -110,16 +110,20 @@ pub fn run_controls(ui: &mut egui::Ui, c: &RunControl, speed: &mut f64) {
         if ui.add_enabled(paused, egui::Button::new("Step")).on_hover_text("Advance to the next live point while paused").clicked() {
             c.step();
         }
-        ui.label("Speed");
+        let label = ui.label("Speed").id;
         let current = SPEEDS.iter().find(|s| s.1 == *speed).map_or("custom", |s| s.0);
-        egui::ComboBox::from_id_salt("run-speed").selected_text(current).show_ui(ui, |ui| {
-            for (label, v) in SPEEDS {
-                if ui.selectable_label(*speed == v, label).clicked() {
-                    *speed = v;
-                    c.set_speed(v);
+        egui::ComboBox::from_id_salt("run-speed")
+            .selected_text(current)
+            .show_ui(ui, |ui| {
+                for (name, v) in SPEEDS {
+                    if ui.selectable_label(*speed == v, name).clicked() {
+                        *speed = v;
+                        c.set_speed(v);
+                    }
                 }
-            }
-        });
+            })
+            .response
+            .labelled_by(label);
         ui.small("simulated time per second of wall time");
     });
 }

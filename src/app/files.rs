@@ -5,10 +5,10 @@
 use eframe::egui;
 use std::path::{Path, PathBuf};
 
-use egui::{Color32, RichText};
+use egui::RichText;
 
 use super::lab::GpulabApp;
-use super::results::{self, WARN};
+use super::results;
 use crate::report::Report;
 
 /// A background file task's outcome.
@@ -64,11 +64,13 @@ impl GpulabApp {
         });
     }
 
-    fn export_default(&mut self) {
+    /// "Write to ./gpulab-reports" (and Ctrl+E): all files into a new folder under `export_root`.
+    pub(super) fn export_default(&mut self) {
         let Some(r) = self.report().cloned() else { return };
+        let root = self.export_root.clone();
         self.file_job("writing…", move || {
             let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string().replace(':', "-");
-            let dir = PathBuf::from("gpulab-reports").join(format!("{}-{stamp}", r.exercise));
+            let dir = root.join(format!("{}-{stamp}", r.exercise));
             let res = crate::report::write_all(&r, &dir)
                 .map_err(|e| e.to_string())
                 .map(|v| v.into_iter().map(|p| std::fs::canonicalize(&p).unwrap_or(p)).collect());
@@ -110,7 +112,8 @@ impl GpulabApp {
             if ui.add_enabled(!busy, egui::Button::new("Export report…")).on_hover_text("Save report.json/.csv/.md (pick a folder name, or a file ending in .json, .csv or .md)").clicked() {
                 self.export_dialog();
             }
-            if ui.add_enabled(!busy, egui::Button::new("Write to ./gpulab-reports")).on_hover_text("Write all three files into ./gpulab-reports/<exercise>-<time>/ without a dialog").clicked() {
+            let tip = super::shortcuts::tip(ui.ctx(), "Write all three files into ./gpulab-reports/<exercise>-<time>/ without a dialog", &super::shortcuts::EXPORT);
+            if ui.add_enabled(!busy, egui::Button::new("Write to ./gpulab-reports")).on_hover_text(tip).clicked() {
                 self.export_default();
             }
             if ui.add_enabled(!busy, egui::Button::new("Open report to compare…")).clicked() {
@@ -121,8 +124,8 @@ impl GpulabApp {
             }
         });
         ui.horizontal(|ui| {
-            ui.label("or compare with path:");
-            let r = ui.add(egui::TextEdit::singleline(&mut self.compare_path).hint_text("…/report.json").desired_width(220.0));
+            let label = ui.label("or compare with path:").id;
+            let r = ui.add(egui::TextEdit::singleline(&mut self.compare_path).hint_text("…/report.json").desired_width(220.0)).labelled_by(label);
             let go = ui.add_enabled(self.file_busy.is_none() && !self.compare_path.trim().is_empty(), egui::Button::new("Load")).clicked();
             if go || (r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) && !self.compare_path.trim().is_empty()) {
                 self.compare_path();
@@ -136,10 +139,10 @@ impl GpulabApp {
         }
         match &self.file_status {
             Some(Ok(m)) => {
-                ui.add(egui::Label::new(RichText::new(m).small().color(Color32::from_rgb(110, 190, 110))).wrap());
+                ui.add(egui::Label::new(RichText::new(m).small().color(super::theme::good(ui.visuals()))).wrap());
             }
             Some(Err(e)) => {
-                ui.add(egui::Label::new(RichText::new(e).small().color(WARN)).wrap());
+                ui.add(egui::Label::new(RichText::new(e).small().color(ui.visuals().warn_fg_color)).wrap());
             }
             None => {}
         }

@@ -7,7 +7,7 @@ use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use egui::{Color32, RichText};
+use egui::RichText;
 
 use crate::device::gpu::adapters::{self, AdapterSummary};
 use crate::device::gpu::driver_help::{self, DriverNotice, Severity};
@@ -94,13 +94,13 @@ impl Hardware {
                 });
             }
             Some(list) if list.is_empty() => {
-                ui.colored_label(Color32::from_rgb(230, 160, 60), "No GPU adapter found — the CPU backend still works.");
+                ui.colored_label(ui.visuals().warn_fg_color, "No GPU adapter found — the CPU backend still works.");
             }
             Some(list) => {
                 for a in list {
                     egui::CollapsingHeader::new(RichText::new(format!("#{} {}", a.index, a.name)).strong()).id_salt(("adapter", a.index)).default_open(true).show(ui, |ui| {
                         if a.software {
-                            ui.colored_label(Color32::from_rgb(240, 170, 50), "Warning: software GPU: runs on your CPU — its numbers are your CPU's, not a GPU's");
+                            ui.colored_label(ui.visuals().warn_fg_color, "Warning: software GPU: runs on your CPU — its numbers are your CPU's, not a GPU's");
                         }
                         egui::Grid::new(("adapter-grid", a.index)).num_columns(2).striped(true).show(ui, |ui| {
                             let mut row = |k: &str, v: String| {
@@ -169,8 +169,8 @@ impl Hardware {
 /// The driver notice: headline, why, and (when `fixes_open`, or on click) the fixes for this OS.
 pub fn notice_ui(ui: &mut egui::Ui, n: &DriverNotice, fixes_open: bool) {
     let colour = match n.severity {
-        Severity::Warning => Color32::from_rgb(240, 150, 60),
-        Severity::Info => Color32::from_rgb(150, 190, 230),
+        Severity::Warning => ui.visuals().warn_fg_color,
+        Severity::Info => super::theme::info(ui.visuals()),
     };
     ui.label(RichText::new(&n.headline).color(colour).strong());
     ui.add(egui::Label::new(&n.why).wrap());

@@ -35,6 +35,8 @@ pub struct Saved {
     pub show_hardware: bool,
     /// Which exercises the learner has run (the sidebar marks).
     pub progress: super::progress::Progress,
+    /// UI scale, theme and stage layout.
+    pub presenter: super::presenter::Presenter,
 }
 
 pub struct GpulabApp {
@@ -59,6 +61,8 @@ pub struct GpulabApp {
     /// Simulated seconds per wall second for controllable runs (0 = as fast as possible).
     pub(super) run_speed: f64,
     pub(super) class: super::class_view::ClassView,
+    /// Where "Write to ./gpulab-reports" and Ctrl+E write (a folder per export inside).
+    pub(super) export_root: std::path::PathBuf,
 }
 
 impl GpulabApp {
@@ -93,7 +97,9 @@ impl GpulabApp {
             ctx: ctx.clone(),
             run_speed: DEFAULT_RUN_SPEED,
             class: super::class_view::ClassView::new(),
+            export_root: "gpulab-reports".into(),
         };
+        app.presenter_start();
         // Saved settings are merged into today's defaults key by key, so a changed exercise
         // never loads a stale or invalid configuration.
         let mut merged = BTreeMap::new();
@@ -155,6 +161,11 @@ impl GpulabApp {
     /// Why no hardware GPU is usable and the fix, once adapters are detected.
     pub fn driver_notice(&self) -> Option<&crate::device::gpu::driver_help::DriverNotice> {
         self.hardware.notice.as_ref()
+    }
+
+    /// Points "Write to ./gpulab-reports" and Ctrl+E at another folder (tests use a temp dir).
+    pub fn set_export_root(&mut self, dir: impl Into<std::path::PathBuf>) {
+        self.export_root = dir.into();
     }
 
     pub fn is_running(&self) -> bool {
@@ -253,6 +264,8 @@ impl eframe::App for GpulabApp {
         let ctx = ui.ctx().clone();
         self.tick(&ctx);
         self.screenshot_tick(&ctx);
+        self.presenter_tick(&ctx);
+        self.shortcuts(&ctx);
         if ctx.input(|i| i.viewport().close_requested()) {
             self.stop_run();
         }
@@ -264,10 +277,15 @@ impl eframe::App for GpulabApp {
         egui::Panel::top("top").show(ui, |ui| {
             ui.horizontal(|ui| {
                 ui.label(RichText::new("gpulab").strong().size(18.0));
-                ui.label(RichText::new("— how GPUs accelerate deep learning, measured on your machine").weak());
+                if size.x >= 1050.0 {
+                    // Room for the subtitle beside the presenter controls.
+                    ui.label(RichText::new("— how GPUs accelerate deep learning, measured on your machine").weak());
+                }
                 ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
                     ui.toggle_value(&mut self.saved.show_hardware, "Hardware");
                     self.class_button(ui);
+                    ui.separator();
+                    self.presenter_toolbar(ui);
                 });
             });
         });
@@ -278,49 +296,54 @@ impl eframe::App for GpulabApp {
             egui::Panel::top("driver-notice").show(ui, |ui| super::hardware::notice_ui(ui, n, true));
         }
         egui::Panel::bottom("status").show(ui, |ui| self.status_bar(ui));
-        egui::Panel::left("exercises").resizable(true).default_size(220.0).size_range(170.0..=360.0).show(ui, |ui| {
-            egui::ScrollArea::vertical().id_salt("exercise-list").show(ui, |ui| self.exercise_list(ui));
-        });
-        let has_results = self.runs.contains_key(&self.saved.selected) || self.compare.is_some();
-        if narrow {
-            egui::Panel::bottom("results")
-                .resizable(true)
-                .default_size(if has_results { size.y * 0.5 } else { 120.0 })
-                .size_range(80.0..=size.y * 0.8)
-                .show(ui, |ui| self.results_panel(ui));
+        if self.saved.presenter.stage {
+            // Stage: no exercise list, lesson or settings; the results get the screen.
+            egui::CentralPanel::default().show(ui, |ui| self.stage_view(ui, ex_idx));
         } else {
-            egui::Panel::right("results").resizable(true).default_size((size.x * 0.42).max(420.0)).size_range(320.0..=size.x * 0.65).show(ui, |ui| self.results_panel(ui));
-        }
-        egui::CentralPanel::default().show(ui, |ui| {
-            let ex = &self.exercises[ex_idx];
-            ui.label(RichText::new(format!("Exercise {} · {}", ex.number(), ex.title())).size(20.0).strong());
-            ui.separator();
-            let avail = ui.available_size();
-            if avail.x >= 760.0 {
-                // Lesson and controls side by side.
-                let lesson_w = avail.x * 0.55;
-                ui.horizontal_top(|ui| {
-                    let down = egui::Layout::top_down(egui::Align::Min);
-                    // The lesson gets exactly its share: a long unbreakable code span is
-                    // clipped (the lesson can be widened by narrowing the panels) instead of
-                    // pushing the controls off screen.
-                    let (rect, _) = ui.allocate_exact_size(egui::vec2(lesson_w, avail.y), egui::Sense::hover());
-                    let mut lesson_ui = ui.new_child(egui::UiBuilder::new().max_rect(rect).layout(down));
-                    lesson_ui.set_clip_rect(rect.intersect(ui.clip_rect()));
-                    self.lesson(&mut lesson_ui, ex_idx);
-                    ui.separator();
-                    ui.allocate_ui_with_layout(egui::vec2(ui.available_width(), avail.y), down, |ui| self.controls(ui, ex_idx));
-                });
-            } else {
-                // Stacked: the lesson above, the controls below.
-                egui::Panel::bottom("controls")
+            egui::Panel::left("exercises").resizable(true).default_size(220.0).size_range(170.0..=360.0).show(ui, |ui| {
+                egui::ScrollArea::vertical().id_salt("exercise-list").show(ui, |ui| self.exercise_list(ui));
+            });
+            let has_results = self.runs.contains_key(&self.saved.selected) || self.compare.is_some();
+            if narrow {
+                egui::Panel::bottom("results")
                     .resizable(true)
-                    .default_size(avail.y * 0.55)
-                    .size_range(140.0..=avail.y * 0.85)
-                    .show(ui, |ui| self.controls(ui, ex_idx));
-                self.lesson(ui, ex_idx);
+                    .default_size(if has_results { size.y * 0.5 } else { 120.0 })
+                    .size_range(80.0..=size.y * 0.8)
+                    .show(ui, |ui| self.results_panel(ui));
+            } else {
+                egui::Panel::right("results").resizable(true).default_size((size.x * 0.42).max(420.0)).size_range(320.0..=size.x * 0.65).show(ui, |ui| self.results_panel(ui));
             }
-        });
+            egui::CentralPanel::default().show(ui, |ui| {
+                let ex = &self.exercises[ex_idx];
+                ui.label(RichText::new(format!("Exercise {} · {}", ex.number(), ex.title())).size(20.0).strong());
+                ui.separator();
+                let avail = ui.available_size();
+                if avail.x >= 760.0 {
+                    // Lesson and controls side by side.
+                    let lesson_w = avail.x * 0.55;
+                    ui.horizontal_top(|ui| {
+                        let down = egui::Layout::top_down(egui::Align::Min);
+                        // The lesson gets exactly its share: a long unbreakable code span is
+                        // clipped (the lesson can be widened by narrowing the panels) instead of
+                        // pushing the controls off screen.
+                        let (rect, _) = ui.allocate_exact_size(egui::vec2(lesson_w, avail.y), egui::Sense::hover());
+                        let mut lesson_ui = ui.new_child(egui::UiBuilder::new().max_rect(rect).layout(down));
+                        lesson_ui.set_clip_rect(rect.intersect(ui.clip_rect()));
+                        self.lesson(&mut lesson_ui, ex_idx);
+                        ui.separator();
+                        ui.allocate_ui_with_layout(egui::vec2(ui.available_width(), avail.y), down, |ui| self.controls(ui, ex_idx));
+                    });
+                } else {
+                    // Stacked: the lesson above, the controls below.
+                    egui::Panel::bottom("controls")
+                        .resizable(true)
+                        .default_size(avail.y * 0.55)
+                        .size_range(140.0..=avail.y * 0.85)
+                        .show(ui, |ui| self.controls(ui, ex_idx));
+                    self.lesson(ui, ex_idx);
+                }
+            });
+        }
 
         if self.saved.show_hardware {
             self.hardware.ensure_sampler(&ctx);

@@ -8,7 +8,8 @@
 //! the class view (a folder of reports) ·
 //! `screenshot` screenshot mode · `frame_stats` UI frame times · `job` a run on a worker thread
 //! · `charts`, `results`, `timeline` drawing reports · `diagram` system diagrams and the
-//! pause/step/speed bar · `hardware` the hardware window.
+//! pause/step/speed bar · `hardware` the hardware window · `presenter` UI scale, theme
+//! toggle and the stage layout · `theme` the dark and projector looks · `shortcuts` the keyboard.
 
 use eframe::egui;
 mod cards;
@@ -22,9 +23,12 @@ mod job;
 mod lab;
 mod panels;
 mod progress;
+mod presenter;
 mod results;
 mod screenshot;
 mod settings_panel;
+mod shortcuts;
+mod theme;
 mod timeline;
 
 use std::path::PathBuf;
@@ -33,7 +37,9 @@ use std::sync::{Arc, Mutex};
 pub use job::{RunView, Status};
 pub use lab::{GpulabApp, Saved};
 pub use progress::{KeyFigure, Progress, RunMark};
+pub use presenter::{MAX_SCALE, MIN_SCALE, Presenter};
 pub use screenshot::ScreenshotPlan;
+pub use theme::Theme;
 
 /// The app id: the name of the installed `.desktop` file (Wayland matches windows to it) and
 /// the X11 window class.
@@ -62,6 +68,7 @@ pub struct AppOptions {
 /// `GPULAB_SCREENSHOT_RUN=1` runs the exercise first and captures `frames` frames after it
 /// finishes (a failed run makes this return an error after the PNG is saved), `GPULAB_SCREENSHOT_SET="key=value;key=value"` applies settings before,
 /// and `GPULAB_SCREENSHOT_CLASS=DIR` opens the class view on DIR.
+/// `GPULAB_SCREENSHOT_THEME`, `GPULAB_SCREENSHOT_SCALE` and `GPULAB_SCREENSHOT_STAGE` set presenter mode (`presenter::from_env`).
 pub fn run(opts: AppOptions) -> crate::Result<()> {
     let result: screenshot::ShotResult = Arc::new(Mutex::new(None));
     let env = match &opts.screenshot {
@@ -85,6 +92,7 @@ pub fn run(opts: AppOptions) -> crate::Result<()> {
     let sets = env.sets;
     // Screenshot mode only: open the class view on this folder first.
     let class_dir = opts.screenshot.as_ref().and(std::env::var_os("GPULAB_SCREENSHOT_CLASS")).map(PathBuf::from);
+    let presenter = if opts.screenshot.is_some() { Some(presenter::from_env()?) } else { None };
     let mut apply_err: Option<String> = None;
     let err_slot = &mut apply_err;
     let outcome = eframe::run_native(
@@ -94,6 +102,9 @@ pub fn run(opts: AppOptions) -> crate::Result<()> {
             let mut app = GpulabApp::new(cc, exercise.as_deref(), plan);
             if let Some(dir) = &class_dir {
                 app.open_class_folder(dir.clone());
+            }
+            if let Some(p) = presenter {
+                app.set_presenter(p);
             }
             for (k, v) in &sets {
                 if let Err(e) = app.set_setting(k, v) {

@@ -4,17 +4,20 @@
 use eframe::egui;
 
 use egui::{Color32, RichText};
+use egui::RichText;
+use egui_commonmark::CommonMarkViewer;
 
 use super::charts::{self, ChartView};
 use super::diagram;
 use super::job::Status;
 use super::lab::GpulabApp;
-use super::results::{self, WARN};
+use super::results;
+use super::shortcuts::{self, tip};
 
 impl GpulabApp {
     pub(super) fn exercise_list(&mut self, ui: &mut egui::Ui) {
         ui.add_space(4.0);
-        ui.heading("Exercises");
+        ui.heading("Exercises").on_hover_text(format!("{} / {}: previous / next exercise", ui.ctx().format_shortcut(&shortcuts::PREVIOUS), ui.ctx().format_shortcut(&shortcuts::NEXT)));
         ui.add_space(4.0);
         let mut clicked = None;
         for ex in &self.exercises {
@@ -49,29 +52,16 @@ impl GpulabApp {
     pub(super) fn controls(&mut self, ui: &mut egui::Ui, ex_idx: usize) {
         let id = self.exercises[ex_idx].id().to_string();
         egui::ScrollArea::vertical().id_salt(("controls", &id)).auto_shrink([false, false]).show(ui, |ui| {
-            let valid = self.saved.settings.get(&id).map(|s| self.exercises[ex_idx].validate(s)).unwrap_or(Ok(()));
+            let valid = self.validate(ex_idx);
             if let Err(e) = &valid {
-                ui.add(egui::Label::new(RichText::new(e.to_string()).color(Color32::from_rgb(235, 90, 80))).wrap());
+                ui.add(egui::Label::new(RichText::new(e.to_string()).color(ui.visuals().error_fg_color)).wrap());
             }
-            let this_running = self.job.as_ref().is_some_and(|j| j.exercise == id);
-            ui.horizontal(|ui| {
-                let can_run = self.job.is_none() && valid.is_ok();
-                let run = ui.add_enabled(can_run, egui::Button::new(RichText::new("Run").strong()).min_size(egui::vec2(80.0, 26.0)));
-                if run.clicked() {
-                    self.start_run();
-                }
-                if ui.add_enabled(this_running, egui::Button::new("Stop").min_size(egui::vec2(80.0, 26.0))).clicked() {
-                    self.stop_run();
-                }
-                if let Some(other) = self.job.as_ref().filter(|j| j.exercise != id) {
-                    ui.small(format!("{} is running", other.exercise));
-                }
-            });
+            ui.horizontal(|ui| self.run_stop_buttons(ui, ex_idx));
             if let Some(v) = self.runs.get(&id) {
                 ui.add_space(4.0);
                 match &v.status {
                     Status::Failed(msg) => {
-                        ui.add(egui::Label::new(RichText::new(format!("Failed: {msg}")).color(Color32::from_rgb(235, 90, 80))).wrap());
+                        ui.add(egui::Label::new(RichText::new(format!("Failed: {msg}")).color(ui.visuals().error_fg_color)).wrap());
                     }
                     _ => {
                         let t = v.elapsed.unwrap_or_else(|| v.started.elapsed()).as_secs_f32();
@@ -113,6 +103,31 @@ impl GpulabApp {
         });
     }
 
+    /// Whether exercise `ex_idx`'s current settings can run (what enables Run and F5).
+    pub(super) fn validate(&self, ex_idx: usize) -> crate::Result<()> {
+        let ex = &self.exercises[ex_idx];
+        self.saved.settings.get(ex.id()).map(|s| ex.validate(s)).unwrap_or(Ok(()))
+    }
+
+    /// Run and Stop (with their shortcuts on hover), and which other exercise is running.
+    pub(super) fn run_stop_buttons(&mut self, ui: &mut egui::Ui, ex_idx: usize) {
+        let id = self.exercises[ex_idx].id().to_string();
+        let valid = self.validate(ex_idx);
+        let this_running = self.job.as_ref().is_some_and(|j| j.exercise == id);
+        let ctx = ui.ctx().clone();
+        let can_run = self.job.is_none() && valid.is_ok();
+        let run = ui.add_enabled(can_run, egui::Button::new(RichText::new("Run").strong()).min_size(egui::vec2(80.0, 26.0))).on_hover_text(tip(&ctx, "Run the exercise with these settings", &shortcuts::RUN));
+        if run.clicked() {
+            self.start_run();
+        }
+        if ui.add_enabled(this_running, egui::Button::new("Stop").min_size(egui::vec2(80.0, 26.0))).on_hover_text(tip(&ctx, "Stop the run; what ran so far is reported", &shortcuts::STOP)).clicked() {
+            self.stop_run();
+        }
+        if let Some(other) = self.job.as_ref().filter(|j| j.exercise != id) {
+            ui.small(format!("{} is running", other.exercise));
+        }
+    }
+
     pub(super) fn results_panel(&mut self, ui: &mut egui::Ui) {
         let id = self.saved.selected.clone();
         let wide = ui.available_width();
@@ -139,9 +154,9 @@ impl GpulabApp {
                 ui.heading("Live");
             }
             if let Status::Failed(msg) = &v.status {
-                ui.add(egui::Label::new(RichText::new(format!("The run failed: {msg}")).color(Color32::from_rgb(235, 90, 80))).wrap());
+                ui.add(egui::Label::new(RichText::new(format!("The run failed: {msg}")).color(ui.visuals().error_fg_color)).wrap());
             }
-            let chart_h = if wide > 700.0 { 220.0 } else { 180.0 };
+            let chart_h = if self.saved.presenter.stage { (ui.available_height() * 0.42).clamp(220.0, 520.0) } else if wide > 700.0 { 220.0 } else { 180.0 };
             if let Some(d) = &v.diagram {
                 diagram::show(ui, d, &id);
                 ui.add_space(8.0);
@@ -196,7 +211,7 @@ impl GpulabApp {
                     ui.small("GPU adapters: detecting…");
                 }
                 Some(a) if a.is_empty() => {
-                    ui.small(RichText::new("no GPU adapter found — CPU only").color(WARN));
+                    ui.small(RichText::new("no GPU adapter found — CPU only").color(ui.visuals().warn_fg_color));
                 }
                 Some(a) => {
                     let names: Vec<String> = a.iter().map(|a| if a.software { format!("{} (software GPU: runs on your CPU)", a.name) } else { a.name.clone() }).collect();

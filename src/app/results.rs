@@ -7,6 +7,7 @@ use egui::{Color32, RichText};
 use super::charts::short_num;
 use crate::report::{Cell, Report, Table};
 
+/// The dark theme's warning colour; widgets use `ui.visuals().warn_fg_color`, which each theme sets.
 pub const WARN: Color32 = Color32::from_rgb(240, 170, 50);
 /// Longest cell text shown in full; longer text is cut with the whole on hover.
 const MAX_CELL_CHARS: usize = 60;
@@ -16,7 +17,7 @@ pub fn verdict(ui: &mut egui::Ui, r: &Report) {
         ui.set_width(ui.available_width());
         ui.label(RichText::new("Verdict (computed from the numbers)").small().weak());
         if r.stopped_early {
-            ui.colored_label(WARN, "Stopped early: the numbers below cover only what ran.");
+            ui.colored_label(ui.visuals().warn_fg_color, "Stopped early: the numbers below cover only what ran.");
         }
         ui.add(egui::Label::new(RichText::new(&r.verdict.summary).strong()).wrap());
         for e in &r.verdict.evidence {
@@ -31,10 +32,11 @@ pub fn verdict(ui: &mut egui::Ui, r: &Report) {
 pub fn notes(ui: &mut egui::Ui, r: &Report) {
     for n in &r.notes {
         let software = n.to_lowercase().contains("software gpu");
-        let frame = egui::Frame::group(ui.style()).stroke(egui::Stroke::new(1.0, if software { WARN } else { ui.visuals().weak_text_color() }));
+        let warn = ui.visuals().warn_fg_color;
+        let frame = egui::Frame::group(ui.style()).stroke(egui::Stroke::new(1.0, if software { warn } else { ui.visuals().weak_text_color() }));
         frame.show(ui, |ui| {
             ui.set_width(ui.available_width());
-            let text = if software { RichText::new(format!("Warning: {n}")).color(WARN).strong() } else { RichText::new(format!("Note: {n}")) };
+            let text = if software { RichText::new(format!("Warning: {n}")).color(warn).strong() } else { RichText::new(format!("Note: {n}")) };
             ui.add(egui::Label::new(text).wrap());
         });
     }
@@ -81,7 +83,7 @@ pub fn table(ui: &mut egui::Ui, t: &Table, salt: &str) {
                     let text = cell.format(c);
                     let bad = text.contains("OUT OF MEMORY") || text.starts_with("failed");
                     let shown = if text.chars().count() > MAX_CELL_CHARS { format!("{}…", text.chars().take(MAX_CELL_CHARS).collect::<String>()) } else { text.clone() };
-                    let rich = if bad { RichText::new(shown).color(Color32::from_rgb(235, 90, 80)) } else { RichText::new(shown) };
+                    let rich = if bad { RichText::new(shown).color(ui.visuals().error_fg_color) } else { RichText::new(shown) };
                     let resp = ui.label(rich);
                     if text.chars().count() > MAX_CELL_CHARS {
                         resp.on_hover_text(text);

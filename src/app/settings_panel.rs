@@ -4,7 +4,7 @@
 
 use eframe::egui;
 
-use egui::{Color32, RichText};
+use egui::RichText;
 
 use super::lab::GpulabApp;
 use crate::device::gpu::adapters::AdapterSummary;
@@ -89,7 +89,7 @@ impl GpulabApp {
                             }
                         }
                         if let Some(e) = errors.get(&ek) {
-                            ui.add(egui::Label::new(RichText::new(e).color(Color32::from_rgb(235, 90, 80)).small()).wrap());
+                            ui.add(egui::Label::new(RichText::new(e).color(ui.visuals().error_fg_color).small()).wrap());
                         }
                     });
                     ui.end_row();

@@ -7,21 +7,23 @@ use eframe::egui;
 use egui::{Color32, RichText};
 use egui_plot::{Bar, BarChart, GridMark, Plot};
 
+use super::theme;
 use crate::profile::spans::{GPU, Timeline, union_length};
 use crate::report::Report;
 
 /// A stage's colour: GPU kernels green; every other stage a fixed colour picked from its name,
 /// so the same stage looks the same in every timeline (before and after) without the app
 /// knowing which stages a profiler records.
-fn color(name: &str, lane: &str) -> Color32 {
+/// Darkened on the light theme so bars stay visible on white.
+fn color(v: &egui::Visuals, name: &str, lane: &str) -> Color32 {
     if lane == GPU {
-        return Color32::from_rgb(90, 190, 110);
+        return theme::on_background(v, Color32::from_rgb(90, 190, 110));
     }
     const PALETTE: [(u8, u8, u8); 8] = [(230, 160, 60), (200, 120, 200), (220, 80, 70), (80, 160, 230), (120, 120, 230), (160, 160, 160), (110, 110, 110), (190, 190, 120)];
     // FNV-1a: stable across runs and builds, unlike the std hasher.
     let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3));
     let (r, g, b) = PALETTE[(h % PALETTE.len() as u64) as usize];
-    Color32::from_rgb(r, g, b)
+    theme::on_background(v, Color32::from_rgb(r, g, b))
 }
 
 /// Every timeline of the report, the first and last open.
@@ -58,6 +60,7 @@ pub fn show(ui: &mut egui::Ui, t: &Timeline, salt: &str) {
         }
     }
     let lanes = t.lanes.clone();
+    let visuals = ui.visuals().clone();
     let plot = Plot::new(("timeline-plot", salt, &t.title))
         .height(n as f32 * 26.0 + 46.0)
         .link_axis(egui::Id::unique(("timeline-link", salt)), [true, false])
@@ -84,10 +87,10 @@ pub fn show(ui: &mut egui::Ui, t: &Timeline, salt: &str) {
                 .filter_map(|s| {
                     let y = y_of(&s.lane)?;
                     let label = if s.lane == GPU { format!("{}: {:.1} µs", s.name, s.duration() * 1e6) } else { format!("{} · {}: {:.2} ms", s.lane, s.name, s.duration() * 1e3) };
-                    Some(Bar::new(y, s.duration() * 1e3).base_offset((s.start_s - t0) * 1e3).width(0.7).name(label).fill(color(&s.name, &s.lane)).stroke(egui::Stroke::NONE))
+                    Some(Bar::new(y, s.duration() * 1e3).base_offset((s.start_s - t0) * 1e3).width(0.7).name(label).fill(color(&visuals, &s.name, &s.lane)).stroke(egui::Stroke::NONE))
                 })
                 .collect();
-            pui.bar_chart(BarChart::new(*name, bars).horizontal().color(color(name, lane_kind)).element_formatter(Box::new(|b, _| b.name.clone())));
+            pui.bar_chart(BarChart::new(*name, bars).horizontal().color(color(&visuals, name, lane_kind)).element_formatter(Box::new(|b, _| b.name.clone())));
         }
     });
 }

@@ -18,6 +18,8 @@ mod exercises;
 #[cfg(feature = "gui")]
 mod gui;
 mod html_report;
+#[cfg(feature = "gui")]
+mod gui_presenter;
 mod install;
 mod kernels;
 #[cfg(feature = "gui")]
