@@ -23,7 +23,8 @@ impl GpulabApp {
         let active = self.saved.settings.get(id).and_then(|s| presets::active(ex.as_ref(), s));
         let mut chosen: Option<Preset> = None;
         ui.add_enabled_ui(self.job.is_none(), |ui| {
-            let shown = active.map(|n| format!("Preset: {n}")).unwrap_or_else(|| "Presets…".into());
+            let lab_id = ui.label("Preset").id;
+            let shown = active.unwrap_or("custom settings");
             egui::ComboBox::from_id_salt(("preset", id))
                 .selected_text(shown)
                 .width(220.0)
@@ -36,6 +37,7 @@ impl GpulabApp {
                     }
                 })
                 .response
+                .labelled_by(lab_id)
                 .on_hover_text(active.and_then(|n| all.iter().find(|p| p.name == n)).map_or("Named settings that show one thing; choosing one starts from the defaults", |p| p.description));
         });
         if let Some(p) = chosen
