@@ -56,24 +56,17 @@ impl Exercise for BatchSweep {
     }
 
     fn presets(&self) -> Vec<Preset> {
-        vec![
-            Preset::new("as in the lesson", "The lesson's small model at batch 16 to 128", &[]),
-            Preset::new(
-                "big enough for a GPU",
-                "A 2048-wide MLP on 64×64 colour shapes at batch 32 to 1024: the batch sizes where a GPU's throughput keeps climbing",
-                &[("dataset", super::cpu_vs_gpu::BIG_DATASET), ("hidden", "2048,2048"), ("batch_sizes", "32,128,512,1024"), ("epochs", "2"), ("lr", "0.01")],
-            ),
-            Preset::new(
-                "scaled to this adapter",
-                "The model sized from the backend's measured peak (cached per adapter) so the sweep's training takes about 30 s anywhere",
-                &[("dataset", super::cpu_vs_gpu::BIG_DATASET), ("batch_sizes", "32,128,512"), ("lr", "0.01"), ("size", "auto"), ("target_s", "30")],
-            ),
-            Preset::new(
-                "force an out-of-memory",
-                "A 6 MiB memory budget (simulated by gpulab's ledger, the same on every backend): batch 16 and 256 fit, batch 8192 does not",
-                &[("batch_sizes", "16,256,8192"), ("vram_budget_mib", "6"), ("epochs", "1")],
-            ),
-        ]
+        let mut p = super::sizing::presets(
+            "The lesson's small model at batch 16 to 128",
+            ("A 2048-wide MLP on 64×64 colour shapes at batch 32 to 1024: the batch sizes where a GPU's throughput keeps climbing", &[("batch_sizes", "32,128,512,1024"), ("epochs", "2")]),
+            ("The model sized from the backend's measured peak (cached per adapter) so the sweep's training takes about 30 s anywhere", &[("batch_sizes", "32,128,512"), ("target_s", "30")]),
+        );
+        p.push(Preset::new(
+            "force an out-of-memory",
+            "A 6 MiB memory budget (simulated by gpulab's ledger, the same on every backend): batch 16 and 256 fit, batch 8192 does not",
+            &[("batch_sizes", "16,256,8192"), ("vram_budget_mib", "6"), ("epochs", "1")],
+        ));
+        p
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {

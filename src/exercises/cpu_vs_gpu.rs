@@ -17,9 +17,6 @@ use crate::with_backend;
 
 pub struct CpuVsGpu;
 
-/// The "big enough for a GPU" data set: 64×64 RGB shapes (12,288 inputs per sample).
-pub(super) const BIG_DATASET: &str = "shapes:res=64,channels=3,n=4000";
-
 /// One backend's training result (or why it has none).
 struct Trained {
     device: String,
@@ -59,19 +56,11 @@ impl Exercise for CpuVsGpu {
     }
 
     fn presets(&self) -> Vec<Preset> {
-        vec![
-            Preset::new("as in the lesson", "The lesson's small model: a few seconds anywhere, and too small for any GPU to win at training", &[]),
-            Preset::new(
-                "big enough for a GPU",
-                "A 2048-wide MLP at batch 256 on 64×64 colour shapes, and matmuls up to n = 4096: enough work per step for a GPU to win",
-                &[("dataset", BIG_DATASET), ("hidden", "2048,2048"), ("batch", "256"), ("epochs", "3"), ("lr", "0.01"), ("sweep_sizes", "256,512,1024,2048,4096")],
-            ),
-            Preset::new(
-                "scaled to this adapter",
-                "The model sized from the GPU's measured peak (cached per adapter) so its training takes about 20 s on a laptop or a workstation",
-                &[("dataset", BIG_DATASET), ("batch", "256"), ("lr", "0.01"), ("size", "auto"), ("target_s", "20"), ("sweep_sizes", "256,512,1024,2048")],
-            ),
-        ]
+        super::sizing::presets(
+            "The lesson's small model: a few seconds anywhere, and too small for any GPU to win at training",
+            ("A 2048-wide MLP at batch 256 on 64×64 colour shapes, and matmuls up to n = 4096: enough work per step for a GPU to win", &[("batch", "256"), ("epochs", "3"), ("sweep_sizes", "256,512,1024,2048,4096")]),
+            ("The model sized from the GPU's measured peak (cached per adapter) so its training takes about 20 s on a laptop or a workstation", &[("batch", "256"), ("target_s", "20"), ("sweep_sizes", "256,512,1024,2048")]),
+        )
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {

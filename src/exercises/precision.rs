@@ -79,19 +79,11 @@ impl Exercise for PrecisionLab {
     }
 
     fn presets(&self) -> Vec<Preset> {
-        vec![
-            Preset::new("as in the lesson", "The lesson's small model on digits", &[]),
-            Preset::new(
-                "big enough for a GPU",
-                "A 2048-wide MLP at batch 256 on 64×64 colour shapes: matmuls large enough for 16-bit arithmetic and memory to matter",
-                &[("dataset", super::cpu_vs_gpu::BIG_DATASET), ("hidden", "2048,2048"), ("batch", "256"), ("epochs", "2"), ("lr", "0.01"), ("demo_epochs", "1")],
-            ),
-            Preset::new(
-                "scaled to this adapter",
-                "The model sized from the backend's measured FP32 peak (cached per adapter) so the comparison takes about 30 s of arithmetic anywhere",
-                &[("dataset", super::cpu_vs_gpu::BIG_DATASET), ("batch", "256"), ("lr", "0.01"), ("demo_epochs", "1"), ("size", "auto"), ("target_s", "30")],
-            ),
-        ]
+        super::sizing::presets(
+            "The lesson's small model on digits",
+            ("A 2048-wide MLP at batch 256 on 64×64 colour shapes: matmuls large enough for 16-bit arithmetic and memory to matter", &[("batch", "256"), ("epochs", "2"), ("demo_epochs", "1")]),
+            ("The model sized from the backend's measured FP32 peak (cached per adapter) so the comparison takes about 30 s of arithmetic anywhere", &[("batch", "256"), ("demo_epochs", "1"), ("target_s", "30")]),
+        )
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {

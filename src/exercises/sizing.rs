@@ -39,6 +39,22 @@ pub fn settings(s: Settings) -> Settings {
     .add(TARGET, "Target time (s)", "size=auto: seconds the run's training arithmetic should take at the measured peak", settings::float(20.0, 1.0, 3600.0))
 }
 
+/// The "big enough for a GPU" data set: 64×64 RGB shapes (12,288 inputs per sample).
+pub const BIG_DATASET: &str = "shapes:res=64,channels=3,n=4000";
+
+/// The three presets exercises 1–3 share, each described by the exercise: "as in the lesson"
+/// (the defaults), "big enough for a GPU" (a 2048-wide MLP on BIG_DATASET, plus `big`) and
+/// "scaled to this adapter" (`size=auto` on BIG_DATASET, plus `scaled`).
+pub fn presets(lesson: &'static str, big: (&'static str, &[(&'static str, &str)]), scaled: (&'static str, &[(&'static str, &str)])) -> Vec<super::Preset> {
+    use super::Preset;
+    let with = |base: &[(&'static str, &str)], extra: &[(&'static str, &str)]| -> Vec<(&'static str, String)> { base.iter().chain(extra).map(|(k, v)| (*k, v.to_string())).collect() };
+    vec![
+        Preset::new("as in the lesson", lesson, &[]),
+        Preset { name: "big enough for a GPU", description: big.0, overrides: with(&[("dataset", BIG_DATASET), ("hidden", "2048,2048"), ("lr", "0.01")], big.1) },
+        Preset { name: "scaled to this adapter", description: scaled.0, overrides: with(&[("dataset", BIG_DATASET), ("lr", "0.01"), (SIZE, "auto")], scaled.1) },
+    ]
+}
+
 /// Checks the two settings where the exercise has them.
 pub fn validate(s: &Settings) -> Result<()> {
     if s.get(SIZE).is_some() {
