@@ -47,7 +47,7 @@ impl Exercise for InputPipeline {
             ),
             Preset::new(
                 "feed the GPU",
-                "Free reads, no decode or augmentation, 8 workers and 4 batches of prefetch: loading never holds the step up, so the fixes have nothing to fix",
+                "Free reads, no decode or augmentation, 8 workers and 4 batches of prefetch: loading should never hold the step up, so the fixes have little to fix",
                 &[("storage_latency_ms", "0"), ("decode_passes", "0"), ("augment", "false"), ("workers", "8"), ("prefetch", "4"), ("pin_memory", "true")],
             ),
         ]
