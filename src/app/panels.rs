@@ -97,6 +97,7 @@ impl GpulabApp {
                     self.edits.retain(|k, _| k.0 != id);
                     self.errors.retain(|k, _| k.0 != id);
                 }
+                self.presets_ui(ui, &id);
             });
             self.settings_ui(ui, &id);
             ui.add_space(6.0);

@@ -9,9 +9,63 @@ use egui::RichText;
 use super::lab::GpulabApp;
 use crate::device::gpu::adapters::AdapterSummary;
 use crate::device::{Device, GpuSelector, cuda};
-use crate::exercises::Value;
+use crate::exercises::{Preset, Value, presets};
 
 impl GpulabApp {
+    /// The exercise's presets as a dropdown (beside "Reset to defaults"); it names the active
+    /// preset — the one whose values the settings hold — until a setting is edited away from it.
+    pub(super) fn presets_ui(&mut self, ui: &mut egui::Ui, id: &str) {
+        let Some(ex) = self.exercises.iter().find(|e| e.id() == id) else { return };
+        let all = ex.presets();
+        if all.is_empty() {
+            return;
+        }
+        let active = self.saved.settings.get(id).and_then(|s| presets::active(ex.as_ref(), s));
+        let mut chosen: Option<Preset> = None;
+        ui.add_enabled_ui(self.job.is_none(), |ui| {
+            let lab_id = ui.label("Preset").id;
+            let shown = active.unwrap_or("custom settings");
+            egui::ComboBox::from_id_salt(("preset", id))
+                .selected_text(shown)
+                .width(220.0)
+                .show_ui(ui, |ui| {
+                    for p in &all {
+                        let hover = format!("{}\n\nSets: {}", p.description, p.summary());
+                        if ui.selectable_label(active == Some(p.name), p.name).on_hover_text(hover).clicked() {
+                            chosen = Some(p.clone());
+                        }
+                    }
+                })
+                .response
+                .labelled_by(lab_id)
+                .on_hover_text(active.and_then(|n| all.iter().find(|p| p.name == n)).map_or("Named settings that show one thing; choosing one starts from the defaults", |p| p.description));
+        });
+        if let Some(p) = chosen
+            && let Err(e) = self.apply_preset(p.name)
+        {
+            self.file_status = Some(Err(e.to_string()));
+        }
+    }
+
+    /// Sets the selected exercise's settings to its preset `name` (its defaults with the
+    /// preset's values), as choosing it in the dropdown does.
+    pub fn apply_preset(&mut self, name: &str) -> crate::Result<()> {
+        let id = self.saved.selected.clone();
+        let ex = self.exercises.iter().find(|e| e.id() == id).ok_or_else(|| crate::Error::InvalidConfig(format!("no exercise {id}")))?;
+        let settings = presets::find(ex.as_ref(), name)?.settings(ex.as_ref())?;
+        self.saved.settings.insert(id.clone(), settings);
+        self.edits.retain(|k, _| k.0 != id);
+        self.errors.retain(|k, _| k.0 != id);
+        Ok(())
+    }
+
+    /// The preset the selected exercise's settings match, if any (what the dropdown shows).
+    pub fn active_preset(&self) -> Option<&'static str> {
+        let id = self.saved.selected.as_str();
+        let ex = self.exercises.iter().find(|e| e.id() == id)?;
+        presets::active(ex.as_ref(), self.saved.settings.get(id)?)
+    }
+
     pub(super) fn settings_ui(&mut self, ui: &mut egui::Ui, id: &str) {
         let adapters = self.hardware.adapters.clone();
         let Some(settings) = self.saved.settings.get_mut(id) else { return };

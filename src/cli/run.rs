@@ -21,7 +21,11 @@ pub struct RunArgs {
     /// `scenario_file` setting (10, platform). Same as --set scenario_file=FILE.
     #[arg(long, value_name = "FILE")]
     scenario: Option<PathBuf>,
-    /// Print the settings with their defaults and exit.
+    /// Start from a named preset of the exercise (see --show-settings), e.g.
+    /// --preset "big enough for a GPU"; --set still overrides its values.
+    #[arg(long, value_name = "NAME")]
+    preset: Option<String>,
+    /// Print the settings with their defaults (and the exercise's presets) and exit.
     #[arg(long)]
     show_settings: bool,
     /// With `all`: the backend(s) for every exercise that has a backend setting, e.g. cpu.
@@ -85,7 +89,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         anyhow::bail!("--backend and --only go with `gpulab run all`; for one exercise use --set backend=… (see --show-settings)");
     }
     let ex = exercises::find(&a.id).ok_or_else(|| anyhow::anyhow!("unknown exercise {:?}; known: {}", a.id, exercises::ids().join(", ")))?;
-    let mut settings = ex.settings();
+    let mut settings = match &a.preset {
+        Some(name) => exercises::presets::find(ex.as_ref(), name)?.settings(ex.as_ref())?,
+        None => ex.settings(),
+    };
     settings.apply(&a.set)?;
     if let Some(file) = &a.scenario {
         if settings.get("scenario_file").is_none() {
@@ -99,6 +106,13 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     if a.show_settings {
         for s in &settings.0 {
             println!("{:<16} = {:<24} {}", s.key, s.value.to_text(), s.help);
+        }
+        let presets = ex.presets();
+        if !presets.is_empty() {
+            println!("\npresets (--preset NAME; --set still overrides):");
+            for p in presets {
+                println!("  {:?}: {}\n      {}", p.name, p.description, p.summary());
+            }
         }
         return Ok(());
     }

@@ -6,7 +6,7 @@ use crate::exercises::common::report_for;
 use super::common::{self, MEMORY_CATEGORIES, mib, peak, percent};
 use super::settings::{self, Settings};
 use super::sink::{Event, Sink, TrainBridge};
-use super::Exercise;
+use super::{Exercise, Preset};
 use crate::error::{Error, Result};
 use crate::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
 use crate::tensor::{prelude::*, MemCategory};
@@ -52,7 +52,21 @@ impl Exercise for BatchSweep {
         // `batch` is swept, so its own setting is not shown.
         let mut s = common::training_settings(s, "shapes", &[256, 128], 64, 3);
         s.0.retain(|x| x.key != "batch");
-        s
+        super::sizing::settings(s)
+    }
+
+    fn presets(&self) -> Vec<Preset> {
+        let mut p = super::sizing::presets(
+            "The lesson's small model at batch 16 to 128",
+            ("A 2048-wide MLP on 64×64 colour shapes at batch 32 to 1024: the batch sizes where a GPU's throughput keeps climbing", &[("batch_sizes", "32,128,512,1024"), ("epochs", "2")]),
+            ("The model sized from the backend's measured peak (cached per adapter) so the sweep's training takes about 30 s anywhere", &[("batch_sizes", "32,128,512"), ("target_s", "30")]),
+        );
+        p.push(Preset::new(
+            "force an out-of-memory",
+            "A 6 MiB memory budget (simulated by gpulab's ledger, the same on every backend): batch 16 and 256 fit, batch 8192 does not",
+            &[("batch_sizes", "16,256,8192"), ("vram_budget_mib", "6"), ("epochs", "1")],
+        ));
+        p
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {
@@ -61,7 +75,7 @@ impl Exercise for BatchSweep {
         for b in s.list("batch_sizes")? {
             common::train_config(s, b as usize)?;
         }
-        Ok(())
+        super::sizing::validate(s)
     }
 
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
@@ -71,6 +85,8 @@ impl Exercise for BatchSweep {
         let budget = (budget_mib > 0.0).then(|| (budget_mib * (1u64 << 20) as f64) as u64);
         let data = common::load_dataset(s)?;
         let sizes = s.list("batch_sizes")?;
+        let (resolved, sizing) = super::sizing::resolve(s, &device, &data, sizes.len() as f64, 0.0, sink)?;
+        let s = &resolved;
 
         sink.emit(Event::Phase(format!("opening {device}")));
         let mut engine = device.open(budget)?;
@@ -104,7 +120,9 @@ impl Exercise for BatchSweep {
             sink.emit(Event::Table(results_table(&outcomes)));
         }
         let stopped_early = sink.stop_requested();
-        Ok(build_report(self, s, meta, &outcomes, budget, stopped_early))
+        let mut report = build_report(self, s, meta, &outcomes, budget, stopped_early);
+        super::sizing::annotate(sizing.as_ref(), &mut report);
+        Ok(report)
     }
 }
 

@@ -5,7 +5,7 @@ use crate::exercises::common::report_for;
 use super::common::{self, percent};
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink, TrainBridge};
-use super::Exercise;
+use super::{Exercise, Preset};
 use crate::bench::{random_matrix, time_matmul};
 use crate::device::telemetry::UtilizationSampler;
 use crate::device::{Device, Engine};
@@ -58,9 +58,18 @@ impl Exercise for CpuVsGpu {
             "Where to train: cpu, gpu (the best adapter), gpu:N (index from the hardware panel), gpu:NAME, cuda[:N] (NVIDIA through CUDA: a --features cuda build)",
             Value::Devices(vec!["cpu".into(), "gpu".into()]),
         );
-        common::training_settings(s, "digits", &[128, 64], 64, 5)
+        let s = common::training_settings(s, "digits", &[128, 64], 64, 5)
             .add("sweep_sizes", "Matmul sizes", "n for the n×n×n matmul sweep", settings::list(&[64, 128, 256, 512, 1024], 1, 8192))
-            .add("sweep_runs", "Runs per size", "Timed runs per matmul size (the median is reported)", settings::int(3, 1, 50))
+            .add("sweep_runs", "Runs per size", "Timed runs per matmul size (the median is reported)", settings::int(3, 1, 50));
+        super::sizing::settings(s)
+    }
+
+    fn presets(&self) -> Vec<Preset> {
+        super::sizing::presets(
+            "The lesson's small model: a few seconds anywhere, and too small for any GPU to win at training",
+            ("A 2048-wide MLP at batch 256 on 64×64 colour shapes, and matmuls up to n = 4096: enough work per step for a GPU to win", &[("batch", "256"), ("epochs", "3"), ("sweep_sizes", "256,512,1024,2048,4096")]),
+            ("The model sized from the GPU's measured peak (cached per adapter) so its training takes about 20 s on a laptop or a workstation", &[("batch", "256"), ("target_s", "20"), ("sweep_sizes", "256,512,1024,2048")]),
+        )
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {
@@ -68,14 +77,18 @@ impl Exercise for CpuVsGpu {
         common::validate_training(s)?;
         s.list("sweep_sizes")?;
         s.int("sweep_runs")?;
-        Ok(())
+        super::sizing::validate(s)
     }
 
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
         self.validate(s)?;
         let data = common::load_dataset(s)?;
-        let cfg = common::train_config(s, s.int("batch")? as usize)?;
         let devices = s.devices("backends")?;
+        // size=auto sizes the model for the first GPU chosen (the CPU when none is).
+        let sizing_device = devices.iter().find(|d| !matches!(d, Device::Cpu)).or(devices.first()).cloned().unwrap_or(Device::Cpu);
+        let (resolved, sizing) = super::sizing::resolve(s, &sizing_device, &data, 1.0, 0.0, sink)?;
+        let s = &resolved;
+        let cfg = common::train_config(s, s.int("batch")? as usize)?;
         let sizes: Vec<usize> = s.list("sweep_sizes")?.into_iter().map(|v| v as usize).collect();
         let runs = s.int("sweep_runs")? as usize;
 
@@ -147,7 +160,8 @@ impl Exercise for CpuVsGpu {
         }
 
         let stopped_early = sink.stop_requested();
-        let report = build_report(self, s, meta, &trained, &sweep, stopped_early);
+        let mut report = build_report(self, s, meta, &trained, &sweep, stopped_early);
+        super::sizing::annotate(sizing.as_ref(), &mut report);
         if trained.iter().all(|t| t.result.is_err()) && !stopped_early {
             let why: Vec<String> = trained.iter().filter_map(|t| t.result.as_ref().err().map(|e| format!("{}: {e}", t.device))).collect();
             return Err(Error::InvalidConfig(format!("no backend could train: {}", why.join("; "))));

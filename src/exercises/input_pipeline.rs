@@ -37,6 +37,22 @@ impl Exercise for InputPipeline {
             .add("pin_memory", "pin_memory", "Persistent input buffers written with queue.write_buffer (on), or a fresh buffer per batch plus a device copy (off)", Value::Bool(true))
     }
 
+    fn presets(&self) -> Vec<super::Preset> {
+        use super::Preset;
+        vec![
+            Preset::new(
+                "starve the GPU",
+                "Slow storage (2 ms a sample), heavy decode (12 passes), the fewest extra workers (2), one batch of prefetch and a fresh buffer per batch: the GPU waits on every step",
+                &[("storage_latency_ms", "2"), ("decode_passes", "12"), ("augment", "true"), ("workers", "2"), ("prefetch", "1"), ("pin_memory", "false")],
+            ),
+            Preset::new(
+                "feed the GPU",
+                "Free reads, no decode or augmentation, 8 workers and 4 batches of prefetch: loading should never hold the step up, so the fixes have little to fix",
+                &[("storage_latency_ms", "0"), ("decode_passes", "0"), ("augment", "false"), ("workers", "8"), ("prefetch", "4"), ("pin_memory", "true")],
+            ),
+        ]
+    }
+
     fn validate(&self, s: &Settings) -> Result<()> {
         common::validate_training(s)?;
         pc::source_cost(s)?;

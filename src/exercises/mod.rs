@@ -13,10 +13,12 @@ pub mod live;
 mod pipeline_common;
 mod platform;
 mod precision;
+pub mod presets;
 mod profiling;
 pub mod run_control;
 mod quantization;
 pub mod settings;
+pub mod sizing;
 pub mod sink;
 
 pub use live::LiveChartSpec;
@@ -24,6 +26,7 @@ pub use settings::{Setting, Settings, Value};
 pub use run_control::RunControl;
 pub use sink::{ChannelSink, CollectSink, Event, Sink};
 pub use lessons::{Card, check_yourself, without_check_yourself};
+pub use presets::Preset;
 /// `gpulab export torch --exercise distributed` (exercise 6's hand-off to PyTorch DDP).
 pub use distributed::torch_export;
 
@@ -44,6 +47,12 @@ pub trait Exercise: Send + Sync {
     fn settings(&self) -> Settings;
     /// Checks the settings as a whole; `run` calls it too.
     fn validate(&self, settings: &Settings) -> Result<()>;
+    /// Named presets (`presets::Preset`): the defaults with a few values changed to show one
+    /// thing ("big enough for a GPU"). The GUI offers them beside "Reset to defaults", the CLI as
+    /// `--preset NAME`; every one must pass `validate` (a test checks).
+    fn presets(&self) -> Vec<Preset> {
+        Vec::new()
+    }
     /// The live charts `run` emits points for (`Event::Point { chart, .. }`), with their titles
     /// and axes. Every chart id the exercise emits must be declared here (a test checks).
     fn live_charts(&self) -> Vec<LiveChartSpec> {

@@ -6,7 +6,7 @@ use crate::exercises::common::report_for;
 use super::common::{self, MEMORY_CATEGORIES, mib, peak, percent};
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink, TrainBridge};
-use super::Exercise;
+use super::{Exercise, Preset};
 use crate::data::Dataset;
 use crate::device::Engine;
 use crate::error::{Error, Result};
@@ -83,12 +83,21 @@ impl Exercise for PrecisionLab {
             .add("underflow_demo", "Underflow demo", "Also train FP16 on tiny gradients, without and with loss scaling", Value::Bool(true))
             .add("demo_loss_exponent", "Demo loss weight (power of 2)", "The demo multiplies the loss by 2^this (and the SGD learning rate by its inverse, so FP32 trains exactly as before), making every gradient tiny", settings::int(-24, -40, 0))
             .add("demo_epochs", "Demo epochs", "Epochs of each underflow-demo run", settings::int(2, 1, 100));
-        common::training_settings(s, "digits", &[128, 64], 32, 5)
+        super::sizing::settings(common::training_settings(s, "digits", &[128, 64], 32, 5))
+    }
+
+    fn presets(&self) -> Vec<Preset> {
+        super::sizing::presets(
+            "The lesson's small model on digits",
+            ("A 2048-wide MLP at batch 256 on 64×64 colour shapes: matmuls large enough for 16-bit arithmetic and memory to matter", &[("batch", "256"), ("epochs", "2"), ("demo_epochs", "1")]),
+            ("The model sized from the backend's measured FP32 peak (cached per adapter) so the comparison takes about 30 s of arithmetic anywhere", &[("batch", "256"), ("demo_epochs", "1"), ("target_s", "30")]),
+        )
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {
         s.one_device("backend")?;
         precisions(s)?;
+        super::sizing::validate(s)?;
         common::validate_training(s)
     }
 
@@ -96,6 +105,9 @@ impl Exercise for PrecisionLab {
         self.validate(s)?;
         let device = s.one_device("backend")?;
         let data = common::load_dataset(s)?;
+        let demo_passes = if s.bool("underflow_demo")? { 3.0 * s.int("demo_epochs")? as f64 } else { 0.0 };
+        let (resolved, sizing) = super::sizing::resolve(s, &device, &data, precisions(s)?.len() as f64, demo_passes, sink)?;
+        let s = &resolved;
         let base = common::train_config(s, s.int("batch")? as usize)?;
         let scaler = |mut amp: AmpConfig| -> Result<AmpConfig> {
             amp.scaler.init_scale = s.float("init_scale")? as f32;
@@ -154,7 +166,9 @@ impl Exercise for PrecisionLab {
             let why: Vec<String> = runs.iter().filter_map(|r| r.result.as_ref().err().map(|e| format!("{}: {e}", r.label))).collect();
             return Err(Error::InvalidConfig(format!("no precision could train: {}", why.join("; "))));
         }
-        Ok(build_report(self, s, meta, &runs, &demo, stopped_early))
+        let mut report = build_report(self, s, meta, &runs, &demo, stopped_early);
+        super::sizing::annotate(sizing.as_ref(), &mut report);
+        Ok(report)
     }
 }
 

@@ -43,6 +43,22 @@ impl Exercise for Profiling {
         s.add("measure_again", "Apply the fix and measure again", "After the first profile, apply the suggested optimization and profile again", Value::Bool(true))
     }
 
+    fn presets(&self) -> Vec<super::Preset> {
+        use super::Preset;
+        vec![
+            Preset::new(
+                "starve the GPU",
+                "Load on the training thread (no workers, no prefetch, no cache) from slow storage with heavy decode: the profile shows a data-bound step",
+                &[("num_workers", "0"), ("prefetch_factor", "0"), ("cache", "false"), ("storage_latency_ms", "1"), ("decode_passes", "8")],
+            ),
+            Preset::new(
+                "feed the GPU",
+                "4 workers, 4 batches of prefetch, a cache and free reads at batch 256: the data is never late, so the profile shows what the step itself costs",
+                &[("num_workers", "4"), ("prefetch_factor", "4"), ("cache", "true"), ("storage_latency_ms", "0"), ("decode_passes", "0"), ("augment", "false"), ("batch", "256")],
+            ),
+        ]
+    }
+
     fn validate(&self, s: &Settings) -> Result<()> {
         common::validate_training(s)?;
         pc::pipeline_config(s)?;

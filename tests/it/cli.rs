@@ -240,3 +240,56 @@ fn export_torch_refuses_other_exercises_and_bad_settings() {
     fails_with(&["export", "torch", "--exercise", "nope", "--out", "/nonexistent-gpulab-export"], &["unknown exercise"]);
     fails_with(&["export", "torch", "--exercise", "distributed", "--out", "/nonexistent-gpulab-export", "--set", "batch=0"], &["batch"]);
 }
+
+#[test]
+fn run_preset_applies_before_set_and_unknown_presets_list_the_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("oom");
+    // The preset's values, then --set on top (the backend).
+    let out = gpulab(&["run", "2", "--preset", "force an out-of-memory", "--set", "backend=cpu", "--out", out_dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(out_dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["config"]["vram_budget_mib"], "6");
+    assert_eq!(report["config"]["batch_sizes"], "16,256,8192");
+    assert_eq!(report["config"]["backend"], "cpu");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Batch 8192 did not fit"));
+    // --set overrides the preset's own value too.
+    let out = gpulab(&["run", "2", "--preset", "force an out-of-memory", "--set", "vram_budget_mib=0", "--show-settings"]);
+    assert!(String::from_utf8_lossy(&out.stdout).lines().any(|l| l.starts_with("vram_budget_mib") && l.contains("= 0 ")));
+    fails_with(&["run", "cpu-vs-gpu", "--preset", "warp speed"], &["no preset \"warp speed\"", "as in the lesson", "big enough for a GPU", "scaled to this adapter"]);
+}
+
+#[test]
+fn show_settings_lists_the_presets_with_their_values() {
+    let out = gpulab(&["run", "input-pipeline", "--show-settings"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in ["presets", "\"starve the GPU\"", "decode_passes=12", "\"feed the GPU\""] {
+        assert!(text.contains(want), "{want:?} missing from:\n{text}");
+    }
+}
+
+#[test]
+fn size_auto_uses_the_cached_peak_on_the_second_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = |out: &str| {
+        vec!["run", "batch-sweep", "--preset", "scaled to this adapter", "--set", "backend=cpu", "--set", "dataset=digits", "--set", "batch_sizes=128", "--set", "target_s=1", "--set", "epochs=1", "--out", out]
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    let mut peaks = Vec::new();
+    for name in ["a", "b"] {
+        let out_dir = dir.path().join(name);
+        let out = Command::new(env!("CARGO_BIN_EXE_gpulab")).args(args(out_dir.to_str().unwrap())).env("GPULAB_CACHE_DIR", dir.path().join("cache")).env("XDG_RUNTIME_DIR", std::env::temp_dir()).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&std::fs::read(out_dir.join("report.json")).unwrap()).unwrap();
+        let peak = report["figures"].as_array().unwrap().iter().find(|f| f["label"].as_str().unwrap().contains("matmul peak")).cloned().expect("a peak figure");
+        peaks.push(peak);
+    }
+    assert_eq!(peaks[0]["provenance"]["kind"], "measured", "{}", peaks[0]);
+    assert_eq!(peaks[1]["provenance"]["kind"], "derived", "{}", peaks[1]);
+    assert!(peaks[1]["provenance"]["from"].as_str().unwrap().contains("cached"));
+    // The same peak, read back from the cache.
+    assert_eq!(peaks[0]["value"], peaks[1]["value"]);
+}

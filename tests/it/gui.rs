@@ -462,3 +462,39 @@ fn the_platform_diagram_pauses_steps_and_shows_a_box_settings_on_click() {
     assert!(h.state().report().is_some_and(|r| r.attachments.iter().any(|a| a.file_name == "architecture.svg")));
     h.get_by_label("Settings of GPU inference cluster");
 }
+
+#[test]
+fn a_preset_chosen_in_the_dropdown_sets_the_settings_the_run_uses() {
+    let mut h = harness();
+    wait_for_adapters(&mut h);
+    h.get_by_label("2. Batch-size sweep").click();
+    h.step();
+    assert_eq!(h.state().selected(), "batch-sweep");
+    // The defaults are the lesson's preset; the dropdown says so.
+    assert_eq!(h.state().active_preset(), Some("as in the lesson"));
+    let shown = |h: &Harness<'static, GpulabApp>| h.get_by_label("Preset").value();
+    assert_eq!(shown(&h).as_deref(), Some("as in the lesson"));
+    h.get_by_label("Preset").click();
+    // The popup opens on the click's frame and is laid out on the next.
+    h.step();
+    h.step();
+    h.get_by_label("force an out-of-memory").click();
+    h.step();
+    h.step();
+    let s = h.state().settings("batch-sweep").unwrap();
+    assert_eq!(s.list("batch_sizes").unwrap(), [16, 256, 8192]);
+    assert_eq!(s.float("vram_budget_mib").unwrap(), 6.0);
+    assert_eq!(h.state().active_preset(), Some("force an out-of-memory"));
+    assert_eq!(shown(&h).as_deref(), Some("force an out-of-memory"), "the dropdown does not name the active preset");
+    // Editing a setting ends the preset (the CPU keeps the test fast on any machine).
+    h.state_mut().set_setting("backend", "cpu").unwrap();
+    h.step();
+    assert_eq!(h.state().active_preset(), None);
+    assert_eq!(shown(&h).as_deref(), Some("custom settings"), "an edited preset is still named");
+    h.get_by_label("Run").click();
+    run_to_end(&mut h, Duration::from_secs(120));
+    let report = h.state().report().expect("a report").clone();
+    assert_eq!(report.config["batch_sizes"], "16,256,8192");
+    assert_eq!(report.config["vram_budget_mib"], "6");
+    assert_eq!(h.query_all_by_label_contains("OUT OF MEMORY").count(), 1, "the preset's batch 8192 should not fit");
+}

@@ -29,6 +29,7 @@ mod pipeline;
 mod pipeline_labs;
 mod platform;
 mod precision;
+mod presets;
 mod profiler;
 mod quant;
 mod quant_model;

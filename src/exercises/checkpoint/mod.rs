@@ -71,6 +71,14 @@ impl Exercise for CheckpointLab {
             .add("folder", "Folder", "Where the checkpoints go (empty = a temporary folder, removed afterwards; a folder you name is kept and must not hold checkpoints)", Value::Text(String::new()))
     }
 
+    fn presets(&self) -> Vec<super::Preset> {
+        use super::Preset;
+        vec![
+            Preset::new("checkpoint rarely", "A checkpoint only every 100 steps: the crash loses more work, the writes cost less", &[("checkpoint_every", "100")]),
+            Preset::new("a corrupt latest checkpoint", "The newest checkpoint is damaged after the crash: the resume must detect it and fall back to an older one", &[("corrupt", "flip-data")]),
+        ]
+    }
+
     fn validate(&self, s: &Settings) -> Result<()> {
         s.one_device("backend")?;
         common::validate_training(s)?;

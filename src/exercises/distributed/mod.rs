@@ -106,6 +106,15 @@ impl Exercise for Distributed {
         s
     }
 
+    fn presets(&self) -> Vec<super::Preset> {
+        use super::Preset;
+        vec![
+            Preset::new("weak scaling", "The same batch per replica, so the global batch grows with the replicas (strong scaling splits one batch)", &[("scaling", "weak")]),
+            Preset::new("a slow network (10 GbE)", "Gradients all-reduced over a simulated 10 GbE link: communication dominates the step", &[("link", "10gbe")]),
+            Preset::new("small buckets, overlapped", "50 KiB gradient buckets all-reduced while backward still runs, as DDP overlaps them", &[("bucket_cap_mb", "0.05"), ("overlap", "true")]),
+        ]
+    }
+
     fn validate(&self, s: &Settings) -> Result<()> {
         common::validate_training(s)?;
         let replicas = s.list("replicas")?;

@@ -51,6 +51,14 @@ impl Exercise for InferenceBatching {
             .add("queue", "Queue capacity", "Requests that may wait; more are refused (503)", settings::int(4096, 1, 1 << 20))
     }
 
+    fn presets(&self) -> Vec<super::Preset> {
+        use super::Preset;
+        vec![
+            Preset::new("overload the server", "Arrivals at 50%, 100% and 150% of the measured capacity: past 100% the queue grows and the tail latency explodes", &[("load_levels", "50,100,150")]),
+            Preset::new("no batching window", "Dynamic batching that never waits (max queue delay 0): batches hold only what already queued", &[("max_queue_delay_us", "0")]),
+        ]
+    }
+
     fn validate(&self, s: &Settings) -> Result<()> {
         s.one_device("backend")?;
         dynamic_policy(s)?.validate()?;

@@ -61,6 +61,16 @@ impl Exercise for PlatformLab {
             .add("sweep_runs", "Runs per interval", "Simulated training runs averaged at each interval", settings::int(100, 1, 10_000))
     }
 
+    fn presets(&self) -> Vec<super::Preset> {
+        use super::Preset;
+        vec![
+            Preset::new("a spot-reclaim storm", "75% of the workers on spot capacity, reclaimed 1.5 times an hour, and training interrupted every 45 min: watch workers vanish and training lose work", &[("scenario", "spot-storm")]),
+            Preset::new("Black Friday", "Four times the traffic for two hours: does the autoscaler keep up with the spike?", &[("scenario", "black-friday")]),
+            Preset::new("a bad release", "A canary of a release that fails 4% of requests and runs 1.6× slower: the rollout must notice and roll back", &[("scenario", "bad-release")]),
+            Preset::new("calibrated on this machine", "The worker speed, mixed-precision speed-up and checkpoint write time measured here with the lab's own code", &[("calibration", "this-machine")]),
+        ]
+    }
+
     fn validate(&self, s: &Settings) -> Result<()> {
         s.one_device("calibration_backend")?;
         scenario(s).map(|_| ())

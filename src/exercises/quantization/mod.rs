@@ -54,6 +54,14 @@ impl Exercise for QuantizationLab {
         common::training_settings(s, "digits", &[128, 64], 32, 5)
     }
 
+    fn presets(&self) -> Vec<super::Preset> {
+        use super::Preset;
+        vec![
+            Preset::new("min/max calibration", "Activation ranges that keep every value, outliers included: a coarser int8 step than the percentile observer's", &[("observer", "minmax")]),
+            Preset::new("calibrate on 8 samples", "Static activation scales from 8 samples only: ranges the validation data exceeds", &[("calibration_samples", "8")]),
+        ]
+    }
+
     fn validate(&self, s: &Settings) -> Result<()> {
         if s.devices("backends")?.is_empty() {
             return Err(Error::InvalidConfig("backends: choose at least one backend".into()));
