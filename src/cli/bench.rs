@@ -1,7 +1,7 @@
 use clap::{Args, Subcommand};
 use gpulab::bench::{self, MatmulDType, MatmulRow, TrainBenchConfig};
 use gpulab::device::{Device, Engine, GpuSelector};
-use gpulab::nn::OptimizerKind;
+use gpulab::nn::{AmpConfig, OptimizerKind, Precision};
 use gpulab::with_backend;
 
 use super::progress;
@@ -59,6 +59,10 @@ pub struct TrainArgs {
     /// Seconds to time each batch size.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
+    /// Training precisions to time, e.g. fp32,fp16,bf16 (fp16 with a GradScaler, bf16
+    /// unscaled, as exercise 3 trains them). Interleaved per batch size.
+    #[arg(long, value_delimiter = ',', default_value = "fp32")]
+    precision: Vec<Precision>,
     #[arg(long)]
     json: bool,
 }
@@ -170,17 +174,24 @@ fn train(a: TrainArgs) -> anyhow::Result<()> {
     }
     for &batch in &a.batch {
         let cfg = TrainBenchConfig { input: a.input, hidden: a.hidden.clone(), classes: a.classes, batch, seconds: a.seconds, min_steps: 20, optimizer: OptimizerKind::Sgd };
-        let pb = progress::spinner(&format!("timing batch {batch}"));
-        let row = with_backend!(&mut engine, b => bench::bench_train(b, &cfg));
-        pb.finish_and_clear();
-        let row = row?;
-        if a.json {
-            println!("{}", serde_json::to_string(&row)?);
-        } else {
-            println!(
-                "{} | MLP {} | batch {:>4} | {:>9.0} samples/s | {:>8.3} ms/step (median) | {:>6.2} GFLOP/s (derived) | {} steps",
-                row.backend, row.model, row.batch, row.samples_per_s, row.step_ms_median, row.gflops, row.steps
-            );
+        let mut fp32_rate = None;
+        for &p in &a.precision {
+            let pb = progress::spinner(&format!("timing batch {batch} at {}", p.name()));
+            let row = with_backend!(&mut engine, b => bench::bench_train_amp(b, &cfg, AmpConfig::new(p)));
+            pb.finish_and_clear();
+            let row = row?;
+            if p == Precision::F32 {
+                fp32_rate = Some(row.samples_per_s);
+            }
+            if a.json {
+                println!("{}", serde_json::to_string(&row)?);
+            } else {
+                let ratio = fp32_rate.filter(|_| p != Precision::F32).map(|f| format!(" | {:.2}× fp32 (derived)", row.samples_per_s / f)).unwrap_or_default();
+                println!(
+                    "{} | MLP {} | {:<16} | batch {:>4} | {:>9.0} samples/s | {:>8.3} ms/step (median) | {:>6.2} GFLOP/s (derived) | {} steps{ratio}",
+                    row.backend, row.model, row.precision, row.batch, row.samples_per_s, row.step_ms_median, row.gflops, row.steps
+                );
+            }
         }
     }
     Ok(())
