@@ -3,6 +3,7 @@
 //! plain u32 + f32 and run everywhere.
 
 use super::kernels::Kernel;
+use super::tuning::Matmul16Variant;
 use super::{GpuBackend, GpuTensor, u32_len};
 use crate::error::Result;
 use crate::tensor::{DType, Epilogue, MemCategory, TensorMeta, checks, float16};
@@ -75,6 +76,27 @@ pub fn matmul16(gpu: &mut GpuBackend, a: &GpuTensor, b: &GpuTensor, c: &mut GpuT
         Epilogue::ReluMask(act) => (3, spare_in.buffer().clone(), act.buffer().clone()),
     };
     let variant = ta as u32 | (tb as u32) << 1;
+    // The register-blocked kernel stores whole words of a 16-bit C, so it needs N even.
+    if gpu.matmul16_variant(dt)? == Matmul16Variant::RegBlock && (c.dtype == DType::F32 || n % 2 == 0) {
+        let groups = (n32.div_ceil(64), m32.div_ceil(16));
+        let max = gpu.summary.limits.max_compute_workgroups_per_dimension;
+        if groups.0 > max || groups.1 > max {
+            return Err(gpu.beyond_limits("matmul16", format!("a {m}×{n} output needs more workgroups than it allows ({max} per dimension)")));
+        }
+        // vec4<u32> loads (8 values) where the row length along the loaded dimension allows them.
+        let va = if ta { m % 8 == 0 } else { k % 8 == 0 };
+        let vb = if tb { k % 8 == 0 } else { n % 8 == 0 };
+        let variant = variant | (va as u32) << 2 | (vb as u32) << 3;
+        let spare_out = unused(gpu)?;
+        let count = stats.is_some() as u32;
+        let s = stats.map(|s| s.buffer().clone()).unwrap_or_else(|| spare_out.buffer().clone());
+        let (kernel, out) = if c.dtype == DType::F32 { (Kernel::Matmul16RegF32, 4) } else { (Kernel::Matmul16RegOut, 3) };
+        let mut bindings = vec![(1, a.buffer()), (2, b.buffer()), (out, c.buffer()), (5, &bias)];
+        if out == 3 {
+            bindings.extend([(6, &act), (7, &s)]);
+        }
+        return gpu.run_as(dt, kernel, variant, &[m32, n32, k32, code, count], &bindings, groups);
+    }
     let g = gpu.grid((m * n).div_ceil(2));
     if c.dtype == DType::F32 {
         let bindings = [(1, a.buffer()), (2, b.buffer()), (4, c.buffer()), (5, &bias)];
