@@ -25,8 +25,8 @@ pub struct MatmulArgs {
     backend: String,
     #[arg(long, default_value_t = 5)]
     runs: usize,
-    /// Element types to time, e.g. f32,f16,int8 (f16: f16 operands, f32 products, the mixed-
-    /// precision GEMM; int8: i8 operands, exact i32 products).
+    /// Element types to time, e.g. f32,f16,bf16,int8 (f16/bf16: 16-bit operands, f32 products,
+    /// the mixed-precision GEMM, every GPU variant; int8: i8 operands, exact i32 products).
     #[arg(long, value_delimiter = ',', default_value = "f32", value_parser = parse_dtype)]
     dtype: Vec<MatmulDType>,
     /// One JSON object per line on stdout.
@@ -39,7 +39,8 @@ fn parse_dtype(s: &str) -> Result<MatmulDType, String> {
         "f32" => Ok(MatmulDType::F32),
         "int8" | "i8" => Ok(MatmulDType::Int8),
         "f16" => Ok(MatmulDType::F16),
-        other => Err(format!("unknown --dtype {other:?}: expected f32, f16 or int8")),
+        "bf16" => Ok(MatmulDType::BF16),
+        other => Err(format!("unknown --dtype {other:?}: expected f32, f16, bf16 or int8")),
     }
 }
 
@@ -146,7 +147,7 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
     pb.finish_and_clear();
     let rows = rows?;
     if !a.json {
-        eprintln!("measured on this machine: median of {} runs each; GOP/s = 2n³ / time (FLOP/s for f32 and f16, integer OP/s for int8)", a.runs);
+        eprintln!("measured on this machine: median of {} runs each; GOP/s = 2n³ / time (FLOP/s for f32, f16 and bf16, integer OP/s for int8)", a.runs);
         ratios(&rows);
         if rows.iter().any(|r| r.software) {
             eprintln!("note: software GPU: runs on your CPU — its GFLOP/s are your CPU's, not a GPU's.");
@@ -155,13 +156,14 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// int8 ÷ f32 speed per backend and size, derived from the rows above (the chosen f32 variant
-/// on a GPU).
+/// int8, f16 and bf16 ÷ f32 speed per backend and size, derived from the rows above (the
+/// chosen variants on a GPU).
 fn ratios(rows: &[MatmulRow]) {
-    for i8row in rows.iter().filter(|r| r.dtype == "int8") {
+    let chosen = |r: &&MatmulRow| !r.variant.starts_with("plain") && !r.variant.starts_with("reg-block") || r.variant.ends_with("(chosen)");
+    for i8row in rows.iter().filter(|r| r.dtype != "f32").filter(chosen) {
         let f32row = rows.iter().find(|r| r.dtype == "f32" && r.n == i8row.n && r.backend == i8row.backend && (r.variant == "gemm crate" || r.variant.ends_with("(chosen)")));
         if let Some(f) = f32row {
-            eprintln!("n={:<5} int8 / f32 = {:.2}x on {} (derived)", i8row.n, i8row.gflops / f.gflops, i8row.backend);
+            eprintln!("n={:<5} {} / f32 = {:.2}x on {} (derived)", i8row.n, i8row.dtype, i8row.gflops / f.gflops, i8row.backend);
         }
     }
 }
