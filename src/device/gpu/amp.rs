@@ -96,15 +96,14 @@ pub fn matmul16(gpu: &mut GpuBackend, a: &GpuTensor, b: &GpuTensor, c: &mut GpuT
         let va = if ta { m % 8 == 0 } else { k % 8 == 0 };
         let vb = if tb { k % 8 == 0 } else { n % 8 == 0 };
         let variant = variant | (va as u32) << 2 | (vb as u32) << 3;
-        let spare_out = unused(gpu)?;
+        // One entry point for both outputs: the unused one and unused stats get spare buffers.
+        let (spare_c, spare_stats) = (unused(gpu)?, unused(gpu)?);
         let count = stats.is_some() as u32;
-        let s = stats.map(|s| s.buffer().clone()).unwrap_or_else(|| spare_out.buffer().clone());
-        let (kernel, out) = if c.dtype == DType::F32 { (Kernel::Matmul16RegF32, 4) } else { (Kernel::Matmul16RegOut, 3) };
-        let mut bindings = vec![(1, a.buffer()), (2, b.buffer()), (out, c.buffer()), (5, &bias)];
-        if out == 3 {
-            bindings.extend([(6, &act), (7, &s)]);
-        }
-        return gpu.run_as(dt, kernel, variant, &[m32, n32, k32, code, count], &bindings, groups);
+        let s = stats.map(|s| s.buffer().clone()).unwrap_or_else(|| spare_stats.buffer().clone());
+        let out16 = c.dtype != DType::F32;
+        let (c16, c32) = if out16 { (c.buffer(), spare_c.buffer()) } else { (spare_c.buffer(), c.buffer()) };
+        let bindings = [(1, a.buffer()), (2, b.buffer()), (3, c16), (4, c32), (5, &bias), (6, &act), (7, &s)];
+        return gpu.run_as(dt, Kernel::Matmul16Reg, variant, &[m32, n32, k32, code, count, out16 as u32], &bindings, groups);
     }
     let g = gpu.grid((m * n).div_ceil(2));
     if c.dtype == DType::F32 {
