@@ -1,5 +1,5 @@
 {{FLOAT16}}
-// Casts between f32 and a 16-bit type, and the column sums of a 16-bit matrix (bias
+// Casts between f32 and a 16-bit type, the transpose of a 16-bit matrix, and the column sums of a 16-bit matrix (bias
 // gradients). f32 values are moved as raw bits so nothing is flushed or canonicalised.
 //
 // Template: the FLOAT16 placeholder on the first line (the 16-bit type's helpers), {{WG}} workgroup size.
@@ -42,6 +42,26 @@ fn cast_to_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
         let h = select(w & 0xffffu, w >> 16u, (i & 1u) == 1u);
         dst_bits[i] = half_widen_bits(h);
     }
+}
+
+// dst = srcᵀ for a 16-bit src of n elements in rows of `cols`: one invocation per output word
+// (two elements, which may come from two source columns), moved as bits.
+@compute @workgroup_size({{WG}})
+fn transpose16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let w = index(gid, nwg);
+    let e = 2u * w;
+    if e >= p.n { return; }
+    let rows = p.n / p.cols;
+    var bits = 0u;
+    for (var h = 0u; h < 2u; h += 1u) {
+        if e + h < p.n {
+            // dst element e + h sits at (row, col) = ((e+h) / rows, (e+h) % rows) of [cols, rows].
+            let i = ((e + h) % rows) * p.cols + (e + h) / rows;
+            let sw = src_words[i / 2u];
+            bits |= select(sw & 0xffffu, sw >> 16u, (i & 1u) == 1u) << (16u * h);
+        }
+    }
+    dst_words[w] = bits;
 }
 
 // sums[c] = Σ_r x[r, c] in f32, rows in order (as the CPU reference sums them); n = rows.

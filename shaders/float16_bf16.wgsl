@@ -24,3 +24,7 @@ fn half_widen_bits(h: u32) -> u32 {
     if (h & 0x7fffu) > 0x7f80u { return (h | 0x0040u) << 16u; }
     return h << 16u;
 }
+
+// A packed word's two values (element 2i in .x), for kernels that load words.
+fn half_unpack2(w: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(w << 16u), bitcast<f32>(w & 0xffff0000u)); }
+fn half_word_value(w: u32, i: u32) -> f32 { return half_value(w, i); }

@@ -53,3 +53,7 @@ fn half_widen_bits(h: u32) -> u32 {
     }
     return sign | (((e >> 10u) + 112u) << 23u) | (m << 13u);
 }
+
+// A packed word's two values (element 2i in .x), widened exactly, for kernels that load words.
+fn half_unpack2(w: u32) -> vec2<f32> { return unpack2x16float(w); }
+fn half_word_value(w: u32, i: u32) -> f32 { return half_unpack2(w)[i & 1u]; }

@@ -5,7 +5,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::device::CpuBackend;
-use crate::device::gpu::{GpuBackend, MatmulVariant};
+use crate::device::gpu::{GpuBackend, Matmul16Variant, MatmulVariant};
 use crate::error::{Error, Result};
 use crate::tensor::{prelude::*, DType, MemCategory};
 use crate::stats::median;
@@ -20,6 +20,8 @@ pub enum MatmulDType {
     Int8,
     /// f16 operands, f32 products and output (`AmpOps::matmul16`).
     F16,
+    /// bf16 operands, f32 products and output (`AmpOps::matmul16`).
+    BF16,
 }
 
 impl MatmulDType {
@@ -28,6 +30,7 @@ impl MatmulDType {
             MatmulDType::F32 => "f32",
             MatmulDType::Int8 => "int8",
             MatmulDType::F16 => "f16",
+            MatmulDType::BF16 => "bf16",
         }
     }
 }
@@ -90,7 +93,7 @@ pub fn bench_matmul(sizes: &[usize], dtypes: &[MatmulDType], runs: usize, cpu: b
         return Err(Error::InvalidConfig("matmul sizes and runs must be positive".into()));
     }
     if dtypes.is_empty() {
-        return Err(Error::InvalidConfig("--dtype needs at least one of f32, int8".into()));
+        return Err(Error::InvalidConfig("--dtype needs at least one of f32, f16, bf16, int8".into()));
     }
     let mut rows = Vec::new();
     for &n in sizes {
@@ -98,7 +101,8 @@ pub fn bench_matmul(sizes: &[usize], dtypes: &[MatmulDType], runs: usize, cpu: b
             match dt {
                 MatmulDType::F32 => rows.extend(rows_f32(n, runs, cpu, gpu.as_deref_mut(), &mut on_row)?),
                 MatmulDType::Int8 => rows.extend(super::matmul_i8::rows_i8(n, runs, cpu, gpu.as_deref_mut(), &mut on_row)?),
-                MatmulDType::F16 => rows.extend(rows_f16(n, runs, cpu, gpu.as_deref_mut(), &mut on_row)?),
+                MatmulDType::F16 => rows.extend(rows_16(DType::F16, n, runs, cpu, gpu.as_deref_mut(), &mut on_row)?),
+                MatmulDType::BF16 => rows.extend(rows_16(DType::BF16, n, runs, cpu, gpu.as_deref_mut(), &mut on_row)?),
             }
         }
     }
@@ -133,15 +137,27 @@ fn rows_f32(n: usize, runs: usize, cpu: bool, mut gpu: Option<&mut GpuBackend>, 
     Ok(rows)
 }
 
-/// The f16 rows for one size: the CPU's (the reference) and the GPU's, where it runs f16.
-fn rows_f16(n: usize, runs: usize, cpu: bool, gpu: Option<&mut GpuBackend>, on_row: &mut dyn FnMut(&MatmulRow)) -> Result<Vec<MatmulRow>> {
-    let case = super::matmul16::F16Case::new(n, runs)?;
+/// The 16-bit rows (`dt`: f16 or bf16) for one size: the CPU's (the reference) and the GPU's,
+/// where it runs the type: each 16-bit kernel variant, the chosen one marked.
+fn rows_16(dt: DType, n: usize, runs: usize, cpu: bool, gpu: Option<&mut GpuBackend>, on_row: &mut dyn FnMut(&MatmulRow)) -> Result<Vec<MatmulRow>> {
+    let case = super::matmul16::F16Case::new(dt, n, runs)?;
     let mut rows = Vec::new();
     if cpu {
         rows.push(case.make_row(&CpuBackend::new().info(), "widened to f32, gemm crate", case.cpu_s, runs, 0.0));
     }
     if let Some(g) = gpu {
-        rows.extend(case.row(g, "matmul16 (WGSL)", runs, &mut |why| eprintln!("note: {why}"))?);
+        if g.amp_unavailable(dt).is_none() {
+            let chosen = g.matmul16_variant(dt)?;
+            for v in Matmul16Variant::ALL {
+                g.set_matmul16_variant(dt, v);
+                let label = if v == chosen { format!("{} (chosen)", v.name()) } else { v.name().to_string() };
+                let row = case.row(g, &label, runs, &mut |why| eprintln!("note: {why}"));
+                g.set_matmul16_variant(dt, chosen);
+                rows.extend(row?);
+            }
+        } else {
+            rows.extend(case.row(g, "matmul16 (WGSL)", runs, &mut |why| eprintln!("note: {why}"))?);
+        }
     }
     for r in &rows {
         on_row(r);
@@ -175,8 +191,11 @@ pub fn bench_matmul_on<B: Backend>(b: &mut B, variant: &str, sizes: &[usize], dt
             on_row(&row);
             rows.push(row);
         }
-        if dtypes.contains(&MatmulDType::F16) {
-            let case = super::matmul16::F16Case::new(n, 1)?;
+        for (want, dt) in [(MatmulDType::F16, DType::F16), (MatmulDType::BF16, DType::BF16)] {
+            if !dtypes.contains(&want) {
+                continue;
+            }
+            let case = super::matmul16::F16Case::new(dt, n, 1)?;
             if let Some(row) = case.row(b, variant, runs, &mut |why| eprintln!("note: {why}"))? {
                 on_row(&row);
                 rows.push(row);

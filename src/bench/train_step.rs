@@ -27,6 +27,8 @@ pub struct TrainBenchRow {
     pub backend: String,
     pub software: bool,
     pub model: String,
+    /// The training precision, as `AmpConfig::label` names it ("fp32", "fp16 + GradScaler", "bf16").
+    pub precision: String,
     pub batch: usize,
     pub steps: usize,
     /// Measured: timed steps × batch / wall seconds.
@@ -54,17 +56,18 @@ pub fn bench_train_amp<B: Backend>(b: &mut B, cfg: &TrainBenchConfig, amp: AmpCo
     match Amp::new(b, &model, amp)? {
         None => {
             let train = Step::new(b, &model, F32Phases, cfg.batch)?;
-            timed_steps(b, cfg, model_cfg, model, train)
+            timed_steps(b, cfg, model_cfg, model, train, amp.label())
         }
         Some(amp) => {
+            let label = amp.cfg.label();
             let train = Step::new(b, &model, amp, cfg.batch)?;
-            timed_steps(b, cfg, model_cfg, model, train)
+            timed_steps(b, cfg, model_cfg, model, train, label)
         }
     }
 }
 
 /// The warm-up and the timed windows, once per precision (static dispatch through `P`).
-fn timed_steps<B: Backend, P: Phases<B>>(b: &mut B, cfg: &TrainBenchConfig, model_cfg: MlpConfig, mut model: Mlp<B>, mut train: Step<B, P>) -> Result<TrainBenchRow> {
+fn timed_steps<B: Backend, P: Phases<B>>(b: &mut B, cfg: &TrainBenchConfig, model_cfg: MlpConfig, mut model: Mlp<B>, mut train: Step<B, P>, precision: String) -> Result<TrainBenchRow> {
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let pool: Vec<(Vec<f32>, Vec<u32>)> = (0..16)
         .map(|_| {
@@ -105,6 +108,7 @@ fn timed_steps<B: Backend, P: Phases<B>>(b: &mut B, cfg: &TrainBenchConfig, mode
         backend: info.label(),
         software: info.software,
         model: model_cfg.describe(),
+        precision,
         batch: cfg.batch,
         steps,
         samples_per_s,

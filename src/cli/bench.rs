@@ -1,7 +1,7 @@
 use clap::{Args, Subcommand};
 use gpulab::bench::{self, MatmulDType, MatmulRow, TrainBenchConfig};
 use gpulab::device::{Device, Engine, GpuSelector};
-use gpulab::nn::OptimizerKind;
+use gpulab::nn::{AmpConfig, OptimizerKind, Precision};
 use gpulab::with_backend;
 
 use super::progress;
@@ -25,8 +25,8 @@ pub struct MatmulArgs {
     backend: String,
     #[arg(long, default_value_t = 5)]
     runs: usize,
-    /// Element types to time, e.g. f32,f16,int8 (f16: f16 operands, f32 products, the mixed-
-    /// precision GEMM; int8: i8 operands, exact i32 products).
+    /// Element types to time, e.g. f32,f16,bf16,int8 (f16/bf16: 16-bit operands, f32 products,
+    /// the mixed-precision GEMM, every GPU variant; int8: i8 operands, exact i32 products).
     #[arg(long, value_delimiter = ',', default_value = "f32", value_parser = parse_dtype)]
     dtype: Vec<MatmulDType>,
     /// One JSON object per line on stdout.
@@ -39,7 +39,8 @@ fn parse_dtype(s: &str) -> Result<MatmulDType, String> {
         "f32" => Ok(MatmulDType::F32),
         "int8" | "i8" => Ok(MatmulDType::Int8),
         "f16" => Ok(MatmulDType::F16),
-        other => Err(format!("unknown --dtype {other:?}: expected f32, f16 or int8")),
+        "bf16" => Ok(MatmulDType::BF16),
+        other => Err(format!("unknown --dtype {other:?}: expected f32, f16, bf16 or int8")),
     }
 }
 
@@ -59,6 +60,10 @@ pub struct TrainArgs {
     /// Seconds to time each batch size.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
+    /// Training precisions to time, e.g. fp32,fp16,bf16 (fp16 with a GradScaler, bf16
+    /// unscaled, as exercise 3 trains them). Interleaved per batch size.
+    #[arg(long, value_delimiter = ',', default_value = "fp32")]
+    precision: Vec<Precision>,
     #[arg(long)]
     json: bool,
 }
@@ -142,7 +147,7 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
     pb.finish_and_clear();
     let rows = rows?;
     if !a.json {
-        eprintln!("measured on this machine: median of {} runs each; GOP/s = 2n³ / time (FLOP/s for f32 and f16, integer OP/s for int8)", a.runs);
+        eprintln!("measured on this machine: median of {} runs each; GOP/s = 2n³ / time (FLOP/s for f32, f16 and bf16, integer OP/s for int8)", a.runs);
         ratios(&rows);
         if rows.iter().any(|r| r.software) {
             eprintln!("note: software GPU: runs on your CPU — its GFLOP/s are your CPU's, not a GPU's.");
@@ -151,13 +156,14 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// int8 ÷ f32 speed per backend and size, derived from the rows above (the chosen f32 variant
-/// on a GPU).
+/// int8, f16 and bf16 ÷ f32 speed per backend and size, derived from the rows above (the
+/// chosen variants on a GPU).
 fn ratios(rows: &[MatmulRow]) {
-    for i8row in rows.iter().filter(|r| r.dtype == "int8") {
+    let chosen = |r: &&MatmulRow| !r.variant.starts_with("plain") && !r.variant.starts_with("reg-block") || r.variant.ends_with("(chosen)");
+    for i8row in rows.iter().filter(|r| r.dtype != "f32").filter(chosen) {
         let f32row = rows.iter().find(|r| r.dtype == "f32" && r.n == i8row.n && r.backend == i8row.backend && (r.variant == "gemm crate" || r.variant.ends_with("(chosen)")));
         if let Some(f) = f32row {
-            eprintln!("n={:<5} int8 / f32 = {:.2}x on {} (derived)", i8row.n, i8row.gflops / f.gflops, i8row.backend);
+            eprintln!("n={:<5} {} / f32 = {:.2}x on {} (derived)", i8row.n, i8row.dtype, i8row.gflops / f.gflops, i8row.backend);
         }
     }
 }
@@ -170,17 +176,24 @@ fn train(a: TrainArgs) -> anyhow::Result<()> {
     }
     for &batch in &a.batch {
         let cfg = TrainBenchConfig { input: a.input, hidden: a.hidden.clone(), classes: a.classes, batch, seconds: a.seconds, min_steps: 20, optimizer: OptimizerKind::Sgd };
-        let pb = progress::spinner(&format!("timing batch {batch}"));
-        let row = with_backend!(&mut engine, b => bench::bench_train(b, &cfg));
-        pb.finish_and_clear();
-        let row = row?;
-        if a.json {
-            println!("{}", serde_json::to_string(&row)?);
-        } else {
-            println!(
-                "{} | MLP {} | batch {:>4} | {:>9.0} samples/s | {:>8.3} ms/step (median) | {:>6.2} GFLOP/s (derived) | {} steps",
-                row.backend, row.model, row.batch, row.samples_per_s, row.step_ms_median, row.gflops, row.steps
-            );
+        let mut fp32_rate = None;
+        for &p in &a.precision {
+            let pb = progress::spinner(&format!("timing batch {batch} at {}", p.name()));
+            let row = with_backend!(&mut engine, b => bench::bench_train_amp(b, &cfg, AmpConfig::new(p)));
+            pb.finish_and_clear();
+            let row = row?;
+            if p == Precision::F32 {
+                fp32_rate = Some(row.samples_per_s);
+            }
+            if a.json {
+                println!("{}", serde_json::to_string(&row)?);
+            } else {
+                let ratio = fp32_rate.filter(|_| p != Precision::F32).map(|f| format!(" | {:.2}× fp32 (derived)", row.samples_per_s / f)).unwrap_or_default();
+                println!(
+                    "{} | MLP {} | {:<16} | batch {:>4} | {:>9.0} samples/s | {:>8.3} ms/step (median) | {:>6.2} GFLOP/s (derived) | {} steps{ratio}",
+                    row.backend, row.model, row.precision, row.batch, row.samples_per_s, row.step_ms_median, row.gflops, row.steps
+                );
+            }
         }
     }
     Ok(())

@@ -99,6 +99,17 @@ impl Ledger {
         self.current[i] = self.current[i].saturating_sub(bytes);
     }
 
+    /// The peaks now (per category, total), for `restore_peaks` after work that is not the
+    /// user's, such as a kernel measurement in the middle of a run.
+    pub fn peaks(&self) -> ([u64; 7], u64) {
+        (self.peak, self.total_peak)
+    }
+
+    pub fn restore_peaks(&mut self, (peak, total_peak): ([u64; 7], u64)) {
+        self.peak = peak;
+        self.total_peak = total_peak;
+    }
+
     /// Forgets the peaks (e.g. between the runs of a sweep) but keeps what is still allocated.
     pub fn reset_peaks(&mut self) {
         self.peak = self.current;

@@ -132,7 +132,7 @@ fn run_steps<B: Backend, P: Phases<B>>(b: &mut B, run: Run<'_, B>, mut model: Ml
     let mut window_ms = Vec::new();
     let (mut total_wall, mut total_busy, mut any_busy) = (0.0f64, 0.0f64, false);
     let mut stopped_early = false;
-    steps.warm_up(b, &mut model)?;
+    steps.warm_up(b, &mut model, Some(n % batch).filter(|&r| r != 0 && n > batch))?;
     b.take_busy_seconds()?; // start the GPU clock from zero
 
     'epochs: for epoch in start.epoch..cfg.epochs {

@@ -120,14 +120,25 @@ impl<B: Backend, P: Phases<B>> Step<B, P> {
 
     /// Compiles every kernel a step uses before the clock starts: one forward and backward
     /// pass on the (zero) workspace touches them all and leaves the parameters unchanged. Its
-    /// totals are not the run's: read and dropped.
-    pub fn warm_up(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<()> {
+    /// totals are not the run's: read and dropped. With `tail_rows` (an epoch ending on a short
+    /// batch), the tail's workspace is built and passed through too: its shapes can select other
+    /// kernel variants (a GPU's vector loads depend on the row count), which would otherwise be
+    /// compiled in the middle of the timed run.
+    pub fn warm_up(&mut self, b: &mut B, model: &mut Mlp<B>, tail_rows: Option<usize>) -> Result<()> {
         b.prepare()?;
         self.phases.refresh_weights(b, model)?;
         let full = self.ws.full();
         self.phases.forward(b, model, full)?;
         self.phases.backward(b, model, full)?;
-        take_totals(b, &mut [full.accumulators()]).map(|_| ())
+        take_totals(b, &mut [full.accumulators()])?;
+        if let Some(rows) = tail_rows.filter(|&r| r > 0) {
+            self.inputs(b, model, rows)?;
+            let tail = self.ws.current();
+            self.phases.forward(b, model, tail)?;
+            self.phases.backward(b, model, tail)?;
+            take_totals(b, &mut [tail.accumulators()])?;
+        }
+        Ok(())
     }
 
     /// Selects the workspace for a batch of `rows` samples and returns its input tensors; the

@@ -4,6 +4,7 @@
 
 use gpulab::data::{self, DatasetSpec};
 use gpulab::device::CpuBackend;
+use gpulab::device::gpu::{Matmul16Variant, tuning};
 use gpulab::nn::{AmpConfig, Precision};
 use gpulab::tensor::{prelude::*, DType, Epilogue, MemCategory as M, float16};
 use gpulab::train::{NullSink, TrainConfig, train};
@@ -111,7 +112,21 @@ fn check_matmul16<B: Backend>(b: &mut B, name: &str) {
     for dt in LOW {
         // The output's own rounding bounds the error: 2^-11 for f16, 2^-8 for bf16.
         let bound = if dt == DType::F16 { 1e-3 } else { 1e-2 };
-        for (shape, ta, tb) in [((1, 1, 1), false, false), ((17, 33, 9), false, false), ((65, 31, 129), true, false), ((3, 200, 7), false, true), ((33, 10, 64), true, true)] {
+        // Odd shapes take the scalar loads; multiples of 8 that are not multiples of the
+        // register block (16×64) take the vector loads with partial blocks.
+        let shapes = [
+            ((1, 1, 1), false, false),
+            ((17, 33, 9), false, false),
+            ((65, 31, 129), true, false),
+            ((3, 200, 7), false, true),
+            ((33, 10, 64), true, true),
+            ((40, 72, 24), false, false),
+            ((24, 136, 48), true, false),
+            ((36, 16, 40), false, true),
+            ((48, 8, 19), true, true),
+            ((20, 130, 13), false, false),
+        ];
+        for (shape, ta, tb) in shapes {
             let (m, n, k) = shape;
             let a: Vec<f32> = random(m * k, 3, -1.0, 1.0).iter().map(|&v| float16::round(dt, v)).collect();
             let bm: Vec<f32> = random(k * n, 4, -1.0, 1.0).iter().map(|&v| float16::round(dt, v)).collect();
@@ -140,9 +155,21 @@ fn cpu_low_precision_matmul_vs_f64() {
     check_matmul16(&mut CpuBackend::new(), "cpu");
 }
 
+/// Each 16-bit GEMM variant (the plain and the register-blocked kernel), whichever tuning picks.
 #[test]
 fn gpu_matmul16_vs_f64() {
-    with_gpu("gpu_matmul16_vs_f64", |gpu| check_matmul16(gpu, "gpu"));
+    with_gpu("gpu_matmul16_vs_f64", |gpu| {
+        for v in Matmul16Variant::ALL {
+            for dt in LOW {
+                gpu.set_matmul16_variant(dt, v);
+            }
+            check_matmul16(gpu, &format!("gpu {}", v.name()));
+        }
+        for dt in LOW {
+            let chosen = tuning::choose16(gpu, dt).unwrap();
+            gpu.set_matmul16_variant(dt, chosen);
+        }
+    });
 }
 
 #[test]
@@ -151,8 +178,7 @@ fn cuda_matmul16_vs_f64() {
 }
 
 /// The fused epilogues, underflow counts, 16-bit column sums and unscale+check: GPU against CPU.
-fn fused_ops<B: Backend>(b: &mut B, dt: DType) -> Vec<Vec<f32>> {
-    let (m, n, k) = (37, 21, 13);
+fn fused_ops<B: Backend>(b: &mut B, dt: DType, (m, n, k): (usize, usize, usize)) -> Vec<Vec<f32>> {
     let mut out = Vec::new();
     let mut la = b.zeros([m, k], dt, M::Inputs).unwrap();
     let mut lb = b.zeros([k, n], dt, M::Inputs).unwrap();
@@ -160,12 +186,14 @@ fn fused_ops<B: Backend>(b: &mut B, dt: DType) -> Vec<Vec<f32>> {
     b.write_f32(&mut lb, &random(k * n, 6, -1.0, 1.0)).unwrap();
     let bias = b.upload_f32(&random(n, 7, -0.5, 0.5), [1, n], M::Parameters).unwrap();
     let mut act = b.zeros([m, n], dt, M::Activations).unwrap();
+    b.fill(&mut act, f32::NAN).unwrap();
     b.matmul16(&la, &lb, &mut act, false, false, Epilogue::Bias { bias: &bias, relu: true }, None).unwrap();
     out.push(b.read_f32(&act).unwrap());
     // Backward through the ReLU with gradients so small that many flush to zero in f16.
     let mut gb = b.zeros([k, n], dt, M::Inputs).unwrap();
     b.write_f32(&mut gb, &random(k * n, 8, -1e-3, 1e-3)).unwrap();
     let mut tiny = b.zeros([m, n], dt, M::Activations).unwrap();
+    b.fill(&mut tiny, f32::NAN).unwrap();
     let mut small_a = b.zeros([m, k], dt, M::Inputs).unwrap();
     b.write_f32(&mut small_a, &random(m * k, 9, -1e-4, 1e-4)).unwrap();
     let mut stats = b.zeros([1, 2], DType::U32, M::Other).unwrap();
@@ -192,8 +220,10 @@ fn fused_ops<B: Backend>(b: &mut B, dt: DType) -> Vec<Vec<f32>> {
 
 #[test]
 fn fused_low_precision_ops_match_the_cpu() {
-    for dt in LOW {
-        let want = fused_ops(&mut CpuBackend::new(), dt);
+    // N odd (a 16-bit word spans two rows: the plain kernel) and N a multiple of 8 (the
+    // register-blocked kernel's vector loads, where tuning picks it), each on every type.
+    for (dt, shape) in LOW.into_iter().flat_map(|dt| [(dt, (37, 21, 13)), (dt, (37, 64, 24))]) {
+        let want = fused_ops(&mut CpuBackend::new(), dt, shape);
         assert_eq!(want[5], [0.0], "finite gradients raise no flag");
         assert_eq!(want[6], [1.0], "an inf gradient raises the flag");
         if dt == DType::F16 {
@@ -205,8 +235,16 @@ fn fused_low_precision_ops_match_the_cpu() {
                 crate::common::assert_close(&format!("{backend} {} {what}", dt.name()), g, w, if what == "stats" || what.starts_with("found") { 0.0 } else { 2e-2 });
             }
         };
-        with_gpu("fused_low_precision_ops_match_the_cpu", |gpu| compare(fused_ops(gpu, dt), "gpu"));
-        crate::common::cuda::with("fused_low_precision_ops_match_the_cpu (cuda)", |c| compare(fused_ops(c, dt), "cuda"));
+        with_gpu("fused_low_precision_ops_match_the_cpu", |gpu| {
+            for v in Matmul16Variant::ALL {
+                let chosen = gpu.matmul16_variant(dt).unwrap();
+                gpu.set_matmul16_variant(dt, v);
+                let got = fused_ops(gpu, dt, shape);
+                gpu.set_matmul16_variant(dt, chosen);
+                compare(got, &format!("gpu {}", v.name()));
+            }
+        });
+        crate::common::cuda::with("fused_low_precision_ops_match_the_cpu (cuda)", |c| compare(fused_ops(c, dt, shape), "cuda"));
     }
 }
 

@@ -76,24 +76,28 @@ fn bench_matmul_int8_rows_sit_beside_f32_and_are_exact() {
     let int8 = &rows[1];
     assert_eq!(int8["max_rel_err"].as_f64(), Some(0.0), "the int8 product is checked exactly: {int8}");
     assert!(int8["gflops"].as_f64().unwrap() > 0.0 && !int8["variant"].as_str().unwrap().is_empty());
-    fails_with(&["bench", "matmul", "--backend", "cpu", "--dtype", "int4"], &["int4", "f32, f16 or int8"]);
+    fails_with(&["bench", "matmul", "--backend", "cpu", "--dtype", "int4"], &["int4", "f32, f16, bf16 or int8"]);
 }
 
 #[test]
 fn bench_matmul_f16_rows_sit_beside_f32() {
-    let out = gpulab(&["bench", "matmul", "--backend", "cpu", "--sizes", "17,40", "--runs", "1", "--dtype", "f32,f16", "--json"]);
+    let out = gpulab(&["bench", "matmul", "--backend", "cpu", "--sizes", "17,40", "--runs", "1", "--dtype", "f32,f16,bf16", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(rows.iter().map(|r| (r["n"].as_u64().unwrap(), r["dtype"].as_str().unwrap())).collect::<Vec<_>>(), [(17, "f32"), (17, "f16"), (40, "f32"), (40, "f16")]);
+    assert_eq!(
+        rows.iter().map(|r| (r["n"].as_u64().unwrap(), r["dtype"].as_str().unwrap())).collect::<Vec<_>>(),
+        [(17, "f32"), (17, "f16"), (17, "bf16"), (40, "f32"), (40, "f16"), (40, "bf16")]
+    );
     assert!(rows.iter().all(|r| r["gflops"].as_f64().unwrap() > 0.0));
 }
 
 #[test]
 fn bench_train_json_has_samples_per_second() {
-    let out = gpulab(&["bench", "train", "--backend", "cpu", "--input", "20", "--hidden", "16", "--classes", "3", "--batch", "8,16", "--seconds", "0.05", "--json"]);
+    let out = gpulab(&["bench", "train", "--backend", "cpu", "--input", "20", "--hidden", "16", "--classes", "3", "--batch", "8,16", "--precision", "fp32,bf16", "--seconds", "0.05", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(rows.len(), 2);
+    let precisions: Vec<&str> = rows.iter().map(|r| r["precision"].as_str().unwrap()).collect();
+    assert_eq!(precisions, ["fp32", "bf16", "fp32", "bf16"], "each batch times every precision, interleaved");
     assert!(rows.iter().all(|r| r["samples_per_s"].as_f64().unwrap() > 0.0));
 }
 

@@ -9,7 +9,8 @@ use crate::common::require_gpu;
 fn run(backend: &str) -> Report {
     let ex = exercises::find("precision").unwrap();
     let mut s = ex.settings();
-    let sets = [format!("backend={backend}"), "epochs=2".into(), "hidden=64".into(), "demo_epochs=1".into()];
+    // Batch 32: enough steps in one short demo epoch for the scaled run to visibly learn.
+    let sets = [format!("backend={backend}"), "epochs=2".into(), "hidden=64".into(), "batch=32".into(), "demo_epochs=1".into()];
     s.apply(&sets).unwrap();
     ex.run(&s, &mut CollectSink::default()).unwrap()
 }
@@ -64,4 +65,31 @@ fn precision_lab_runs_on_the_gpu() {
         return;
     }
     check(&run("gpu"));
+}
+
+/// At exercise 3's defaults activations dominate, so FP16's and BF16's peak memory by the
+/// ledger is at most 0.7× FP32's (one epoch; the ledger's bytes do not depend on timing).
+fn check_default_memory(backend: &str) {
+    let ex = exercises::find("precision").unwrap();
+    let mut s = ex.settings();
+    s.apply(&[format!("backend={backend}"), "epochs=1".into(), "underflow_demo=false".into()]).unwrap();
+    let r = ex.run(&s, &mut CollectSink::default()).unwrap();
+    let t = r.table("Precisions").unwrap();
+    let total = col(&r, "Precisions", "total peak");
+    let fp32 = num(&t.rows[0][total]);
+    for row in &t.rows[1..] {
+        let ratio = num(&row[total]) / fp32;
+        assert!(ratio <= 0.7, "{backend} {:?}: peak {:.3} MiB is {ratio:.2}× FP32's {fp32:.3} MiB", row[0], num(&row[total]));
+    }
+}
+
+#[test]
+fn sixteen_bit_peak_memory_is_at_most_0_7_of_fp32_at_the_defaults() {
+    check_default_memory("cpu");
+    use gpulab::device::gpu::adapters;
+    if !require_gpu() && adapters::enumerate(&adapters::instance()).is_empty() {
+        eprintln!("SKIPPED sixteen_bit_peak_memory_is_at_most_0_7_of_fp32_at_the_defaults on the GPU: no GPU adapter");
+        return;
+    }
+    check_default_memory("gpu");
 }

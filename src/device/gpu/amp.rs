@@ -3,6 +3,7 @@
 //! plain u32 + f32 and run everywhere.
 
 use super::kernels::Kernel;
+use super::tuning::Matmul16Variant;
 use super::{GpuBackend, GpuTensor, u32_len};
 use crate::error::Result;
 use crate::tensor::{DType, Epilogue, MemCategory, TensorMeta, checks, float16};
@@ -66,6 +67,16 @@ pub fn matmul16(gpu: &mut GpuBackend, a: &GpuTensor, b: &GpuTensor, c: &mut GpuT
     let dt = a.dtype;
     ensure_available(gpu, "matmul16", dt)?;
     u32_len(m * n, "matmul16")?;
+    // The register-blocked kernel stores whole words of a 16-bit C, so it needs N even.
+    let regblock = gpu.matmul16_variant(dt)? == Matmul16Variant::RegBlock && (c.dtype == DType::F32 || n % 2 == 0);
+    if ta && regblock {
+        // As for f32 (core.rs): reading a transposed A is pathologically slow for a
+        // register-blocked kernel on llvmpipe (28 ms for a 64×128×32 weight gradient,
+        // measured), so A is transposed first in one cheap pass.
+        let mut at = gpu.alloc([m, k], dt, MemCategory::Activations)?;
+        transpose16(gpu, a, &mut at)?;
+        return matmul16(gpu, &at, b, c, false, tb, epi, stats);
+    }
     let (m32, n32, k32) = (m as u32, n as u32, k as u32);
     let spare_in = unused(gpu)?;
     let (code, bias, act) = match epi {
@@ -75,6 +86,25 @@ pub fn matmul16(gpu: &mut GpuBackend, a: &GpuTensor, b: &GpuTensor, c: &mut GpuT
         Epilogue::ReluMask(act) => (3, spare_in.buffer().clone(), act.buffer().clone()),
     };
     let variant = ta as u32 | (tb as u32) << 1;
+    if regblock {
+        let groups = (n32.div_ceil(64), m32.div_ceil(16));
+        let max = gpu.summary.limits.max_compute_workgroups_per_dimension;
+        if groups.0 > max || groups.1 > max {
+            return Err(gpu.beyond_limits("matmul16", format!("a {m}×{n} output needs more workgroups than it allows ({max} per dimension)")));
+        }
+        // vec4<u32> loads (8 values) where the row length along the loaded dimension allows them.
+        let va = if ta { m % 8 == 0 } else { k % 8 == 0 };
+        let vb = if tb { k % 8 == 0 } else { n % 8 == 0 };
+        let variant = variant | (va as u32) << 2 | (vb as u32) << 3;
+        // One entry point for both outputs: the unused one and unused stats get spare buffers.
+        let (spare_c, spare_stats) = (unused(gpu)?, unused(gpu)?);
+        let count = stats.is_some() as u32;
+        let s = stats.map(|s| s.buffer().clone()).unwrap_or_else(|| spare_stats.buffer().clone());
+        let out16 = c.dtype != DType::F32;
+        let (c16, c32) = if out16 { (c.buffer(), spare_c.buffer()) } else { (spare_c.buffer(), c.buffer()) };
+        let bindings = [(1, a.buffer()), (2, b.buffer()), (3, c16), (4, c32), (5, &bias), (6, &act), (7, &s)];
+        return gpu.run_as(dt, Kernel::Matmul16Reg, variant, &[m32, n32, k32, code, count, out16 as u32], &bindings, groups);
+    }
     let g = gpu.grid((m * n).div_ceil(2));
     if c.dtype == DType::F32 {
         let bindings = [(1, a.buffer()), (2, b.buffer()), (4, c.buffer()), (5, &bias)];
@@ -85,6 +115,16 @@ pub fn matmul16(gpu: &mut GpuBackend, a: &GpuTensor, b: &GpuTensor, c: &mut GpuT
     let s = stats.map(|s| s.buffer().clone()).unwrap_or_else(|| spare_out.buffer().clone());
     let bindings = [(1, a.buffer()), (2, b.buffer()), (3, c.buffer()), (5, &bias), (6, &act), (7, &s)];
     gpu.run_as(dt, Kernel::Matmul16Out, variant, &[m32, n32, k32, code, count], &bindings, g)
+}
+
+/// dst[c, r] = src[r, c] for 16-bit matrices.
+fn transpose16(gpu: &mut GpuBackend, src: &GpuTensor, dst: &mut GpuTensor) -> Result<()> {
+    let [r, c] = src.shape;
+    if dst.shape != [c, r] || dst.dtype != src.dtype {
+        return Err(crate::error::Error::Internal(format!("transpose16 of {:?} into {:?}", src.shape, dst.shape)));
+    }
+    let g = gpu.grid((r * c).div_ceil(2));
+    gpu.run_as(src.dtype, Kernel::Transpose16, 0, &[u32_len(r * c, "transpose")?, u32_len(c, "transpose")?, 0, 0], &[(3, src.buffer()), (4, dst.buffer())], g)
 }
 
 pub fn unscale_check(gpu: &mut GpuBackend, g: &mut GpuTensor, inv_scale: f32, found: &mut GpuTensor) -> Result<()> {

@@ -8,6 +8,8 @@ mod kernel_profiler;
 mod kernels;
 #[cfg(test)]
 mod matmul_gen;
+#[cfg(test)]
+mod matmul16_gen;
 mod pool;
 mod quant;
 mod readback;
@@ -21,7 +23,7 @@ pub use adapters::{AdapterSummary, GpuSelector};
 pub use kernel_profiler::KernelTime;
 pub use kernels::render as render_template;
 pub use pool::GpuTensor;
-pub use tuning::MatmulVariant;
+pub use tuning::{Matmul16Variant, MatmulVariant};
 
 use crate::error::{Error, Result};
 use crate::tensor::{AmpOps, BackendBase, BackendInfo, BackendKind, CoreOps, DType, Epilogue, Ledger, MemCategory, MemoryReport, Shape, Telemetry, memory_lock};
@@ -54,6 +56,8 @@ pub struct GpuBackend {
     dummy: wgpu::Buffer,
     sink: Arc<Mutex<ErrorSink>>,
     matmul: MatmulVariant,
+    /// The 16-bit GEMM per type ([f16, bf16]), measured at its first use (tuning.rs).
+    matmul16: [Option<Matmul16Variant>; 2],
 }
 
 impl GpuBackend {
@@ -117,6 +121,7 @@ impl GpuBackend {
             dummy,
             sink,
             matmul: MatmulVariant::RegBlock,
+            matmul16: [None; 2],
         })
     }
 
@@ -130,6 +135,28 @@ impl GpuBackend {
 
     pub fn set_matmul_variant(&mut self, v: MatmulVariant) {
         self.matmul = v;
+    }
+
+    /// The 16-bit GEMM used for `dt` (f16 or bf16): chosen by measurement at the first call
+    /// (then cached on disk, so it is measured once per adapter, driver and gpulab version),
+    /// unless set.
+    pub fn matmul16_variant(&mut self, dt: DType) -> Result<Matmul16Variant> {
+        let slot = (dt == DType::BF16) as usize;
+        if let Some(v) = self.matmul16[slot] {
+            return Ok(v);
+        }
+        // The measurement's matrices are not the user's memory: its peaks are put back.
+        let peaks = memory_lock(&self.shared.ledger).peaks();
+        let v = tuning::choose16(self, dt);
+        memory_lock(&self.shared.ledger).restore_peaks(peaks);
+        let v = v?;
+        self.matmul16[slot] = Some(v);
+        Ok(v)
+    }
+
+    /// Fixes the 16-bit GEMM for `dt` (tests and benchmarks time each variant).
+    pub fn set_matmul16_variant(&mut self, dt: DType, v: Matmul16Variant) {
+        self.matmul16[(dt == DType::BF16) as usize] = Some(v);
     }
 
     /// Dispatches and submits so far (per-dispatch overhead is what small models pay for).
