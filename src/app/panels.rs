@@ -3,9 +3,7 @@
 
 use eframe::egui;
 
-use egui::{Color32, RichText};
 use egui::RichText;
-use egui_commonmark::CommonMarkViewer;
 
 use super::charts::{self, ChartView};
 use super::diagram;
