@@ -50,7 +50,7 @@ impl Exercise for BatchSweep {
                 settings::float(0.0, 0.0, 1_000_000.0),
             );
         // `batch` is swept, so its own setting is not shown.
-        let mut s = common::training_settings(s, "shapes", &[256, 128], 64, 3);
+        let mut s = common::model_setting(common::training_settings(s, "shapes", &[256, 128], 64, 3));
         s.0.retain(|x| x.key != "batch");
         s
     }

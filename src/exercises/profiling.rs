@@ -37,7 +37,7 @@ impl Exercise for Profiling {
     }
     fn settings(&self) -> Settings {
         let s = common::one_backend(Settings::default());
-        let s = common::training_settings(s, "shapes:res=16,n=1600", &[256, 128], 64, 1);
+        let s = common::model_setting(common::training_settings(s, "shapes:res=16,n=1600", &[256, 128], 64, 1));
         let s = pc::pipeline_settings(pc::cost_settings(s, 0.3, 3), 1, 0, false);
         let s = s.add("precision", "Precision", "fp32, or mixed precision: fp16 (with a GradScaler; needs SHADER_F16 on a GPU) or bf16 — see exercise 3", settings::choice("fp32", &["fp32", "fp16", "bf16"]));
         s.add("measure_again", "Apply the fix and measure again", "After the first profile, apply the suggested optimization and profile again", Value::Bool(true))

@@ -9,6 +9,7 @@ mod checkpoint_interop;
 mod checkpoint_kill;
 mod checkpoint_lab;
 mod cli;
+mod cnn;
 mod common;
 mod conformance;
 mod data;
