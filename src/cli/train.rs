@@ -117,7 +117,9 @@ fn run_with_progress<B: gpulab::tensor::Backend>(b: &mut B, data: &data::Dataset
 pub(super) fn print_summary(r: &TrainReport) {
     println!("backend:        {}", r.backend.label());
     println!("data:           {} — {}", r.dataset, r.dataset_source);
-    println!("model:          {} {} ({} parameters), {:?}, batch {}, lr {}, {}", r.config.model.name().to_uppercase(), r.model, r.parameters, r.config.optimizer, r.config.batch, r.config.lr, r.config.amp.label());
+    // A CNN's description starts with "CNN"; an MLP's is its widths.
+    let model = if r.model.starts_with("CNN") { r.model.clone() } else { format!("MLP {}", r.model) };
+    println!("model:          {} ({} parameters), {:?}, batch {}, lr {}, {}", model, r.parameters, r.config.optimizer, r.config.batch, r.config.lr, r.config.amp.label());
     if let Some(a) = r.amp.as_ref().filter(|_| r.config.amp.scaling()) {
         let last = a.scale_history.last().map_or(f64::NAN, |s| s[1]);
         println!("loss scale:     {} at the last step; {} of {} steps skipped for inf/NaN gradients (measured)", last, a.skipped_steps.len(), r.steps);

@@ -78,6 +78,7 @@ impl Exercise for BatchSweep {
         let mut meta = Metadata::new(s.int("seed")? as u64);
         meta.dataset = format!("{} — {}", data.name, data.source);
         meta.hyperparameters = s.to_map();
+        meta.hyperparameters.insert("architecture".into(), common::architecture(s, &data)?);
         meta.backends.push(info.clone());
 
         let mut outcomes: Vec<(u64, Outcome)> = Vec::new();

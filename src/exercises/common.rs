@@ -41,6 +41,13 @@ pub fn model_kind(s: &Settings) -> Result<ModelKind> {
     }
 }
 
+/// The model the settings build for `data`, spelled out ("CNN 1x8x8 conv3x3 16-pool-…-10" or
+/// "64-128-64-10"): the report's metadata names what trained.
+pub fn architecture(s: &Settings, data: &Dataset) -> Result<String> {
+    let hidden: Vec<usize> = s.list("hidden")?.into_iter().map(|v| v as usize).collect();
+    Ok(model_kind(s)?.config(data.shape, data.features, &hidden, data.classes)?.describe())
+}
+
 /// The per-step training loss every training run reports live (`sink::TrainBridge`).
 pub fn loss_live_chart() -> LiveChartSpec {
     LiveChartSpec::line("loss", "Training loss", "step", "loss (cross-entropy)")

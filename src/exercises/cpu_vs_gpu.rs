@@ -73,6 +73,7 @@ impl Exercise for CpuVsGpu {
         let mut meta = Metadata::new(cfg.seed);
         meta.dataset = format!("{} — {}", data.name, data.source);
         meta.hyperparameters = s.to_map();
+        meta.hyperparameters.insert("architecture".into(), common::architecture(s, &data)?);
 
         // Training on every backend, one after another.
         let mut engines: Vec<(String, Engine)> = Vec::new();
