@@ -47,8 +47,10 @@ impl Exercise for Profiling {
         common::validate_training(s)?;
         pc::pipeline_config(s)?;
         s.bool("measure_again")?;
-        amp(s)?;
-        Ok(())
+        // The precision is a setting of its own here: check it against the model too.
+        let mut cfg = common::train_config(s, s.int("batch")? as usize)?;
+        cfg.amp = amp(s)?;
+        cfg.validate()
     }
 
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {

@@ -107,6 +107,11 @@ fn the_model_setting_is_validated_against_the_data_set() {
         s.apply(&["model=cnn".to_string(), "dataset=digits".to_string()]).unwrap();
         ex.validate(&s).unwrap_or_else(|e| panic!("{id}: cnn on digits refused: {e}"));
     }
+    let ex = exercises::find("profiling").unwrap();
+    let mut s = ex.settings();
+    s.apply(&["model=cnn".to_string(), "precision=bf16".to_string()]).unwrap();
+    let err = ex.validate(&s).unwrap_err().to_string();
+    assert!(err.contains("model cnn") && err.contains("precision bf16"), "{err}");
 }
 
 #[test]
