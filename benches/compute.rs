@@ -11,7 +11,7 @@ use gpulab::train::{F32Phases, Step};
 /// Median seconds of one FP32 forward (the training step's predict path) and one INT8
 /// forward (`QuantMlp`, calibrated min/max) of MLP 784-256-128-10 at `batch` rows.
 fn inference_latency<B: Backend>(b: &mut B, batch: usize, runs: usize) -> gpulab::Result<(f64, f64)> {
-    let cfg = MlpConfig { input: 784, hidden: vec![256, 128], classes: 10 };
+    let cfg = MlpConfig { input: 784, hidden: vec![256, 128], classes: 10, conv: None };
     let model = Mlp::new(b, cfg.clone(), Optimizer::new(OptimizerKind::Sgd, 0.1, 0.9, 0.0), 1)?;
     let x: Vec<f32> = random_matrix(batch * 784, 5).iter().map(|v| v.abs()).collect();
     let mut step = Step::new(b, &model, F32Phases, batch)?;

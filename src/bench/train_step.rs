@@ -51,7 +51,7 @@ pub fn bench_train_amp<B: Backend>(b: &mut B, cfg: &TrainBenchConfig, amp: AmpCo
     if cfg.batch == 0 || cfg.seconds.is_nan() || cfg.seconds <= 0.0 {
         return Err(Error::InvalidConfig("bench train needs batch ≥ 1 and a positive duration".into()));
     }
-    let model_cfg = MlpConfig { input: cfg.input, hidden: cfg.hidden.clone(), classes: cfg.classes };
+    let model_cfg = MlpConfig { input: cfg.input, hidden: cfg.hidden.clone(), classes: cfg.classes, conv: None };
     let model = Mlp::new(b, model_cfg.clone(), Optimizer::new(cfg.optimizer, 0.01, 0.9, 0.0), 0)?;
     match Amp::new(b, &model, amp)? {
         None => {

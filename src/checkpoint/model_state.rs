@@ -20,8 +20,18 @@ fn named_params<B: Backend>(model: &Mlp<B>) -> Vec<(String, &crate::nn::Param<B>
     model.weights.iter().zip(&model.biases).enumerate().flat_map(|(i, (w, b))| [(weight_name(i), w), (bias_name(i), b)]).collect()
 }
 
+/// Checkpoints name an MLP's tensors only: a CNN is refused rather than saved without its
+/// convolutions.
+fn refuse_cnn<B: Backend>(model: &Mlp<B>) -> Result<()> {
+    match model.stem {
+        Some(_) => Err(crate::Error::InvalidConfig("model cnn cannot be checkpointed yet (checkpoints hold an MLP's tensors); train the CNN without a checkpoint folder, or use model mlp".into())),
+        None => Ok(()),
+    }
+}
+
 /// Reads every parameter and optimizer-state tensor back to the host.
 pub fn snapshot<B: Backend>(b: &mut B, model: &Mlp<B>) -> Result<BTreeMap<String, NamedTensor>> {
+    refuse_cnn(model)?;
     let slots = state_slot_names(optimizer_kind(model));
     let mut out = BTreeMap::new();
     for (name, p) in named_params(model) {
@@ -36,6 +46,7 @@ pub fn snapshot<B: Backend>(b: &mut B, model: &Mlp<B>) -> Result<BTreeMap<String
 
 /// Writes checked tensors (see `format::check_fits`) into the model's buffers.
 pub fn restore<B: Backend>(b: &mut B, model: &mut Mlp<B>, tensors: &BTreeMap<String, NamedTensor>) -> Result<()> {
+    refuse_cnn(model)?;
     let slots = state_slot_names(optimizer_kind(model));
     let names: Vec<String> = named_params(model).into_iter().map(|(n, _)| n).collect();
     let params = model.weights.iter_mut().zip(model.biases.iter_mut()).flat_map(|(w, b)| [w, b]);

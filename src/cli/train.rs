@@ -1,7 +1,7 @@
 use clap::Args;
 use gpulab::data::{self, DatasetSpec};
 use gpulab::device::Device;
-use gpulab::nn::{AmpConfig, OptimizerKind, Precision};
+use gpulab::nn::{AmpConfig, ModelKind, OptimizerKind, Precision};
 use gpulab::train::{self, TrainConfig, TrainEvent, TrainReport};
 use gpulab::with_backend;
 
@@ -16,7 +16,11 @@ pub struct TrainArgs {
     /// or idx:DIR (MNIST / Fashion-MNIST IDX files you already have).
     #[arg(long, default_value = "digits")]
     dataset: String,
-    /// Hidden layer widths, e.g. 256,128.
+    /// mlp, or cnn: conv3x3(→16) ReLU pool, conv3x3(16→32) ReLU pool, then the hidden layers
+    /// (image data sets; fp32).
+    #[arg(long, default_value = "mlp")]
+    model: String,
+    /// Hidden layer widths, e.g. 256,128 (a CNN's dense layers after its convolutions).
     #[arg(long, value_delimiter = ',', default_value = "128,64")]
     hidden: Vec<usize>,
     #[arg(long, default_value_t = 64)]
@@ -51,6 +55,7 @@ pub fn run(a: TrainArgs) -> anyhow::Result<()> {
     let device: Device = a.backend.parse()?;
     let optimizer: OptimizerKind = a.optimizer.parse()?;
     let precision: Precision = a.precision.parse()?;
+    let model: ModelKind = a.model.parse()?;
     let cfg = TrainConfig {
         hidden: a.hidden,
         batch: a.batch,
@@ -62,6 +67,7 @@ pub fn run(a: TrainArgs) -> anyhow::Result<()> {
         seed: a.seed,
         log_every: a.log_every,
         amp: AmpConfig::new(precision),
+        model,
     };
     // Settings are checked before anything slow (data generation, adapter start-up) happens.
     cfg.validate()?;
@@ -72,7 +78,7 @@ pub fn run(a: TrainArgs) -> anyhow::Result<()> {
     let data = data::load(&spec, a.seed)?;
     let mut engine = device.open(None)?;
     let report = with_backend!(&mut engine, b => {
-        eprintln!("training {} on {} ({} train / {} validation samples) with {}", cfg.hidden.iter().map(|h| h.to_string()).collect::<Vec<_>>().join("-"), data.name, data.train_len(), data.val_len(), gpulab::tensor::BackendBase::info(b).label());
+        eprintln!("training {} {} on {} ({} train / {} validation samples) with {}", cfg.model.name(), cfg.hidden.iter().map(|h| h.to_string()).collect::<Vec<_>>().join("-"), data.name, data.train_len(), data.val_len(), gpulab::tensor::BackendBase::info(b).label());
         run_with_progress(b, &data, &cfg)?
     });
     if a.json {
@@ -111,7 +117,9 @@ fn run_with_progress<B: gpulab::tensor::Backend>(b: &mut B, data: &data::Dataset
 pub(super) fn print_summary(r: &TrainReport) {
     println!("backend:        {}", r.backend.label());
     println!("data:           {} — {}", r.dataset, r.dataset_source);
-    println!("model:          MLP {} ({} parameters), {:?}, batch {}, lr {}, {}", r.model, r.parameters, r.config.optimizer, r.config.batch, r.config.lr, r.config.amp.label());
+    // A CNN's description starts with "CNN"; an MLP's is its widths.
+    let model = if r.model.starts_with("CNN") { r.model.clone() } else { format!("MLP {}", r.model) };
+    println!("model:          {} ({} parameters), {:?}, batch {}, lr {}, {}", model, r.parameters, r.config.optimizer, r.config.batch, r.config.lr, r.config.amp.label());
     if let Some(a) = r.amp.as_ref().filter(|_| r.config.amp.scaling()) {
         let last = a.scale_history.last().map_or(f64::NAN, |s| s[1]);
         println!("loss scale:     {} at the last step; {} of {} steps skipped for inf/NaN gradients (measured)", last, a.skipped_steps.len(), r.steps);

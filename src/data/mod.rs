@@ -78,6 +78,18 @@ const VALID_FORMS: &str = "valid forms: \"digits\", \"shapes\", \
 \"shapes:res=16,channels=1,n=4000,noise=0.1,classes=4\" (any subset of the options), \
 \"idx:DIR\" (DIR holding MNIST-style train-/t10k- IDX files)";
 
+impl DatasetSpec {
+    /// [channels, height, width] of the samples, where known before loading (IDX files say it
+    /// only once read).
+    pub fn image_shape(&self) -> Option<[usize; 3]> {
+        match self {
+            DatasetSpec::Digits => Some([1, 8, 8]),
+            DatasetSpec::Shapes(c) => Some([c.channels, c.res, c.res]),
+            DatasetSpec::Idx(_) => None,
+        }
+    }
+}
+
 impl FromStr for DatasetSpec {
     type Err = DataError;
 

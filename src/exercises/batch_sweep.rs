@@ -50,7 +50,7 @@ impl Exercise for BatchSweep {
                 settings::float(0.0, 0.0, 1_000_000.0),
             );
         // `batch` is swept, so its own setting is not shown.
-        let mut s = common::training_settings(s, "shapes", &[256, 128], 64, 3);
+        let mut s = common::model_setting(common::training_settings(s, "shapes", &[256, 128], 64, 3));
         s.0.retain(|x| x.key != "batch");
         super::sizing::settings(s)
     }
@@ -94,6 +94,7 @@ impl Exercise for BatchSweep {
         let mut meta = Metadata::new(s.int("seed")? as u64);
         meta.dataset = format!("{} — {}", data.name, data.source);
         meta.hyperparameters = s.to_map();
+        meta.hyperparameters.insert("architecture".into(), common::architecture(s, &data)?);
         meta.backends.push(info.clone());
 
         let mut outcomes: Vec<(u64, Outcome)> = Vec::new();

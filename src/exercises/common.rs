@@ -5,7 +5,7 @@ use super::Exercise;
 use super::settings::{self, Settings, Value};
 use crate::data::{self, Dataset, DatasetSpec};
 use crate::error::Result;
-use crate::nn::OptimizerKind;
+use crate::nn::{ModelKind, OptimizerKind};
 use crate::report::{CheckCard, Metadata, Report};
 use crate::tensor::{MemCategory, MemoryReport};
 use crate::train::TrainConfig;
@@ -25,6 +25,27 @@ pub fn training_settings(s: Settings, dataset: &str, hidden: &[u64], batch: i64,
         .add("optimizer", "Optimizer", "SGD with momentum 0.9, or AdamW", settings::choice("sgd", &["sgd", "adamw"]))
         .add("seed", "Seed", "Same seed, same data order and initial weights on every backend", settings::int(42, 0, i64::MAX))
         .add("log_every", "Log every", "Read loss and accuracy back from the device every N steps (each read-back makes the CPU wait for the GPU)", settings::int(10, 1, 100_000))
+}
+
+/// The "model" setting of the exercises that can train the small CNN (read by `train_config`;
+/// an exercise without it trains the MLP).
+pub fn model_setting(s: Settings) -> Settings {
+    s.add("model", "Model", "mlp, or cnn: 3×3 convolutions to 16 then 32 channels, each with ReLU and 2×2 max-pool, then the hidden layers — for image data sets, fp32", settings::choice("mlp", &["mlp", "cnn"]))
+}
+
+/// The model the settings ask for: their "model" setting, or the MLP where there is none.
+pub fn model_kind(s: &Settings) -> Result<ModelKind> {
+    match s.get("model") {
+        Some(_) => s.choice("model")?.parse(),
+        None => Ok(ModelKind::Mlp),
+    }
+}
+
+/// The model the settings build for `data`, spelled out ("CNN 1x8x8 conv3x3 16-pool-…-10" or
+/// "64-128-64-10"): the report's metadata names what trained.
+pub fn architecture(s: &Settings, data: &Dataset) -> Result<String> {
+    let hidden: Vec<usize> = s.list("hidden")?.into_iter().map(|v| v as usize).collect();
+    Ok(model_kind(s)?.config(data.shape, data.features, &hidden, data.classes)?.describe())
 }
 
 /// The per-step training loss every training run reports live (`sink::TrainBridge`).
@@ -62,15 +83,21 @@ pub fn train_config(s: &Settings, batch: usize) -> Result<TrainConfig> {
         seed: s.int("seed")? as u64,
         log_every: s.int("log_every")? as usize,
         amp: Default::default(),
+        model: model_kind(s)?,
     };
     cfg.validate()?;
     Ok(cfg)
 }
 
-/// Validation shared by the training exercises: the data spec parses and the config is sane.
+/// Validation shared by the training exercises: the data spec parses, the config is sane, and
+/// a CNN fits the data set's images where they are known before loading.
 pub fn validate_training(s: &Settings) -> Result<()> {
-    dataset_spec(s)?;
-    train_config(s, s.int("batch")? as usize).map(|_| ())
+    let spec = dataset_spec(s)?;
+    let cfg = train_config(s, s.int("batch")? as usize)?;
+    if let Some(image) = spec.image_shape() {
+        cfg.model.config(image, image.iter().product(), &cfg.hidden, 2)?;
+    }
+    Ok(())
 }
 
 pub fn percent(x: f64) -> String {

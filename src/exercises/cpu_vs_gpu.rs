@@ -58,7 +58,7 @@ impl Exercise for CpuVsGpu {
             "Where to train: cpu, gpu (the best adapter), gpu:N (index from the hardware panel), gpu:NAME, cuda[:N] (NVIDIA through CUDA: a --features cuda build)",
             Value::Devices(vec!["cpu".into(), "gpu".into()]),
         );
-        let s = common::training_settings(s, "digits", &[128, 64], 64, 5)
+        let s = common::model_setting(common::training_settings(s, "digits", &[128, 64], 64, 5))
             .add("sweep_sizes", "Matmul sizes", "n for the n×n×n matmul sweep", settings::list(&[64, 128, 256, 512, 1024], 1, 8192))
             .add("sweep_runs", "Runs per size", "Timed runs per matmul size (the median is reported)", settings::int(3, 1, 50));
         super::sizing::settings(s)
@@ -95,6 +95,7 @@ impl Exercise for CpuVsGpu {
         let mut meta = Metadata::new(cfg.seed);
         meta.dataset = format!("{} — {}", data.name, data.source);
         meta.hyperparameters = s.to_map();
+        meta.hyperparameters.insert("architecture".into(), common::architecture(s, &data)?);
 
         // Training on every backend, one after another.
         let mut engines: Vec<(String, Engine)> = Vec::new();

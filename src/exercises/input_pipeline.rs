@@ -30,7 +30,7 @@ impl Exercise for InputPipeline {
     }
     fn settings(&self) -> Settings {
         let s = common::one_backend(Settings::default());
-        let s = common::training_settings(s, "shapes:res=16,n=1600", &[256, 128], 64, 2);
+        let s = common::model_setting(common::training_settings(s, "shapes:res=16,n=1600", &[256, 128], 64, 2));
         let s = pc::cost_settings(s, 0.3, 3);
         s.add("workers", "Workers to add", "num_workers in the \"more workers\" step", settings::int(4, 2, 16))
             .add("prefetch", "Prefetch to add", "prefetch_factor in the \"prefetch\" step", settings::int(2, 1, 16))

@@ -58,6 +58,7 @@ pub fn open(s: &Settings, data: &Dataset, sink: &mut dyn Sink) -> Result<(Engine
     let mut meta = Metadata::new(s.int("seed")? as u64);
     meta.dataset = format!("{} — {}", data.name, data.source);
     meta.hyperparameters = s.to_map();
+    meta.hyperparameters.insert("architecture".into(), common::architecture(s, data)?);
     meta.backends.push(with_backend!(&mut engine, b => b.info()));
     Ok((engine, meta))
 }

@@ -37,7 +37,7 @@ impl Exercise for Profiling {
     }
     fn settings(&self) -> Settings {
         let s = common::one_backend(Settings::default());
-        let s = common::training_settings(s, "shapes:res=16,n=1600", &[256, 128], 64, 1);
+        let s = common::model_setting(common::training_settings(s, "shapes:res=16,n=1600", &[256, 128], 64, 1));
         let s = pc::pipeline_settings(pc::cost_settings(s, 0.3, 3), 1, 0, false);
         let s = s.add("precision", "Precision", "fp32, or mixed precision: fp16 (with a GradScaler; needs SHADER_F16 on a GPU) or bf16 — see exercise 3", settings::choice("fp32", &["fp32", "fp16", "bf16"]));
         s.add("measure_again", "Apply the fix and measure again", "After the first profile, apply the suggested optimization and profile again", Value::Bool(true))
@@ -63,8 +63,10 @@ impl Exercise for Profiling {
         common::validate_training(s)?;
         pc::pipeline_config(s)?;
         s.bool("measure_again")?;
-        amp(s)?;
-        Ok(())
+        // The precision is a setting of its own here: check it against the model too.
+        let mut cfg = common::train_config(s, s.int("batch")? as usize)?;
+        cfg.amp = amp(s)?;
+        cfg.validate()
     }
 
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {

@@ -58,8 +58,12 @@ pub fn presets(lesson: &'static str, big: (&'static str, &[(&'static str, &str)]
 /// Checks the two settings where the exercise has them.
 pub fn validate(s: &Settings) -> Result<()> {
     if s.get(SIZE).is_some() {
-        s.choice(SIZE)?;
+        let size = s.choice(SIZE)?;
         s.float(TARGET)?;
+        // The cost model counts an MLP's matmuls; a CNN's convolutions are not in it.
+        if size == "auto" && s.get("model").is_some() && s.choice("model")? != "mlp" {
+            return Err(crate::Error::InvalidConfig("size=auto sizes the MLP's hidden layers only: set model=mlp, or size to the settings' own widths with the CNN".into()));
+        }
     }
     Ok(())
 }

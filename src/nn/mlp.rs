@@ -1,29 +1,39 @@
 use serde::{Deserialize, Serialize};
 
+use super::cnn::{ConvConfig, ConvStem, StemWorkspace};
 use super::{Accumulators, Optimizer, he_normal};
 use crate::error::{Error, Result};
 use crate::tensor::{Backend, DType, MemCategory, TensorMeta};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MlpConfig {
+    /// Values per sample the model reads (a CNN's: its images, C·H·W).
     pub input: usize,
     pub hidden: Vec<usize>,
     pub classes: usize,
+    /// Convolutions before the dense layers (a CNN); None for a plain MLP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conv: Option<ConvConfig>,
 }
 
 impl MlpConfig {
-    /// Layer widths from input to output, e.g. [784, 256, 128, 10].
+    /// The dense layers' input: the convolutions' output for a CNN, else the model's input.
+    pub fn dense_input(&self) -> usize {
+        self.conv.as_ref().map_or(self.input, |c| c.out_features())
+    }
+
+    /// Dense layer widths from their input to the output, e.g. [784, 256, 128, 10].
     pub fn widths(&self) -> Vec<usize> {
-        std::iter::once(self.input).chain(self.hidden.iter().copied()).chain(std::iter::once(self.classes)).collect()
+        std::iter::once(self.dense_input()).chain(self.hidden.iter().copied()).chain(std::iter::once(self.classes)).collect()
     }
 
     pub fn parameter_count(&self) -> usize {
-        self.widths().windows(2).map(|w| w[0] * w[1] + w[1]).sum()
+        self.widths().windows(2).map(|w| w[0] * w[1] + w[1]).sum::<usize>() + self.conv.as_ref().map_or(0, |c| c.parameter_count())
     }
 
-    /// Multiply-adds ×2 of one forward pass per sample.
+    /// Multiply-adds ×2 of one forward pass per sample (a CNN's convolutions included).
     pub fn forward_flops_per_sample(&self) -> f64 {
-        self.widths().windows(2).map(|w| 2.0 * (w[0] * w[1]) as f64).sum()
+        self.widths().windows(2).map(|w| 2.0 * (w[0] * w[1]) as f64).sum::<f64>() + self.conv.as_ref().map_or(0.0, |c| c.forward_flops_per_sample())
     }
 
     pub fn validate(&self) -> Result<()> {
@@ -33,11 +43,22 @@ impl MlpConfig {
                 self.widths()
             )));
         }
-        Ok(())
+        match &self.conv {
+            Some(c) if c.image.iter().product::<usize>() != self.input => {
+                Err(Error::InvalidConfig(format!("CNN images {:?} hold {} values, but the model's input is {}", c.image, c.image.iter().product::<usize>(), self.input)))
+            }
+            Some(c) => c.validate(),
+            None => Ok(()),
+        }
     }
 
+    /// "784-256-128-10" for an MLP; "CNN 3x32x32 conv3x3 16-pool-conv3x3 32-pool-2048-10" for a CNN.
     pub fn describe(&self) -> String {
-        self.widths().iter().map(|w| w.to_string()).collect::<Vec<_>>().join("-")
+        let dense = self.widths().iter().map(|w| w.to_string()).collect::<Vec<_>>().join("-");
+        match &self.conv {
+            Some(c) => format!("CNN {} {}-{dense}", c.image.map(|v| v.to_string()).join("x"), c.describe()),
+            None => dense,
+        }
     }
 }
 
@@ -53,6 +74,8 @@ pub struct Mlp<B: Backend> {
     pub cfg: MlpConfig,
     pub weights: Vec<Param<B>>,
     pub biases: Vec<Param<B>>,
+    /// The convolutions of a CNN (`cfg.conv`), before the dense layers.
+    pub stem: Option<ConvStem<B>>,
     pub optimizer: Optimizer,
     /// Optimizer steps taken (AdamW's bias correction counts from 1).
     pub step: u32,
@@ -67,6 +90,8 @@ pub struct Workspace<B: Backend> {
     pub acts: Vec<B::Tensor>,
     pub grads: Vec<B::Tensor>,
     pub acc: Accumulators<B>,
+    /// A CNN's convolution buffers.
+    pub stem: Option<StemWorkspace<B>>,
 }
 
 impl<B: Backend> Workspace<B> {
@@ -87,6 +112,7 @@ impl<B: Backend> Workspace<B> {
             acts,
             grads,
             acc: Accumulators::new(b, batch, false)?,
+            stem: cfg.conv.as_ref().map(|c| StemWorkspace::new(b, c, batch, with_grads)).transpose()?,
         })
     }
 
@@ -106,22 +132,20 @@ impl<B: Backend> Mlp<B> {
         for (layer, w) in widths.windows(2).enumerate() {
             let init = he_normal(w[0], w[1], seed, layer);
             let weight = b.upload_f32(&init, [w[0], w[1]], MemCategory::Parameters)?;
-            weights.push(Self::param(b, weight, &optimizer)?);
+            weights.push(param(b, weight, &optimizer)?);
             let bias = b.zeros([1, w[1]], DType::F32, MemCategory::Parameters)?;
-            biases.push(Self::param(b, bias, &optimizer)?);
+            biases.push(param(b, bias, &optimizer)?);
         }
-        Ok(Mlp { cfg, weights, biases, optimizer, step: 0 })
-    }
-
-    fn param(b: &mut B, value: B::Tensor, opt: &Optimizer) -> Result<Param<B>> {
-        let shape = value.shape();
-        let grad = b.zeros(shape, DType::F32, MemCategory::Gradients)?;
-        let state = (0..opt.state_slots()).map(|_| b.zeros(shape, DType::F32, MemCategory::OptimizerState)).collect::<Result<_>>()?;
-        Ok(Param { value, grad, state })
+        let stem = cfg.conv.as_ref().map(|c| ConvStem::new(b, c, &optimizer, seed)).transpose()?;
+        Ok(Mlp { cfg, weights, biases, stem, optimizer, step: 0 })
     }
 
     /// Forward pass of `ws.x` into `ws.acts` (the last one holds the logits).
     pub fn forward(&self, b: &mut B, ws: &mut Workspace<B>) -> Result<()> {
+        if let Some(stem) = &self.stem {
+            let sw = ws.stem.as_mut().ok_or_else(|| Error::Internal("a CNN's forward on a workspace without convolution buffers".into()))?;
+            stem.forward(b, &ws.x, sw)?;
+        }
         forward_layers(b, self.weights.iter().zip(&self.biases).map(|(w, bi)| (&w.value, &bi.value)), ws)
     }
 
@@ -140,9 +164,18 @@ impl<B: Backend> Mlp<B> {
         ws.acc.record(b, &ws.acts[last], &ws.y, Some(&mut ws.grads[last]), scale)?;
         for i in (0..=last).rev() {
             let input = if i == 0 { &ws.x } else { &ws.acts[i - 1] };
+            let input = match (i, ws.stem.as_ref()) {
+                (0, Some(sw)) => sw.output(),
+                _ => input,
+            };
             b.matmul(input, &ws.grads[i], &mut self.weights[i].grad, true, false, false)?;
             b.sum_cols(&ws.grads[i], &mut self.biases[i].grad)?;
             ready(b, self, i)?;
+            if let (0, Some(stem), Some(sw)) = (i, self.stem.as_mut(), ws.stem.as_mut()) {
+                let out = sw.output_grad().ok_or_else(|| Error::Internal("CNN backward on a forward-only workspace".into()))?;
+                b.matmul(&ws.grads[0], &self.weights[0].value, out, false, true, false)?;
+                stem.backward(b, sw)?;
+            }
             if i > 0 {
                 let (before, after) = ws.grads.split_at_mut(i);
                 b.matmul(&after[0], &self.weights[i].value, &mut before[i - 1], false, true, false)?;
@@ -156,7 +189,8 @@ impl<B: Backend> Mlp<B> {
     pub fn update(&mut self, b: &mut B) -> Result<()> {
         self.step += 1;
         let opt = self.optimizer;
-        for p in self.weights.iter_mut().chain(self.biases.iter_mut()) {
+        let stem = self.stem.iter_mut().flat_map(|s| s.params_mut());
+        for p in self.weights.iter_mut().chain(self.biases.iter_mut()).chain(stem) {
             match (opt, p.state.as_mut_slice()) {
                 (super::Optimizer::Sgd(hp), [v]) => b.sgd_step(&mut p.value, &p.grad, v, hp)?,
                 (super::Optimizer::AdamW(hp), [m, v]) => b.adamw_step(&mut p.value, &p.grad, m, v, hp, self.step)?,
@@ -166,9 +200,11 @@ impl<B: Backend> Mlp<B> {
         Ok(())
     }
 
-    /// All parameter values, weights then biases per layer, read back to the host.
+    /// All parameter values, weights then biases per dense layer, then (a CNN) weights and
+    /// biases per convolution, read back to the host.
     pub fn read_parameters(&self, b: &mut B) -> Result<Vec<Vec<f32>>> {
-        self.weights.iter().zip(&self.biases).flat_map(|(w, bi)| [&w.value, &bi.value]).map(|t| b.read_f32(t)).collect()
+        let stem = self.stem.iter().flat_map(|s| s.params());
+        self.weights.iter().zip(&self.biases).flat_map(|(w, bi)| [w, bi]).chain(stem).map(|p| b.read_f32(&p.value)).collect()
     }
 }
 
@@ -179,7 +215,8 @@ pub fn forward_layers<'t, B: Backend + 't>(b: &mut B, layers: impl ExactSizeIter
     let last = layers.len().checked_sub(1).ok_or_else(|| Error::InvalidConfig("a model needs at least one layer".into()))?;
     for (i, (weight, bias)) in layers.enumerate() {
         let (done, rest) = ws.acts.split_at_mut(i);
-        let input = if i == 0 { &ws.x } else { &done[i - 1] };
+        let first = ws.stem.as_ref().map_or(&ws.x, |s| s.output());
+        let input = if i == 0 { first } else { &done[i - 1] };
         let out = &mut rest[0];
         b.matmul(input, weight, out, false, false, false)?;
         b.bias_add(out, bias)?;
@@ -188,4 +225,12 @@ pub fn forward_layers<'t, B: Backend + 't>(b: &mut B, layers: impl ExactSizeIter
         }
     }
     Ok(())
+}
+
+/// A parameter with a zero gradient and zero optimizer state of its shape.
+pub(super) fn param<B: Backend>(b: &mut B, value: B::Tensor, opt: &Optimizer) -> Result<Param<B>> {
+    let shape = value.shape();
+    let grad = b.zeros(shape, DType::F32, MemCategory::Gradients)?;
+    let state = (0..opt.state_slots()).map(|_| b.zeros(shape, DType::F32, MemCategory::OptimizerState)).collect::<Result<_>>()?;
+    Ok(Param { value, grad, state })
 }

@@ -1,13 +1,16 @@
-//! The model: a multi-layer perceptron with explicit forward and backward passes per layer,
+//! The model: a multi-layer perceptron, optionally behind convolutions (a small CNN, cnn.rs),
+//! with explicit forward and backward passes per layer,
 //! softmax cross-entropy, and SGD-momentum or AdamW — written once against `Backend`.
 
 pub mod amp;
+pub mod cnn;
 mod init;
 mod mlp;
 mod optim;
 mod totals;
 
 pub use init::he_normal;
+pub use cnn::{CNN_CHANNELS, ConvConfig, ModelKind};
 pub use mlp::{Mlp, MlpConfig, Param, Workspace, forward_layers};
 pub use amp::{AmpConfig, GradScaler, GradScalerConfig, GradScalerState, Precision, ScalerStep};
 pub use optim::{Optimizer, OptimizerKind};

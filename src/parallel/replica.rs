@@ -113,7 +113,7 @@ fn probe(peer: &mut RingPeer, elements: usize) -> Result<Option<LinkProbe>> {
 
 pub fn run_replica<B: Backend>(b: &mut B, plan: ReplicaPlan<'_>, mut peer: RingPeer) -> Result<ReplicaOut> {
     let ReplicaPlan { rank, replicas, data, cfg, buckets, overlap, origin, stop, events } = plan;
-    let model_cfg = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes };
+    let model_cfg = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes, conv: None };
     let mut model = Mlp::new(b, model_cfg.clone(), cfg.optimizer(), cfg.seed)?;
     let shard = cfg.batch / replicas;
     let mut ws = Workspace::new(b, &model_cfg, shard, true)?;

@@ -60,7 +60,7 @@ pub fn train(data: &Dataset, cfg: &TrainConfig, dp: &DpConfig, watch: &mut dyn F
     if data.val_len() == 0 {
         return Err(Error::InvalidConfig(format!("data set {} has an empty validation split", data.name)));
     }
-    let model_cfg = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes };
+    let model_cfg = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes, conv: None };
     model_cfg.validate()?;
     let buckets = bucket::plan(&model_cfg.widths(), bucket::cap_bytes(dp.bucket_cap_mb)?);
     let opened = open(dp.kind, dp.replicas)?;

@@ -125,7 +125,7 @@ pub fn train_first(dataset: &str, cfg: &TrainConfig, backend: &Device) -> Result
     let mut cap = Capture(None);
     let report = with_backend!(&mut engine, b => train::train_with(b, &data, cfg, &mut NullSink, &mut cap, &mut Inline)?);
     let params = cap.0.ok_or_else(|| Error::Internal("training ended without its last step".into()))?;
-    let arch = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes };
+    let arch = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes, conv: None };
     let layers = params.chunks_exact(2).map(|p| (p[0].clone(), p[1].clone())).collect();
     let m = HostModel {
         version: format!("trained-{}-steps-seed-{}", report.steps, cfg.seed),

@@ -222,3 +222,75 @@ pub fn acc_index(op: &'static str, acc: &impl TensorMeta, index: usize, dtype: D
 pub fn data_len(op: &'static str, shape: Shape, len: usize) -> Result<()> {
     ensure_shape(shape[0].checked_mul(shape[1]) == Some(len), op, || format!("{len} values for shape {shape:?}"))
 }
+
+/// The shape a tensor of `geom` must have in one of the convolution ops' layouts, refusing an
+/// empty geometry and sizes that overflow.
+fn image_shape(op: &'static str, geom: super::ImageGeom, what: &str, rows: usize, cols: usize) -> Result<Shape> {
+    let super::ImageGeom { batch, height, width, channels } = geom;
+    ensure_shape(batch > 0 && height > 0 && width > 0 && channels > 0, op, || format!("image geometry {geom:?} has an empty dimension"))?;
+    let shape = [rows, cols];
+    bytes(op, shape, DType::F32).map_err(|_| crate::error::Error::Shape { op, detail: format!("{what} of {geom:?} overflows the address space") })?;
+    Ok(shape)
+}
+
+fn expect_shape(op: &'static str, t: &impl TensorMeta, want: Shape, what: &str) -> Result<()> {
+    ensure_shape(t.shape() == want, op, || format!("{what} is {:?}, expected {want:?}", t.shape()))
+}
+
+/// CHW images `[batch, C·H·W]` of `geom`.
+fn chw(op: &'static str, geom: super::ImageGeom) -> Result<Shape> {
+    let per = geom.channels.checked_mul(geom.height).and_then(|v| v.checked_mul(geom.width)).unwrap_or(usize::MAX);
+    image_shape(op, geom, "the CHW images", geom.batch, per)
+}
+
+/// HWC rows `[pixels, C]` of `geom`.
+fn hwc(op: &'static str, geom: super::ImageGeom) -> Result<Shape> {
+    let pixels = geom.batch.checked_mul(geom.height).and_then(|v| v.checked_mul(geom.width)).unwrap_or(usize::MAX);
+    image_shape(op, geom, "the HWC rows", pixels, geom.channels)
+}
+
+/// `im2col`: f32 CHW x into f32 cols `[pixels, 9·C]`; returns (x's shape, cols' shape).
+pub fn im2col(x: &impl TensorMeta, cols: &impl TensorMeta, geom: super::ImageGeom) -> Result<(Shape, Shape)> {
+    conv_shapes("im2col", x, cols, geom)
+}
+
+/// `col2im`: the same shapes as `im2col`, the other way.
+pub fn col2im(cols: &impl TensorMeta, x: &impl TensorMeta, geom: super::ImageGeom) -> Result<(Shape, Shape)> {
+    conv_shapes("col2im", x, cols, geom)
+}
+
+fn conv_shapes(op: &'static str, x: &impl TensorMeta, cols: &impl TensorMeta, geom: super::ImageGeom) -> Result<(Shape, Shape)> {
+    f32(op, x)?;
+    f32(op, cols)?;
+    let xs = chw(op, geom)?;
+    let k = geom.channels.checked_mul(super::CONV_KERNEL * super::CONV_KERNEL).unwrap_or(usize::MAX);
+    let cs = hwc(op, geom.with_channels(k))?;
+    expect_shape(op, x, xs, "the CHW images")?;
+    expect_shape(op, cols, cs, "the columns")?;
+    Ok((xs, cs))
+}
+
+/// `max_pool`: f32 HWC x of `geom` (at least 2×2) into f32 CHW out and u32 argmax of the pooled
+/// geometry; returns the pooled geometry.
+pub fn max_pool(x: &impl TensorMeta, out: &impl TensorMeta, argmax: &impl TensorMeta, geom: super::ImageGeom) -> Result<super::ImageGeom> {
+    pool_shapes("max_pool", x, out, argmax, geom)
+}
+
+/// `max_pool_backward`: f32 grad_out and u32 argmax of the pooled geometry, f32 HWC grad_in of
+/// `geom`; returns the pooled geometry.
+pub fn max_pool_backward(grad_out: &impl TensorMeta, argmax: &impl TensorMeta, grad_in: &impl TensorMeta, geom: super::ImageGeom) -> Result<super::ImageGeom> {
+    pool_shapes("max_pool_backward", grad_in, grad_out, argmax, geom)
+}
+
+fn pool_shapes(op: &'static str, full: &impl TensorMeta, pooled: &impl TensorMeta, argmax: &impl TensorMeta, geom: super::ImageGeom) -> Result<super::ImageGeom> {
+    f32(op, full)?;
+    f32(op, pooled)?;
+    dtype(op, argmax, DType::U32)?;
+    ensure_shape(geom.height >= 2 && geom.width >= 2, op, || format!("a 2×2 pool needs images of at least 2×2 pixels, got {}×{}", geom.height, geom.width))?;
+    let p = geom.pooled();
+    expect_shape(op, full, hwc(op, geom)?, "the HWC tensor")?;
+    let ps = chw(op, p)?;
+    expect_shape(op, pooled, ps, "the pooled tensor")?;
+    expect_shape(op, argmax, ps, "argmax")?;
+    Ok(p)
+}

@@ -2,4 +2,4 @@
 //! on a concrete backend type (tests, benches, the CLI). Generic code written against
 //! `B: Backend` needs only `Backend`: its bound brings the families along.
 
-pub use super::ops::{AmpOps, Backend, BackendBase, CoreOps, QuantOps, Telemetry, TensorMeta};
+pub use super::ops::{AmpOps, Backend, BackendBase, ConvOps, CoreOps, QuantOps, Telemetry, TensorMeta};

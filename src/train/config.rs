@@ -1,7 +1,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::nn::{AmpConfig, Optimizer, OptimizerKind};
+use crate::nn::{AmpConfig, ModelKind, Optimizer, OptimizerKind, Precision};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrainConfig {
@@ -18,6 +18,9 @@ pub struct TrainConfig {
     /// Mixed precision; the default is plain f32.
     #[serde(default)]
     pub amp: AmpConfig,
+    /// The MLP, or the small CNN (image data sets only, FP32 only).
+    #[serde(default)]
+    pub model: ModelKind,
 }
 
 impl Default for TrainConfig {
@@ -33,6 +36,7 @@ impl Default for TrainConfig {
             seed: 42,
             log_every: 20,
             amp: AmpConfig::default(),
+            model: ModelKind::Mlp,
         }
     }
 }
@@ -64,6 +68,9 @@ impl TrainConfig {
         }
         if self.log_every == 0 {
             return bad("log_every must be at least 1".into());
+        }
+        if self.model == ModelKind::Cnn && self.amp.precision != Precision::F32 {
+            return bad(format!("model cnn trains in fp32 only for now; precision {} needs model mlp", self.amp.precision.name()));
         }
         self.amp.validate()
     }

@@ -57,7 +57,7 @@ pub struct TrainReport {
     pub amp: Option<AmpReport>,
 }
 
-/// Trains an MLP on `data` and evaluates it after every epoch.
+/// Trains the model `cfg.model` names (an MLP or the small CNN) on `data` and evaluates it after every epoch.
 pub fn train<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mut dyn TrainSink) -> Result<TrainReport> {
     train_with(b, data, cfg, sink, &mut NoHooks, &mut Inline)
 }
@@ -81,7 +81,7 @@ pub fn train_with<B: Backend>(
     if data.train_len() == 0 || data.val_len() == 0 {
         return Err(Error::InvalidConfig(format!("data set {} has an empty train or validation split", data.name)));
     }
-    let model_cfg = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes };
+    let model_cfg = cfg.model.config(data.shape, data.features, &cfg.hidden, data.classes)?;
     let mut model = Mlp::new(b, model_cfg.clone(), cfg.optimizer(), cfg.seed)?;
     let n = data.train_len();
     let batch = cfg.batch.min(n);

@@ -31,7 +31,7 @@ pub fn train(spec: &ChildSpec) -> (Vec<(u64, f64)>, Vec<ChildEvent>) {
 }
 
 fn arch() -> MlpConfig {
-    MlpConfig { input: 64, hidden: vec![24, 16], classes: 10 }
+    MlpConfig { input: 64, hidden: vec![24, 16], classes: 10, conv: None }
 }
 
 fn newest(dir: &Path) -> PathBuf {
@@ -133,7 +133,7 @@ fn wrong_architecture_missing_tensor_and_wrong_shape_are_named() {
     let tmp = tempfile::tempdir().unwrap();
     train(&small_spec(tmp.path(), OptimizerKind::Sgd, 50));
     let p = newest(tmp.path());
-    let other = MlpConfig { input: 64, hidden: vec![32], classes: 10 };
+    let other = MlpConfig { input: 64, hidden: vec![32], classes: 10, conv: None };
     assert!(matches!(store::load(&p, &other, OptimizerKind::Sgd), Err(CheckpointError::ArchitectureMismatch { .. })));
     // SGD state is momentum; an AdamW run needs moments the file does not have.
     assert!(matches!(store::load(&p, &arch(), OptimizerKind::AdamW), Err(CheckpointError::MissingTensor { .. })));

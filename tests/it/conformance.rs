@@ -5,7 +5,7 @@
 
 use gpulab::Error;
 use gpulab::device::CpuBackend;
-use gpulab::tensor::{prelude::*, DType, Epilogue, MemCategory as M, QuantGranularity, Shape};
+use gpulab::tensor::{prelude::*, DType, Epilogue, ImageGeom, MemCategory as M, QuantGranularity, Shape};
 
 use crate::common::backend_tests;
 
@@ -238,6 +238,21 @@ fn table<B: Backend + 'static>() -> Vec<(&'static str, Expect, Call<B>)> {
     case!("read_i8: of i32", Expect::DType, |b| { let mut x0 = t(b, [2, 3], I32)?; b.read_i8(&x0).map(drop) });
     case!("read_i32: ok", Expect::Ok, |b| { let mut x0 = t(b, [2, 3], I32)?; b.read_i32(&x0).map(drop) });
     case!("read_many: of i8", Expect::DType, |b| { let mut x0 = t(b, [2, 3], I8)?; b.read_many(&[&x0]).map(drop) });
+    // The convolution ops: 2 images of 3×5 pixels, 2 channels (cols [30, 18], pooled 1×2).
+    const G: ImageGeom = ImageGeom { batch: 2, height: 3, width: 5, channels: 2 };
+    case!("im2col: ok", Expect::Ok, |b| { let x0 = t(b, [2, 30], F32)?; let mut x1 = t(b, [30, 18], F32)?; b.im2col(&x0, &mut x1, G) });
+    case!("im2col: columns of the wrong width", Expect::Shape, |b| { let x0 = t(b, [2, 30], F32)?; let mut x1 = t(b, [30, 9], F32)?; b.im2col(&x0, &mut x1, G) });
+    case!("im2col: images in HWC rows", Expect::Shape, |b| { let x0 = t(b, [30, 2], F32)?; let mut x1 = t(b, [30, 18], F32)?; b.im2col(&x0, &mut x1, G) });
+    case!("im2col: u32 input", Expect::DType, |b| { let x0 = t(b, [2, 30], U32)?; let mut x1 = t(b, [30, 18], F32)?; b.im2col(&x0, &mut x1, G) });
+    case!("im2col: empty geometry", Expect::Shape, |b| { let x0 = t(b, [0, 30], F32)?; let mut x1 = t(b, [0, 18], F32)?; b.im2col(&x0, &mut x1, ImageGeom { batch: 0, ..G }) });
+    case!("col2im: ok", Expect::Ok, |b| { let x0 = t(b, [30, 18], F32)?; let mut x1 = t(b, [2, 30], F32)?; b.col2im(&x0, &mut x1, G) });
+    case!("col2im: output of the wrong size", Expect::Shape, |b| { let x0 = t(b, [30, 18], F32)?; let mut x1 = t(b, [2, 29], F32)?; b.col2im(&x0, &mut x1, G) });
+    case!("max_pool: ok", Expect::Ok, |b| { let x0 = t(b, [30, 2], F32)?; let mut x1 = t(b, [2, 4], F32)?; let mut x2 = t(b, [2, 4], U32)?; b.max_pool(&x0, &mut x1, &mut x2, G) });
+    case!("max_pool: f32 argmax", Expect::DType, |b| { let x0 = t(b, [30, 2], F32)?; let mut x1 = t(b, [2, 4], F32)?; let mut x2 = t(b, [2, 4], F32)?; b.max_pool(&x0, &mut x1, &mut x2, G) });
+    case!("max_pool: output not pooled", Expect::Shape, |b| { let x0 = t(b, [30, 2], F32)?; let mut x1 = t(b, [2, 30], F32)?; let mut x2 = t(b, [2, 30], U32)?; b.max_pool(&x0, &mut x1, &mut x2, G) });
+    case!("max_pool: one-pixel-high images", Expect::Shape, |b| { let x0 = t(b, [10, 2], F32)?; let mut x1 = t(b, [2, 0], F32)?; let mut x2 = t(b, [2, 0], U32)?; b.max_pool(&x0, &mut x1, &mut x2, ImageGeom { height: 1, ..G }) });
+    case!("max_pool_backward: ok", Expect::Ok, |b| { let x0 = t(b, [2, 4], F32)?; let x1 = t(b, [2, 4], U32)?; let mut x2 = t(b, [30, 2], F32)?; b.max_pool_backward(&x0, &x1, &mut x2, G) });
+    case!("max_pool_backward: input gradient of the wrong size", Expect::Shape, |b| { let x0 = t(b, [2, 4], F32)?; let x1 = t(b, [2, 4], U32)?; let mut x2 = t(b, [2, 30], F32)?; b.max_pool_backward(&x0, &x1, &mut x2, G) });
     v
 }
 
@@ -264,16 +279,20 @@ fn cpu_outcomes_are_the_tables() {
 /// The int8 family's ops, which a backend without it (`quant_unavailable`) refuses by name.
 const QUANT_OPS: [&str; 7] = ["quantize", "quantize_with", "dequantize", "matmul_i8", "read_i8", "write_i8", "read_i32"];
 
+/// The convolution ops, which a backend without them (`conv_unavailable`) refuses by name.
+const CONV_OPS: [&str; 4] = ["im2col", "col2im", "max_pool", "max_pool_backward"];
+
 /// Every GPU backend accepts and refuses exactly what the CPU does — except that a backend
-/// which declares the int8 family unavailable refuses its ops by name.
+/// which declares the int8 family or the convolution ops unavailable refuses those by name.
 fn accepts_and_refuses_exactly_like_the_cpu<B: Backend + 'static>(b: &mut B) {
     let want = run(&mut CpuBackend::new());
     let got = run(b);
     b.sync().expect("the accepted calls ran without GPU errors");
     let no_quant = b.quant_unavailable().is_some();
+    let no_conv = b.conv_unavailable().is_some();
     let mut diffs = Vec::new();
     for ((name, _, cpu), (_, _, other)) in want.iter().zip(&got) {
-        let declared = matches!(other, Outcome::Err { kind: "unsupported", message } if no_quant && QUANT_OPS.contains(&message.as_str()));
+        let declared = matches!(other, Outcome::Err { kind: "unsupported", message } if (no_quant && QUANT_OPS.contains(&message.as_str())) || (no_conv && CONV_OPS.contains(&message.as_str())));
         if cpu != other && !declared {
             diffs.push(format!("{name}:\n  cpu {cpu:?}\n  {} {other:?}", b.info().kind));
         }

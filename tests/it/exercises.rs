@@ -96,6 +96,36 @@ fn batch_sweep_reports_memory_and_an_out_of_memory_row_then_continues() {
 }
 
 #[test]
+fn batch_sweep_trains_the_cnn_and_names_it() {
+    let s = settings("batch-sweep", &["backend=cpu", "model=cnn", "dataset=shapes:res=8,n=200", "hidden=16", "epochs=1", "batch_sizes=8,32"]);
+    let (r, _) = run("batch-sweep", &s);
+    let t = r.table("Batch sizes").unwrap();
+    assert!(t.rows.iter().all(|row| text(&row[1]) == "ok"), "{:?}", t.rows);
+    assert_eq!(r.config.get("model").map(String::as_str), Some("cnn"));
+    let arch = r.metadata.hyperparameters.get("architecture").unwrap();
+    assert!(arch.starts_with("CNN 1x8x8 conv3x3 16-pool-conv3x3 32-pool-128-16-4"), "{arch}");
+    // The exercises without a model setting train the MLP, and say so.
+    let ex = exercises::find("checkpoint").unwrap();
+    assert!(ex.settings().get("model").is_none());
+}
+
+#[test]
+fn the_model_setting_is_validated_against_the_data_set() {
+    for id in ["cpu-vs-gpu", "batch-sweep", "input-pipeline", "profiling"] {
+        let ex = exercises::find(id).unwrap();
+        let mut s = ex.settings();
+        assert!(s.apply(&["model=resnet".to_string()]).is_err(), "{id}: model=resnet accepted");
+        s.apply(&["model=cnn".to_string(), "dataset=digits".to_string()]).unwrap();
+        ex.validate(&s).unwrap_or_else(|e| panic!("{id}: cnn on digits refused: {e}"));
+    }
+    let ex = exercises::find("profiling").unwrap();
+    let mut s = ex.settings();
+    s.apply(&["model=cnn".to_string(), "precision=bf16".to_string()]).unwrap();
+    let err = ex.validate(&s).unwrap_err().to_string();
+    assert!(err.contains("model cnn") && err.contains("precision bf16"), "{err}");
+}
+
+#[test]
 fn settings_refuse_bad_values_and_keep_the_old_ones() {
     let ex = exercises::find("cpu-vs-gpu").unwrap();
     let mut s = ex.settings();

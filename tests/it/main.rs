@@ -10,6 +10,7 @@ mod checkpoint_kill;
 mod checkpoint_lab;
 mod class;
 mod cli;
+mod cnn;
 mod common;
 mod conformance;
 mod data;

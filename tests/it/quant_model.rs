@@ -15,7 +15,7 @@ use crate::common::with_gpu;
 fn trained() -> (Vec<HostLayer>, data::Dataset) {
     let data = data::load(&DatasetSpec::Digits, 42).unwrap();
     let mut cpu = CpuBackend::new();
-    let cfg = MlpConfig { input: data.features, hidden: vec![128, 64], classes: data.classes };
+    let cfg = MlpConfig { input: data.features, hidden: vec![128, 64], classes: data.classes, conv: None };
     let mut model = Mlp::new(&mut cpu, cfg.clone(), Optimizer::new(OptimizerKind::Sgd, 0.05, 0.9, 0.0), 3).unwrap();
     let batch = 32;
     let mut step = Step::new(&mut cpu, &model, F32Phases, batch).unwrap();

@@ -18,7 +18,7 @@ use super::common::{random, require_gpu};
 
 /// A model of odd widths with random weights.
 fn model() -> HostModel {
-    let arch = MlpConfig { input: 13, hidden: vec![17, 9], classes: 5 };
+    let arch = MlpConfig { input: 13, hidden: vec![17, 9], classes: 5, conv: None };
     let layers = arch.widths().windows(2).enumerate().map(|(i, w)| (random(w[0] * w[1], 10 + i as u64, -0.5, 0.5), random(w[1], 20 + i as u64, -0.1, 0.1))).collect();
     HostModel { arch, layers, version: "test-1".into(), source: "random weights".into() }
 }

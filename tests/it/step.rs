@@ -67,7 +67,7 @@ fn read_many_matches_single_reads_on_gpu() {
 /// The training forward phase's logits equal the forward-only path's, bit for bit, and the
 /// phases called one by one leave the same parameters as `train`.
 fn forward_only_equals_training_forward<B: Backend, P: Phases<B>>(b: &mut B, make: impl Fn(&mut B, &Mlp<B>) -> P) {
-    let cfg = MlpConfig { input: 19, hidden: vec![24, 12], classes: 5 };
+    let cfg = MlpConfig { input: 19, hidden: vec![24, 12], classes: 5, conv: None };
     let rows = 11;
     let x = random(rows * cfg.input, 3, -1.0, 1.0);
     let y: Vec<u32> = (0..rows as u32).map(|i| i % 5).collect();

@@ -43,7 +43,7 @@ fn the_export_holds_gpulabs_weights_data_and_order() {
 
     // Initial weights: what Mlp::new starts from on a real backend, transposed to [out, in].
     let data = gpulab::data::load(&"digits".parse().unwrap(), 7).unwrap();
-    let arch = MlpConfig { input: data.features, hidden: vec![24, 16], classes: data.classes };
+    let arch = MlpConfig { input: data.features, hidden: vec![24, 16], classes: data.classes, conv: None };
     let mut b = CpuBackend::new();
     let model = Mlp::new(&mut b, arch.clone(), Optimizer::new(OptimizerKind::Sgd, 0.05, 0.9, 0.0), 7).unwrap();
     let params = model.read_parameters(&mut b).unwrap();

@@ -42,7 +42,7 @@ fn adamw_trains_digits_on_cpu() {
 
 /// One step (forward, loss, backward, update) from the same seed agrees on CPU and GPU.
 fn one_step<B: Backend>(b: &mut B, opt: Optimizer, x: &[f32], y: &[u32]) -> (Vec<Vec<f32>>, f32) {
-    let cfg = MlpConfig { input: 37, hidden: vec![29, 18], classes: 7 };
+    let cfg = MlpConfig { input: 37, hidden: vec![29, 18], classes: 7, conv: None };
     let mut model = Mlp::new(b, cfg.clone(), opt, 9).unwrap();
     let mut step = Step::new(b, &model, F32Phases, 23).unwrap();
     let (xt, yt) = step.inputs(b, &model, 23).unwrap();
@@ -90,7 +90,7 @@ fn same_seed_gives_identical_cpu_runs() {
 #[test]
 fn same_seed_gives_same_initial_weights_on_every_backend() {
     with_gpu("same_seed_gives_same_initial_weights_on_every_backend", |gpu| {
-        let cfg = MlpConfig { input: 64, hidden: vec![32], classes: 10 };
+        let cfg = MlpConfig { input: 64, hidden: vec![32], classes: 10, conv: None };
         let opt = Optimizer::new(OptimizerKind::Sgd, 0.1, 0.9, 0.0);
         let cpu = Mlp::new(&mut CpuBackend::new(), cfg.clone(), opt, 77).unwrap().read_parameters(&mut CpuBackend::new());
         // Reading through a different CpuBackend works because tensors carry their data.

@@ -3,6 +3,7 @@
 //! an int8 GEMM with AVX-512 VNNI where the CPU has it (quant.rs, gemm_i8.rs).
 
 mod amp;
+mod conv;
 mod core;
 mod gemm_i8;
 mod ops;

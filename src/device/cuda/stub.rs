@@ -132,6 +132,7 @@ impl CoreOps for CudaBackend {
 /// The families' defaults refuse by name; with no value, they are never reached either.
 impl AmpOps for CudaBackend {}
 impl QuantOps for CudaBackend {}
+impl crate::tensor::ConvOps for CudaBackend {}
 
 impl Telemetry for CudaBackend {
     fn take_busy_seconds(&mut self) -> Result<Option<f64>> {

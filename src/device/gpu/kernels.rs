@@ -24,6 +24,7 @@ const FLOAT16_BF16: &str = include_str!("../../../shaders/float16_bf16.wgsl");
 const FLOAT16_COMMON: &str = include_str!("../../../shaders/float16_common.wgsl");
 const QUANT: &str = include_str!("../../../shaders/quant.wgsl");
 const MATMUL_I8: &str = include_str!("../../../shaders/matmul_i8.wgsl");
+const CONV: &str = include_str!("../../../shaders/conv.wgsl");
 
 /// Workgroup size of the 1-D kernels.
 pub const WG: u32 = 256;
@@ -113,6 +114,12 @@ kernels! {
     DequantizeI8 => "quant.wgsl", QUANT, "dequantize_i8", OnFirstUse;
     DequantizeI32 => "quant.wgsl", QUANT, "dequantize_i32", OnFirstUse;
     MatmulI8 => "matmul_i8.wgsl", MATMUL_I8, "main", PerShape;
+    /// The CNN's convolution ops: compiled on first use (the warm-up step), since an MLP never
+    /// runs them.
+    Im2col => "conv.wgsl", CONV, "im2col", OnFirstUse;
+    Col2im => "conv.wgsl", CONV, "col2im", OnFirstUse;
+    MaxPool => "conv.wgsl", CONV, "max_pool", OnFirstUse;
+    MaxPoolBackward => "conv.wgsl", CONV, "max_pool_backward", OnFirstUse;
 }
 
 /// How many kernels `prepare()` compiles.

@@ -2,6 +2,7 @@
 
 pub mod adapters;
 mod amp;
+mod conv;
 mod core;
 pub mod driver_help;
 mod kernel_profiler;

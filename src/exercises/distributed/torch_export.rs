@@ -42,7 +42,7 @@ pub fn export(s: &Settings, out: &Path) -> Result<Exported> {
     if data.train_len() == 0 || data.val_len() == 0 {
         return Err(Error::InvalidConfig(format!("data set {} has an empty train or validation split", data.name)));
     }
-    let arch = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes };
+    let arch = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes, conv: None };
     arch.validate()?;
     let orders = data.train_len().checked_mul(cfg.epochs).unwrap_or(usize::MAX);
     if orders > 50_000_000 {

@@ -28,7 +28,7 @@ pub const MEASURED: &str = "measured on this machine";
 
 /// The model measured: the lab's MNIST-sized MLP.
 fn arch() -> MlpConfig {
-    MlpConfig { input: 784, hidden: vec![256, 256], classes: 10 }
+    MlpConfig { input: 784, hidden: vec![256, 256], classes: 10, conv: None }
 }
 
 /// Batch sizes measured: powers of two up to `max_batch`, and `max_batch` itself.

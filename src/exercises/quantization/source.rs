@@ -35,7 +35,7 @@ pub fn train_first(engine: &mut Engine, data: &Dataset, cfg: &TrainConfig, sink:
         let mut bridge = TrainBridge { sink: &mut *sink, series: "fp32 training".into(), total_steps: 0 };
         train::train_with(b, data, cfg, &mut bridge, &mut capture, &mut Inline)
     })?;
-    let widths = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes }.widths();
+    let widths = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes, conv: None }.widths();
     let layers = capture.params.map(|p| HostLayer::from_parameters(&p, &widths)).transpose()?;
     Ok((report, layers))
 }

@@ -4,11 +4,13 @@
 //! through its default methods.
 
 mod amp;
+mod conv;
 mod core;
 mod quant;
 mod telemetry;
 
 pub use amp::AmpOps;
+pub use conv::{ConvOps, ImageGeom, CONV_KERNEL};
 pub use core::CoreOps;
 pub use quant::{QuantGranularity, QuantOps, quantize_value, scale_for_absmax};
 pub use telemetry::Telemetry;
@@ -37,9 +39,9 @@ pub trait BackendBase {
 ///
 /// Outputs are passed as `&mut` and must not alias inputs. GPU backends only *record* ops;
 /// `flush` submits what was recorded and `read_*` waits for it.
-pub trait Backend: CoreOps + AmpOps + QuantOps + Telemetry {}
+pub trait Backend: CoreOps + AmpOps + QuantOps + ConvOps + Telemetry {}
 
-impl<B: CoreOps + AmpOps + QuantOps + Telemetry> Backend for B {}
+impl<B: CoreOps + AmpOps + QuantOps + ConvOps + Telemetry> Backend for B {}
 
 /// The refusal of an op this backend does not implement (the families' default methods).
 pub fn unsupported<B: BackendBase + ?Sized>(b: &B, op: &'static str, why: &str) -> Error {

@@ -1,0 +1,90 @@
+use super::{BackendBase, unsupported};
+use crate::error::Result;
+
+/// A batch of images as the convolution ops see it: `batch` images of `height`×`width` pixels
+/// with `channels` channels. Two layouts of the same numbers appear:
+/// - CHW images, a tensor `[batch, channels·height·width]` (the data sets' own layout, and
+///   what `max_pool` writes): element (n, c, y, x) at `n·C·H·W + c·H·W + y·W + x`;
+/// - HWC rows, a tensor `[batch·height·width, channels]` (what the convolution's GEMM writes):
+///   element (n, y, x, c) at `((n·H + y)·W + x)·C + c`.
+///
+/// The convolutions are 3×3 with stride 1 and zero padding 1 (the output has the input's size);
+/// `im2col`'s column `c·9 + ky·3 + kx` holds input channel c at kernel offset (ky, kx), so a
+/// weight matrix `[9·C_in, C_out]` turns the columns into the convolution by one GEMM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImageGeom {
+    pub batch: usize,
+    pub height: usize,
+    pub width: usize,
+    pub channels: usize,
+}
+
+/// The convolution's kernel size (3×3, padding 1, stride 1).
+pub const CONV_KERNEL: usize = 3;
+
+impl ImageGeom {
+    /// Pixels in the whole batch (the rows of the HWC layout and of the im2col matrix).
+    pub fn pixels(&self) -> usize {
+        self.batch * self.height * self.width
+    }
+
+    /// Values in the whole batch.
+    pub fn numel(&self) -> usize {
+        self.pixels() * self.channels
+    }
+
+    /// The geometry after a 2×2 max-pool with stride 2 (a last odd row or column is dropped).
+    pub fn pooled(&self) -> ImageGeom {
+        ImageGeom { height: self.height / 2, width: self.width / 2, ..*self }
+    }
+
+    /// The same pixels with `channels` channels.
+    pub fn with_channels(&self, channels: usize) -> ImageGeom {
+        ImageGeom { channels, ..*self }
+    }
+}
+
+/// The convolution ops of a small CNN (`nn::cnn`): 3×3 convolution as im2col + the backend's
+/// GEMM, its adjoint col2im, and 2×2 max-pooling with its backward through the winners'
+/// indices. Validation of every call lives in `tensor::checks`, so each backend refuses the same
+/// calls alike; a backend without them refuses by name through these defaults.
+pub trait ConvOps: BackendBase {
+    /// Why this backend cannot run the convolution ops, or None when it can (a CNN checks this
+    /// before it allocates anything).
+    fn conv_unavailable(&self) -> Option<String> {
+        Some("the convolution ops (im2col, col2im, max_pool) are not implemented on this backend".into())
+    }
+
+    /// cols `[pixels, 9·C]` from CHW images x `[batch, C·H·W]`; out-of-image taps are 0.
+    fn im2col(&mut self, x: &Self::Tensor, cols: &mut Self::Tensor, geom: ImageGeom) -> Result<()> {
+        let _ = (x, cols, geom);
+        Err(refuse(self, "im2col"))
+    }
+
+    /// The adjoint of `im2col`: x `[batch, C·H·W]` (CHW) = the sum of every column entry that
+    /// `im2col` copied from that pixel (the input gradient of a convolution). Overwrites x.
+    fn col2im(&mut self, cols: &Self::Tensor, x: &mut Self::Tensor, geom: ImageGeom) -> Result<()> {
+        let _ = (cols, x, geom);
+        Err(refuse(self, "col2im"))
+    }
+
+    /// 2×2 max-pool, stride 2, of HWC rows x `[pixels, C]` (`geom` is x's) into CHW images out
+    /// `[batch, C·(H/2)·(W/2)]`; `argmax` (u32, out's shape) gets each winner's flat index into
+    /// x. The first maximum in the order (0,0), (0,1), (1,0), (1,1) wins.
+    fn max_pool(&mut self, x: &Self::Tensor, out: &mut Self::Tensor, argmax: &mut Self::Tensor, geom: ImageGeom) -> Result<()> {
+        let _ = (x, out, argmax, geom);
+        Err(refuse(self, "max_pool"))
+    }
+
+    /// The max-pool's backward: grad_in `[pixels, C]` (HWC, `geom` is the pool's input) gets
+    /// each output gradient at its winner's index and 0 everywhere else. Overwrites grad_in.
+    fn max_pool_backward(&mut self, grad_out: &Self::Tensor, argmax: &Self::Tensor, grad_in: &mut Self::Tensor, geom: ImageGeom) -> Result<()> {
+        let _ = (grad_out, argmax, grad_in, geom);
+        Err(refuse(self, "max_pool_backward"))
+    }
+}
+
+/// The refusal of the family's defaults, with the backend's own reason.
+fn refuse<B: ConvOps + ?Sized>(b: &B, op: &'static str) -> crate::error::Error {
+    unsupported(b, op, &b.conv_unavailable().unwrap_or_else(|| "not implemented".into()))
+}
