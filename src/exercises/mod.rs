@@ -18,6 +18,7 @@ pub mod run_control;
 mod quantization;
 pub mod settings;
 pub mod sink;
+pub mod watch;
 
 pub use live::LiveChartSpec;
 pub use settings::{Setting, Settings, Value};
