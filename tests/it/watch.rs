@@ -56,7 +56,8 @@ fn cpu_bf16_native_path_matches_the_widening_path_with_every_epilogue() {
             for (g, w) in gs.iter().zip(ws) {
                 assert!(!g.is_nan(), "every output written");
                 assert!((g - w).abs() <= 1e-2 * (1.0 + w.abs()), "{shape:?} epilogue {i}: {g} vs {w}");
-                assert_eq!(*g == 0.0, *w == 0.0 || (g - w).abs() <= 1e-2, "the ReLU (mask) keeps the same zeros");
+                // The same zeros, except where a value within rounding of 0 fell on the other side.
+                assert!((*g == 0.0) == (*w == 0.0) || (g - w).abs() <= 1e-2, "{shape:?} epilogue {i}: the ReLU zeros differ: {g} vs {w}");
             }
         }
         assert_eq!(got[3][0], want[3][0], "{shape:?}: the same count of nonzero values");
