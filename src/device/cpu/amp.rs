@@ -79,34 +79,38 @@ pub fn cast(x: &CpuTensor, out: &mut CpuTensor, stats: Option<&mut CpuTensor>) -
 #[allow(clippy::too_many_arguments)]
 pub fn matmul16(a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: bool, epi: Epilogue<'_, CpuTensor>, stats: Option<&mut CpuTensor>, threads: usize, bf16: Bf16Path) -> Result<()> {
     let (m, n, k) = checks::matmul16(a, b, c, ta, tb, &epi, stats.as_deref())?;
-    let mut acc = vec![0.0f32; m * n];
-    let native = match (&a.data, &b.data) {
-        (Storage::Bits16(x, DType::BF16), Storage::Bits16(y, _)) if bf16 == Bf16Path::Avx512Bf16 => gemm_bf16(x, y, &mut acc, m, n, k, ta, tb),
-        _ => false,
-    };
-    if !native {
-        ops::gemm(&widened(a), &widened(b), &mut acc, m, n, k, ta, tb, false, threads);
-    }
-    match epi {
-        Epilogue::None => {}
-        Epilogue::Bias { bias, relu } => {
-            ops::bias_add(&mut acc, bias.f32(), n);
-            if relu {
-                ops::map_inplace(&mut acc, |v| v.max(0.0));
-            }
+    let product = |acc: &mut [f32]| {
+        let native = match (&a.data, &b.data) {
+            (Storage::Bits16(x, DType::BF16), Storage::Bits16(y, _)) if bf16 == Bf16Path::Avx512Bf16 => gemm_bf16(x, y, acc, m, n, k, ta, tb),
+            _ => false,
+        };
+        if !native {
+            ops::gemm(&widened(a), &widened(b), acc, m, n, k, ta, tb, false, threads);
         }
-        Epilogue::ReluMask(act) => match &act.data {
-            Storage::Bits16(bits, dt) => acc.iter_mut().zip(bits).for_each(|(g, &a)| *g = if float16::widen(*dt, a) > 0.0 { *g } else { 0.0 }),
-            _ => ops::zip_inplace(&mut acc, act.f32(), |g, a| if a > 0.0 { g } else { 0.0 }),
-        },
-    }
+        match epi {
+            Epilogue::None => {}
+            Epilogue::Bias { bias, relu } => {
+                ops::bias_add(acc, bias.f32(), n);
+                if relu {
+                    ops::map_inplace(acc, |v| v.max(0.0));
+                }
+            }
+            Epilogue::ReluMask(act) => match &act.data {
+                Storage::Bits16(bits, dt) => acc.iter_mut().zip(bits).for_each(|(g, &a)| *g = if float16::widen(*dt, a) > 0.0 { *g } else { 0.0 }),
+                _ => ops::zip_inplace(acc, act.f32(), |g, a| if a > 0.0 { g } else { 0.0 }),
+            },
+        }
+    };
     match &mut c.data {
-        // checks::matmul16 allows stats only with a 16-bit output.
+        // An f32 output is the accumulator itself; checks::matmul16 allows stats only with a
+        // 16-bit output.
         Storage::F32(out) => {
-            out.copy_from_slice(&acc);
+            product(out);
             Ok(())
         }
         Storage::Bits16(out, odt) => {
+            let mut acc = vec![0.0f32; m * n];
+            product(&mut acc);
             let (nz, fl) = round_into(&acc, out, *odt);
             stats_add(stats, nz, fl)
         }
