@@ -1,9 +1,9 @@
 //! `cargo bench`: GEMM GFLOP/s (CPU and every GPU matmul variant) and MLP training
 //! throughput, through the same code as `gpulab bench`. Speed lives here, not in tests.
 
-use gpulab::bench::{MatmulDType, TrainBenchConfig, bench_matmul, bench_train, random_matrix, time_op};
-use gpulab::device::{CpuBackend, GpuBackend, GpuSelector};
-use gpulab::nn::{Mlp, MlpConfig, Optimizer, OptimizerKind};
+use gpulab::bench::{MatmulDType, TrainBenchConfig, bench_matmul, bench_train, bench_train_amp, random_matrix, time_op};
+use gpulab::device::{Bf16Path, CpuBackend, GpuBackend, GpuSelector};
+use gpulab::nn::{AmpConfig, Mlp, MlpConfig, Precision, Optimizer, OptimizerKind};
 use gpulab::quant::{HostLayer, ObserverKind, QuantMlp, calibrate};
 use gpulab::tensor::{prelude::*, MemCategory};
 use gpulab::train::{F32Phases, Step};
@@ -100,6 +100,10 @@ fn main() {
         }
     }
 
+    if wanted("cpu-precision") {
+        cpu_precision(quick);
+    }
+
     if !wanted("train") {
         return;
     }
@@ -121,6 +125,43 @@ fn main() {
         report(bench_train(&mut CpuBackend::new(), &cfg));
         if let Some(g) = gpu.as_mut() {
             report(bench_train(g, &cfg));
+        }
+    }
+}
+
+/// CPU training throughput at each precision, interleaved round by round (this machine is
+/// shared and noisy): FP32, BF16 through AVX-512 BF16 where the CPU has it, BF16 widened to
+/// f32 (the portable path), FP16 (always widened). Ratios are derived from the medians.
+fn cpu_precision(quick: bool) {
+    let cfg = |hidden: &[usize], batch| TrainBenchConfig {
+        input: 784,
+        hidden: hidden.to_vec(),
+        classes: 10,
+        batch,
+        seconds: if quick { 0.01 } else { 2.0 },
+        min_steps: if quick { 1 } else { 20 },
+        optimizer: OptimizerKind::Sgd,
+    };
+    let runs: [(&str, Precision, Bf16Path); 4] = [
+        ("fp32", Precision::F32, Bf16Path::Widen),
+        ("bf16", Precision::BF16, Bf16Path::Avx512Bf16),
+        ("bf16 widened", Precision::BF16, Bf16Path::Widen),
+        ("fp16 widened", Precision::F16, Bf16Path::Widen),
+    ];
+    println!("CPU MLP training by precision (samples/s measured, median of rounds; ratios derived); bf16 kernel here: {}", Bf16Path::detect().name());
+    for (hidden, batch) in [(&[256, 128][..], 128), (&[1024, 1024][..], 128), (&[1024, 1024][..], 512)] {
+        let mut rates = vec![Vec::new(); runs.len()];
+        for _ in 0..if quick { 1 } else { 3 } {
+            for (i, &(_, precision, path)) in runs.iter().enumerate() {
+                match bench_train_amp(&mut CpuBackend::new().with_bf16_path(path), &cfg(hidden, batch), AmpConfig::new(precision)) {
+                    Ok(r) => rates[i].push(r.samples_per_s),
+                    Err(e) => eprintln!("  {hidden:?} batch {batch} {}: {e}", runs[i].0),
+                }
+            }
+        }
+        let med: Vec<f64> = rates.iter_mut().map(|r| if r.is_empty() { f64::NAN } else { gpulab::stats::median(r) }).collect();
+        for (i, (name, ..)) in runs.iter().enumerate() {
+            println!("  784-{hidden:?}-10 batch {batch:>4} {name:<13} {:>9.0} samples/s  {:.2}x fp32", med[i], med[i] / med[0]);
         }
     }
 }

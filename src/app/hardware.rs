@@ -25,6 +25,8 @@ pub struct Live {
     pub memory_total: u64,
     /// Empty when NVML is absent.
     pub nvidia: Vec<NvidiaGpu>,
+    /// amdgpu sysfs and this process's DRM fdinfo (device/linux_gpu.rs); empty elsewhere.
+    pub kernel_gpus: Vec<crate::device::linux_gpu::GpuReading>,
 }
 
 pub struct Hardware {
@@ -163,6 +165,20 @@ impl Hardware {
                 ));
             }
         }
+        if !live.kernel_gpus.is_empty() {
+            ui.separator();
+            ui.heading("GPU telemetry from the kernel driver (measured)");
+            for g in &live.kernel_gpus {
+                ui.label(RichText::new(&g.name).strong());
+                let vram = match (g.vram_used, g.vram_total) {
+                    (Some(u), Some(t)) => format!("{} / {}", bytes(u), bytes(t)),
+                    (Some(u), None) => bytes(u),
+                    _ => "n/a".into(),
+                };
+                ui.label(format!("busy {} · VRAM {vram}", g.busy_percent.map(|b| format!("{b:.0}%")).unwrap_or_else(|| "n/a".into())));
+                ui.add(egui::Label::new(RichText::new(format!("from {}", g.source)).weak()).wrap());
+            }
+        }
     }
 }
 
@@ -184,6 +200,7 @@ pub fn notice_ui(ui: &mut egui::Ui, n: &DriverNotice, fixes_open: bool) {
 fn sample_loop(weak: Weak<Mutex<Live>>, ctx: egui::Context) {
     let Ok(mut sys) = sysinfo::System::new() else { return };
     let nvml = crate::device::telemetry::init();
+    let mut fdinfo = crate::device::linux_gpu::FdinfoSampler::default();
     // CPU use is measured between two refreshes.
     sys.refresh_cpu_usage();
     std::thread::sleep(Duration::from_millis(300));
@@ -191,6 +208,7 @@ fn sample_loop(weak: Weak<Mutex<Live>>, ctx: egui::Context) {
         sys.refresh_cpu_usage();
         sys.refresh_memory();
         let nvidia = nvml.as_ref().map(crate::device::telemetry::read).unwrap_or_default();
+        let kernel_gpus = crate::device::linux_gpu::read_all(&mut fdinfo);
         let Some(live) = weak.upgrade() else { return };
         if let Ok(mut l) = live.lock() {
             l.cpu_use = Some(sys.global_cpu_usage());
@@ -198,6 +216,7 @@ fn sample_loop(weak: Weak<Mutex<Live>>, ctx: egui::Context) {
             l.memory_used = sys.used_memory();
             l.memory_total = sys.total_memory();
             l.nvidia = nvidia;
+            l.kernel_gpus = kernel_gpus;
         }
         drop(live);
         ctx.request_repaint();

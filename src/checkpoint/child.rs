@@ -82,7 +82,10 @@ pub fn run_child(spec: &ChildSpec, emit: &mut dyn FnMut(ChildEvent), request: Ar
         let mut sink = |ev: TrainEvent| {
             let out = match ev {
                 TrainEvent::Started { total_steps, steps_per_epoch } => ChildEvent::Started { total_steps, steps_per_epoch },
-                TrainEvent::Progress { step, epoch, loss, .. } => ChildEvent::Step { step, epoch, loss },
+                TrainEvent::Progress { step, epoch, loss, window_s, gpu_busy_s, memory, .. } => {
+                    let memory = memory.categories.iter().filter(|c| c.1 > 0).map(|c| (c.0, c.1)).collect();
+                    ChildEvent::Step { step, epoch, loss, window_s, busy_s: gpu_busy_s, memory }
+                }
                 TrainEvent::Epoch(e) => ChildEvent::Epoch { epoch: e.epoch, val_loss: e.val_loss, val_accuracy: e.val_accuracy },
             };
             (emit.borrow_mut())(out)

@@ -16,7 +16,20 @@ pub enum ChildEvent {
     /// No checkpoint to resume from (or none asked for): training starts at step 0.
     Fresh,
     /// The mean loss of the steps since the last one (one step with --log-every 1). Measured.
-    Step { step: u64, epoch: usize, loss: f64 },
+    /// Also the window's wall seconds, GPU busy seconds (timestamps; None without them) and the
+    /// ledger's current bytes per category (empty categories left out), for the live device
+    /// charts; older lines without them read as zero/none/empty.
+    Step {
+        step: u64,
+        epoch: usize,
+        loss: f64,
+        #[serde(default)]
+        window_s: f64,
+        #[serde(default)]
+        busy_s: Option<f64>,
+        #[serde(default)]
+        memory: Vec<(crate::tensor::MemCategory, u64)>,
+    },
     /// A checkpoint write is starting.
     Saving { step: u64 },
     /// A checkpoint is on disk. `write_s` covers encode, write, fsyncs and rename. Measured.

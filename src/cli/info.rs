@@ -1,6 +1,8 @@
 use clap::Args;
 use gpulab::device::cpu::cpu_name;
 use gpulab::device::gpu::{adapters, driver_help};
+use gpulab::device::linux_gpu::{self, FdinfoSampler, GpuReading};
+use gpulab::device::telemetry;
 use serde_json::json;
 
 #[derive(Args)]
@@ -14,9 +16,10 @@ pub fn run(args: InfoArgs) -> anyhow::Result<()> {
     let instance = adapters::instance();
     let list: Vec<_> = adapters::enumerate(&instance).iter().enumerate().map(|(i, a)| adapters::summarize(i, a)).collect();
     let threads = rayon::current_num_threads();
+    let telemetry = telemetry();
     if args.json {
         let notice = driver_help::detect(&list);
-        let v = json!({ "cpu": { "name": cpu_name(), "threads": threads }, "adapters": list, "driver_notice": notice, "gpulab": env!("CARGO_PKG_VERSION") });
+        let v = json!({ "cpu": { "name": cpu_name(), "threads": threads }, "adapters": list, "driver_notice": notice, "gpu_telemetry": telemetry, "gpulab": env!("CARGO_PKG_VERSION") });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
@@ -37,6 +40,19 @@ pub fn run(args: InfoArgs) -> anyhow::Result<()> {
         println!("  limits:   max buffer {} MiB, max storage binding {} MiB, workgroup memory {} KiB,", l.max_buffer_size >> 20, l.max_storage_buffer_binding_size >> 20, l.max_compute_workgroup_storage_size >> 10);
         println!("            {} invocations/workgroup, {} workgroups/dimension, {} storage buffers/stage", l.max_compute_invocations_per_workgroup, l.max_compute_workgroups_per_dimension, l.max_storage_buffers_per_shader_stage);
     }
+    if !telemetry.is_empty() {
+        println!("\nGPU telemetry (measured, each with its source):");
+    }
+    for g in &telemetry {
+        let busy = g.busy_percent.map(|b| format!("{b:.0}%")).unwrap_or_else(|| "n/a".into());
+        let mib = |b: u64| format!("{} MiB", b >> 20);
+        let vram = match (g.vram_used, g.vram_total) {
+            (Some(u), Some(t)) => format!("{} of {}", mib(u), mib(t)),
+            (Some(u), None) => mib(u),
+            _ => "n/a".into(),
+        };
+        println!("  {}: busy {busy}, VRAM {vram}\n    from {}", g.name, g.source);
+    }
     if let Some(n) = driver_help::detect(&list) {
         println!("\n{}\n  why: {}", n.headline, n.why);
         for f in &n.fixes {
@@ -44,4 +60,20 @@ pub fn run(args: InfoArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// NVML's GPUs, amdgpu sysfs and this process's DRM fdinfo clients (two samples 200 ms apart
+/// for a busy %), as one list of readings labelled by source.
+fn telemetry() -> Vec<GpuReading> {
+    let mut out: Vec<GpuReading> = telemetry::init()
+        .map(|n| telemetry::read(&n))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|g| GpuReading { name: g.name, source: "NVML (the NVIDIA driver)".into(), busy_percent: g.utilization.map(f64::from), vram_used: g.memory_used, vram_total: g.memory_total })
+        .collect();
+    let mut sampler = FdinfoSampler::default();
+    sampler.sample(std::path::Path::new("/proc/self/fdinfo")); // the first of two samples
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    out.extend(linux_gpu::read_all(&mut sampler));
+    out
 }

@@ -5,6 +5,7 @@
 pub mod cpu;
 pub mod cuda;
 pub mod gpu;
+pub mod linux_gpu;
 pub mod telemetry;
 
 use std::fmt;
@@ -12,7 +13,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-pub use cpu::CpuBackend;
+pub use cpu::{Bf16Path, CpuBackend};
 pub use cuda::CudaBackend;
 pub use gpu::{GpuBackend, GpuSelector};
 

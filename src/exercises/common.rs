@@ -53,10 +53,12 @@ pub fn loss_live_chart() -> LiveChartSpec {
     LiveChartSpec::line("loss", "Training loss", "step", "loss (cross-entropy)")
 }
 
-/// The live charts of a training run: the loss per read-back and the validation accuracy per
-/// epoch (what `sink::TrainBridge` emits).
+/// The live charts of a training run: the loss per read-back, the validation accuracy per
+/// epoch, GPU busy % and memory by category per read-back (what `sink::TrainBridge` emits).
 pub fn training_live_charts() -> Vec<LiveChartSpec> {
-    vec![loss_live_chart(), LiveChartSpec::line("val_accuracy", "Validation accuracy", "epoch", "accuracy (%)")]
+    let mut c = vec![loss_live_chart(), LiveChartSpec::line("val_accuracy", "Validation accuracy", "epoch", "accuracy (%)")];
+    c.extend(super::watch::live_charts());
+    c
 }
 
 pub fn dataset_spec(s: &Settings) -> Result<DatasetSpec> {

@@ -20,6 +20,7 @@ mod quantization;
 pub mod settings;
 pub mod sizing;
 pub mod sink;
+pub mod watch;
 
 pub use live::LiveChartSpec;
 pub use settings::{Setting, Settings, Value};

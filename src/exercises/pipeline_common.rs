@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::common;
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink, TrainBridge};
+use super::watch::{Recorder, Window};
 use crate::data::{Dataset, SourceCost};
 use crate::device::Engine;
 use crate::error::Result;
@@ -65,13 +66,21 @@ pub fn open(s: &Settings, data: &Dataset, sink: &mut dyn Sink) -> Result<(Engine
 
 /// One profiled training run with live loss points under `label`.
 pub fn profiled(engine: &mut Engine, data: &Arc<Dataset>, cfg: &TrainConfig, pipe: &PipelineConfig, label: &str, peaks: Option<&Peaks>, sink: &mut dyn Sink) -> Result<ProfiledRun> {
+    Ok(profiled_watched(engine, data, cfg, pipe, label, peaks, sink)?.0)
+}
+
+/// `profiled`, also returning the device watch of each log window; the ledger's peaks are reset
+/// first, so the run's report holds this run's peaks.
+pub fn profiled_watched(engine: &mut Engine, data: &Arc<Dataset>, cfg: &TrainConfig, pipe: &PipelineConfig, label: &str, peaks: Option<&Peaks>, sink: &mut dyn Sink) -> Result<(ProfiledRun, Vec<Window>)> {
     sink.emit(Event::Phase(format!("{label}: {}", pipe.describe())));
-    let mut bridge = TrainBridge { sink: &mut *sink, series: label.into(), total_steps: 0 };
-    let run = profile_training(engine, data.clone(), cfg, pipe, label, peaks, &mut bridge)?;
+    with_backend!(engine, b => b.reset_memory_peaks());
+    let mut rec = Recorder { inner: TrainBridge { sink: &mut *sink, series: label.into(), total_steps: 0 }, windows: Vec::new() };
+    let run = profile_training(engine, data.clone(), cfg, pipe, label, peaks, &mut rec)?;
+    let windows = rec.windows;
     for (i, st) in run.steps.iter().enumerate() {
         sink.emit(Event::Point { chart: "data_wait".into(), series: label.into(), x: i as f64 + 1.0, y: st.data_wait_s * 1e3, provenance: Provenance::Measured });
     }
-    Ok(run)
+    Ok((run, windows))
 }
 
 /// One row per run: what it changed and what it measured.

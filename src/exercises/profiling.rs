@@ -8,6 +8,7 @@ use super::pipeline_common::{self as pc};
 use super::settings::Settings;
 use super::settings::{self, Value};
 use super::sink::{Event, Sink};
+use super::watch;
 use super::Exercise;
 use crate::device::Engine;
 use crate::error::Result;
@@ -85,7 +86,9 @@ impl Exercise for Profiling {
             Engine::Cpu(_) | Engine::Cuda(_) => None,
         };
         let p = peaks.map(|p| p.0);
-        let mut runs = vec![pc::profiled(&mut engine, &data, &cfg, &pipe, "1 as set", p.as_ref(), sink)?];
+        let (first, first_windows) = pc::profiled_watched(&mut engine, &data, &cfg, &pipe, "1 as set", p.as_ref(), sink)?;
+        let mut runs = vec![first];
+        let mut watched = vec![first_windows];
         let fix = fix_for(runs[0].diagnosis.bottleneck, &pipe, batch);
         if let Some((what, pipe2, batch2)) = &fix
             && s.bool("measure_again")?
@@ -93,10 +96,14 @@ impl Exercise for Profiling {
         {
             sink.emit(Event::Log(format!("applying: {what}")));
             let cfg2 = TrainConfig { batch: *batch2, ..cfg.clone() };
-            runs.push(pc::profiled(&mut engine, &data, &cfg2, pipe2, "2 optimized", p.as_ref(), sink)?);
+            let (run, windows) = pc::profiled_watched(&mut engine, &data, &cfg2, pipe2, "2 optimized", p.as_ref(), sink)?;
+            runs.push(run);
+            watched.push(windows);
         }
-        let mut tables = vec![pc::runs_table("Runs", &runs)];
+        let names: Vec<String> = runs.iter().map(|r| r.label.split(' ').next().unwrap_or("").to_string()).collect();
+        let mut tables = vec![pc::runs_table("Runs", &runs), watch::peaks_table(&names.iter().zip(&runs).map(|(n, r)| (n.as_str(), &r.train.memory)).collect::<Vec<_>>())];
         let mut charts = pc::run_charts(&runs);
+        charts.push(watch::memory_chart(&names.iter().zip(&watched).map(|(n, w)| (n.as_str(), w.as_slice())).collect::<Vec<_>>()));
         for r in &runs {
             let rows = kernels::table(&r.timeline);
             if !rows.is_empty() {
@@ -107,8 +114,10 @@ impl Exercise for Profiling {
             charts.insert(0, roofline(&kernels::table(&runs[0].timeline), pk));
         }
         let mut figures = Vec::new();
+        let mut report_notes = Vec::new();
         if let Some((pk, cached)) = peaks {
             let prov = if cached { Provenance::derived("an earlier measurement on this adapter (cached)") } else { Provenance::Measured };
+            report_notes.push(format!("The peaks were {}.", pk.timing.describe()));
             figures.push(Figure { label: "peak compute (512³ matmul)".into(), value: pk.flops_per_s / 1e9, unit: "GFLOP/s".into(), provenance: prov.clone() });
             figures.push(Figure { label: "peak bandwidth (32 MiB copy)".into(), value: pk.bytes_per_s / 1e9, unit: "GB/s".into(), provenance: prov });
         }
@@ -123,6 +132,7 @@ impl Exercise for Profiling {
             ..report_for(self, s, meta)
         };
         pc::notes(&mut report, &runs, &pipe.cost);
+        report.notes.extend(report_notes);
         report.notes.push("Kernel FLOPs and bytes are estimates (FLOPs from each kernel's shapes, bytes from the buffers it binds), so GFLOP/s and GB/s per kernel are derived, not counted by hardware.".into());
         Ok(report)
     }

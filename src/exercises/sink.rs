@@ -78,7 +78,8 @@ impl Sink for CollectSink {
     }
 }
 
-/// Lets a training run report into an exercise sink: per-step loss points and the stop flag.
+/// Lets a training run report into an exercise sink: per-step loss points, the device watch
+/// (`watch::emit`: GPU busy % and memory per log window) and the stop flag.
 pub struct TrainBridge<'a> {
     pub sink: &'a mut dyn Sink,
     pub series: String,
@@ -90,8 +91,10 @@ impl crate::train::TrainSink for TrainBridge<'_> {
         use crate::train::TrainEvent as T;
         match ev {
             T::Started { total_steps, .. } => self.total_steps = total_steps,
-            T::Progress { step, loss, .. } => {
+            T::Progress { step, loss, window_s, gpu_busy_s, memory, .. } => {
                 self.sink.emit(Event::Point { chart: "loss".into(), series: self.series.clone(), x: step as f64, y: loss, provenance: Provenance::Measured });
+                let window = super::watch::Window { step, wall_s: window_s, busy_s: gpu_busy_s, memory: super::watch::Window::memory_of(&memory) };
+                super::watch::emit(&mut *self.sink, &self.series, &window);
                 self.sink.emit(Event::Progress { done: step, total: self.total_steps });
             }
             T::Epoch(e) => {

@@ -28,6 +28,9 @@ pub enum Msg {
     Val { epoch: usize, accuracy: f64 },
     /// One replica's latest step split: compute, and waiting for the gradient sync (ms).
     Split { rank: usize, step: u64, compute_ms: f64, sync_ms: f64 },
+    /// One replica's device over the log window that ended at `step`: wall seconds, GPU busy
+    /// seconds from timestamps (None on the CPU), and its ledger's current bytes per category.
+    Device { rank: usize, step: u64, wall_s: f64, busy_s: Option<f64>, memory: Vec<(crate::tensor::MemCategory, u64)> },
 }
 
 /// One step's clock readings on one replica, seconds since the run's origin.
@@ -136,6 +139,8 @@ pub fn run_replica<B: Backend>(b: &mut B, plan: ReplicaPlan<'_>, mut peer: RingP
     let mut eval_s = 0.0;
     let now = || origin.elapsed().as_secs_f64();
     let loop_start = now();
+    b.take_busy_seconds()?; // the live busy % starts from the first step
+    let mut win_start = now();
     'epochs: for epoch in 0..cfg.epochs {
         let order = batcher::epoch_order(n, cfg.seed, epoch as u64);
         for (i, global) in order.chunks_exact(cfg.batch).enumerate() {
@@ -170,6 +175,9 @@ pub fn run_replica<B: Backend>(b: &mut B, plan: ReplicaPlan<'_>, mut peer: RingP
                     let _ = events.send(Msg::Progress { step, total });
                 }
                 let _ = events.send(Msg::Split { rank, step, compute_ms: ((compute_end - data_end) + (end - reduced)) * 1e3, sync_ms: (reduced - compute_end) * 1e3 });
+                let t = now();
+                let _ = events.send(Msg::Device { rank, step, wall_s: t - win_start, busy_s: b.take_busy_seconds()?, memory: b.memory().categories.iter().filter(|c| c.1 > 0).map(|c| (c.0, c.1)).collect() });
+                win_start = t;
                 win_rows = 0;
             }
             if reducer.stop_agreed {

@@ -229,7 +229,7 @@ mod tests {
         Timeline::new("test", v, String::new())
     }
 
-    const PEAKS: Peaks = Peaks { flops_per_s: 1e12, bytes_per_s: 1e11 }; // ridge at 10 FLOP/byte
+    const PEAKS: Peaks = Peaks { flops_per_s: 1e12, bytes_per_s: 1e11, timing: crate::profile::peaks::PeakTiming::WallClock }; // ridge at 10 FLOP/byte
 
     #[test]
     fn a_loader_that_keeps_the_gpu_waiting_is_input_bound() {

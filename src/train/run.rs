@@ -138,6 +138,8 @@ fn run_steps<B: Backend, P: Phases<B>>(b: &mut B, run: Run<'_, B>, mut model: Ml
     'epochs: for epoch in start.epoch..cfg.epochs {
         let order = batcher::epoch_order(n, cfg.seed, epoch as u64);
         let (mut ep_loss, mut ep_correct, mut ep_seen, mut ep_wall) = (0.0f64, 0u64, 0usize, 0.0f64);
+        // GPU busy seconds, taken per log window (the live chart) and summed for the epoch.
+        let mut ep_busy: Option<f64> = None;
         let (mut win_steps, mut win_seen) = (0u64, 0usize);
         let mut win_start = Instant::now();
         let skip = if epoch == start.epoch { start.batch } else { 0 };
@@ -177,6 +179,10 @@ fn run_steps<B: Backend, P: Phases<B>>(b: &mut B, run: Run<'_, B>, mut model: Ml
                 let Totals { loss, correct, .. } = steps.take_totals(b)?;
                 feed.span(stage::READBACK, t5, Instant::now());
                 let secs = win_start.elapsed().as_secs_f64();
+                let win_busy = b.take_busy_seconds()?;
+                if let Some(s) = win_busy {
+                    *ep_busy.get_or_insert(0.0) += s;
+                }
                 window_ms.push(secs * 1e3 / win_steps as f64);
                 ep_wall += secs;
                 let mean = loss / win_seen as f64;
@@ -192,6 +198,9 @@ fn run_steps<B: Backend, P: Phases<B>>(b: &mut B, run: Run<'_, B>, mut model: Ml
                     loss: mean,
                     accuracy: correct as f64 / win_seen as f64,
                     samples_per_s: win_seen as f64 / secs.max(1e-12),
+                    window_s: secs,
+                    gpu_busy_s: win_busy,
+                    memory: b.memory(),
                 });
                 (win_steps, win_seen) = (0, 0);
                 win_start = Instant::now();
@@ -199,7 +208,11 @@ fn run_steps<B: Backend, P: Phases<B>>(b: &mut B, run: Run<'_, B>, mut model: Ml
             let next = if last { LoaderPosition { step, epoch: epoch + 1, batch: 0 } } else { LoaderPosition { step, epoch, batch: i + 1 } };
             hooks.after_step(b, &model, StepDone { next, epoch_end: last, run_end: last && epoch + 1 == cfg.epochs, scaler: steps.scaler_state() })?;
         }
-        let busy = b.take_busy_seconds()?;
+        // Work after the epoch's last window (a hook's checkpoint) still counts.
+        let busy = match (ep_busy, b.take_busy_seconds()?) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
         let (val_loss, val_accuracy) = steps.evaluate(b, &model, data, batch)?;
         b.take_busy_seconds()?; // validation is not part of the training figures
         if let Some(s) = busy {

@@ -39,5 +39,6 @@ mod quant_lab;
 mod step;
 mod torch_export;
 mod training;
+mod watch;
 #[cfg(feature = "gui")]
 mod window;

@@ -1,6 +1,10 @@
-//! Mixed-precision ops on the CPU. This CPU has no fast 16-bit arithmetic, so 16-bit operands
-//! are widened to f32 (exactly) and multiplied by the f32 GEMM; results are rounded to the
-//! output type with the same round-to-nearest-even as the GPU kernels.
+//! Mixed-precision ops on the CPU. bf16 operands are multiplied by `vdpbf16ps` where the CPU
+//! has AVX-512 BF16 (gemm_bf16.rs); otherwise, and always for f16 (no AVX-512 FP16 kernel),
+//! 16-bit operands are widened to f32 (exactly) and multiplied by the f32 GEMM. Results are
+//! rounded to the output type with the same round-to-nearest-even as the GPU kernels.
+
+use super::gemm_bf16::{Bf16Path, gemm_bf16};
+use rayon::prelude::*;
 
 use super::{CpuTensor, Storage, ops};
 use crate::error::{Error, Result};
@@ -10,9 +14,16 @@ pub fn unavailable(dtype: DType) -> Option<String> {
     (!dtype.is_16bit()).then(|| format!("{} is not a 16-bit type", dtype.name()))
 }
 
+/// Elements per rayon task in the conversions.
+const CHUNK: usize = 1 << 14;
+
 fn widened(t: &CpuTensor) -> Vec<f32> {
     match &t.data {
-        Storage::Bits16(bits, dt) => float16::decode(*dt, bits),
+        Storage::Bits16(bits, dt) => {
+            let mut out = vec![0.0; bits.len()];
+            widen_into(*dt, bits, &mut out);
+            out
+        }
         _ => t.f32().to_vec(),
     }
 }
@@ -27,17 +38,27 @@ fn stats_add(stats: Option<&mut CpuTensor>, nonzero: u64, flushed: u64) -> Resul
     Ok(())
 }
 
-/// Rounds `src` into 16-bit `out`, counting nonzero values and those that became zero.
+/// Rounds `src` into 16-bit `out`, counting nonzero values and those that became zero; rayon
+/// over chunks of large tensors (the per-step cast of the master weights is one).
 fn round_into(src: &[f32], out: &mut [u16], dt: DType) -> (u64, u64) {
-    let (mut nonzero, mut flushed) = (0, 0);
-    for (o, &v) in out.iter_mut().zip(src) {
-        *o = float16::round_bits(dt, v);
-        if v != 0.0 {
-            nonzero += 1;
-            flushed += float16::is_zero_bits(*o) as u64;
-        }
+    let chunk = |(o, s): (&mut [u16], &[f32])| {
+        float16::encode_into(dt, s, o);
+        s.iter().zip(o.iter()).fold((0u64, 0u64), |(nz, fl), (&v, &b)| (nz + (v != 0.0) as u64, fl + (v != 0.0 && float16::is_zero_bits(b)) as u64))
+    };
+    if src.len() >= ops::PAR_THRESHOLD {
+        out.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).map(chunk).reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    } else {
+        chunk((out, src))
     }
-    (nonzero, flushed)
+}
+
+/// Widens 16-bit `src` into `dst`, on rayon for large tensors.
+fn widen_into(dt: DType, src: &[u16], dst: &mut [f32]) {
+    if src.len() >= ops::PAR_THRESHOLD {
+        dst.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).for_each(|(d, s)| float16::decode_into(dt, s, d));
+    } else {
+        float16::decode_into(dt, src, dst);
+    }
 }
 
 pub fn cast(x: &CpuTensor, out: &mut CpuTensor, stats: Option<&mut CpuTensor>) -> Result<()> {
@@ -48,7 +69,7 @@ pub fn cast(x: &CpuTensor, out: &mut CpuTensor, stats: Option<&mut CpuTensor>) -
             stats_add(stats, nz, fl)
         }
         (Storage::Bits16(src, dt), Storage::F32(dst)) => {
-            dst.iter_mut().zip(src).for_each(|(d, &s)| *d = float16::widen(*dt, s));
+            widen_into(*dt, src, dst);
             Ok(())
         }
         _ => Err(Error::Internal(format!("checks::cast let {} → {} through", x.dtype().name(), out.dtype().name()))),
@@ -56,29 +77,40 @@ pub fn cast(x: &CpuTensor, out: &mut CpuTensor, stats: Option<&mut CpuTensor>) -
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn matmul16(a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: bool, epi: Epilogue<'_, CpuTensor>, stats: Option<&mut CpuTensor>, threads: usize) -> Result<()> {
+pub fn matmul16(a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: bool, epi: Epilogue<'_, CpuTensor>, stats: Option<&mut CpuTensor>, threads: usize, bf16: Bf16Path) -> Result<()> {
     let (m, n, k) = checks::matmul16(a, b, c, ta, tb, &epi, stats.as_deref())?;
-    let mut acc = vec![0.0f32; m * n];
-    ops::gemm(&widened(a), &widened(b), &mut acc, m, n, k, ta, tb, false, threads);
-    match epi {
-        Epilogue::None => {}
-        Epilogue::Bias { bias, relu } => {
-            ops::bias_add(&mut acc, bias.f32(), n);
-            if relu {
-                ops::map_inplace(&mut acc, |v| v.max(0.0));
+    let product = |acc: &mut [f32]| {
+        let native = match (&a.data, &b.data) {
+            (Storage::Bits16(x, DType::BF16), Storage::Bits16(y, _)) if bf16 == Bf16Path::Avx512Bf16 => gemm_bf16(x, y, acc, m, n, k, ta, tb),
+            _ => false,
+        };
+        if !native {
+            ops::gemm(&widened(a), &widened(b), acc, m, n, k, ta, tb, false, threads);
+        }
+        match epi {
+            Epilogue::None => {}
+            Epilogue::Bias { bias, relu } => {
+                ops::bias_add(acc, bias.f32(), n);
+                if relu {
+                    ops::map_inplace(acc, |v| v.max(0.0));
+                }
             }
+            Epilogue::ReluMask(act) => match &act.data {
+                Storage::Bits16(bits, dt) => acc.iter_mut().zip(bits).for_each(|(g, &a)| *g = if float16::widen(*dt, a) > 0.0 { *g } else { 0.0 }),
+                _ => ops::zip_inplace(acc, act.f32(), |g, a| if a > 0.0 { g } else { 0.0 }),
+            },
         }
-        Epilogue::ReluMask(act) => {
-            ops::zip_inplace(&mut acc, &widened(act), |g, a| if a > 0.0 { g } else { 0.0 });
-        }
-    }
+    };
     match &mut c.data {
-        // checks::matmul16 allows stats only with a 16-bit output.
+        // An f32 output is the accumulator itself; checks::matmul16 allows stats only with a
+        // 16-bit output.
         Storage::F32(out) => {
-            out.copy_from_slice(&acc);
+            product(out);
             Ok(())
         }
         Storage::Bits16(out, odt) => {
+            let mut acc = vec![0.0f32; m * n];
+            product(&mut acc);
             let (nz, fl) = round_into(&acc, out, *odt);
             stats_add(stats, nz, fl)
         }

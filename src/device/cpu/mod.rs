@@ -1,10 +1,12 @@
 //! The CPU backend: the reference for every op and a serious baseline — GEMM from the `gemm`
 //! crate (packed, SIMD, multi-threaded), rayon for the element-wise work on large tensors, and
-//! an int8 GEMM with AVX-512 VNNI where the CPU has it (quant.rs, gemm_i8.rs).
+//! an int8 GEMM with AVX-512 VNNI where the CPU has it (quant.rs, gemm_i8.rs), a bf16 GEMM
+//! with AVX-512 BF16 where the CPU has it (gemm_bf16.rs).
 
 mod amp;
 mod conv;
 mod core;
+mod gemm_bf16;
 mod gemm_i8;
 mod ops;
 mod quant;
@@ -15,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::Result;
 use crate::tensor::{AmpOps, BackendBase, BackendInfo, BackendKind, DType, Epilogue, Ledger, MemCategory, MemoryReport, Shape, SharedLedger, Telemetry, TensorMeta, checks, memory_lock};
 
+pub use gemm_bf16::{Bf16Path, f16_path_name};
 pub use ops::PAR_THRESHOLD;
 pub use tensor::CpuTensor;
 pub(crate) use tensor::Storage;
@@ -24,6 +27,8 @@ pub struct CpuBackend {
     threads: usize,
     /// The int8 GEMM kernel: VNNI where the CPU has it (detected once), else portable.
     i8_path: gemm_i8::I8Path,
+    /// The bf16 matmul16 kernel: AVX-512 BF16 where the CPU has it (detected once), else widen.
+    bf16_path: Bf16Path,
 }
 
 impl CpuBackend {
@@ -33,7 +38,20 @@ impl CpuBackend {
 
     /// A CPU backend whose ledger refuses allocations beyond `budget` bytes.
     pub fn with_budget(budget: Option<u64>) -> Self {
-        CpuBackend { ledger: Arc::new(Mutex::new(Ledger::with_budget(budget))), threads: rayon::current_num_threads(), i8_path: gemm_i8::I8Path::detect() }
+        CpuBackend { ledger: Arc::new(Mutex::new(Ledger::with_budget(budget))), threads: rayon::current_num_threads(), i8_path: gemm_i8::I8Path::detect(), bf16_path: Bf16Path::detect() }
+    }
+
+    /// The kernel bf16 operands of `matmul16` go through.
+    pub fn bf16_path(&self) -> Bf16Path {
+        self.bf16_path
+    }
+
+    /// Multiplies bf16 operands by widening them to f32 even where AVX-512 BF16 exists (tests
+    /// and benchmarks compare the two paths). Asking for `Avx512Bf16` on a CPU without it keeps
+    /// the widening path.
+    pub fn with_bf16_path(mut self, path: Bf16Path) -> Self {
+        self.bf16_path = if path == Bf16Path::Avx512Bf16 { Bf16Path::detect() } else { path };
+        self
     }
 
     /// Reserves the bytes first and only then builds the storage (`make`), so a refused
@@ -70,7 +88,7 @@ impl BackendBase for CpuBackend {
             kind: BackendKind::Cpu,
             name: format!("{} ({} threads)", cpu_name(), self.threads),
             api: "native".into(),
-            driver: "gemm 0.19 + rayon".into(),
+            driver: format!("gemm 0.19 + rayon; bf16 matmul: {}", self.bf16_path.name()),
             device_type: "Cpu".into(),
             software: false,
             timestamps: false,
@@ -88,7 +106,7 @@ impl AmpOps for CpuBackend {
     }
 
     fn matmul16(&mut self, a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: bool, epi: Epilogue<'_, CpuTensor>, stats: Option<&mut CpuTensor>) -> Result<()> {
-        amp::matmul16(a, b, c, ta, tb, epi, stats, self.threads)
+        amp::matmul16(a, b, c, ta, tb, epi, stats, self.threads, self.bf16_path)
     }
 
     fn unscale_check(&mut self, g: &mut CpuTensor, inv_scale: f32, found: &mut CpuTensor) -> Result<()> {

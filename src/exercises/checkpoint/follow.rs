@@ -88,9 +88,10 @@ pub fn follow(mut child: ChildProcess, sink: &mut dyn Sink, series: &str, kill_a
                 log.resumed_from = Some((path, step));
             }
             ChildEvent::Fresh => {}
-            ChildEvent::Step { step, loss, .. } => {
+            ChildEvent::Step { step, loss, window_s, busy_s, memory, .. } => {
                 log.losses.push((step, loss));
                 sink.emit(Event::Point { chart: "loss".into(), series: series.into(), x: step as f64, y: loss, provenance: Provenance::Measured });
+                crate::exercises::watch::emit(sink, series, &crate::exercises::watch::Window { step, wall_s: window_s, busy_s, memory });
                 sink.emit(Event::Progress { done: progress_base + step, total: progress_total });
                 if kill_at.is_some_and(|k| step >= k) && log.killed_after.is_none() {
                     child.kill()?;

@@ -52,7 +52,9 @@ impl Exercise for CheckpointLab {
     }
 
     fn live_charts(&self) -> Vec<crate::exercises::LiveChartSpec> {
-        vec![common::loss_live_chart()]
+        let mut c = vec![common::loss_live_chart()];
+        c.extend(crate::exercises::watch::live_charts());
+        c
     }
     fn settings(&self) -> Settings {
         let s = Settings::default().add("backend", "Backend", "Where the training process trains: cpu (bit-exact resume), gpu, gpu:N, gpu:NAME", Value::Devices(vec!["cpu".into()]));

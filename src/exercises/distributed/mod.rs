@@ -189,5 +189,9 @@ fn forward(sink: &mut dyn Sink, series: &str, m: Msg) {
             sink.emit(point("replica_split", format!("{series} replica {rank} compute"), step as f64, compute_ms, p.clone()));
             sink.emit(point("replica_split", format!("{series} replica {rank} sync"), step as f64, sync_ms, p));
         }
+        Msg::Device { rank, step, wall_s, busy_s, memory } => {
+            let w = crate::exercises::watch::Window { step, wall_s, busy_s, memory };
+            crate::exercises::watch::emit(sink, &format!("{series} replica {rank}"), &w);
+        }
     }
 }
