@@ -498,3 +498,20 @@ fn a_preset_chosen_in_the_dropdown_sets_the_settings_the_run_uses() {
     assert_eq!(report.config["vram_budget_mib"], "6");
     assert_eq!(h.query_all_by_label_contains("OUT OF MEMORY").count(), 1, "the preset's batch 8192 should not fit");
 }
+
+/// eframe's storage, in memory: RON strings by key (the save/restore tests).
+#[derive(Default)]
+pub(crate) struct MemStorage(std::collections::HashMap<String, String>);
+
+impl eframe::Storage for MemStorage {
+    fn get_string(&self, key: &str) -> Option<String> {
+        self.0.get(key).cloned()
+    }
+    fn set_string(&mut self, key: &str, value: String) {
+        self.0.insert(key.to_string(), value);
+    }
+    fn remove_string(&mut self, key: &str) {
+        self.0.remove(key);
+    }
+    fn flush(&mut self) {}
+}

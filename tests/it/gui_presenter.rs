@@ -3,7 +3,6 @@
 //! shortcuts (F5, Esc, Ctrl+PageUp/PageDown, Ctrl+E); and every toolbar control found by the
 //! label a screen reader reads.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -12,28 +11,12 @@ use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT, Queryable};
 use gpulab::app::{GpulabApp, Saved, Theme};
 
-use crate::gui::{harness, run_to_end};
+use crate::gui::{MemStorage, harness, run_to_end};
 
 fn harness_with(saved: Saved) -> Harness<'static, GpulabApp> {
     Harness::builder().allow_missing_glyphs().with_size(eframe::egui::vec2(1920.0, 1400.0)).build_eframe(move |cc| GpulabApp::with_state(&cc.egui_ctx, saved.clone(), None, None))
 }
 
-/// What eframe's file storage does, in memory: RON strings by key.
-#[derive(Default)]
-struct MemStorage(HashMap<String, String>);
-
-impl eframe::Storage for MemStorage {
-    fn get_string(&self, key: &str) -> Option<String> {
-        self.0.get(key).cloned()
-    }
-    fn set_string(&mut self, key: &str, value: String) {
-        self.0.insert(key.to_string(), value);
-    }
-    fn remove_string(&mut self, key: &str) {
-        self.0.remove(key);
-    }
-    fn flush(&mut self) {}
-}
 
 /// Saves the app as eframe does on exit and reads the state back as a restart would.
 fn save_and_restore(h: &mut Harness<'static, GpulabApp>) -> Saved {

@@ -2,14 +2,13 @@
 //! whose answers open on click, and the progress marks in the sidebar, which survive a restart
 //! through eframe's storage.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use gpulab::app::{GpulabApp, Saved};
 
-use crate::gui::run_to_end;
+use crate::gui::{MemStorage, run_to_end};
 
 fn harness_with(saved: Saved) -> Harness<'static, GpulabApp> {
     Harness::builder()
@@ -64,22 +63,6 @@ fn show_answer_opens_the_answer_and_hide_answer_closes_it() {
     }
 }
 
-/// eframe's storage, in memory.
-#[derive(Default)]
-struct MemStorage(HashMap<String, String>);
-
-impl eframe::Storage for MemStorage {
-    fn get_string(&self, key: &str) -> Option<String> {
-        self.0.get(key).cloned()
-    }
-    fn set_string(&mut self, key: &str, value: String) {
-        self.0.insert(key.to_string(), value);
-    }
-    fn remove_string(&mut self, key: &str) {
-        self.0.remove(key);
-    }
-    fn flush(&mut self) {}
-}
 
 #[test]
 fn a_finished_run_is_marked_in_the_sidebar_and_survives_a_restart() {
