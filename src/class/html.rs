@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use super::{Class, ExerciseGroup};
-use crate::report::html::escape;
+use crate::report::html::{escape, value};
 use crate::report::{Cell, Chart, Provenance, Table};
 
 const CSS: &str = "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#1d1d1f;background:#fff}\
@@ -108,12 +108,12 @@ fn bar_svg(h: &mut String, c: &Chart, g: &ExerciseGroup) {
         let full = format!("{n}. {machine}");
         let shown: String = if full.chars().count() > 46 { format!("{}…", full.chars().take(45).collect::<String>()) } else { full.clone() };
         let (a, b) = (x(0.0).min(x(*v)), x(0.0).max(x(*v)));
-        let value = format!("{} {} ({})", short(*v), c.y_label, p.short());
+        let shown_value = format!("{} {} ({})", value(*v), c.y_label, p.short());
         let _ = writeln!(
             h,
             "<g><title>{}: {}</title><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text><rect x=\"{a:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{:.1}\">{}</text></g>",
             escape(&full),
-            escape(&value),
+            escape(&shown_value),
             x0 - 8.0,
             y + ROW * 0.65,
             escape(&shown),
@@ -123,24 +123,9 @@ fn bar_svg(h: &mut String, c: &Chart, g: &ExerciseGroup) {
             color(p),
             x1 + 6.0,
             y + ROW * 0.65,
-            escape(&value)
+            escape(&shown_value)
         );
     }
     let _ = writeln!(h, "<line x1=\"{:.1}\" y1=\"0\" x2=\"{:.1}\" y2=\"{height}\" stroke=\"#555\"/>\n</svg>\n</figure>", x(0.0), x(0.0));
 }
 
-/// About three significant digits.
-fn short(v: f64) -> String {
-    let a = v.abs();
-    if a >= 100.0 || a == 0.0 {
-        format!("{v:.0}")
-    } else if a >= 10.0 {
-        format!("{v:.1}")
-    } else if a >= 0.1 {
-        format!("{v:.2}")
-    } else if a >= 0.001 {
-        format!("{v:.4}")
-    } else {
-        format!("{v:.2e}")
-    }
-}
