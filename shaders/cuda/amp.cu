@@ -73,15 +73,90 @@ extern "C" __global__ void epilogue16(const float* acc, const float* bias, u32 r
     stats_add(stats, nonzero, flushed);
 }
 
-// g *= inv_scale; found[0] = 1 when any g was inf or NaN.
-extern "C" __global__ void unscale_check(float* g, float inv_scale, u32* found, u64 n) {
+// The loss scaler's state words (src/tensor/scaler.rs `word`): the device keeps scale, growth
+// tracker, skipped and optimizer step counts and the overflow flag, so a step reads nothing back.
+#define SCALE 0
+#define INV_SCALE 1
+#define TRACKER 2
+#define SKIPPED 3
+#define STEPS 4
+#define FOUND_INF 5
+
+// g *= the state's scale (the loss gradient).
+extern "C" __global__ void scale_by_loss_scale(float* g, const u32* state, u64 n) {
+    float s = __uint_as_float(state[SCALE]);
+    GRID_STRIDE(i, n) g[i] *= s;
+}
+
+// g *= the state's inv_scale; its FOUND_INF word = 1 when any g was inf or NaN.
+extern "C" __global__ void unscale_check(float* g, u32* state, u64 n) {
+    float inv_scale = __uint_as_float(state[INV_SCALE]);
     bool bad = false;
     GRID_STRIDE(i, n) {
         float v = g[i];
         bad |= (__float_as_uint(v) & 0x7f800000u) == 0x7f800000u;  // inf or NaN
         g[i] = v * inv_scale;
     }
-    if (bad) found[0] = 1u;
+    if (bad) state[FOUND_INF] = 1u;
+}
+
+// core.cu's SGD or AdamW step (adam != 0), a no-op when FOUND_INF is set; AdamW's factors from
+// the table row at the on-device step count; the updated weight rounded into w16 when given.
+extern "C" __global__ void amp_update(float* p, const float* g, float* s1, float* s2, const u32* state,
+                                      const float* table, u16* w16, u64 n, u32 adam, float lr,
+                                      float momentum, float wd, float beta1, float beta2, float eps,
+                                      float decay, u32 bf16) {
+    if (state[FOUND_INF]) return;
+    u32 row = state[STEPS];
+    float step_size = adam ? table[2 * (u64)row] : 0.0f;
+    float bias2_sqrt = adam ? table[2 * (u64)row + 1] : 1.0f;
+    GRID_STRIDE(i, n) {
+        float w = p[i];
+        if (adam) {
+            float gi = g[i];
+            w *= decay;
+            float m = beta1 * s1[i] + (1.0f - beta1) * gi;
+            float v = beta2 * s2[i] + (1.0f - beta2) * gi * gi;
+            s1[i] = m;
+            s2[i] = v;
+            w -= step_size * m / (sqrtf(v) / bias2_sqrt + eps);
+        } else {
+            float d = g[i] + wd * w;
+            float v = momentum * s1[i] + d;
+            s1[i] = v;
+            w -= lr * v;
+        }
+        p[i] = w;
+        if (w16) w16[i] = round_bits(w, bf16);
+    }
+}
+
+// One thread: tensor::scaler::update_words (PyTorch's _amp_update_scale_, the step count, the
+// log entry). The reciprocal is computed in double, as the host does.
+extern "C" __global__ void scaler_update(u32* state, u32* log, u32 slot, u32 scaling, u32 interval,
+                                         float growth, float backoff, float min_scale) {
+    bool found = state[FOUND_INF] != 0u;
+    log[slot] = state[SCALE] | (found ? 0x80000000u : 0u);
+    if (scaling) {
+        float scale = __uint_as_float(state[SCALE]);
+        if (found) {
+            scale = fmaxf(scale * backoff, min_scale);
+            state[TRACKER] = 0u;
+            state[SKIPPED] += 1u;
+        } else {
+            u32 tracker = state[TRACKER] + 1u;
+            if (tracker >= interval) {
+                tracker = 0u;
+                float grown = scale * growth;
+                if ((__float_as_uint(grown) & 0x7f800000u) != 0x7f800000u) scale = grown;
+            }
+            state[TRACKER] = tracker;
+        }
+        state[SCALE] = __float_as_uint(scale);
+        state[INV_SCALE] = __float_as_uint((float)(1.0 / (double)scale));
+    }
+    if (!found) state[STEPS] += 1u;
+    state[FOUND_INF] = 0u;
 }
 
 // out[c] = Σ_r widen(x[r, c]) in row order (one thread per column): bias gradients of 16-bit

@@ -48,6 +48,8 @@ pub struct Checkpointer<'a> {
     pub emit: &'a mut dyn FnMut(ChildEvent),
     /// The loss scaler's state read by `restore`, handed to the loop once.
     pub scaler: Option<GradScalerState>,
+    /// `wants_state` decided to save after the current step.
+    pub saving: bool,
 }
 
 impl<B: Backend> TrainHooks<B> for Checkpointer<'_> {
@@ -95,9 +97,14 @@ impl<B: Backend> TrainHooks<B> for Checkpointer<'_> {
         self.scaler.take()
     }
 
-    fn after_step(&mut self, b: &mut B, model: &Mlp<B>, done: StepDone) -> Result<()> {
+    fn wants_state(&mut self, done: &StepDone) -> bool {
         let requested = self.request.swap(false, Ordering::Relaxed);
-        if !(requested || self.policy.due(done)) {
+        self.saving = requested || self.policy.due(*done);
+        self.saving
+    }
+
+    fn after_step(&mut self, b: &mut B, model: &Mlp<B>, done: StepDone) -> Result<()> {
+        if !std::mem::take(&mut self.saving) {
             return Ok(());
         }
         let step = done.next.step;

@@ -78,7 +78,7 @@ pub fn run_child(spec: &ChildSpec, emit: &mut dyn FnMut(ChildEvent), request: Ar
         // Both the loop's events and the checkpointer's go to `emit`; the RefCell lets them share it.
         let emit = std::cell::RefCell::new(emit);
         let mut ck_emit = |ev: ChildEvent| (emit.borrow_mut())(ev);
-        let mut hooks = Checkpointer { dir: spec.dir.clone(), policy: spec.policy, resume: spec.resume, cfg: spec.cfg.clone(), dataset: data.name.clone(), request, emit: &mut ck_emit, scaler: None };
+        let mut hooks = Checkpointer { dir: spec.dir.clone(), policy: spec.policy, resume: spec.resume, cfg: spec.cfg.clone(), dataset: data.name.clone(), request, emit: &mut ck_emit, scaler: None, saving: false };
         let mut sink = |ev: TrainEvent| {
             let out = match ev {
                 TrainEvent::Started { total_steps, steps_per_epoch } => ChildEvent::Started { total_steps, steps_per_epoch },

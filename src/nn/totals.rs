@@ -59,10 +59,17 @@ impl<B: Backend> Accumulators<B> {
 /// Reads every accumulator in `accs` with ONE batched read-back, sums them in order, and
 /// resets them to zero.
 pub fn take_totals<B: Backend>(b: &mut B, accs: &mut [&mut Accumulators<B>]) -> Result<Totals> {
-    let data = {
-        let ts: Vec<&B::Tensor> = accs.iter().flat_map(|a| a.tensors()).collect();
+    Ok(take_totals_with(b, accs, &[])?.0)
+}
+
+/// `take_totals`, reading `extra` tensors in the same read-back (the loss scaler's state rides
+/// along: no second sync) and returning them after the totals.
+pub fn take_totals_with<B: Backend>(b: &mut B, accs: &mut [&mut Accumulators<B>], extra: &[&B::Tensor]) -> Result<(Totals, Vec<HostData>)> {
+    let mut data = {
+        let ts: Vec<&B::Tensor> = accs.iter().flat_map(|a| a.tensors()).chain(extra.iter().copied()).collect();
         b.read_many(&ts)?
     };
+    let rest = data.split_off(data.len().checked_sub(extra.len()).ok_or_else(|| crate::error::Error::Internal("read_many returned fewer tensors than asked".into()))?);
     let mut it = data.iter();
     let mut next = || it.next().ok_or_else(|| crate::error::Error::Internal("read_many returned fewer tensors than asked".into()));
     let mut t = Totals::default();
@@ -76,7 +83,7 @@ pub fn take_totals<B: Backend>(b: &mut B, accs: &mut [&mut Accumulators<B>]) -> 
         }
         a.reset(b)?;
     }
-    Ok(t)
+    Ok((t, rest))
 }
 
 fn first_f32(d: &HostData) -> Result<f32> {

@@ -156,10 +156,55 @@ pub fn cast<T: TensorMeta>(x: &T, out: &T, stats: Option<&T>) -> Result<DType> {
     Ok(dt)
 }
 
-/// GradScaler's unscale: f32 gradients, a u32 flag at found[0, 0].
-pub fn unscale_check(g: &impl TensorMeta, found: &impl TensorMeta) -> Result<()> {
+/// The loss scaler's state tensor: `[1, STATE_WORDS]` U32.
+pub fn scaler_state(op: &'static str, state: &impl TensorMeta) -> Result<()> {
+    acc_index(op, state, crate::tensor::scaler::STATE_WORDS - 1, DType::U32)?;
+    ensure_shape(state.shape() == [1, crate::tensor::scaler::STATE_WORDS], op, || format!("the scaler state is [1, {}], got {:?}", crate::tensor::scaler::STATE_WORDS, state.shape()))
+}
+
+/// GradScaler's unscale: f32 gradients and the scaler state.
+pub fn unscale_check(g: &impl TensorMeta, state: &impl TensorMeta) -> Result<()> {
     f32("unscale_check", g)?;
-    acc_index("unscale_check", found, 0, DType::U32)
+    scaler_state("unscale_check", state)
+}
+
+/// `scaler_update`: the state and a U32 log with `slot` inside it.
+pub fn scaler_update(state: &impl TensorMeta, log: &impl TensorMeta, slot: usize) -> Result<()> {
+    scaler_state("scaler_update", state)?;
+    acc_index("scaler_update", log, slot, DType::U32)
+}
+
+/// `amp_update`: f32 parameter, gradient and slots of one shape (as many slots as the optimizer
+/// keeps), the scaler state, an AdamW factor table of at least STEPS + 1 rows (checked by row
+/// count only: the step count lives on the device), and a 16-bit copy of the parameter's shape.
+/// Returns the 16-bit copy's type, if any.
+pub fn amp_update<T: TensorMeta>(p: &T, g: &T, slots: &[T], opt: &crate::tensor::scaler::AmpOptimizer<'_, T>, state: &T, w16: Option<&T>) -> Result<Option<DType>> {
+    use crate::tensor::scaler::AmpOptimizer;
+    f32("amp_update", p)?;
+    f32("amp_update", g)?;
+    same_shape("amp_update", p, g)?;
+    let want = match opt {
+        AmpOptimizer::Sgd(_) => 1,
+        AmpOptimizer::AdamW(_, table) => {
+            f32("amp_update", *table)?;
+            ensure_shape(table.shape()[0] == 1 && table.shape()[1] % 2 == 0 && table.shape()[1] > 0, "amp_update", || format!("the AdamW factor table is [1, 2·steps], got {:?}", table.shape()))?;
+            2
+        }
+    };
+    ensure_shape(slots.len() == want, "amp_update", || format!("the optimizer keeps {want} state tensors, got {}", slots.len()))?;
+    for s in slots {
+        f32("amp_update", s)?;
+        same_shape("amp_update", p, s)?;
+    }
+    scaler_state("amp_update", state)?;
+    match w16 {
+        Some(w) => {
+            ensure_dtype(w.dtype().is_16bit(), "amp_update", || format!("the working copy must be f16 or bf16, got {}", w.dtype().name()))?;
+            ensure_shape(w.shape() == p.shape(), "amp_update", || format!("the working copy is {:?}, the parameter {:?}", w.shape(), p.shape()))?;
+            Ok(Some(w.dtype()))
+        }
+        None => Ok(None),
+    }
 }
 
 fn dims(

@@ -11,6 +11,7 @@ mod info;
 mod memory;
 pub mod ops;
 pub mod prelude;
+pub mod scaler;
 
 pub use host_data::HostData;
 pub use dtype::DType;

@@ -1,20 +1,30 @@
 //! The autocast policy, as PyTorch's AMP applies it to an MLP:
-//! - f32 master weights (the optimizer updates those); a 16-bit working copy is cast from them
-//!   once per step, in one pass per weight;
+//! - f32 master weights (the optimizer updates those); the optimizer's pass also rounds each
+//!   updated weight into its 16-bit working copy, so no separate cast runs per step (one cast
+//!   per weight only before the first step);
 //! - matmuls, forward and backward, take 16-bit operands and sum products in f32; their
 //!   epilogues (bias + ReLU forward, the ReLU mask backward, the rounding to 16 bits) are fused
 //!   into the matmul, so no f32 copy of an activation is ever stored;
 //! - softmax, the loss, the bias-gradient sums and the optimizer run in f32;
-//! - with a `GradScaler`, the loss gradient is multiplied by the scale inside the fused
-//!   softmax-cross-entropy kernel (free), and unscaling is one fused pass per gradient that
-//!   also flags inf/NaN.
+//! - the GradScaler runs on the device without a per-step sync (`tensor::scaler`): the loss
+//!   gradient is multiplied by the state's scale, unscaling is one fused pass per gradient that
+//!   also flags inf/NaN, the optimizer kernels skip when the flag is set, and one `scaler_update`
+//!   thread applies PyTorch's growth/backoff rule. The host reads the state and a per-step log
+//!   (scale in effect, skipped or not) with the loss totals at each log window, and the state
+//!   alone when a checkpoint asks for it.
 
 use serde::{Deserialize, Serialize};
 
 use super::step::{Phases, StepBuffers, no_scaler};
-use crate::error::Result;
-use crate::nn::{Accumulators, AmpConfig, GradScaler, GradScalerState, Mlp, MlpConfig, ScalerStep, Totals};
-use crate::tensor::{Backend, DType, Epilogue, MemCategory, TensorMeta};
+use crate::error::{Error, Result};
+use crate::nn::{Accumulators, AmpConfig, GradScaler, GradScalerState, Mlp, MlpConfig, Optimizer, Totals};
+use crate::tensor::scaler::{self, AmpOptimizer, SKIPPED_BIT, ScalerRule, word};
+use crate::tensor::{Backend, DType, Epilogue, HostData, MemCategory, TensorMeta};
+
+/// Steps the device log holds between two reads; a longer log window reads it early (one sync).
+const LOG_SLOTS: usize = 1024;
+/// Rows of AdamW's factor table allocated first; doubled when the run goes past them.
+const ADAM_TABLE_ROWS: usize = 1024;
 
 /// What a mixed-precision run adds to its report. All measured in this run.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -93,13 +103,30 @@ impl<B: Backend> StepBuffers<B> for AmpWorkspace<B> {
     }
 }
 
-/// The mixed-precision state of a training run: the 16-bit weight copies, the scaler and what
-/// happened to it.
+/// The mixed-precision state of a training run: the 16-bit weight copies, the device scaler
+/// state and what happened to it.
 pub struct Amp<B: Backend> {
     pub dt: DType,
     pub cfg: AmpConfig,
     w16: Vec<B::Tensor>,
-    found_inf: B::Tensor,
+    /// Whether `w16` holds the rounding of the current master weights (the fused update keeps it
+    /// so; false until the first cast).
+    w16_fresh: bool,
+    /// `[1, STATE_WORDS]` U32, tensor::scaler's layout. Runs without a scaler keep it too: its
+    /// step count drives AdamW's bias correction and its flag never rises.
+    state: B::Tensor,
+    /// `[1, LOG_SLOTS]` U32: per step since the last read, the scale in effect | SKIPPED_BIT.
+    log: B::Tensor,
+    /// The steps whose log entries have not been read yet, in order (entry i is slot i).
+    unlogged: Vec<u64>,
+    rule: ScalerRule,
+    /// AdamW's factors by on-device step count, and how many rows it has.
+    adam_table: Option<(B::Tensor, usize)>,
+    /// Optimizer steps before this run's first (a resumed run's), and updates issued since: an
+    /// upper bound on the on-device count, which sizes the factor table.
+    steps_base: u64,
+    issued: u64,
+    /// The host's copy of the scaler: its config, and its state as of the last read.
     pub scaler: Option<GradScaler>,
     pub report: AmpReport,
 }
@@ -109,19 +136,87 @@ impl<B: Backend> Amp<B> {
     pub fn new(b: &mut B, model: &Mlp<B>, cfg: AmpConfig) -> Result<Option<Self>> {
         let Some(dt) = cfg.precision.dtype16() else { return Ok(None) };
         if let Some(why) = b.amp_unavailable(dt) {
-            return Err(crate::error::Error::Unsupported(format!("{} training is unavailable on {}: {why}", dt.name(), b.info().label())));
+            return Err(Error::Unsupported(format!("{} training is unavailable on {}: {why}", dt.name(), b.info().label())));
+        }
+        if model.stem.is_some() {
+            return Err(Error::InvalidConfig(format!("{} training covers the MLP only; train the CNN in fp32", dt.name())));
         }
         let w16 = model.weights.iter().map(|w| b.zeros(w.value.shape(), dt, MemCategory::Parameters)).collect::<Result<_>>()?;
         let scaler = if cfg.scaling() { Some(GradScaler::new(cfg.scaler)?) } else { None };
+        let c = cfg.scaler;
+        let rule = ScalerRule { scaling: scaler.is_some(), growth_factor: c.growth_factor, backoff_factor: c.backoff_factor, growth_interval: c.growth_interval, min_scale: c.min_scale };
+        let steps_base = model.step as u64;
+        let mut state = b.zeros([1, scaler::STATE_WORDS], DType::U32, MemCategory::OptimizerState)?;
+        b.write_u32(&mut state, &scaler::state_words(scaler.map_or(1.0, |s| s.scale()), 0, model.step))?;
+        let adam_table = match model.optimizer {
+            Optimizer::AdamW(hp) => Some((adam_table(b, hp, ADAM_TABLE_ROWS.max(model.step as usize + 1))?, ADAM_TABLE_ROWS.max(model.step as usize + 1))),
+            Optimizer::Sgd(_) => None,
+        };
         Ok(Some(Amp {
             dt,
             cfg,
             w16,
-            found_inf: b.zeros([1, 1], DType::U32, MemCategory::Other)?,
+            w16_fresh: false,
+            state,
+            log: b.zeros([1, LOG_SLOTS], DType::U32, MemCategory::Other)?,
+            unlogged: Vec::new(),
+            rule,
+            adam_table,
+            steps_base,
+            issued: 0,
             scaler,
             report: AmpReport { label: cfg.label(), ..Default::default() },
         }))
     }
+
+    /// Takes in the state and log words read back: the scale history and skipped steps of every
+    /// step since the last read, and the host's copy of the scaler state.
+    fn absorb_window(&mut self, state: &HostData, log: &HostData) -> Result<()> {
+        let (state, log) = (state.u32()?, log.u32()?);
+        let short = || Error::Internal("the scaler state or log read back short".into());
+        for (slot, &step) in self.unlogged.iter().enumerate() {
+            let entry = *log.get(slot).ok_or_else(short)?;
+            if self.rule.scaling {
+                self.report.scale_history.push([step as f64, f32::from_bits(entry & !SKIPPED_BIT) as f64]);
+                if entry & SKIPPED_BIT != 0 {
+                    self.report.skipped_steps.push(step);
+                }
+            }
+        }
+        self.unlogged.clear();
+        if let Some(s) = self.scaler.as_mut() {
+            s.state = GradScalerState { scale: f32::from_bits(*state.get(word::SCALE).ok_or_else(short)?), growth_tracker: *state.get(word::TRACKER).ok_or_else(short)? };
+        }
+        Ok(())
+    }
+
+    /// The device state words, read now (a sync).
+    fn read_state(&mut self, b: &mut B) -> Result<Vec<u32>> {
+        let data = b.read_many(&[&self.state, &self.log])?;
+        let [state, log] = data.as_slice() else { return Err(Error::Internal("read_many returned fewer tensors than asked".into())) };
+        self.absorb_window(state, log)?;
+        Ok(state.u32()?.to_vec())
+    }
+
+    /// The optimizer with what its kernel reads, the AdamW table grown to cover the next step.
+    fn ensure_table(&mut self, b: &mut B, opt: Optimizer) -> Result<()> {
+        let need = (self.steps_base + self.issued + 1) as usize;
+        if let (Optimizer::AdamW(hp), Some((table, rows))) = (opt, self.adam_table.as_mut()) {
+            if need > *rows {
+                let grown = need.max(2 * *rows);
+                *table = adam_table(b, hp, grown)?;
+                *rows = grown;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `scaler::adam_factor_table` on the device.
+fn adam_table<B: Backend>(b: &mut B, hp: crate::tensor::AdamW, rows: usize) -> Result<B::Tensor> {
+    let mut t = b.zeros([1, 2 * rows], DType::F32, MemCategory::OptimizerState)?;
+    b.write_f32(&mut t, &scaler::adam_factor_table(hp, rows))?;
+    Ok(t)
 }
 
 impl<B: Backend> Phases<B> for Amp<B> {
@@ -131,11 +226,16 @@ impl<B: Backend> Phases<B> for Amp<B> {
         AmpWorkspace::new(b, cfg, self.dt, rows, training)
     }
 
-    /// Casts the f32 master weights into their 16-bit working copies.
+    /// Casts the f32 master weights into their 16-bit working copies, unless the last update
+    /// already wrote them (after the first step it always has).
     fn refresh_weights(&mut self, b: &mut B, model: &Mlp<B>) -> Result<()> {
+        if self.w16_fresh {
+            return Ok(());
+        }
         for (w, lo) in model.weights.iter().zip(self.w16.iter_mut()) {
             b.cast(&w.value, lo, None)?;
         }
+        self.w16_fresh = true;
         Ok(())
     }
 
@@ -152,13 +252,16 @@ impl<B: Backend> Phases<B> for Amp<B> {
         Ok(())
     }
 
-    /// Loss, correct count and every parameter's f32 gradient (scaled when a scaler runs).
+    /// Loss, correct count and every parameter's f32 gradient (scaled by the device's loss
+    /// scale when a scaler runs).
     fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut AmpWorkspace<B>) -> Result<()> {
         let last = self.w16.len() - 1;
-        let scale = self.scaler.as_ref().map_or(1.0, |s| s.scale());
-        let grad_scale = scale * self.cfg.loss_weight / ws.batch as f32;
-        let grad_logits = ws.grad_logits.as_mut().expect("a training workspace has gradients");
+        let grad_scale = self.cfg.loss_weight / ws.batch as f32;
+        let grad_logits = ws.grad_logits.as_mut().ok_or_else(|| Error::Internal("AMP backward on a forward-only workspace".into()))?;
         ws.acc.record(b, &ws.logits, &ws.y, Some(&mut *grad_logits), grad_scale)?;
+        if self.rule.scaling {
+            b.scale_by_loss_scale(grad_logits, &self.state)?;
+        }
         b.cast(grad_logits, &mut ws.grads[last], ws.acc.grad16.as_mut())?;
         for i in (0..=last).rev() {
             let input = if i == 0 { &ws.x } else { &ws.acts[i - 1] };
@@ -172,41 +275,82 @@ impl<B: Backend> Phases<B> for Amp<B> {
         Ok(())
     }
 
-    /// The optimizer step, unless the scaler finds an inf/NaN gradient (then the step is
-    /// skipped and the scale backs off). Reads one flag back per step when scaling.
+    /// The optimizer step, on the device end to end: unscale and inf/NaN check (when scaling),
+    /// the update that skips itself on overflow and writes the 16-bit copies, the scaler's
+    /// growth/backoff. Nothing is read back (but once per LOG_SLOTS steps of a log window).
     fn apply_update(&mut self, b: &mut B, model: &mut Mlp<B>, step: u64) -> Result<()> {
-        let Some(scaler) = self.scaler.as_mut() else { return model.update(b) };
-        self.report.scale_history.push([step as f64, scaler.scale() as f64]);
-        b.fill(&mut self.found_inf, 0.0)?;
-        let inv = scaler.inv_scale();
-        for p in model.weights.iter_mut().chain(model.biases.iter_mut()) {
-            b.unscale_check(&mut p.grad, inv, &mut self.found_inf)?;
+        if self.unlogged.len() == LOG_SLOTS {
+            self.read_state(b)?;
         }
-        let found = b.read_u32(&self.found_inf)?[0] != 0;
-        if scaler.update(found) == ScalerStep::Skipped {
-            self.report.skipped_steps.push(step);
-            return Ok(());
+        let opt = model.optimizer;
+        self.ensure_table(b, opt)?;
+        if self.rule.scaling {
+            for p in model.weights.iter_mut().chain(model.biases.iter_mut()) {
+                b.unscale_check(&mut p.grad, &mut self.state)?;
+            }
         }
-        model.update(b)
+        let kernel_opt = match (opt, self.adam_table.as_ref()) {
+            (Optimizer::Sgd(hp), _) => AmpOptimizer::Sgd(hp),
+            (Optimizer::AdamW(hp), Some((table, _))) => AmpOptimizer::AdamW(hp, table),
+            (Optimizer::AdamW(_), None) => return Err(Error::Internal("an AdamW run without its factor table".into())),
+        };
+        for (p, w16) in model.weights.iter_mut().zip(self.w16.iter_mut()) {
+            b.amp_update(&mut p.value, &p.grad, &mut p.state, kernel_opt, &self.state, Some(w16))?;
+        }
+        for p in model.biases.iter_mut() {
+            b.amp_update(&mut p.value, &p.grad, &mut p.state, kernel_opt, &self.state, None)?;
+        }
+        b.scaler_update(&mut self.state, self.rule, &mut self.log, self.unlogged.len())?;
+        self.unlogged.push(step);
+        self.issued += 1;
+        Ok(())
     }
 
-    fn absorb(&mut self, totals: &Totals) {
+    fn window_tensors(&self) -> Vec<&B::Tensor> {
+        vec![&self.state, &self.log]
+    }
+
+    fn absorb(&mut self, totals: &Totals, window: &[HostData]) -> Result<()> {
         self.report.grad_elements_nonzero += totals.grad16[0];
         self.report.grad_elements_flushed += totals.grad16[1];
-    }
-
-    fn scaler_state(&self) -> Option<GradScalerState> {
-        self.scaler.as_ref().map(|s| s.state)
-    }
-
-    fn restore_scaler(&mut self, state: GradScalerState) -> Result<()> {
-        match self.scaler.as_mut() {
-            Some(s) => {
-                s.state = state;
-                Ok(())
-            }
-            None => Err(no_scaler()),
+        match window {
+            [state, log] => self.absorb_window(state, log),
+            _ => Err(Error::Internal("the window read-back lacks the scaler state".into())),
         }
+    }
+
+    /// Reads the device state (a sync: only for a checkpoint): brings `model.step` to the
+    /// on-device optimizer step count and returns the scaler's state.
+    fn sync_state(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<Option<GradScalerState>> {
+        let words = self.read_state(b)?;
+        model.step = words[word::STEPS];
+        Ok(self.scaler.as_ref().map(|s| s.state))
+    }
+
+    fn restore_scaler(&mut self, b: &mut B, state: GradScalerState) -> Result<()> {
+        let Some(s) = self.scaler.as_mut() else { return Err(no_scaler()) };
+        s.state = state;
+        b.write_u32(&mut self.state, &scaler::state_words(state.scale, state.growth_tracker, self.steps_base as u32))
+    }
+
+    /// Runs every update kernel once with the overflow flag raised on a scratch state, so they
+    /// compile before the clock starts and change nothing.
+    fn warm_up_update(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<()> {
+        let mut words = scaler::state_words(1.0, 0, 0);
+        words[word::FOUND_INF] = 1;
+        let mut scratch = b.zeros([1, scaler::STATE_WORDS], DType::U32, MemCategory::Other)?;
+        b.write_u32(&mut scratch, &words)?;
+        let kernel_opt = match (model.optimizer, self.adam_table.as_ref()) {
+            (Optimizer::AdamW(hp), Some((table, _))) => AmpOptimizer::AdamW(hp, table),
+            (opt, _) => match opt {
+                Optimizer::Sgd(hp) => AmpOptimizer::Sgd(hp),
+                Optimizer::AdamW(_) => return Err(Error::Internal("an AdamW run without its factor table".into())),
+            },
+        };
+        let (w, w16) = (&mut model.weights[0], &mut self.w16[0]);
+        b.amp_update(&mut w.value, &w.grad, &mut w.state, kernel_opt, &scratch, Some(w16))?;
+        let bias = &mut model.biases[0];
+        b.amp_update(&mut bias.value, &bias.grad, &mut bias.state, kernel_opt, &scratch, None)
     }
 
     fn into_amp_report(self) -> Option<AmpReport> {

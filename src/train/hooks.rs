@@ -26,7 +26,8 @@ pub struct StepDone {
     pub epoch_end: bool,
     /// This step was the run's last.
     pub run_end: bool,
-    /// The mixed-precision loss scaler's state after this step, when the run has one.
+    /// The mixed-precision loss scaler's state after this step, when the run has one and the
+    /// hooks asked for it (`wants_state`).
     pub scaler: Option<GradScalerState>,
 }
 
@@ -44,6 +45,12 @@ pub trait TrainHooks<B: Backend> {
     /// here; a single-device run leaves them alone.
     fn reduce_gradients(&mut self, _b: &mut B, _model: &mut Mlp<B>) -> Result<()> {
         Ok(())
+    }
+    /// Called before `after_step`: whether it will save this step. The loop then reads what a
+    /// save needs from the device first (the loss scaler's state and a mixed-precision run's
+    /// optimizer step count live there) — a sync, so only when asked.
+    fn wants_state(&mut self, _done: &StepDone) -> bool {
+        false
     }
     /// Called after every step, once its loss has been reported.
     fn after_step(&mut self, _b: &mut B, _model: &Mlp<B>, _done: StepDone) -> Result<()> {

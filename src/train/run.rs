@@ -122,7 +122,7 @@ struct Run<'a, B: Backend> {
 fn run_steps<B: Backend, P: Phases<B>>(b: &mut B, run: Run<'_, B>, mut model: Mlp<B>, mut steps: Step<B, P>) -> Result<TrainReport> {
     let Run { data, cfg, sink, hooks, feed, model_cfg, start, n, batch, steps_per_epoch } = run;
     if let Some(state) = hooks.restored_scaler() {
-        steps.restore_scaler(state)?;
+        steps.restore_scaler(b, state)?;
     }
     let mut xb = Vec::new();
     let mut yb = Vec::new();
@@ -206,7 +206,12 @@ fn run_steps<B: Backend, P: Phases<B>>(b: &mut B, run: Run<'_, B>, mut model: Ml
                 win_start = Instant::now();
             }
             let next = if last { LoaderPosition { step, epoch: epoch + 1, batch: 0 } } else { LoaderPosition { step, epoch, batch: i + 1 } };
-            hooks.after_step(b, &model, StepDone { next, epoch_end: last, run_end: last && epoch + 1 == cfg.epochs, scaler: steps.scaler_state() })?;
+            let mut done = StepDone { next, epoch_end: last, run_end: last && epoch + 1 == cfg.epochs, scaler: None };
+            // Only a step the hooks will save reads the device state (a sync).
+            if hooks.wants_state(&done) {
+                done.scaler = steps.sync_state(b, &mut model)?;
+            }
+            hooks.after_step(b, &model, done)?;
         }
         // Work after the epoch's last window (a hook's checkpoint) still counts.
         let busy = match (ep_busy, b.take_busy_seconds()?) {

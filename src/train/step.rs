@@ -9,8 +9,8 @@ use std::marker::PhantomData;
 use super::AmpReport;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::nn::{Accumulators, GradScalerState, Mlp, MlpConfig, Totals, take_totals};
-use crate::tensor::Backend;
+use crate::nn::{Accumulators, GradScalerState, Mlp, MlpConfig, Totals, take_totals, take_totals_with};
+use crate::tensor::{Backend, HostData};
 
 /// The buffers a pass over one batch size runs on.
 pub trait StepBuffers<B: Backend> {
@@ -38,16 +38,31 @@ pub trait Phases<B: Backend> {
     fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut Self::Buffers) -> Result<()>;
     /// The optimizer step from the parameters' `.grad` (step numbers count from 1).
     fn apply_update(&mut self, b: &mut B, model: &mut Mlp<B>, step: u64) -> Result<()>;
-    /// Takes note of the totals read back (AMP keeps the gradient statistics).
-    fn absorb(&mut self, _totals: &Totals) {}
-    /// The loss scaler's state (what a checkpoint keeps), when this precision scales.
-    fn scaler_state(&self) -> Option<GradScalerState> {
-        None
+    /// Tensors read back with the totals at each log window (AMP: the loss scaler's state and
+    /// per-step log), in the same read-back.
+    fn window_tensors(&self) -> Vec<&B::Tensor> {
+        Vec::new()
+    }
+    /// Takes note of the totals and the `window_tensors` read back (AMP keeps the gradient
+    /// statistics and the scale history).
+    fn absorb(&mut self, _totals: &Totals, _window: &[HostData]) -> Result<()> {
+        Ok(())
+    }
+    /// Reads what a checkpoint needs from the device (a sync; AMP keeps its optimizer step count
+    /// and loss scaler there): updates `model.step` and returns the scaler's state, when this
+    /// precision scales.
+    fn sync_state(&mut self, _b: &mut B, _model: &mut Mlp<B>) -> Result<Option<GradScalerState>> {
+        Ok(None)
     }
     /// Continues scaling from a checkpoint's state. A state without a scaler to take it means
     /// the checkpoint and this run disagree about precision: refused, not ignored.
-    fn restore_scaler(&mut self, _state: GradScalerState) -> Result<()> {
+    fn restore_scaler(&mut self, _b: &mut B, _state: GradScalerState) -> Result<()> {
         Err(no_scaler())
+    }
+    /// Compiles the update's kernels before the clock starts, changing nothing (AMP's are
+    /// compiled per 16-bit type on first use).
+    fn warm_up_update(&mut self, _b: &mut B, _model: &mut Mlp<B>) -> Result<()> {
+        Ok(())
     }
     fn into_amp_report(self) -> Option<AmpReport>;
 }
@@ -131,6 +146,7 @@ impl<B: Backend, P: Phases<B>> Step<B, P> {
         self.phases.forward(b, model, full)?;
         self.phases.backward(b, model, full)?;
         take_totals(b, &mut [full.accumulators()])?;
+        self.phases.warm_up_update(b, model)?;
         if let Some(rows) = tail_rows.filter(|&r| r > 0) {
             self.inputs(b, model, rows)?;
             let tail = self.ws.current();
@@ -179,8 +195,8 @@ impl<B: Backend, P: Phases<B>> Step<B, P> {
     /// Totals since the last call, from every workspace in ONE batched read-back; resets them.
     pub fn take_totals(&mut self, b: &mut B) -> Result<Totals> {
         let mut accs: Vec<&mut Accumulators<B>> = self.ws.all().map(|w| w.accumulators()).collect();
-        let t = take_totals(b, &mut accs)?;
-        self.phases.absorb(&t);
+        let (t, window) = take_totals_with(b, &mut accs, &self.phases.window_tensors())?;
+        self.phases.absorb(&t, &window)?;
         Ok(t)
     }
 
@@ -203,12 +219,13 @@ impl<B: Backend, P: Phases<B>> Step<B, P> {
         Ok(ws.logits())
     }
 
-    pub fn scaler_state(&self) -> Option<GradScalerState> {
-        self.phases.scaler_state()
+    /// What a checkpoint needs from the device (see `Phases::sync_state`).
+    pub fn sync_state(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<Option<GradScalerState>> {
+        self.phases.sync_state(b, model)
     }
 
-    pub fn restore_scaler(&mut self, state: GradScalerState) -> Result<()> {
-        self.phases.restore_scaler(state)
+    pub fn restore_scaler(&mut self, b: &mut B, state: GradScalerState) -> Result<()> {
+        self.phases.restore_scaler(b, state)
     }
 
     pub fn into_amp_report(self) -> Option<AmpReport> {

@@ -8,6 +8,7 @@ use rayon::prelude::*;
 
 use super::{CpuTensor, Storage, ops};
 use crate::error::{Error, Result};
+use crate::tensor::scaler::{self, AmpOptimizer, ScalerRule, word};
 use crate::tensor::{DType, Epilogue, TensorMeta, checks, float16};
 
 pub fn unavailable(dtype: DType) -> Option<String> {
@@ -118,15 +119,62 @@ pub fn matmul16(a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: b
     }
 }
 
-pub fn unscale_check(g: &mut CpuTensor, inv_scale: f32, found: &mut CpuTensor) -> Result<()> {
-    checks::unscale_check(g, found)?;
+pub fn scale_by_loss_scale(g: &mut CpuTensor, state: &CpuTensor) -> Result<()> {
+    checks::f32("scale_by_loss_scale", g)?;
+    checks::scaler_state("scale_by_loss_scale", state)?;
+    let scale = f32::from_bits(state.u32()[word::SCALE]);
+    ops::map_inplace(g.f32_mut(), |v| v * scale);
+    Ok(())
+}
+
+pub fn unscale_check(g: &mut CpuTensor, state: &mut CpuTensor) -> Result<()> {
+    checks::unscale_check(g, state)?;
+    let inv_scale = f32::from_bits(state.u32()[word::INV_SCALE]);
     let mut bad = false;
     for v in g.f32_mut() {
         bad |= !v.is_finite();
         *v *= inv_scale;
     }
     if bad {
-        found.u32_mut()[0] = 1;
+        state.u32_mut()[word::FOUND_INF] = 1;
     }
+    Ok(())
+}
+
+pub fn amp_update(p: &mut CpuTensor, g: &CpuTensor, slots: &mut [CpuTensor], opt: AmpOptimizer<'_, CpuTensor>, state: &CpuTensor, w16: Option<&mut CpuTensor>) -> Result<()> {
+    checks::amp_update(p, g, slots, &opt, state, w16.as_deref())?;
+    let words = state.u32();
+    if words[word::FOUND_INF] != 0 {
+        return Ok(());
+    }
+    match (opt, slots) {
+        (AmpOptimizer::Sgd(hp), [v]) => ops::sgd(p.f32_mut(), g.f32(), v.f32_mut(), hp),
+        (AmpOptimizer::AdamW(hp, table), [m, v]) => {
+            let row = words[word::STEPS] as usize;
+            let t = table.f32();
+            let (Some(&step_size), Some(&bias2_sqrt)) = (t.get(2 * row), t.get(2 * row + 1)) else {
+                return Err(Error::Internal(format!("the AdamW factor table has {} rows; step {} needs more", t.len() / 2, row + 1)));
+            };
+            let f = crate::tensor::AdamFactors { decay: 1.0 - hp.lr * hp.weight_decay, step_size, bias2_sqrt };
+            ops::adamw_with(p.f32_mut(), g.f32(), m.f32_mut(), v.f32_mut(), hp, f);
+        }
+        _ => return Err(Error::Internal("checks::amp_update let a slot count through".into())),
+    }
+    if let Some(w) = w16 {
+        match &mut w.data {
+            Storage::Bits16(out, dt) => {
+                let dt = *dt;
+                round_into(p.f32(), out, dt);
+            }
+            _ => return Err(Error::Internal("checks::amp_update let a non-16-bit copy through".into())),
+        }
+    }
+    Ok(())
+}
+
+pub fn scaler_update(state: &mut CpuTensor, rule: ScalerRule, log: &mut CpuTensor, slot: usize) -> Result<()> {
+    checks::scaler_update(state, log, slot)?;
+    let entry = scaler::update_words(state.u32_mut(), rule);
+    log.u32_mut()[slot] = entry;
     Ok(())
 }

@@ -96,6 +96,8 @@ impl BackendBase for CpuBackend {
     }
 }
 
+use crate::tensor::scaler::{AmpOptimizer, ScalerRule};
+
 impl AmpOps for CpuBackend {
     fn amp_unavailable(&self, dtype: DType) -> Option<String> {
         amp::unavailable(dtype)
@@ -109,8 +111,20 @@ impl AmpOps for CpuBackend {
         amp::matmul16(a, b, c, ta, tb, epi, stats, self.threads, self.bf16_path)
     }
 
-    fn unscale_check(&mut self, g: &mut CpuTensor, inv_scale: f32, found: &mut CpuTensor) -> Result<()> {
-        amp::unscale_check(g, inv_scale, found)
+    fn scale_by_loss_scale(&mut self, g: &mut CpuTensor, state: &CpuTensor) -> Result<()> {
+        amp::scale_by_loss_scale(g, state)
+    }
+
+    fn unscale_check(&mut self, g: &mut CpuTensor, state: &mut CpuTensor) -> Result<()> {
+        amp::unscale_check(g, state)
+    }
+
+    fn amp_update(&mut self, p: &mut CpuTensor, g: &CpuTensor, slots: &mut [CpuTensor], opt: AmpOptimizer<'_, CpuTensor>, state: &CpuTensor, w16: Option<&mut CpuTensor>) -> Result<()> {
+        amp::amp_update(p, g, slots, opt, state, w16)
+    }
+
+    fn scaler_update(&mut self, state: &mut CpuTensor, rule: ScalerRule, log: &mut CpuTensor, slot: usize) -> Result<()> {
+        amp::scaler_update(state, rule, log, slot)
     }
 }
 

@@ -136,7 +136,12 @@ pub fn sgd(p: &mut [f32], g: &[f32], v: &mut [f32], hp: Sgd) {
 }
 
 pub fn adamw(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], hp: AdamW, step: u32) {
-    let f = hp.factors(step);
+    adamw_with(p, g, m, v, hp, hp.factors(step))
+}
+
+/// `adamw` with the step's factors given (the mixed-precision update reads them from the table
+/// at the on-device step count).
+pub fn adamw_with(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], hp: AdamW, f: crate::tensor::AdamFactors) {
     let update = |((p, g), (m, v)): ((&mut f32, &f32), (&mut f32, &mut f32))| {
         *p *= f.decay;
         *m = hp.beta1 * *m + (1.0 - hp.beta1) * g;

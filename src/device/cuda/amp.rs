@@ -7,6 +7,9 @@ use super::backend::{CudaBackend, CudaTensor, driver};
 use super::core::{grid, u32_of};
 use super::kernels::Kernel;
 use crate::error::Result;
+use cudarc::driver::LaunchConfig;
+
+use crate::tensor::scaler::{AmpOptimizer, ScalerRule};
 use crate::tensor::{AmpOps, DType, Epilogue, TensorMeta, checks};
 
 impl AmpOps for CudaBackend {
@@ -66,13 +69,48 @@ impl AmpOps for CudaBackend {
         launch!(self, Kernel::Epilogue16, grid(count), &acc, &bias, &relu, &mask, &out32, &out16, &s, &count, &cols, &bf)
     }
 
-    fn unscale_check(&mut self, g: &mut CudaTensor, inv_scale: f32, found: &mut CudaTensor) -> Result<()> {
-        checks::unscale_check(g, found)?;
+    fn scale_by_loss_scale(&mut self, g: &mut CudaTensor, state: &CudaTensor) -> Result<()> {
+        checks::f32("scale_by_loss_scale", g)?;
+        checks::scaler_state("scale_by_loss_scale", state)?;
         let n = g.numel_u64();
         if n == 0 {
             return Ok(());
         }
-        launch!(self, Kernel::UnscaleCheck, grid(n), &mut g.buf, &inv_scale, &mut found.buf, &n)
+        launch!(self, Kernel::ScaleByLossScale, grid(n), &mut g.buf, &state.buf, &n)
+    }
+
+    fn unscale_check(&mut self, g: &mut CudaTensor, state: &mut CudaTensor) -> Result<()> {
+        checks::unscale_check(g, state)?;
+        let n = g.numel_u64();
+        if n == 0 {
+            return Ok(());
+        }
+        launch!(self, Kernel::UnscaleCheck, grid(n), &mut g.buf, &mut state.buf, &n)
+    }
+
+    fn amp_update(&mut self, p: &mut CudaTensor, g: &CudaTensor, slots: &mut [CudaTensor], opt: AmpOptimizer<'_, CudaTensor>, state: &CudaTensor, w16: Option<&mut CudaTensor>) -> Result<()> {
+        let dt = checks::amp_update(p, g, slots, &opt, state, w16.as_deref())?;
+        let n = p.numel_u64();
+        if n == 0 {
+            return Ok(());
+        }
+        // Slots, table and copy as raw device pointers (0 = absent), like the epilogue's optionals.
+        let s1 = self.ptr(slots.first());
+        let s2 = self.ptr(slots.get(1));
+        let out = self.ptr(w16.as_deref());
+        let bf16 = (dt == Some(DType::BF16)) as u32;
+        let (adam, table, lr, momentum, wd, beta1, beta2, eps, decay) = match opt {
+            AmpOptimizer::Sgd(hp) => (0u32, 0u64, hp.lr, hp.momentum, hp.weight_decay, 0.0f32, 0.0f32, 0.0f32, 1.0f32),
+            AmpOptimizer::AdamW(hp, t) => (1, self.ptr(Some(t)), hp.lr, 0.0, hp.weight_decay, hp.beta1, hp.beta2, hp.eps, 1.0 - hp.lr * hp.weight_decay),
+        };
+        launch!(self, Kernel::AmpUpdate, grid(n), &mut p.buf, &g.buf, &s1, &s2, &state.buf, &table, &out, &n, &adam, &lr, &momentum, &wd, &beta1, &beta2, &eps, &decay, &bf16)
+    }
+
+    fn scaler_update(&mut self, state: &mut CudaTensor, rule: ScalerRule, log: &mut CudaTensor, slot: usize) -> Result<()> {
+        checks::scaler_update(state, log, slot)?;
+        let (slot, scaling) = (u32_of(slot, "log slot")?, rule.scaling as u32);
+        let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 };
+        launch!(self, Kernel::ScalerUpdate, one, &mut state.buf, &mut log.buf, &slot, &scaling, &rule.growth_interval, &rule.growth_factor, &rule.backoff_factor, &rule.min_scale)
     }
 }
 

@@ -39,10 +39,13 @@ pub enum Kernel {
     Epilogue16,
     UnscaleCheck,
     SumCols16,
+    ScaleByLossScale,
+    AmpUpdate,
+    ScalerUpdate,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 19] = [
+    pub const ALL: [Kernel; 22] = [
         Kernel::BiasAdd,
         Kernel::Relu,
         Kernel::ReluBackward,
@@ -62,6 +65,9 @@ impl Kernel {
         Kernel::Epilogue16,
         Kernel::UnscaleCheck,
         Kernel::SumCols16,
+        Kernel::ScaleByLossScale,
+        Kernel::AmpUpdate,
+        Kernel::ScalerUpdate,
     ];
 
     pub fn name(self) -> &'static str {
@@ -85,13 +91,16 @@ impl Kernel {
             Kernel::Epilogue16 => "epilogue16",
             Kernel::UnscaleCheck => "unscale_check",
             Kernel::SumCols16 => "sum_cols16",
+            Kernel::ScaleByLossScale => "scale_by_loss_scale",
+            Kernel::AmpUpdate => "amp_update",
+            Kernel::ScalerUpdate => "scaler_update",
         }
     }
 
     /// Which of `SOURCES` holds it: amp.cu for the mixed-precision family, else core.cu.
     fn source(self) -> usize {
         match self {
-            Kernel::CastTo16 | Kernel::CastFrom16 | Kernel::Epilogue16 | Kernel::UnscaleCheck | Kernel::SumCols16 => 1,
+            Kernel::CastTo16 | Kernel::CastFrom16 | Kernel::Epilogue16 | Kernel::UnscaleCheck | Kernel::SumCols16 | Kernel::ScaleByLossScale | Kernel::AmpUpdate | Kernel::ScalerUpdate => 1,
             _ => 0,
         }
     }

@@ -6,6 +6,7 @@ use super::kernels::Kernel;
 use super::tuning::Matmul16Variant;
 use super::{GpuBackend, GpuTensor, u32_len};
 use crate::error::Result;
+use crate::tensor::scaler::{AmpOptimizer, ScalerRule};
 use crate::tensor::{DType, Epilogue, MemCategory, TensorMeta, checks, float16};
 
 pub fn unavailable(gpu: &GpuBackend, dtype: DType) -> Option<String> {
@@ -127,9 +128,52 @@ fn transpose16(gpu: &mut GpuBackend, src: &GpuTensor, dst: &mut GpuTensor) -> Re
     gpu.run_as(src.dtype, Kernel::Transpose16, 0, &[u32_len(r * c, "transpose")?, u32_len(c, "transpose")?, 0, 0], &[(3, src.buffer()), (4, dst.buffer())], g)
 }
 
-pub fn unscale_check(gpu: &mut GpuBackend, g: &mut GpuTensor, inv_scale: f32, found: &mut GpuTensor) -> Result<()> {
-    checks::unscale_check(g, found)?;
+pub fn scale_by_loss_scale(gpu: &mut GpuBackend, g: &mut GpuTensor, state: &GpuTensor) -> Result<()> {
+    checks::f32("scale_by_loss_scale", g)?;
+    checks::scaler_state("scale_by_loss_scale", state)?;
+    let n = u32_len(g.numel(), "scale_by_loss_scale")?;
+    let grid = gpu.grid(g.numel());
+    gpu.run(Kernel::ScaleByLossScale, 0, &[n, 0, 0, 0, 0, 0, 0, 0], &[(1, g.buffer()), (2, state.buffer())], grid)
+}
+
+pub fn unscale_check(gpu: &mut GpuBackend, g: &mut GpuTensor, state: &mut GpuTensor) -> Result<()> {
+    checks::unscale_check(g, state)?;
     let n = u32_len(g.numel(), "unscale_check")?;
     let grid = gpu.grid(g.numel());
-    gpu.run(Kernel::UnscaleCheck, 0, &[n, 0, inv_scale.to_bits(), 0], &[(1, g.buffer()), (2, found.buffer())], grid)
+    gpu.run(Kernel::UnscaleCheck, 0, &[n, 0, 0, 0, 0, 0, 0, 0], &[(1, g.buffer()), (2, state.buffer())], grid)
+}
+
+pub fn amp_update(gpu: &mut GpuBackend, p: &mut GpuTensor, g: &GpuTensor, slots: &mut [GpuTensor], opt: AmpOptimizer<'_, GpuTensor>, state: &GpuTensor, w16: Option<&mut GpuTensor>) -> Result<()> {
+    // A parameter without a 16-bit copy (a bias) runs the bf16 instance, which every adapter has.
+    let dt = checks::amp_update(p, g, slots, &opt, state, w16.as_deref())?.unwrap_or(DType::BF16);
+    ensure_available(gpu, "amp_update", dt)?;
+    let n = u32_len(p.numel(), "amp_update")?;
+    let spare = unused(gpu)?;
+    let write16 = w16.is_some() as u32;
+    let out = w16.map(|w| w.buffer().clone()).unwrap_or_else(|| spare.buffer().clone());
+    let (kernel, hp, table) = match opt {
+        AmpOptimizer::Sgd(hp) => (Kernel::AmpSgd, [hp.lr, hp.momentum, hp.weight_decay, 0.0, 0.0, 0.0, 0.0], spare.buffer().clone()),
+        AmpOptimizer::AdamW(hp, table) => (Kernel::AmpAdamW, [hp.lr, 0.0, hp.weight_decay, hp.beta1, hp.beta2, hp.eps, 1.0 - hp.lr * hp.weight_decay], table.buffer().clone()),
+    };
+    let mut params = vec![n];
+    params.extend(hp.iter().map(|v| v.to_bits()));
+    params.extend([write16, 0, 0, 0]);
+    let (s1, s2) = match slots {
+        [v] => (v.buffer().clone(), spare.buffer().clone()),
+        [m, v] => (m.buffer().clone(), v.buffer().clone()),
+        _ => return Err(crate::error::Error::Internal("checks::amp_update let a slot count through".into())),
+    };
+    let grid = gpu.grid(p.numel().div_ceil(2));
+    // A pipeline's layout holds only the bindings its entry point uses: SGD reads no s2 or table.
+    let mut bindings = vec![(1, p.buffer()), (2, g.buffer()), (3, &s1), (5, state.buffer()), (7, &out)];
+    if kernel == Kernel::AmpAdamW {
+        bindings.extend([(4, &s2), (6, &table)]);
+    }
+    gpu.run_as(dt, kernel, 0, &params, &bindings, grid)
+}
+
+pub fn scaler_update(gpu: &mut GpuBackend, state: &mut GpuTensor, rule: ScalerRule, log: &mut GpuTensor, slot: usize) -> Result<()> {
+    checks::scaler_update(state, log, slot)?;
+    let params = [0, slot as u32, rule.scaling as u32, rule.growth_interval, rule.growth_factor.to_bits(), rule.backoff_factor.to_bits(), rule.min_scale.to_bits(), 0];
+    gpu.run(Kernel::ScalerUpdate, 0, &params, &[(2, state.buffer()), (3, log.buffer())], (1, 1))
 }

@@ -19,6 +19,7 @@ const AMP: &str = include_str!("../../../shaders/amp.wgsl");
 const MATMUL16: &str = include_str!("../../../shaders/matmul16.wgsl");
 const MATMUL16_REGBLOCK: &str = include_str!("../../../shaders/matmul16_regblock.wgsl");
 const GRAD_SCALER: &str = include_str!("../../../shaders/grad_scaler.wgsl");
+const AMP_OPTIMIZER: &str = include_str!("../../../shaders/amp_optimizer.wgsl");
 const FLOAT16_F16: &str = include_str!("../../../shaders/float16_f16.wgsl");
 const FLOAT16_BF16: &str = include_str!("../../../shaders/float16_bf16.wgsl");
 const FLOAT16_COMMON: &str = include_str!("../../../shaders/float16_common.wgsl");
@@ -107,6 +108,11 @@ kernels! {
     Matmul16Reg => "matmul16_regblock.wgsl", MATMUL16_REGBLOCK, "main", Per16BitType;
     /// Mixed-precision gradient unscaling, but on f32 gradients: compiled like the others.
     UnscaleCheck => "grad_scaler.wgsl", GRAD_SCALER, "unscale_check", AtPrepare;
+    ScaleByLossScale => "grad_scaler.wgsl", GRAD_SCALER, "scale_by_loss_scale", AtPrepare;
+    ScalerUpdate => "grad_scaler.wgsl", GRAD_SCALER, "scaler_update", AtPrepare;
+    /// The mixed-precision optimizer step that also writes the 16-bit weight copy.
+    AmpSgd => "amp_optimizer.wgsl", AMP_OPTIMIZER, "amp_sgd", Per16BitType;
+    AmpAdamW => "amp_optimizer.wgsl", AMP_OPTIMIZER, "amp_adamw", Per16BitType;
     /// Int8 quantization: compiled on first use (as I8), since f32 training never needs them.
     AbsmaxCols => "quant.wgsl", QUANT, "absmax_cols", OnFirstUse;
     AbsmaxAll => "quant.wgsl", QUANT, "absmax_all", OnFirstUse;

@@ -339,6 +339,8 @@ impl BackendBase for GpuBackend {
     }
 }
 
+use crate::tensor::scaler::{AmpOptimizer, ScalerRule};
+
 impl AmpOps for GpuBackend {
     fn amp_unavailable(&self, dtype: DType) -> Option<String> {
         amp::unavailable(self, dtype)
@@ -352,8 +354,20 @@ impl AmpOps for GpuBackend {
         amp::matmul16(self, a, b, c, ta, tb, epi, stats)
     }
 
-    fn unscale_check(&mut self, g: &mut GpuTensor, inv_scale: f32, found: &mut GpuTensor) -> Result<()> {
-        amp::unscale_check(self, g, inv_scale, found)
+    fn scale_by_loss_scale(&mut self, g: &mut GpuTensor, state: &GpuTensor) -> Result<()> {
+        amp::scale_by_loss_scale(self, g, state)
+    }
+
+    fn unscale_check(&mut self, g: &mut GpuTensor, state: &mut GpuTensor) -> Result<()> {
+        amp::unscale_check(self, g, state)
+    }
+
+    fn amp_update(&mut self, p: &mut GpuTensor, g: &GpuTensor, slots: &mut [GpuTensor], opt: AmpOptimizer<'_, GpuTensor>, state: &GpuTensor, w16: Option<&mut GpuTensor>) -> Result<()> {
+        amp::amp_update(self, p, g, slots, opt, state, w16)
+    }
+
+    fn scaler_update(&mut self, state: &mut GpuTensor, rule: ScalerRule, log: &mut GpuTensor, slot: usize) -> Result<()> {
+        amp::scaler_update(self, state, rule, log, slot)
     }
 }
 

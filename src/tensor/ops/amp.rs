@@ -1,5 +1,6 @@
 use super::{BackendBase, unsupported};
 use crate::error::Result;
+use crate::tensor::scaler::{AmpOptimizer, ScalerRule};
 use crate::tensor::{DType, Epilogue};
 
 /// Mixed precision (`nn::amp`). F16/BF16 tensors are read and written as f32 through
@@ -36,10 +37,41 @@ pub trait AmpOps: BackendBase {
         Err(unsupported(self, "matmul16", "mixed precision is not implemented here"))
     }
 
-    /// GradScaler's unscale: g *= inv_scale, and found[0, 0] = 1 if any g was inf or NaN —
-    /// one pass for both.
-    fn unscale_check(&mut self, g: &mut Self::Tensor, inv_scale: f32, found: &mut Self::Tensor) -> Result<()> {
-        let _ = (g, inv_scale, found);
+    /// g *= scale, the loss scale held in the scaler state (`tensor::scaler`): the loss
+    /// gradient is scaled without the host knowing the scale.
+    fn scale_by_loss_scale(&mut self, g: &mut Self::Tensor, state: &Self::Tensor) -> Result<()> {
+        let _ = (g, state);
+        Err(unsupported(self, "scale_by_loss_scale", "mixed precision is not implemented here"))
+    }
+
+    /// GradScaler's unscale: g *= the state's inv_scale, and the state's FOUND_INF word = 1 if
+    /// any g was inf or NaN — one pass for both, no read-back.
+    fn unscale_check(&mut self, g: &mut Self::Tensor, state: &mut Self::Tensor) -> Result<()> {
+        let _ = (g, state);
         Err(unsupported(self, "unscale_check", "mixed precision is not implemented here"))
+    }
+
+    /// One optimizer step of an f32 master parameter `p` (state `slots`: SGD's velocity, or
+    /// AdamW's two moments), a no-op when the state's FOUND_INF is set (PyTorch's fused path).
+    /// AdamW's bias correction uses t = the state's STEPS + 1 (skipped steps do not count). With
+    /// `w16`, the updated weight is also rounded into that 16-bit copy in the same pass.
+    fn amp_update(
+        &mut self,
+        p: &mut Self::Tensor,
+        g: &Self::Tensor,
+        slots: &mut [Self::Tensor],
+        opt: AmpOptimizer<'_, Self::Tensor>,
+        state: &Self::Tensor,
+        w16: Option<&mut Self::Tensor>,
+    ) -> Result<()> {
+        let _ = (p, g, slots, opt, state, w16);
+        Err(unsupported(self, "amp_update", "mixed precision is not implemented here"))
+    }
+
+    /// After a step's updates: `scaler::update_words` on the device (one thread), and the step's
+    /// log entry into `log[0, slot]`.
+    fn scaler_update(&mut self, state: &mut Self::Tensor, rule: ScalerRule, log: &mut Self::Tensor, slot: usize) -> Result<()> {
+        let _ = (state, rule, log, slot);
+        Err(unsupported(self, "scaler_update", "mixed precision is not implemented here"))
     }
 }
