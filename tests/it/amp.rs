@@ -6,7 +6,7 @@ use gpulab::data::{self, DatasetSpec};
 use gpulab::device::CpuBackend;
 use gpulab::device::gpu::{Matmul16Variant, tuning};
 use gpulab::nn::{AmpConfig, Precision};
-use gpulab::tensor::{prelude::*, DType, Epilogue, MemCategory as M, float16};
+use gpulab::tensor::{prelude::*, DType, Epilogue, MemCategory as M, float16, scaler};
 use gpulab::train::{NullSink, TrainConfig, train};
 
 use crate::common::{random, with_gpu};
@@ -206,15 +206,16 @@ fn fused_ops<B: Backend>(b: &mut B, dt: DType, (m, n, k): (usize, usize, usize))
     b.cast(&x, &mut tiny, Some(&mut stats)).unwrap();
     out.push(b.read_u32(&stats).unwrap().iter().map(|&v| v as f32).collect());
     let mut g = b.upload_f32(&random(m * n, 11, -4.0, 4.0), [m, n], M::Gradients).unwrap();
-    let mut found = b.zeros([1, 1], DType::U32, M::Other).unwrap();
-    b.unscale_check(&mut g, 0.25, &mut found).unwrap();
+    let mut found = b.zeros([1, scaler::STATE_WORDS], DType::U32, M::Other).unwrap();
+    b.write_u32(&mut found, &scaler::state_words(4.0, 0, 0)).unwrap();
+    b.unscale_check(&mut g, &mut found).unwrap();
     out.push(b.read_f32(&g).unwrap());
-    out.push(vec![b.read_u32(&found).unwrap()[0] as f32]);
+    out.push(vec![b.read_u32(&found).unwrap()[scaler::word::FOUND_INF] as f32]);
     let mut bad = random(m * n, 12, -1.0, 1.0);
     bad[m * n - 1] = f32::INFINITY;
     b.write_f32(&mut g, &bad).unwrap();
-    b.unscale_check(&mut g, 0.5, &mut found).unwrap();
-    out.push(vec![b.read_u32(&found).unwrap()[0] as f32]);
+    b.unscale_check(&mut g, &mut found).unwrap();
+    out.push(vec![b.read_u32(&found).unwrap()[scaler::word::FOUND_INF] as f32]);
     out
 }
 

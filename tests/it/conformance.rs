@@ -8,6 +8,10 @@ use gpulab::device::CpuBackend;
 use gpulab::tensor::{prelude::*, DType, Epilogue, ImageGeom, MemCategory as M, QuantGranularity, Shape};
 
 use crate::common::backend_tests;
+use gpulab::tensor::scaler::{AmpOptimizer, ScalerRule};
+
+const RULE: ScalerRule = ScalerRule { scaling: true, growth_factor: 2.0, backoff_factor: 0.5, growth_interval: 3, min_scale: 1.0 };
+const SGD: gpulab::tensor::Sgd = gpulab::tensor::Sgd { lr: 0.1, momentum: 0.9, weight_decay: 0.0 };
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Expect {
@@ -213,9 +217,13 @@ fn table<B: Backend + 'static>() -> Vec<(&'static str, Expect, Call<B>)> {
     });
     case!("matmul16: stats with f32 output", Expect::DType, |b| { let mut x0 = t(b, [2, 3], BF16)?; let mut x1 = t(b, [3, 4], BF16)?; let mut x2 = t(b, [2, 4], F32)?; let mut x3 = t(b, [1, 2], U32)?; b.matmul16(&x0, &x1, &mut x2, false, false, Epilogue::None, Some(&mut x3)) });
     case!("matmul16: stats too short", Expect::Shape, |b| { let mut x0 = t(b, [2, 3], BF16)?; let mut x1 = t(b, [3, 4], BF16)?; let mut x2 = t(b, [2, 4], BF16)?; let mut x3 = t(b, [1, 1], U32)?; b.matmul16(&x0, &x1, &mut x2, false, false, Epilogue::None, Some(&mut x3)) });
-    case!("unscale_check: ok", Expect::Ok, |b| { let mut x0 = t(b, [2, 3], F32)?; let mut x1 = t(b, [1, 1], U32)?; b.unscale_check(&mut x0, 0.5, &mut x1) });
-    case!("unscale_check: f32 flag", Expect::DType, |b| { let mut x0 = t(b, [2, 3], F32)?; let mut x1 = t(b, [1, 1], F32)?; b.unscale_check(&mut x0, 0.5, &mut x1) });
-    case!("unscale_check: bf16 gradients", Expect::DType, |b| { let mut x0 = t(b, [2, 3], BF16)?; let mut x1 = t(b, [1, 1], U32)?; b.unscale_check(&mut x0, 0.5, &mut x1) });
+    case!("unscale_check: ok", Expect::Ok, |b| { let mut x0 = t(b, [2, 3], F32)?; let mut x1 = t(b, [1, 8], U32)?; b.unscale_check(&mut x0, &mut x1) });
+    case!("unscale_check: f32 state", Expect::DType, |b| { let mut x0 = t(b, [2, 3], F32)?; let mut x1 = t(b, [1, 8], F32)?; b.unscale_check(&mut x0, &mut x1) });
+    case!("unscale_check: short state", Expect::Shape, |b| { let mut x0 = t(b, [2, 3], F32)?; let mut x1 = t(b, [1, 1], U32)?; b.unscale_check(&mut x0, &mut x1) });
+    case!("unscale_check: bf16 gradients", Expect::DType, |b| { let mut x0 = t(b, [2, 3], BF16)?; let mut x1 = t(b, [1, 8], U32)?; b.unscale_check(&mut x0, &mut x1) });
+    case!("scaler_update: slot outside the log", Expect::Shape, |b| { let mut s = t(b, [1, 8], U32)?; let mut l = t(b, [1, 4], U32)?; b.scaler_update(&mut s, RULE, &mut l, 4) });
+    case!("amp_update: sgd with two slots", Expect::Shape, |b| { let mut p = t(b, [2, 3], F32)?; let g = t(b, [2, 3], F32)?; let mut sl = vec![t(b, [2, 3], F32)?, t(b, [2, 3], F32)?]; let s = t(b, [1, 8], U32)?; b.amp_update(&mut p, &g, &mut sl, AmpOptimizer::Sgd(SGD), &s, None) });
+    case!("amp_update: f32 working copy", Expect::DType, |b| { let mut p = t(b, [2, 3], F32)?; let g = t(b, [2, 3], F32)?; let mut sl = vec![t(b, [2, 3], F32)?]; let s = t(b, [1, 8], U32)?; let mut w = t(b, [2, 3], F32)?; b.amp_update(&mut p, &g, &mut sl, AmpOptimizer::Sgd(SGD), &s, Some(&mut w)) });
     // Int8.
     case!("quantize: per channel", Expect::Ok, |b| { let mut x0 = t(b, [2, 3], F32)?; let mut x1 = t(b, [2, 3], I8)?; let mut x2 = t(b, [1, 3], F32)?; b.quantize(&x0, &mut x1, &mut x2, QuantGranularity::PerChannel) });
     case!("quantize: per tensor", Expect::Ok, |b| { let mut x0 = t(b, [2, 3], F32)?; let mut x1 = t(b, [2, 3], I8)?; let mut x2 = t(b, [1, 1], F32)?; b.quantize(&x0, &mut x1, &mut x2, QuantGranularity::PerTensor) });

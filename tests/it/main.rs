@@ -30,6 +30,7 @@ mod pipeline;
 mod pipeline_labs;
 mod platform;
 mod precision;
+mod scaler;
 mod presets;
 mod profiler;
 mod quant;
