@@ -418,7 +418,7 @@ fn verdict(runs: &[Run], demo: &[Run], weight: f32) -> Verdict {
             }
         }
         if run.amp.scaling() {
-            costs.push("the GradScaler reads its overflow flag back every step (one device sync per step, as PyTorch's unfused scaler does)");
+            costs.push("the GradScaler adds an unscale-and-check pass per gradient and one scaler-update kernel per step (no read-back: the skip is decided on the device)");
         }
         let verb = if speed > 1.05 { "faster despite" } else { "not faster; known costs" };
         v.evidence.push(format!("{}: measured {:.0} samples/s against FP32's {:.0} — {verb}: {}.", run.label, r.samples_per_s, base.samples_per_s, costs.join("; ")));

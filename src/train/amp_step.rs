@@ -148,8 +148,9 @@ impl<B: Backend> Amp<B> {
         let steps_base = model.step as u64;
         let mut state = b.zeros([1, scaler::STATE_WORDS], DType::U32, MemCategory::OptimizerState)?;
         b.write_u32(&mut state, &scaler::state_words(scaler.map_or(1.0, |s| s.scale()), 0, model.step))?;
+        let rows = ADAM_TABLE_ROWS.max(model.step as usize + 1);
         let adam_table = match model.optimizer {
-            Optimizer::AdamW(hp) => Some((adam_table(b, hp, ADAM_TABLE_ROWS.max(model.step as usize + 1))?, ADAM_TABLE_ROWS.max(model.step as usize + 1))),
+            Optimizer::AdamW(hp) => Some((adam_table(b, hp, rows)?, rows)),
             Optimizer::Sgd(_) => None,
         };
         Ok(Some(Amp {
@@ -198,7 +199,7 @@ impl<B: Backend> Amp<B> {
         Ok(state.u32()?.to_vec())
     }
 
-    /// The optimizer with what its kernel reads, the AdamW table grown to cover the next step.
+    /// Grows AdamW's factor table to cover the next step.
     fn ensure_table(&mut self, b: &mut B, opt: Optimizer) -> Result<()> {
         let need = (self.steps_base + self.issued + 1) as usize;
         if let (Optimizer::AdamW(hp), Some((table, rows))) = (opt, self.adam_table.as_mut()) {
@@ -209,6 +210,15 @@ impl<B: Backend> Amp<B> {
             }
         }
         Ok(())
+    }
+}
+
+/// The optimizer as the update kernel takes it: AdamW with its factor table.
+fn kernel_optimizer<T>(opt: Optimizer, table: Option<&(T, usize)>) -> Result<AmpOptimizer<'_, T>> {
+    match (opt, table) {
+        (Optimizer::Sgd(hp), _) => Ok(AmpOptimizer::Sgd(hp)),
+        (Optimizer::AdamW(hp), Some((table, _))) => Ok(AmpOptimizer::AdamW(hp, table)),
+        (Optimizer::AdamW(_), None) => Err(Error::Internal("an AdamW run without its factor table".into())),
     }
 }
 
@@ -289,11 +299,7 @@ impl<B: Backend> Phases<B> for Amp<B> {
                 b.unscale_check(&mut p.grad, &mut self.state)?;
             }
         }
-        let kernel_opt = match (opt, self.adam_table.as_ref()) {
-            (Optimizer::Sgd(hp), _) => AmpOptimizer::Sgd(hp),
-            (Optimizer::AdamW(hp), Some((table, _))) => AmpOptimizer::AdamW(hp, table),
-            (Optimizer::AdamW(_), None) => return Err(Error::Internal("an AdamW run without its factor table".into())),
-        };
+        let kernel_opt = kernel_optimizer(opt, self.adam_table.as_ref())?;
         for (p, w16) in model.weights.iter_mut().zip(self.w16.iter_mut()) {
             b.amp_update(&mut p.value, &p.grad, &mut p.state, kernel_opt, &self.state, Some(w16))?;
         }
@@ -340,13 +346,7 @@ impl<B: Backend> Phases<B> for Amp<B> {
         words[word::FOUND_INF] = 1;
         let mut scratch = b.zeros([1, scaler::STATE_WORDS], DType::U32, MemCategory::Other)?;
         b.write_u32(&mut scratch, &words)?;
-        let kernel_opt = match (model.optimizer, self.adam_table.as_ref()) {
-            (Optimizer::AdamW(hp), Some((table, _))) => AmpOptimizer::AdamW(hp, table),
-            (opt, _) => match opt {
-                Optimizer::Sgd(hp) => AmpOptimizer::Sgd(hp),
-                Optimizer::AdamW(_) => return Err(Error::Internal("an AdamW run without its factor table".into())),
-            },
-        };
+        let kernel_opt = kernel_optimizer(model.optimizer, self.adam_table.as_ref())?;
         let (w, w16) = (&mut model.weights[0], &mut self.w16[0]);
         b.amp_update(&mut w.value, &w.grad, &mut w.state, kernel_opt, &scratch, Some(w16))?;
         let bias = &mut model.biases[0];
