@@ -13,8 +13,11 @@ use gpulab::train::TrainConfig;
 #[derive(Args)]
 pub struct ServeArgs {
     /// A checkpoint to serve (from exercise 5 or `gpulab train --checkpoint-dir`).
-    #[arg(long, value_name = "CKPT", required_unless_present = "train_first", conflicts_with = "train_first")]
+    #[arg(long, value_name = "CKPT", required_unless_present_any = ["train_first", "int8_model"], conflicts_with_all = ["train_first", "int8_model"])]
     model: Option<PathBuf>,
+    /// Serve exercise 9's int8 model (its model.int8.safetensors) with the quantized forward.
+    #[arg(long, value_name = "FILE", conflicts_with = "train_first")]
+    int8_model: Option<PathBuf>,
     /// Train the default model briefly first (on --dataset, --epochs) and serve it.
     #[arg(long)]
     train_first: bool,
@@ -59,9 +62,10 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let device: Device = a.backend.parse()?;
     let policy = BatchPolicy { max_batch: a.max_batch, preferred: preferred(&a.preferred_batch)?, max_queue_delay_us: a.max_queue_delay_us, queue_capacity: a.queue };
     policy.validate()?;
-    let source = match a.model {
-        Some(p) => ModelSource::Checkpoint(p),
-        None => ModelSource::TrainFirst { dataset: a.dataset, cfg: TrainConfig { epochs: a.epochs, ..TrainConfig::default() }, backend: device.clone() },
+    let source = match (a.model, a.int8_model) {
+        (Some(p), _) => ModelSource::Checkpoint(p),
+        (None, Some(p)) => ModelSource::Int8(p),
+        (None, None) => ModelSource::TrainFirst { dataset: a.dataset, cfg: TrainConfig { epochs: a.epochs, ..TrainConfig::default() }, backend: device.clone() },
     };
     if matches!(source, ModelSource::TrainFirst { .. }) {
         eprintln!("training the model first…");

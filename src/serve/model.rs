@@ -1,7 +1,8 @@
 //! The model a server serves, on the host: its architecture and f32 parameters, where it came
 //! from and a version string. `load_model` is the one place a model source becomes a
-//! `HostModel` (a quantized model would be one more `ModelSource` arm), and `DeviceModel` is
-//! its weights-only copy on a backend: no gradients, no optimizer state.
+//! `HostModel` (an exercise-9 int8 file is the `Int8` arm), and `DeviceModel` is its
+//! weights-only copy on a backend: no gradients, no optimizer state; an int8 model runs the
+//! quantized forward (`quant::QuantMlp`).
 
 use std::path::PathBuf;
 
@@ -11,6 +12,7 @@ use crate::data::{self, Dataset, DatasetSpec};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::nn::{Mlp, MlpConfig, Workspace, forward_layers};
+use crate::quant::{self, QuantMlp, QuantizedModel};
 use crate::tensor::{Backend, MemCategory};
 use crate::train::{self, Inline, NullSink, StepDone, TrainConfig, TrainHooks};
 use crate::with_backend;
@@ -20,6 +22,8 @@ use crate::with_backend;
 pub enum ModelSource {
     /// An exercise-5 / `gpulab train --checkpoint-dir` checkpoint file (safetensors).
     Checkpoint(PathBuf),
+    /// Exercise 9's int8 model (`model.int8.safetensors`, read by `quant::load`).
+    Int8(PathBuf),
     /// Train the model first with the existing trainer (`cfg`) on `dataset`, on `backend`.
     TrainFirst { dataset: String, cfg: TrainConfig, backend: Device },
 }
@@ -33,6 +37,9 @@ pub struct HostModel {
     pub version: String,
     /// One line: the file or the training run it came from.
     pub source: String,
+    /// Set for an int8 model: the server runs its quantized forward; `layers` then hold the
+    /// dequantized weights (q · scale), for `validate` and as an f32 reference.
+    pub int8: Option<QuantizedModel>,
 }
 
 impl HostModel {
@@ -77,6 +84,7 @@ impl HostModel {
 pub fn load_model(source: &ModelSource) -> Result<HostModel> {
     match source {
         ModelSource::Checkpoint(path) => from_checkpoint(path),
+        ModelSource::Int8(path) => from_int8(path),
         ModelSource::TrainFirst { dataset, cfg, backend } => train_first(dataset, cfg, backend),
     }
 }
@@ -99,8 +107,40 @@ pub fn from_checkpoint(path: &std::path::Path) -> Result<HostModel> {
         source: format!("checkpoint {} ({} on {})", path.display(), arch.describe(), ck.meta.dataset),
         arch,
         layers,
+        int8: None,
     };
     m.validate()?;
+    Ok(m)
+}
+
+/// Reads an int8 model written by exercise 9 (`quant::load` checks every tensor against its
+/// widths); an error names the file.
+pub fn from_int8(path: &std::path::Path) -> Result<HostModel> {
+    let q = quant::load(path)?;
+    let widths = q.widths();
+    let named = |e: Error| Error::InvalidConfig(format!("int8 model {}: {e}", path.display()));
+    let (&input, rest) = widths.split_first().ok_or_else(|| named(Error::InvalidConfig("no layers".into())))?;
+    let (&classes, hidden) = rest.split_last().ok_or_else(|| named(Error::InvalidConfig("no output layer".into())))?;
+    let arch = MlpConfig { input, hidden: hidden.to_vec(), classes, conv: None };
+    arch.validate().map_err(named)?;
+    let layers = q
+        .layers
+        .iter()
+        .map(|l| {
+            let cols = l.shape[1];
+            let w = l.weight.iter().enumerate().map(|(e, &v)| v as f32 * l.weight_scales[e % cols]).collect();
+            (w, l.bias.clone())
+        })
+        .collect();
+    let name = path.file_name().and_then(|s| s.to_str()).unwrap_or("int8 model");
+    let m = HostModel {
+        version: format!("{name} (int8, {} weights, {} activations)", quant::granularity_name(q.weights), q.activations.name()),
+        source: format!("int8 model {} ({})", path.display(), arch.describe()),
+        arch,
+        layers,
+        int8: Some(q),
+    };
+    m.validate().map_err(named)?;
     Ok(m)
 }
 
@@ -132,6 +172,7 @@ pub fn train_first(dataset: &str, cfg: &TrainConfig, backend: &Device) -> Result
         source: format!("trained first: {} on {} for {} epoch(s), validation accuracy {:.3}", arch.describe(), data.name, cfg.epochs, report.final_val_accuracy),
         arch,
         layers,
+        int8: None,
     };
     m.validate()?;
     Ok(m)
@@ -143,11 +184,16 @@ pub struct DeviceModel<B: Backend> {
     pub arch: MlpConfig,
     weights: Vec<B::Tensor>,
     biases: Vec<B::Tensor>,
+    /// An int8 model's quantized layers (then `weights` and `biases` are empty).
+    int8: Option<QuantMlp<B>>,
 }
 
 impl<B: Backend> DeviceModel<B> {
     pub fn upload(b: &mut B, m: &HostModel) -> Result<Self> {
         m.validate()?;
+        if let Some(q) = &m.int8 {
+            return Ok(DeviceModel { arch: m.arch.clone(), weights: Vec::new(), biases: Vec::new(), int8: Some(QuantMlp::from_model(b, q)?) });
+        }
         let widths = m.arch.widths();
         let mut weights = Vec::new();
         let mut biases = Vec::new();
@@ -155,7 +201,7 @@ impl<B: Backend> DeviceModel<B> {
             weights.push(b.upload_f32(w, [io[0], io[1]], MemCategory::Parameters)?);
             biases.push(b.upload_f32(bias, [1, io[1]], MemCategory::Parameters)?);
         }
-        Ok(DeviceModel { arch: m.arch.clone(), weights, biases })
+        Ok(DeviceModel { arch: m.arch.clone(), weights, biases, int8: None })
     }
 
     /// A forward-only workspace for `rows` samples (no gradient buffers).
@@ -165,6 +211,11 @@ impl<B: Backend> DeviceModel<B> {
 
     /// Logits of the rows written into `ws.x`, left in `ws.logits()`.
     pub fn forward(&self, b: &mut B, ws: &mut Workspace<B>) -> Result<()> {
+        if let Some(q) = &self.int8 {
+            let y = q.forward(b, &ws.x)?;
+            let out = ws.acts.last_mut().ok_or_else(|| Error::Internal("a workspace without layers".into()))?;
+            return b.copy(&y, out);
+        }
         forward_layers(b, self.weights.iter().zip(&self.biases), ws)
     }
 }

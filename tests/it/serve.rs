@@ -20,7 +20,7 @@ use super::common::{random, require_gpu};
 fn model() -> HostModel {
     let arch = MlpConfig { input: 13, hidden: vec![17, 9], classes: 5, conv: None };
     let layers = arch.widths().windows(2).enumerate().map(|(i, w)| (random(w[0] * w[1], 10 + i as u64, -0.5, 0.5), random(w[1], 20 + i as u64, -0.1, 0.1))).collect();
-    HostModel { arch, layers, version: "test-1".into(), source: "random weights".into() }
+    HostModel { arch, layers, version: "test-1".into(), source: "random weights".into(), int8: None }
 }
 
 fn expected(m: &HostModel, x: &[f32]) -> (usize, Vec<f32>) {
@@ -375,4 +375,77 @@ fn exercise_8_measures_static_and_dynamic_batching_to_a_computed_verdict() {
     assert!(r.chart("latency_throughput").is_some() && r.chart("formed_batches").is_some());
     assert!(live::undeclared_ids(&ex.live_charts(), &sink.events).is_empty());
     assert!(sink.events.iter().any(|e| matches!(e, Event::Point { chart, .. } if chart == "latency")));
+}
+
+/// Exercise 9's int8 file served (`ModelSource::Int8`): every answer equals the in-process
+/// `QuantMlp` forward of the same file on the CPU (probabilities within 1e-4, the same class
+/// unless the top two are closer than that), batched or not, on `device`.
+fn served_int8_matches_quant_mlp(device: Device) {
+    use gpulab::quant::{HostLayer, ObserverKind, QuantMlp, calibrate, export, quantize_model};
+    use gpulab::tensor::{MemCategory, QuantGranularity, prelude::*};
+    let host = model();
+    let layers = HostLayer::from_parameters(&host.layers.iter().flat_map(|(w, b)| [w.clone(), b.clone()]).collect::<Vec<_>>(), &host.arch.widths()).unwrap();
+    let inputs = loadgen::random_inputs(13, 60, 5);
+    let flat: Vec<f32> = inputs.concat();
+    let cpu = &mut gpulab::device::CpuBackend::new();
+    let ranges = calibrate(cpu, &layers, &flat, 16, ObserverKind::MinMax).unwrap();
+    let q = quantize_model(cpu, &layers, Some(&ranges), QuantGranularity::PerChannel).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("model.int8.safetensors");
+    export::save(&path, &q, &[]).unwrap();
+    let served = gpulab::serve::load_model(&gpulab::serve::ModelSource::Int8(path.clone())).unwrap();
+    assert!(served.int8.is_some() && served.version.contains("int8"), "{}", served.version);
+    let mlp = QuantMlp::from_model(cpu, &q).unwrap();
+    let x = cpu.upload_f32(&flat, [inputs.len(), 13], MemCategory::Inputs).unwrap();
+    let y = mlp.forward(cpu, &x).unwrap();
+    let want = cpu.read_f32(&y).unwrap();
+
+    let (queue, batches) = batcher::queue(policy(8, 1000, 4096), 13);
+    let metrics = ServerMetrics::new("t", "t", false).unwrap();
+    let engine = Engine::start(device, served, batches, metrics.engine.clone()).unwrap();
+    // Two at a time and one by one: batching must not change an int8 answer (static scales).
+    let mut replies = Vec::new();
+    for pair in inputs.chunks(2) {
+        replies.extend(queue.submit(pair.to_vec()).expect("room in the queue"));
+    }
+    for (i, rx) in replies.into_iter().enumerate() {
+        let p = rx.blocking_recv().expect("exactly one reply").expect("a prediction");
+        let (class, probs) = softmax(&want[i * 5..][..5]);
+        for (g, w) in p.probabilities.iter().zip(&probs) {
+            assert!((g - w).abs() < 1e-4, "input {i}: served probability {g} vs QuantMlp {w}");
+        }
+        let margin = probs[class] - probs.iter().enumerate().filter(|(j, _)| *j != class).map(|(_, v)| *v).fold(0.0, f32::max);
+        assert!(p.class == class || margin < 1e-4, "input {i}: class {} vs QuantMlp {class}", p.class);
+    }
+    drop(queue);
+    assert_eq!(engine.join().unwrap().samples, 60);
+
+    // A foreign or damaged file is refused by name, never served.
+    let junk = tmp.path().join("junk.int8.safetensors");
+    std::fs::write(&junk, b"not a model").unwrap();
+    let e = gpulab::serve::load_model(&gpulab::serve::ModelSource::Int8(junk)).unwrap_err().to_string();
+    assert!(e.contains("junk.int8.safetensors") && e.contains("not a usable gpulab int8 model"), "{e}");
+    let bytes = std::fs::read(&path).unwrap();
+    let cut = tmp.path().join("cut.int8.safetensors");
+    std::fs::write(&cut, &bytes[..bytes.len() - 7]).unwrap();
+    let e = gpulab::serve::load_model(&gpulab::serve::ModelSource::Int8(cut)).unwrap_err().to_string();
+    assert!(e.contains("cut.int8.safetensors"), "{e}");
+    let missing = gpulab::serve::load_model(&gpulab::serve::ModelSource::Int8(tmp.path().join("absent.safetensors"))).unwrap_err().to_string();
+    assert!(missing.contains("absent.safetensors"), "{missing}");
+}
+
+#[test]
+fn a_served_int8_model_answers_like_quant_mlp_on_cpu() {
+    served_int8_matches_quant_mlp(Device::Cpu);
+}
+
+#[test]
+fn a_served_int8_model_answers_like_quant_mlp_on_the_gpu() {
+    let device = Device::Gpu(gpulab::device::GpuSelector::Auto);
+    if let Err(e) = device.open(None) {
+        assert!(!require_gpu(), "GPULAB_REQUIRE_GPU=1 but no GPU: {e}");
+        eprintln!("SKIPPED: no GPU adapter ({e})");
+        return;
+    }
+    served_int8_matches_quant_mlp(device);
 }

@@ -96,7 +96,7 @@ fn inference_curve<B: Backend>(b: &mut B, sizes: &[u32]) -> Result<Vec<BatchTime
     let cfg = arch();
     let widths = cfg.widths();
     let layers = widths.windows(2).enumerate().map(|(i, io)| (he_normal(io[0], io[1], 7, i), vec![0.0; io[1]])).collect();
-    let host = HostModel { arch: cfg.clone(), layers, version: "calibration".into(), source: "random weights".into() };
+    let host = HostModel { arch: cfg.clone(), layers, version: "calibration".into(), source: "random weights".into(), int8: None };
     let model = DeviceModel::upload(b, &host)?;
     let mut curve = Vec::new();
     for &batch in sizes {
