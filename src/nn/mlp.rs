@@ -81,6 +81,16 @@ pub struct Mlp<B: Backend> {
     pub step: u32,
 }
 
+/// How `Mlp::backward_layers` writes the parameter gradients.
+pub enum GradWrite<'t, B: Backend> {
+    /// Overwrite them: one batch per optimizer step.
+    Replace,
+    /// Add to them (gradient accumulation over micro-batches): weights through the matmul's
+    /// accumulate flag, biases as `ones` ([1, rows] of 1.0) · the output gradient, the same
+    /// column sums.
+    Add { ones: &'t B::Tensor },
+}
+
 /// Per-batch-size buffers: the input, labels, every layer's output and its gradient, and the
 /// running loss / correct-count accumulators that are read back only now and then.
 pub struct Workspace<B: Backend> {
@@ -125,12 +135,18 @@ impl<B: Backend> Workspace<B> {
 impl<B: Backend> Mlp<B> {
     /// Builds the model with He-initialised weights (same seed, same weights on every backend).
     pub fn new(b: &mut B, cfg: MlpConfig, optimizer: Optimizer, seed: u64) -> Result<Self> {
+        Self::new_from_layer(b, cfg, optimizer, seed, 0)
+    }
+
+    /// `new` for the layers `first_layer…` of a larger model (a pipeline stage): each layer
+    /// gets the weights the whole model's layer of that index starts from.
+    pub fn new_from_layer(b: &mut B, cfg: MlpConfig, optimizer: Optimizer, seed: u64, first_layer: usize) -> Result<Self> {
         cfg.validate()?;
         let widths = cfg.widths();
         let mut weights = Vec::new();
         let mut biases = Vec::new();
         for (layer, w) in widths.windows(2).enumerate() {
-            let init = he_normal(w[0], w[1], seed, layer);
+            let init = he_normal(w[0], w[1], seed, first_layer + layer);
             let weight = b.upload_f32(&init, [w[0], w[1]], MemCategory::Parameters)?;
             weights.push(param(b, weight, &optimizer)?);
             let bias = b.zeros([1, w[1]], DType::F32, MemCategory::Parameters)?;
@@ -158,18 +174,31 @@ impl<B: Backend> Mlp<B> {
     /// gradients are final (layers in backward order, last first), before the gradient flows
     /// on to layer `i − 1`: data parallelism starts all-reducing a finished bucket there while
     /// the rest of backward runs (overlap).
-    pub fn backward_with(&mut self, b: &mut B, ws: &mut Workspace<B>, mut ready: impl FnMut(&mut B, &Mlp<B>, usize) -> Result<()>) -> Result<()> {
+    pub fn backward_with(&mut self, b: &mut B, ws: &mut Workspace<B>, ready: impl FnMut(&mut B, &Mlp<B>, usize) -> Result<()>) -> Result<()> {
         let last = self.weights.len() - 1;
         let scale = 1.0 / ws.batch as f32;
         ws.acc.record(b, &ws.acts[last], &ws.y, Some(&mut ws.grads[last]), scale)?;
+        self.backward_layers(b, ws, GradWrite::Replace, None, ready)
+    }
+
+    /// Backward from the output gradient already in the last of `ws.grads` (the loss's, or
+    /// one a later pipeline stage sent): every parameter's gradient, written as `write` says,
+    /// and, when `input_grad` is given, the gradient of the input `ws.x` (what a pipeline
+    /// stage sends to the stage before it).
+    pub fn backward_layers(&mut self, b: &mut B, ws: &mut Workspace<B>, write: GradWrite<'_, B>, mut input_grad: Option<&mut B::Tensor>, mut ready: impl FnMut(&mut B, &Mlp<B>, usize) -> Result<()>) -> Result<()> {
+        let last = self.weights.len() - 1;
+        let add = matches!(write, GradWrite::Add { .. });
         for i in (0..=last).rev() {
             let input = if i == 0 { &ws.x } else { &ws.acts[i - 1] };
             let input = match (i, ws.stem.as_ref()) {
                 (0, Some(sw)) => sw.output(),
                 _ => input,
             };
-            b.matmul(input, &ws.grads[i], &mut self.weights[i].grad, true, false, false)?;
-            b.sum_cols(&ws.grads[i], &mut self.biases[i].grad)?;
+            b.matmul(input, &ws.grads[i], &mut self.weights[i].grad, true, false, add)?;
+            match &write {
+                GradWrite::Replace => b.sum_cols(&ws.grads[i], &mut self.biases[i].grad)?,
+                GradWrite::Add { ones } => b.matmul(ones, &ws.grads[i], &mut self.biases[i].grad, false, false, true)?,
+            }
             ready(b, self, i)?;
             if let (0, Some(stem), Some(sw)) = (i, self.stem.as_mut(), ws.stem.as_mut()) {
                 let out = sw.output_grad().ok_or_else(|| Error::Internal("CNN backward on a forward-only workspace".into()))?;
@@ -180,6 +209,8 @@ impl<B: Backend> Mlp<B> {
                 let (before, after) = ws.grads.split_at_mut(i);
                 b.matmul(&after[0], &self.weights[i].value, &mut before[i - 1], false, true, false)?;
                 b.relu_backward(&mut before[i - 1], &ws.acts[i - 1])?;
+            } else if let Some(g) = input_grad.as_deref_mut() {
+                b.matmul(&ws.grads[0], &self.weights[0].value, g, false, true, false)?;
             }
         }
         Ok(())

@@ -8,10 +8,13 @@
 //! synchronisation and transfer cost, no extra compute), one replica per wgpu adapter, and the
 //! CUDA slot (refused with the CUDA backend's own error until it lands).
 //!
+//! `pipeline.rs`: model and pipeline parallelism (GPipe micro-batches) on CPU stages.
+//!
 //! `cost.rs` holds the ring cost model and the link presets used to extrapolate, simulated.
 
 pub mod bucket;
 pub mod cost;
+pub mod pipeline;
 pub mod replica;
 pub mod reducer;
 pub mod ring;

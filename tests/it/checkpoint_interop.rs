@@ -23,10 +23,16 @@ print(json.dumps({
 }))
 "#;
 
+/// The interpreter: `GPULAB_PYTHON` when set (e.g. a venv with PyTorch), else python3, python.
 pub(crate) fn python_with_safetensors() -> Option<String> {
-    for py in ["python3", "python"] {
-        if Command::new(py).args(["-c", "import safetensors, numpy"]).output().is_ok_and(|o| o.status.success()) {
-            return Some(py.into());
+    let chosen = std::env::var("GPULAB_PYTHON").ok().filter(|p| !p.is_empty());
+    let candidates: Vec<String> = match chosen {
+        Some(p) => vec![p],
+        None => vec!["python3".into(), "python".into()],
+    };
+    for py in candidates {
+        if Command::new(&py).args(["-c", "import safetensors, numpy"]).output().is_ok_and(|o| o.status.success()) {
+            return Some(py);
         }
     }
     None

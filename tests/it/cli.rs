@@ -197,11 +197,11 @@ fn run_distributed_headless_on_cpu_replicas_writes_the_report_and_traces() {
     let out = gpulab(&["run", "distributed", "--set", "replicas=1,2", "--set", "kind=cpu", "--set", "hidden=32", "--set", "epochs=1", "--out", out_dir.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
-    for want in ["Scaling", "2 CPU replicas × 1 thread", "Beyond this machine (simulated)", "speed-up"] {
+    for want in ["Scaling", "2 CPU replicas × 1 thread", "Beyond this machine (simulated)", "speed-up", "Pipeline parallel"] {
         assert!(md.contains(want), "{want:?} missing from report.md");
     }
     let traces = std::fs::read_dir(&out_dir).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("trace-")).count();
-    assert_eq!(traces, 2, "one Perfetto trace per run");
+    assert_eq!(traces, 6, "one Perfetto trace per run: 2 data-parallel, 4 pipelined (M = 1, 2, 4, 8)");
 }
 
 #[test]

@@ -151,7 +151,14 @@ fn the_exercise_reports_scaling_with_provenance_timelines_and_a_verdict() {
     for row in &t.rows {
         assert!(matches!(row[col("speed-up")], gpulab::report::Cell::Num(x) if x > 0.0), "{row:?}");
     }
-    assert_eq!(r.timelines.len(), 4);
+    // Four data-parallel runs, then the pipeline's 2-stage runs at M = 1, 2, 4, 8.
+    assert_eq!(r.timelines.len(), 8);
+    let pipe = r.table("Pipeline parallel (CPU stages, 1 thread each)").expect("the pipeline table");
+    assert_eq!(pipe.rows.len(), 5, "one stage, then M = 1, 2, 4, 8");
+    let bubble = r.chart("pipeline_bubble").unwrap();
+    assert_eq!(bubble.series.len(), 2);
+    assert!(bubble.series.iter().all(|s| s.points.len() == 4), "{:?}", bubble.series);
+    assert!(r.verdict.summary.contains("Pipeline over 2 stages"), "{}", r.verdict.summary);
     let ext = r.chart("extrapolation").unwrap();
     assert!(ext.series.iter().all(|s| matches!(s.provenance, Provenance::Simulated(_)) && s.points.len() == 7));
     assert!(r.table("Beyond this machine (simulated)").is_some());

@@ -28,6 +28,7 @@ mod learn_gui;
 mod ledger;
 mod pipeline;
 mod pipeline_labs;
+mod pipeline_parallel;
 mod platform;
 mod precision;
 mod scaler;

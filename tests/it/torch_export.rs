@@ -115,4 +115,18 @@ fn python_reads_the_export_and_torch_reproduces_gpulabs_first_losses() {
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success(), "train_ddp.py --compare failed (tolerance {}):\n{stdout}\n{}", torch_export::COMPARE_TOLERANCE, String::from_utf8_lossy(&run.stderr));
     assert!(stdout.contains(&format!("compare: {steps} steps")), "{stdout}");
+    eprintln!("{}", stdout.lines().filter(|l| l.starts_with("compare:")).collect::<Vec<_>>().join("\n"));
+
+    // The same under torchrun with two processes (Gloo on the CPU): DDP's averaged gradient of
+    // two half batches is gpulab's update of the whole one.
+    let run = Command::new(&py)
+        .current_dir(tmp.path())
+        .args(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "train_ddp.py", "--compare", "--max-steps", &steps])
+        .env("OMP_NUM_THREADS", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "torchrun --nproc-per-node 2 train_ddp.py --compare failed:\n{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+    assert!(stdout.contains("world size 2 (gloo)") && stdout.contains(&format!("compare: {steps} steps")), "{stdout}");
+    eprintln!("torchrun, 2 processes: {}", stdout.lines().filter(|l| l.starts_with("compare:")).collect::<Vec<_>>().join("\n"));
 }

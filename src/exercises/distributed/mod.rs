@@ -4,6 +4,7 @@
 //! (compute / exposed communication / idle), bytes all-reduced, accuracy; a per-replica
 //! timeline; and the ring cost model extrapolated to 8…512 GPUs per link preset (simulated).
 
+mod pipeline_report;
 mod report;
 pub mod torch_export;
 
@@ -99,6 +100,9 @@ impl Exercise for Distributed {
             .add("bucket_cap_mb", "Bucket cap (MiB)", "PyTorch DDP's bucket_cap_mb: gradients are all-reduced in buckets of at most this size (25 = one bucket for these models; try 0.05 to see overlap)", settings::float(25.0, 0.001, parallel::bucket::MAX_CAP_MB))
             .add("overlap", "Overlap", "All-reduce each bucket while backward computes the earlier layers", Value::Bool(true))
             .add("link", "Interconnect", "measured: this machine's host transfers · or a simulated link (each message waits latency + bytes / bandwidth): pcie4, nvlink4, 100gbe, 10gbe", settings::choice("measured", &["measured", "pcie4", "nvlink4", "100gbe", "10gbe"]));
+        let s = s
+            .add("pipeline_stages", "Pipeline stages", "Pipeline parallel: the model's layers split over this many CPU stages of one thread each (0 = off; at most the layers and the cores)", settings::int(2, 0, parallel::MAX_REPLICAS as i64))
+            .add("micro_batches", "Micro-batches", "Pipeline parallel: micro-batch counts M to compare (each must divide the batch); M = 1 is plain model parallelism", settings::list(&[1, 2, 4, 8], 1, parallel::pipeline::MAX_MICRO_BATCHES as u64));
         let mut s = common::training_settings(s, "digits", &[256, 128], 128, 3);
         if let Some(b) = s.0.iter_mut().find(|x| x.key == "batch") {
             b.help = "Strong scaling: the global batch, split evenly over the replicas · weak scaling: each replica's batch".into();
@@ -121,6 +125,7 @@ impl Exercise for Distributed {
         if replicas.is_empty() {
             return Err(Error::InvalidConfig("replicas: give at least one replica count, e.g. 1,2".into()));
         }
+        pipeline_report::validate(s)?;
         // The data set is loaded at run time; here, what needs no data.
         for mode in modes(s)? {
             for &n in &replicas {
@@ -172,8 +177,11 @@ impl Exercise for Distributed {
                 sink.emit(Event::Table(report::scaling_table(&runs, s)?));
             }
         }
+        let pipes = pipeline_report::sweep(s, &data, sink)?;
         let stopped = sink.stop_requested();
-        report::build(self, s, &data, runs, stopped)
+        let mut report = report::build(self, s, &data, runs, stopped)?;
+        pipeline_report::add(&mut report, &pipes);
+        Ok(report)
     }
 }
 
