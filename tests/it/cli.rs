@@ -149,7 +149,8 @@ fn run_refuses_unknown_ids_and_bad_settings() {
     fails_with(&["run", "warp-drive"], &["unknown exercise", "cpu-vs-gpu"]);
     fails_with(&["run", "cpu-vs-gpu", "--set", "batch=0"], &["batch", "outside"]);
     fails_with(&["run", "cpu-vs-gpu", "--set", "epochs"], &["key=value"]);
-    fails_with(&["run", "distributed", "--set", "replicas=1,3", "--set", "batch=100", "--set", "kind=gpu"], &["batch 100", "replicas 3"]);
+    fails_with(&["run", "distributed", "--set", "replicas=1,3", "--set", "batch=100", "--set", "kind=gpu", "--set", "pipeline_stages=0"], &["batch 100", "replicas 3"]);
+    fails_with(&["run", "distributed", "--set", "batch=100", "--set", "kind=cpu"], &["batch 100", "micro_batches 8"]);
     fails_with(&["run", "platform", "--set", "scenario_file=/no/such.json"], &["scenario_file", "cannot read"]);
     fails_with(&["run", "precision", "--set", "precisions=fp8"], &["unknown precision"]);
 }

@@ -388,7 +388,9 @@ fn exercise_6_trains_replicas_to_a_verdict_with_per_replica_timelines() {
     assert!(h.query_all_by_label("Scaling").count() > 0, "the scaling table is not shown");
     // "Timelines" is also a word of the lesson beside the results: count, not get.
     assert!(h.query_all_by_label("Timelines").count() > 0, "no Timelines heading");
-    assert_eq!(report.timelines.len(), 2);
+    // One timeline per replica run (N = 1, 2), one per pipelined run (2 stages × M = 1, 2, 4, 8).
+    let pipelined = report.timelines.iter().filter(|t| t.title.starts_with("pipeline:")).count();
+    assert_eq!((report.timelines.len() - pipelined, pipelined), (2, 4));
     assert!(h.query_all_by_label_contains("Lanes, top to bottom: ").count() > 0, "the timeline is not shown");
     assert_provenance_shown(&h, &report);
     let live = &h.state().run_view().expect("a run view").live;
