@@ -48,6 +48,8 @@ pub struct RunView {
     pub logs: VecDeque<String>,
     pub live: Vec<LiveChart>,
     pub tables: Vec<Table>,
+    /// Timelines the run drew so far (each replaced by a later one with its title).
+    pub timelines: Vec<crate::profile::spans::Timeline>,
     /// The latest system diagram the run emitted (kept after it finishes).
     pub diagram: Option<Box<Diagram>>,
     /// Shared, so the results panel can hold it across `&mut self` calls without a copy.
@@ -69,6 +71,7 @@ impl RunView {
             logs: VecDeque::new(),
             live: Vec::new(),
             tables: Vec::new(),
+            timelines: Vec::new(),
             diagram: None,
             report: None,
             started: Instant::now(),
@@ -138,6 +141,10 @@ impl RunView {
             Event::Table(t) => match self.tables.iter_mut().find(|o| o.title == t.title) {
                 Some(o) => *o = t,
                 None => self.tables.push(t),
+            },
+            Event::Timeline(t) => match self.timelines.iter_mut().find(|o| o.title == t.title) {
+                Some(o) => *o = *t,
+                None => self.timelines.push(*t),
             },
             Event::Diagram(d) => self.diagram = Some(d),
             Event::Finished(r) => {

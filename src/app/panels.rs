@@ -11,6 +11,7 @@ use super::job::Status;
 use super::lab::GpulabApp;
 use super::results;
 use super::shortcuts::{self, tip};
+use super::timeline;
 
 impl GpulabApp {
     pub(super) fn exercise_list(&mut self, ui: &mut egui::Ui) {
@@ -186,6 +187,14 @@ impl GpulabApp {
                 for t in &v.tables {
                     results::table(ui, t, "live");
                     ui.add_space(6.0);
+                }
+                if !v.timelines.is_empty() {
+                    ui.label(RichText::new("Timelines so far").strong());
+                    for t in &v.timelines {
+                        ui.label(RichText::new(&t.title).small().strong());
+                        timeline::show(ui, t, "live");
+                        ui.add_space(6.0);
+                    }
                 }
                 if v.live.is_empty() {
                     ui.label("Waiting for the first measurements…");

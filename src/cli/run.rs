@@ -70,7 +70,7 @@ impl Sink for CliSink {
                 self.bar.set_position(done);
             }
             Event::Log(l) => self.bar.suspend(|| eprintln!("   {l}")),
-            Event::Point { .. } | Event::Table(_) | Event::Diagram(_) | Event::Finished(_) | Event::Failed(_) => {}
+            Event::Point { .. } | Event::Table(_) | Event::Timeline(_) | Event::Diagram(_) | Event::Finished(_) | Event::Failed(_) => {}
         }
     }
     fn stop_requested(&self) -> bool {

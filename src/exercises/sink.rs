@@ -20,6 +20,9 @@ pub enum Event {
     Point { chart: String, series: String, x: f64, y: f64, provenance: Provenance },
     /// A results table as it stands (replaces an earlier one with the same title).
     Table(Table),
+    /// A timeline as it stands (replaces an earlier one with the same title), drawn live
+    /// before the report exists, e.g. exercise 6's per-replica lanes.
+    Timeline(Box<crate::profile::spans::Timeline>),
     /// The system diagram as it stands (replaces the earlier one).
     Diagram(Box<crate::report::Diagram>),
     /// The run finished with this report.

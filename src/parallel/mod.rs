@@ -24,7 +24,7 @@ mod summary;
 pub use replica::{LinkProbe, Msg, ReplicaOut, StepTimes};
 pub use ring::SimLink;
 pub use run::train;
-pub use summary::{DpReport, StepSplit};
+pub use summary::{DpReport, ReplicaLanes, StepSplit, timeline};
 
 use crate::error::{Error, Result};
 

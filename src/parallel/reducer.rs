@@ -41,6 +41,8 @@ pub struct Reducer {
     pub stop_agreed: bool,
     /// When each all-reduce ran on the communication thread (overlap), for the timeline.
     pub comm_spans: Vec<(f64, f64)>,
+    /// Bucket buffers written back, reused by the next step's staging.
+    spare: Vec<Vec<f32>>,
 }
 
 impl Reducer {
@@ -57,7 +59,7 @@ impl Reducer {
         } else {
             Comm::Inline { peer, done: VecDeque::new() }
         };
-        Ok(Reducer { comm, buckets, launched: 0, replicas, origin, stop_vote: false, stop_agreed: false, comm_spans: Vec::new() })
+        Ok(Reducer { comm, buckets, launched: 0, replicas, origin, stop_vote: false, stop_agreed: false, comm_spans: Vec::new(), spare: Vec::new() })
     }
 
     /// Backward has finished layer `layer`: with overlap, launch every bucket now complete.
@@ -80,10 +82,11 @@ impl Reducer {
     fn launch_next<B: Backend>(&mut self, b: &mut B, model: &Mlp<B>) -> Result<()> {
         let bucket = &self.buckets[self.launched];
         let tensors: Vec<&B::Tensor> = bucket.params.iter().map(|p| grad_of(model, p)).collect();
-        let mut flat = Vec::with_capacity(bucket.elements() + 1);
-        for h in b.read_many(&tensors)? {
-            flat.extend_from_slice(h.f32()?);
-        }
+        // A buffer the last write-back gave up, so a step allocates (and page-faults) nothing.
+        let mut flat = self.spare.pop().unwrap_or_default();
+        flat.clear();
+        flat.reserve(bucket.elements() + 1);
+        b.read_f32_into(&tensors, &mut flat)?;
         self.launched += 1;
         if self.launched == self.buckets.len() {
             flat.push(if self.stop_vote { 1.0 } else { 0.0 });
@@ -131,12 +134,14 @@ impl Reducer {
             if i + 1 == self.buckets.len() {
                 self.stop_agreed = flat.pop().is_some_and(|v| v > 0.0);
             }
+            // The mean, in place: the same product per element as before, no second buffer.
+            flat.iter_mut().for_each(|g| *g *= inv);
             let mut at = 0;
             for p in &self.buckets[i].params {
-                let part: Vec<f32> = flat[at..at + p.elements].iter().map(|g| g * inv).collect();
-                b.write_f32(grad_of_mut(model, p), &part)?;
+                b.write_f32(grad_of_mut(model, p), &flat[at..at + p.elements])?;
                 at += p.elements;
             }
+            self.spare.push(flat);
         }
         self.launched = 0;
         Ok(())

@@ -31,6 +31,9 @@ pub enum Msg {
     /// One replica's device over the log window that ended at `step`: wall seconds, GPU busy
     /// seconds from timestamps (None on the CPU), and its ledger's current bytes per category.
     Device { rank: usize, step: u64, wall_s: f64, busy_s: Option<f64>, memory: Vec<(crate::tensor::MemCategory, u64)> },
+    /// One replica's clock readings of the run's first `timeline_steps` steps (or of all its
+    /// steps, when it ran fewer), sent once, so the lab can draw the timeline live.
+    Lanes { rank: usize, steps: Vec<StepTimes>, comm_spans: Vec<(f64, f64)> },
 }
 
 /// One step's clock readings on one replica, seconds since the run's origin.
@@ -56,6 +59,8 @@ pub struct ReplicaPlan<'a> {
     pub cfg: &'a TrainConfig,
     pub buckets: Vec<Bucket>,
     pub overlap: bool,
+    /// Steps the live timeline shows (`Msg::Lanes`).
+    pub timeline_steps: usize,
     pub origin: Instant,
     pub stop: &'a AtomicBool,
     pub events: Sender<Msg>,
@@ -115,7 +120,7 @@ fn probe(peer: &mut RingPeer, elements: usize) -> Result<Option<LinkProbe>> {
 }
 
 pub fn run_replica<B: Backend>(b: &mut B, plan: ReplicaPlan<'_>, mut peer: RingPeer) -> Result<ReplicaOut> {
-    let ReplicaPlan { rank, replicas, data, cfg, buckets, overlap, origin, stop, events } = plan;
+    let ReplicaPlan { rank, replicas, data, cfg, buckets, overlap, timeline_steps, origin, stop, events } = plan;
     let model_cfg = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes, conv: None };
     let mut model = Mlp::new(b, model_cfg.clone(), cfg.optimizer(), cfg.seed)?;
     let shard = cfg.batch / replicas;
@@ -162,6 +167,9 @@ pub fn run_replica<B: Backend>(b: &mut B, plan: ReplicaPlan<'_>, mut peer: RingP
             let end = now();
             times.push(StepTimes { start, data_end, compute_end, reduced, end });
             step += 1;
+            if times.len() == timeline_steps {
+                let _ = events.send(Msg::Lanes { rank, steps: times.clone(), comm_spans: reducer.comm_spans.clone() });
+            }
             win_rows += cfg.batch;
             let last = i as u64 + 1 == steps_per_epoch;
             // Every replica takes the same branch (the step count and the stop vote are
@@ -192,6 +200,9 @@ pub fn run_replica<B: Backend>(b: &mut B, plan: ReplicaPlan<'_>, mut peer: RingP
         if rank == 0 {
             let _ = events.send(Msg::Val { epoch, accuracy: acc });
         }
+    }
+    if times.len() < timeline_steps {
+        let _ = events.send(Msg::Lanes { rank, steps: times.clone(), comm_spans: reducer.comm_spans.clone() });
     }
     let train_wall_s = now() - loop_start - eval_s;
     let comm_spans = std::mem::take(&mut reducer.comm_spans);

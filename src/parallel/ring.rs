@@ -79,19 +79,33 @@ impl RingPeer {
         let t0 = Instant::now();
         let (n, r, len) = (self.n, self.rank, data.len());
         if n > 1 {
+            // The chunk a rank sends is always the one it reduced (or received) the step
+            // before, so after the first send each received buffer travels on as it is: one
+            // copy out of `data` per call, not one per step.
+            let mut carry: Option<Vec<f32>> = None;
             // Reduce-scatter: after step s, rank r holds the sum of s + 2 ranks' chunk r − s − 1.
             for s in 0..n - 1 {
-                self.send(&data[chunk(len, n, (r + n - s) % n)])?;
+                let out = match carry.take() {
+                    Some(v) => v,
+                    None => data[chunk(len, n, (r + n - s) % n)].to_vec(),
+                };
+                self.send(out)?;
                 let range = chunk(len, n, (r + 2 * n - s - 1) % n);
-                let got = self.recv(range.len())?;
-                data[range].iter_mut().zip(&got).for_each(|(d, g)| *d = g + *d);
+                let mut got = self.recv(range.len())?;
+                got.iter_mut().zip(&data[range.clone()]).for_each(|(g, d)| *g = *g + *d);
+                if s + 2 == n {
+                    data[range].copy_from_slice(&got); // the finished chunk r + 1
+                }
+                carry = Some(got);
             }
             // All-gather: rank r starts with the finished chunk r + 1 and passes chunks on.
             for s in 0..n - 1 {
-                self.send(&data[chunk(len, n, (r + 1 + n - s) % n)])?;
+                let out = carry.take().ok_or_else(|| Error::Internal("ring all-reduce: no chunk to pass on".into()))?;
+                self.send(out)?;
                 let range = chunk(len, n, (r + n - s) % n);
                 let got = self.recv(range.len())?;
                 data[range].copy_from_slice(&got);
+                carry = Some(got);
             }
         }
         self.stats.calls += 1;
@@ -99,13 +113,13 @@ impl RingPeer {
         Ok(())
     }
 
-    fn send(&mut self, part: &[f32]) -> Result<()> {
-        let bytes = std::mem::size_of_val(part);
+    fn send(&mut self, part: Vec<f32>) -> Result<()> {
+        let bytes = std::mem::size_of_val(part.as_slice());
         if let Some(link) = self.link {
             std::thread::sleep(Duration::from_secs_f64(link.message_s(bytes)));
         }
         self.stats.bytes_sent += bytes as u64;
-        self.to_next.send(part.to_vec()).map_err(|_| self.peer_gone("next"))
+        self.to_next.send(part).map_err(|_| self.peer_gone("next"))
     }
 
     fn recv(&mut self, want: usize) -> Result<Vec<f32>> {

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::bucket::Bucket;
-use super::replica::{LinkProbe, ReplicaOut};
+use super::replica::{LinkProbe, ReplicaOut, StepTimes};
 use super::DpConfig;
 use crate::nn::MlpConfig;
 use crate::profile::spans::{Span, Timeline};
@@ -71,36 +71,15 @@ pub(super) fn summarize(dp: &DpConfig, cfg: &TrainConfig, model: &MlpConfig, buc
     let n = outs.len().max(1);
     let steps = outs.iter().map(|o| o.steps.len()).min().unwrap_or(0);
     let mut per_replica = vec![StepSplit::default(); outs.len()];
-    let mut spans = Vec::new();
+    let all: Vec<&[StepTimes]> = outs.iter().map(|o| o.steps.as_slice()).collect();
     for k in 0..steps {
-        let slowest = outs.iter().map(|o| o.steps[k].compute_end).fold(f64::MIN, f64::max);
-        for (r, o) in outs.iter().enumerate() {
-            let t = o.steps[k];
-            let sync = (t.reduced - t.compute_end).max(0.0);
-            let idle = (slowest - t.compute_end).clamp(0.0, sync);
+        for (r, (t, sync, idle)) in sync_and_idle(&all, k).into_iter().enumerate() {
             let s = &mut per_replica[r];
             s.data_s += t.data_end - t.start;
             s.compute_s += (t.compute_end - t.data_end) + (t.end - t.reduced);
             s.idle_s += idle;
             s.exposed_comm_s += sync - idle;
-            if k < dp.timeline_steps {
-                let lane = format!("replica {r}");
-                spans.push(Span::new(&lane, "data", t.start, t.data_end));
-                spans.push(Span::new(&lane, "compute", t.data_end, t.compute_end));
-                if idle > 0.0 {
-                    spans.push(Span::new(&lane, "idle", t.compute_end, t.compute_end + idle));
-                }
-                if sync > idle {
-                    spans.push(Span::new(&lane, "communication", t.compute_end + idle, t.reduced));
-                }
-                spans.push(Span::new(&lane, "compute", t.reduced, t.end));
-            }
         }
-    }
-    let horizon = outs.first().and_then(|o| o.steps.get(dp.timeline_steps.min(steps).saturating_sub(1))).map(|t| t.end).unwrap_or(0.0);
-    for (r, o) in outs.iter().enumerate() {
-        let lane = format!("replica {r} all-reduce thread");
-        spans.extend(o.comm_spans.iter().filter(|(a, _)| *a <= horizon).map(|&(a, b)| Span::new(&lane, "communication", a, b)));
     }
     let per_step = |s: StepSplit| StepSplit { data_s: s.data_s / steps.max(1) as f64, compute_s: s.compute_s / steps.max(1) as f64, exposed_comm_s: s.exposed_comm_s / steps.max(1) as f64, idle_s: s.idle_s / steps.max(1) as f64 };
     let per_replica: Vec<StepSplit> = per_replica.into_iter().map(per_step).collect();
@@ -110,8 +89,7 @@ pub(super) fn summarize(dp: &DpConfig, cfg: &TrainConfig, model: &MlpConfig, buc
     let samples = (steps * cfg.batch) as u64;
     let first = outs.first();
     let replicas_identical = outs.iter().all(|o| first.is_some_and(|f| bits(&o.params) == bits(&f.params)));
-    let title = format!("{} · global batch {}", dp.kind.label(dp.replicas), cfg.batch);
-    let note = "CPU clock readings of each replica's thread, one shared origin; the lab records no GPU timestamps here (the GPU lane stays empty)".to_string();
+    let lanes: Vec<ReplicaLanes<'_>> = outs.iter().map(|o| ReplicaLanes { steps: &o.steps, comm_spans: &o.comm_spans }).collect();
     DpReport {
         label: dp.kind.label(dp.replicas),
         replicas: dp.replicas,
@@ -132,10 +110,64 @@ pub(super) fn summarize(dp: &DpConfig, cfg: &TrainConfig, model: &MlpConfig, buc
         replicas_identical,
         params: first.map(|o| o.params.clone()).unwrap_or_default(),
         probe: first.and_then(|o| o.probe),
-        timeline: Timeline::new(&title, spans, note),
+        timeline: timeline(dp, cfg.batch, &lanes),
         backends: outs.iter().map(|o| o.info.clone()).collect(),
         stopped_early: outs.iter().any(|o| o.stopped_early),
     }
+}
+
+/// Step `k` of every replica: its clock readings, the time from its backward's end to its
+/// gradients being reduced (sync), and the part of that spent waiting for the slowest
+/// replica's backward (idle); the rest of sync is exposed communication.
+fn sync_and_idle(replicas: &[&[StepTimes]], k: usize) -> Vec<(StepTimes, f64, f64)> {
+    let slowest = replicas.iter().map(|s| s[k].compute_end).fold(f64::MIN, f64::max);
+    replicas
+        .iter()
+        .map(|s| {
+            let t = s[k];
+            let sync = (t.reduced - t.compute_end).max(0.0);
+            (t, sync, (slowest - t.compute_end).clamp(0.0, sync))
+        })
+        .collect()
+}
+
+/// One replica's clock readings, as far as the timeline needs them.
+pub struct ReplicaLanes<'a> {
+    pub steps: &'a [StepTimes],
+    /// All-reduces on the replica's communication thread (overlap on).
+    pub comm_spans: &'a [(f64, f64)],
+}
+
+/// The per-replica timeline of a run's first `dp.timeline_steps` steps: data, compute, idle
+/// (waiting for the slowest replica's backward) and exposed communication on each replica's
+/// lane, and the overlapped all-reduces on its communication thread's lane. The same title
+/// live (drawn while the run goes on) and in the report.
+pub fn timeline(dp: &DpConfig, global_batch: usize, replicas: &[ReplicaLanes<'_>]) -> Timeline {
+    let steps = replicas.iter().map(|o| o.steps.len()).min().unwrap_or(0).min(dp.timeline_steps);
+    let mut spans = Vec::new();
+    let all: Vec<&[StepTimes]> = replicas.iter().map(|o| o.steps).collect();
+    for k in 0..steps {
+        for (r, (t, sync, idle)) in sync_and_idle(&all, k).into_iter().enumerate() {
+            let lane = format!("replica {r}");
+            spans.push(Span::new(&lane, "data", t.start, t.data_end));
+            spans.push(Span::new(&lane, "compute", t.data_end, t.compute_end));
+            if idle > 0.0 {
+                spans.push(Span::new(&lane, "idle", t.compute_end, t.compute_end + idle));
+            }
+            if sync > idle {
+                spans.push(Span::new(&lane, "communication", t.compute_end + idle, t.reduced));
+            }
+            spans.push(Span::new(&lane, "compute", t.reduced, t.end));
+        }
+    }
+    let horizon = replicas.first().and_then(|o| o.steps.get(steps.saturating_sub(1))).map(|t| t.end).unwrap_or(0.0);
+    for (r, o) in replicas.iter().enumerate() {
+        let lane = format!("replica {r} all-reduce thread");
+        spans.extend(o.comm_spans.iter().filter(|(a, _)| *a <= horizon).map(|&(a, b)| Span::new(&lane, "communication", a, b)));
+    }
+    let title = format!("{} · global batch {global_batch}", dp.kind.label(dp.replicas));
+    let note = "CPU clock readings of each replica's thread, one shared origin; the lab records no GPU timestamps here (the GPU lane stays empty)".to_string();
+    Timeline::new(&title, spans, note)
 }
 
 fn bits(params: &[Vec<f32>]) -> Vec<u32> {

@@ -166,6 +166,16 @@ fn the_exercise_reports_scaling_with_provenance_timelines_and_a_verdict() {
     let declared = ex.live_charts();
     assert!(exercises::live::undeclared_ids(&declared, &sink.events).is_empty());
     assert!(sink.events.iter().any(|e| matches!(e, Event::Point { chart, .. } if chart == "replica_split")));
+    // Every timeline of the report was drawn live first, under the same title, and the live
+    // one of a 2-replica run has both replicas' compute lanes.
+    let live: Vec<&gpulab::profile::spans::Timeline> = sink.events.iter().filter_map(|e| if let Event::Timeline(t) = e { Some(&**t) } else { None }).collect();
+    let mut live_titles: Vec<&str> = live.iter().map(|t| t.title.as_str()).collect();
+    let mut report_titles: Vec<&str> = r.timelines.iter().map(|t| t.title.as_str()).collect();
+    live_titles.sort();
+    report_titles.sort();
+    assert_eq!(live_titles, report_titles);
+    let two = live.iter().find(|t| t.lanes.iter().any(|l| l == "replica 1")).expect("a live timeline of 2 replicas");
+    assert!(two.total("replica 0", "compute") > 0.0 && two.total("replica 1", "compute") > 0.0, "{:?}", two.lanes);
     // A simulated link turns the timing figures simulated, by name.
     s.apply(&["link=10gbe".into(), "scaling=strong".into()]).unwrap();
     let r = ex.run(&s, &mut CollectSink::default()).unwrap();

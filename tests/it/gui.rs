@@ -393,8 +393,15 @@ fn exercise_6_trains_replicas_to_a_verdict_with_per_replica_timelines() {
     assert_eq!((report.timelines.len() - pipelined, pipelined), (2, 4));
     assert!(h.query_all_by_label_contains("Lanes, top to bottom: ").count() > 0, "the timeline is not shown");
     assert_provenance_shown(&h, &report);
-    let live = &h.state().run_view().expect("a run view").live;
-    assert!(live.iter().any(|c| c.id == "replica_split" && c.series.iter().any(|s| s.name.contains("replica 1"))), "the live per-replica chart has no replica 1");
+    let v = h.state().run_view().expect("a run view");
+    assert!(v.live.iter().any(|c| c.id == "replica_split" && c.series.iter().any(|s| s.name.contains("replica 1"))), "the live per-replica chart has no replica 1");
+    // The lab got every timeline while the run went on (drawn under "Timelines so far" until
+    // the report replaced them), under the report's titles.
+    let mut live: Vec<&str> = v.timelines.iter().map(|t| t.title.as_str()).collect();
+    let mut reported: Vec<&str> = report.timelines.iter().map(|t| t.title.as_str()).collect();
+    live.sort();
+    reported.sort();
+    assert_eq!(live, reported, "the live timelines are not the report's");
 }
 
 #[test]

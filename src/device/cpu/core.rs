@@ -57,6 +57,19 @@ impl CoreOps for CpuBackend {
         ts.iter().map(|t| if t.dtype() == DType::U32 { self.read_u32(t).map(HostData::U32) } else { self.read_f32(t).map(HostData::F32) }).collect()
     }
 
+    fn read_f32_into(&mut self, ts: &[&CpuTensor], out: &mut Vec<f32>) -> Result<()> {
+        for t in ts {
+            match &t.data {
+                Storage::Bits16(bits, dt) => out.extend(crate::tensor::float16::decode(*dt, bits)),
+                _ => {
+                    checks::f32("read", *t)?;
+                    out.extend_from_slice(t.f32());
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn matmul(&mut self, a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: bool, acc: bool) -> Result<()> {
         let (m, n, k) = checks::matmul(a, b, c, ta, tb)?;
         ops::gemm(a.f32(), b.f32(), c.f32_mut(), m, n, k, ta, tb, acc, self.threads);

@@ -157,9 +157,12 @@ impl Exercise for Distributed {
                 let cfg = common::train_config(s, global)?;
                 let series = format!("{} N={n}", mode.name());
                 sink.emit(Event::Phase(format!("{series}: {}, global batch {global}", dp.kind.label(n))));
+                let mut lanes: Vec<Option<(Vec<parallel::StepTimes>, Vec<(f64, f64)>)>> = vec![None; n];
                 let mut watch = |m: Option<Msg>| {
-                    if let Some(m) = m {
-                        forward(&mut *sink, &series, m);
+                    match m {
+                        Some(Msg::Lanes { rank, steps, comm_spans }) => live_timeline(&mut *sink, &dp, global, &mut lanes, rank, steps, comm_spans),
+                        Some(m) => forward(&mut *sink, &series, m),
+                        None => {}
                     }
                     sink.stop_requested()
                 };
@@ -185,6 +188,18 @@ impl Exercise for Distributed {
     }
 }
 
+/// Keeps replica `rank`'s first steps and, once every replica's have come, draws the run's
+/// timeline live (the report's timeline, with the same title, replaces it at the end).
+fn live_timeline(sink: &mut dyn Sink, dp: &DpConfig, global: usize, lanes: &mut [Option<(Vec<parallel::StepTimes>, Vec<(f64, f64)>)>], rank: usize, steps: Vec<parallel::StepTimes>, comm_spans: Vec<(f64, f64)>) {
+    if let Some(slot) = lanes.get_mut(rank) {
+        *slot = Some((steps, comm_spans));
+    }
+    let all: Option<Vec<parallel::ReplicaLanes<'_>>> = lanes.iter().map(|l| l.as_ref().map(|(s, c)| parallel::ReplicaLanes { steps: s, comm_spans: c })).collect();
+    if let Some(all) = all {
+        sink.emit(Event::Timeline(Box::new(parallel::timeline(dp, global, &all))));
+    }
+}
+
 /// Forwards a replica message to the exercise's sink as a live point, progress or log.
 fn forward(sink: &mut dyn Sink, series: &str, m: Msg) {
     let point = |chart: &str, series: String, x: f64, y: f64, p: Provenance| Event::Point { chart: chart.into(), series, x, y, provenance: p };
@@ -201,5 +216,6 @@ fn forward(sink: &mut dyn Sink, series: &str, m: Msg) {
             let w = crate::exercises::watch::Window { step, wall_s, busy_s, memory };
             crate::exercises::watch::emit(sink, &format!("{series} replica {rank}"), &w);
         }
+        Msg::Lanes { .. } => {} // drawn by `live_timeline`
     }
 }

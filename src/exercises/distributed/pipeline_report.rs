@@ -26,7 +26,11 @@ pub fn sweep(s: &Settings, data: &Dataset, sink: &mut dyn Sink) -> Result<Vec<Pi
             break;
         }
         sink.emit(Event::Phase(format!("pipeline: {n} CPU stage{} × 1 thread, {m} micro-batch{}", if n == 1 { "" } else { "s" }, if m == 1 { "" } else { "es" })));
-        out.push(train_pipeline(data, &cfg, &PipeConfig { stages: n, micro_batches: m, max_steps: None, timeline_steps: 3 })?);
+        let run = train_pipeline(data, &cfg, &PipeConfig { stages: n, micro_batches: m, max_steps: None, timeline_steps: 3 })?;
+        if n > 1 {
+            sink.emit(Event::Timeline(Box::new(run.timeline.clone())));
+        }
+        out.push(run);
         sink.emit(Event::Table(table(&out)));
     }
     Ok(out)

@@ -21,6 +21,15 @@ pub trait CoreOps: BackendBase {
     /// Reads several tensors with one wait: on a GPU one staging buffer, one submit, one map.
     /// Each comes back as `read_f32` (f32 and 16-bit, widened) or `read_u32` would return it.
     fn read_many(&mut self, ts: &[&Self::Tensor]) -> Result<Vec<HostData>>;
+    /// Appends the f32 values of several f32 (or 16-bit, widened) tensors to `out`, with one
+    /// wait, as `read_many` would read them. The CPU copies straight from the tensors (one
+    /// copy, no temporary per tensor): the gradient staging of data-parallel training.
+    fn read_f32_into(&mut self, ts: &[&Self::Tensor], out: &mut Vec<f32>) -> Result<()> {
+        for h in self.read_many(ts)? {
+            out.extend_from_slice(h.f32()?);
+        }
+        Ok(())
+    }
 
     /// c = op(a)·op(b) (+ c when `accumulate`), where op transposes when the flag is set.
     fn matmul(
