@@ -104,6 +104,10 @@ fn main() {
         cpu_precision(quick);
     }
 
+    if wanted("distributed") {
+        distributed(quick);
+    }
+
     if !wanted("train") {
         return;
     }
@@ -163,5 +167,49 @@ fn cpu_precision(quick: bool) {
         for (i, (name, ..)) in runs.iter().enumerate() {
             println!("  784-{hidden:?}-10 batch {batch:>4} {name:<13} {:>9.0} samples/s  {:.2}x fp32", med[i], med[i] / med[0]);
         }
+    }
+}
+
+/// Exercise 6's benchmark: MLP 784-512-256-10 at global batch 256 on 1 CPU replica × 1 thread
+/// and on 2 × 1 thread, interleaved round by round (this machine is shared and noisy); the
+/// speed-up is the ratio of the rounds' median throughputs (derived), beside the all-reduce
+/// time and the step split per replica (derived from the replicas' clocks).
+fn distributed(quick: bool) {
+    use gpulab::parallel::{self, DpConfig, ReplicaKind};
+    use gpulab::train::TrainConfig;
+    let n = if quick { 600 } else { 8000 };
+    let data = match gpulab::data::load(&format!("shapes:res=28,n={n},classes=4").parse().expect("a data set spec"), 42) {
+        Ok(d) => d,
+        Err(e) => return eprintln!("  distributed: {e}"),
+    };
+    let cfg = TrainConfig { hidden: vec![512, 256], batch: 256, epochs: 1, lr: 0.05, log_every: 1000, ..Default::default() };
+    let dp = |replicas| DpConfig { replicas, kind: ReplicaKind::Cpu { threads: 1 }, bucket_cap_mb: 25.0, overlap: true, link: None, timeline_steps: 0 };
+    println!("Data parallel, MLP 784-512-256-10, global batch 256, CPU replicas × 1 thread (median of rounds, interleaved; speed-up derived)");
+    let mut rate = [Vec::new(), Vec::new()];
+    let mut split = [Vec::new(), Vec::new()];
+    for _ in 0..if quick { 1 } else { 7 } {
+        for (i, replicas) in [1, 2].into_iter().enumerate() {
+            match parallel::train(&data, &cfg, &dp(replicas), &mut |_| false) {
+                Ok(r) => {
+                    rate[i].push(r.samples_per_s);
+                    split[i].push((r.split.compute_s, r.split.exposed_comm_s, r.split.idle_s, r.allreduce_s_per_step));
+                }
+                Err(e) => return eprintln!("  {replicas} replicas: {e}"),
+            }
+        }
+    }
+    let med = |v: &mut Vec<f64>| gpulab::stats::median(v);
+    for (i, replicas) in [1, 2].into_iter().enumerate() {
+        let col = |f: fn(&(f64, f64, f64, f64)) -> f64| med(&mut split[i].iter().map(f).collect()) * 1e3;
+        println!(
+            "  {replicas} replica{} {:>9.0} samples/s  {:.2}x one replica  per step: compute {:.2} ms, exposed comm {:.2} ms, idle {:.2} ms, all-reduce {:.2} ms",
+            if replicas == 1 { " " } else { "s" },
+            med(&mut rate[i]),
+            med(&mut rate[i]) / med(&mut rate[0]),
+            col(|s| s.0),
+            col(|s| s.1),
+            col(|s| s.2),
+            col(|s| s.3)
+        );
     }
 }

@@ -63,6 +63,9 @@ enum Command {
 
 pub fn try_main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if matches!(cli.command, Some(Command::Info(_) | Command::List | Command::Lesson { .. } | Command::Bench(_) | Command::Class(_))) {
+        quiet_broken_pipe();
+    }
     match cli.command {
         Some(Command::Info(a)) => info::run(a),
         Some(Command::Train(a)) => train::run(a),
@@ -75,6 +78,18 @@ pub fn try_main() -> anyhow::Result<()> {
         Some(Command::Export(c)) => export::run(c),
         Some(Command::Class(a)) => class::run(a),
         None => open_lab(cli.screenshot, cli.exercise, cli.frames),
+    }
+}
+
+/// The commands that print to stdout end quietly when the reader goes away (`gpulab list |
+/// head`), as other command-line tools do, instead of panicking in `println!`: Rust ignores
+/// SIGPIPE so that writes fail, and these commands have nothing to save when stdout closes.
+/// Not for the lab, the server or exercise runs, which write files and sockets.
+fn quiet_broken_pipe() {
+    #[cfg(unix)]
+    // SAFETY: restores the default disposition of one signal, before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

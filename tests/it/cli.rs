@@ -120,6 +120,28 @@ fn train_fp16_reports_its_loss_scale_and_a_bad_precision_is_named() {
     fails_with(&["train", "--backend", "cpu", "--precision", "fp8"], &["unknown precision"]);
 }
 
+/// `gpulab list | head -0`: the reader is gone before gpulab prints (its pipe closed right
+/// after the start); gpulab stops without a panic (on Unix the default SIGPIPE ends it, as it
+/// ends `cat`).
+#[test]
+fn printing_into_a_closed_pipe_ends_quietly() {
+    use std::process::Stdio;
+    for args in [&["lesson", "1"][..], &["list"][..]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gpulab")).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("the binary runs");
+        // Closed long before the process has loaded and parsed its arguments.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("gpulab ends");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::ExitStatusExt;
+            const SIGPIPE: i32 = 13; // Linux and macOS
+            assert!(out.status.success() || out.status.signal() == Some(SIGPIPE), "{args:?}: {:?}", out.status);
+        }
+    }
+}
+
 #[test]
 fn list_prints_one_line_per_exercise_starting_with_its_id() {
     let out = gpulab(&["list"]);
