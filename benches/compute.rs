@@ -121,6 +121,7 @@ fn main() {
             seconds: if quick { 0.01 } else { 3.0 },
             min_steps: if quick { 1 } else { 20 },
             optimizer: OptimizerKind::Sgd,
+            conv: None,
         };
         let report = |r: gpulab::Result<gpulab::bench::TrainBenchRow>| match r {
             Ok(r) => println!("  batch {:>4} {:>10.0} samples/s {:>8.3} ms/step  {}", r.batch, r.samples_per_s, r.step_ms_median, r.backend),
@@ -145,6 +146,7 @@ fn cpu_precision(quick: bool) {
         seconds: if quick { 0.01 } else { 2.0 },
         min_steps: if quick { 1 } else { 20 },
         optimizer: OptimizerKind::Sgd,
+        conv: None,
     };
     let runs: [(&str, Precision, Bf16Path); 4] = [
         ("fp32", Precision::F32, Bf16Path::Widen),

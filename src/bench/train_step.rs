@@ -5,7 +5,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::nn::{AmpConfig, Mlp, MlpConfig, OptimizerKind, Optimizer};
+use crate::nn::{AmpConfig, ConvConfig, Mlp, MlpConfig, OptimizerKind, Optimizer};
 use crate::tensor::Backend;
 use crate::stats::median;
 use crate::train::{Amp, F32Phases, Phases, Step};
@@ -20,6 +20,10 @@ pub struct TrainBenchConfig {
     pub seconds: f64,
     pub min_steps: usize,
     pub optimizer: OptimizerKind,
+    /// The CNN's convolutions in front of the dense layers (`--model cnn`); None: the MLP.
+    /// `input` must then be the images' values (channels × height × width).
+    #[serde(default)]
+    pub conv: Option<ConvConfig>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -51,7 +55,8 @@ pub fn bench_train_amp<B: Backend>(b: &mut B, cfg: &TrainBenchConfig, amp: AmpCo
     if cfg.batch == 0 || cfg.seconds.is_nan() || cfg.seconds <= 0.0 {
         return Err(Error::InvalidConfig("bench train needs batch ≥ 1 and a positive duration".into()));
     }
-    let model_cfg = MlpConfig { input: cfg.input, hidden: cfg.hidden.clone(), classes: cfg.classes, conv: None };
+    let model_cfg = MlpConfig { input: cfg.input, hidden: cfg.hidden.clone(), classes: cfg.classes, conv: cfg.conv.clone() };
+    model_cfg.validate()?;
     let model = Mlp::new(b, model_cfg.clone(), Optimizer::new(cfg.optimizer, 0.01, 0.9, 0.0), 0)?;
     match Amp::new(b, &model, amp)? {
         None => {

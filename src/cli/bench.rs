@@ -1,7 +1,7 @@
 use clap::{Args, Subcommand};
 use gpulab::bench::{self, MatmulDType, MatmulRow, TrainBenchConfig};
 use gpulab::device::{Device, Engine, GpuSelector};
-use gpulab::nn::{AmpConfig, OptimizerKind, Precision};
+use gpulab::nn::{AmpConfig, ModelKind, OptimizerKind, Precision};
 use gpulab::with_backend;
 
 use super::progress;
@@ -54,6 +54,14 @@ pub struct TrainArgs {
     hidden: Vec<usize>,
     #[arg(long, default_value_t = 10)]
     classes: usize,
+    /// mlp, or cnn: 3×3 convolutions (16 and 32 channels, ReLU, 2×2 max-pool) in front of the
+    /// same dense layers, on images of --image.
+    #[arg(long, default_value = "mlp")]
+    model: String,
+    /// The CNN's input images, CHANNELSxHEIGHTxWIDTH (their values must number --input;
+    /// default: one channel, square).
+    #[arg(long)]
+    image: Option<String>,
     /// One or more batch sizes, e.g. 32,128,512.
     #[arg(long, value_delimiter = ',', default_value = "128")]
     batch: Vec<usize>,
@@ -168,14 +176,34 @@ fn ratios(rows: &[MatmulRow]) {
     }
 }
 
+/// The model `--model` and `--image` name, checked before anything is timed.
+fn bench_model(a: &TrainArgs) -> anyhow::Result<gpulab::nn::MlpConfig> {
+    let kind: ModelKind = a.model.parse()?;
+    let image = match &a.image {
+        Some(s) => {
+            let dims: Vec<usize> = s.split('x').map(|d| d.trim().parse::<usize>()).collect::<Result<_, _>>().map_err(|_| anyhow::anyhow!("--image {s:?} is not CHANNELSxHEIGHTxWIDTH, e.g. 1x28x28"))?;
+            <[usize; 3]>::try_from(dims).map_err(|_| anyhow::anyhow!("--image {s:?} is not CHANNELSxHEIGHTxWIDTH, e.g. 1x28x28"))?
+        }
+        None => {
+            let side = (a.input as f64).sqrt().round() as usize;
+            [1, side, side]
+        }
+    };
+    if kind == ModelKind::Cnn && image.iter().product::<usize>() != a.input {
+        anyhow::bail!("--model cnn on --image {}x{}x{} needs --input {} (it is {}); give both", image[0], image[1], image[2], image.iter().product::<usize>(), a.input);
+    }
+    Ok(kind.config(image, a.input, &a.hidden, a.classes)?)
+}
+
 fn train(a: TrainArgs) -> anyhow::Result<()> {
     let device: Device = a.backend.parse()?;
     let mut engine = device.open(None)?;
     if !a.json {
         eprintln!("samples/s and ms/step are measured on this machine (median over windows of 10 steps); GFLOP/s is derived from them");
     }
+    let conv = bench_model(&a)?.conv;
     for &batch in &a.batch {
-        let cfg = TrainBenchConfig { input: a.input, hidden: a.hidden.clone(), classes: a.classes, batch, seconds: a.seconds, min_steps: 20, optimizer: OptimizerKind::Sgd };
+        let cfg = TrainBenchConfig { input: a.input, hidden: a.hidden.clone(), classes: a.classes, batch, seconds: a.seconds, min_steps: 20, optimizer: OptimizerKind::Sgd, conv: conv.clone() };
         let mut fp32_rate = None;
         for &p in &a.precision {
             let pb = progress::spinner(&format!("timing batch {batch} at {}", p.name()));
@@ -190,8 +218,8 @@ fn train(a: TrainArgs) -> anyhow::Result<()> {
             } else {
                 let ratio = fp32_rate.filter(|_| p != Precision::F32).map(|f| format!(" | {:.2}× fp32 (derived)", row.samples_per_s / f)).unwrap_or_default();
                 println!(
-                    "{} | MLP {} | {:<16} | batch {:>4} | {:>9.0} samples/s | {:>8.3} ms/step (median) | {:>6.2} GFLOP/s (derived) | {} steps{ratio}",
-                    row.backend, row.model, row.precision, row.batch, row.samples_per_s, row.step_ms_median, row.gflops, row.steps
+                    "{} | {} | {:<16} | batch {:>4} | {:>9.0} samples/s | {:>8.3} ms/step (median) | {:>6.2} GFLOP/s (derived) | {} steps{ratio}",
+                    row.backend, if conv.is_some() { row.model.clone() } else { format!("MLP {}", row.model) }, row.precision, row.batch, row.samples_per_s, row.step_ms_median, row.gflops, row.steps
                 );
             }
         }

@@ -101,6 +101,30 @@ fn bench_train_json_has_samples_per_second() {
     assert!(rows.iter().all(|r| r["samples_per_s"].as_f64().unwrap() > 0.0));
 }
 
+/// `bench train --model cnn` times the CNN (convolutions in front of the dense layers), with
+/// its FLOPs in the derived GFLOP/s; an image that does not match --input is named.
+#[test]
+fn bench_train_times_the_cnn_and_names_a_mismatched_image() {
+    let args = ["bench", "train", "--backend", "cpu", "--hidden", "16", "--classes", "4", "--batch", "8", "--seconds", "0.05", "--json"];
+    let row = |extra: &[&str]| -> serde_json::Value {
+        let out = gpulab(&[&args[..], extra].concat());
+        assert!(out.status.success(), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().expect("a row")).unwrap()
+    };
+    let mlp = row(&["--input", "256"]);
+    let cnn = row(&["--model", "cnn", "--input", "256"]);
+    assert!(cnn["model"].as_str().unwrap().starts_with("CNN 1x16x16"), "{cnn}");
+    assert!(!mlp["model"].as_str().unwrap().starts_with("CNN"), "{mlp}");
+    // Same samples/s would be the same model: the CNN's convolutions add FLOPs per sample.
+    let flops_per_sample = |r: &serde_json::Value| r["gflops"].as_f64().unwrap() / r["samples_per_s"].as_f64().unwrap();
+    assert!(flops_per_sample(&cnn) > 10.0 * flops_per_sample(&mlp), "{cnn} vs {mlp}");
+    let rgb = row(&["--model", "cnn", "--input", "768", "--image", "3x16x16"]);
+    assert!(rgb["model"].as_str().unwrap().starts_with("CNN 3x16x16"), "{rgb}");
+    fails_with(&["bench", "train", "--model", "cnn", "--input", "784", "--image", "3x28x28", "--seconds", "0.05"], &["--image 3x28x28", "--input 2352"]);
+    fails_with(&["bench", "train", "--model", "cnn", "--image", "28x28", "--seconds", "0.05"], &["CHANNELSxHEIGHTxWIDTH"]);
+    fails_with(&["bench", "train", "--model", "rnn", "--seconds", "0.05"], &["rnn"]);
+}
+
 #[test]
 fn train_cpu_prints_a_labelled_summary() {
     let out = gpulab(&["train", "--backend", "cpu", "--epochs", "2", "--hidden", "32"]);

@@ -125,7 +125,7 @@ fn inference_curve<B: Backend>(b: &mut B, sizes: &[u32]) -> Result<Vec<BatchTime
 /// Training samples/s with f16 mixed precision and with f32, measured back to back.
 fn precision_speedup<B: Backend>(b: &mut B) -> Result<(f64, f64)> {
     let cfg = arch();
-    let bench = TrainBenchConfig { input: cfg.input, hidden: cfg.hidden.clone(), classes: cfg.classes, batch: 64, seconds: 0.4, min_steps: 10, optimizer: OptimizerKind::Sgd };
+    let bench = TrainBenchConfig { input: cfg.input, hidden: cfg.hidden.clone(), classes: cfg.classes, batch: 64, seconds: 0.4, min_steps: 10, optimizer: OptimizerKind::Sgd, conv: None };
     let f16 = bench_train_amp(b, &bench, AmpConfig::new(Precision::F16))?;
     let f32 = bench_train_amp(b, &bench, AmpConfig::default())?;
     Ok((f16.samples_per_s, f32.samples_per_s))
