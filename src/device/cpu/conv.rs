@@ -8,12 +8,17 @@ use super::{CpuBackend, CpuTensor, ops::PAR_THRESHOLD};
 use crate::error::Result;
 use crate::tensor::{ConvOps, ImageGeom, checks};
 
-/// out[e] = f(e) for every element, on all cores when there are many.
-fn each<T: Send>(out: &mut [T], f: impl Fn(usize) -> T + Sync) {
+/// f(i, chunk) for every `len`-element chunk of `out` (a row of im2col's matrix, one image
+/// plane), on all cores when there are many elements: the index arithmetic runs once per chunk,
+/// not once per element.
+fn chunks<T: Send>(out: &mut [T], len: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    if len == 0 {
+        return;
+    }
     if out.len() >= PAR_THRESHOLD {
-        out.par_iter_mut().enumerate().for_each(|(e, o)| *o = f(e));
+        out.par_chunks_mut(len).enumerate().for_each(|(i, c)| f(i, c));
     } else {
-        out.iter_mut().enumerate().for_each(|(e, o)| *o = f(e));
+        out.chunks_mut(len).enumerate().for_each(|(i, c)| f(i, c));
     }
 }
 
@@ -26,13 +31,20 @@ impl ConvOps for CpuBackend {
         checks::im2col(x, cols, g)?;
         let x = x.f32();
         let (h, w, c) = (g.height, g.width, g.channels);
-        each(cols.f32_mut(), |e| {
-            let (row, col) = (e / (9 * c), e % (9 * c));
-            let (ch, ky, kx) = (col / 9, col % 9 / 3, col % 3);
+        // One row per output pixel (n, py, px): its 3×3 patch of every channel, zero outside.
+        chunks(cols.f32_mut(), 9 * c, |row, dst| {
             let (px, t) = (row % w, row / w);
             let (py, n) = (t % h, t / h);
-            let (sy, sx) = ((py + ky).wrapping_sub(1), (px + kx).wrapping_sub(1));
-            if sy < h && sx < w { x[((n * c + ch) * h + sy) * w + sx] } else { 0.0 }
+            for ch in 0..c {
+                let plane = &x[(n * c + ch) * h * w..][..h * w];
+                for ky in 0..3 {
+                    let sy = (py + ky).wrapping_sub(1);
+                    for kx in 0..3 {
+                        let sx = (px + kx).wrapping_sub(1);
+                        dst[ch * 9 + ky * 3 + kx] = if sy < h && sx < w { plane[sy * w + sx] } else { 0.0 };
+                    }
+                }
+            }
         });
         Ok(())
     }
@@ -41,24 +53,27 @@ impl ConvOps for CpuBackend {
         checks::col2im(cols, x, g)?;
         let cols = cols.f32();
         let (h, w, c) = (g.height, g.width, g.channels);
-        each(x.f32_mut(), |e| {
-            let (px, t) = (e % w, e / w);
-            let (py, t) = (t % h, t / h);
-            let (ch, n) = (t % c, t / c);
-            let mut s = 0.0f32;
-            for ky in 0..3 {
-                let oy = (py + 1).wrapping_sub(ky);
-                if oy >= h {
-                    continue;
-                }
-                for kx in 0..3 {
-                    let ox = (px + 1).wrapping_sub(kx);
-                    if ox < w {
-                        s += cols[((n * h + oy) * w + ox) * 9 * c + ch * 9 + ky * 3 + kx];
+        // One plane per (n, channel); each pixel sums its 9 taps in the GPU kernel's order.
+        chunks(x.f32_mut(), h * w, |plane, out| {
+            let (ch, n) = (plane % c, plane / c);
+            for py in 0..h {
+                for px in 0..w {
+                    let mut s = 0.0f32;
+                    for ky in 0..3 {
+                        let oy = (py + 1).wrapping_sub(ky);
+                        if oy >= h {
+                            continue;
+                        }
+                        for kx in 0..3 {
+                            let ox = (px + 1).wrapping_sub(kx);
+                            if ox < w {
+                                s += cols[((n * h + oy) * w + ox) * 9 * c + ch * 9 + ky * 3 + kx];
+                            }
+                        }
                     }
+                    out[py * w + px] = s;
                 }
             }
-            s
         });
         Ok(())
     }
@@ -67,21 +82,24 @@ impl ConvOps for CpuBackend {
         let p = checks::max_pool(x, out, argmax, g)?;
         let x = x.f32();
         let (w, c) = (g.width, g.channels);
-        each(argmax.u32_mut(), |e| {
-            let (ox, t) = (e % p.width, e / p.width);
-            let (oy, t) = (t % p.height, t / p.height);
-            let (ch, n) = (t % c, t / c);
-            let at = |dy: usize, dx: usize| ((n * g.height + 2 * oy + dy) * w + 2 * ox + dx) * c + ch;
-            let mut best = at(0, 0);
-            for i in [at(0, 1), at(1, 0), at(1, 1)] {
-                if x[i] > x[best] {
-                    best = i;
+        // One pooled plane per (n, channel); the first of equal maxima wins, as on the GPU.
+        chunks(argmax.u32_mut(), p.height * p.width, |plane, dst| {
+            let (ch, n) = (plane % c, plane / c);
+            for oy in 0..p.height {
+                for ox in 0..p.width {
+                    let at = |dy: usize, dx: usize| ((n * g.height + 2 * oy + dy) * w + 2 * ox + dx) * c + ch;
+                    let mut best = at(0, 0);
+                    for i in [at(0, 1), at(1, 0), at(1, 1)] {
+                        if x[i] > x[best] {
+                            best = i;
+                        }
+                    }
+                    dst[oy * p.width + ox] = best as u32;
                 }
             }
-            best as u32
         });
         let winners = argmax.u32();
-        each(out.f32_mut(), |e| x[winners[e] as usize]);
+        out.f32_mut().iter_mut().zip(winners).for_each(|(o, &i)| *o = x[i as usize]);
         Ok(())
     }
 
@@ -89,17 +107,27 @@ impl ConvOps for CpuBackend {
         let p = checks::max_pool_backward(grad_out, argmax, grad_in, g)?;
         let (go, winners) = (grad_out.f32(), argmax.u32());
         let (w, c) = (g.width, g.channels);
-        each(grad_in.f32_mut(), |e| {
-            let (ch, t) = (e % c, e / c);
-            let (px, t) = (t % w, t / w);
-            let (py, n) = (t % g.height, t / g.height);
-            let (oy, ox) = (py / 2, px / 2);
-            if oy >= p.height || ox >= p.width {
-                return 0.0;
+        // The 2×2 windows do not overlap, so each input is the winner of at most one output:
+        // zeros, then each output's gradient written to its winner when the winner lies in its
+        // window — the values of the GPU's gather (one invocation per input, which takes the
+        // gradient of its window's output if that output chose it), without a search per input.
+        let gi = grad_in.f32_mut();
+        gi.fill(0.0);
+        let planes = go.len() / (p.height * p.width).max(1);
+        for plane in 0..planes {
+            let (ch, n) = (plane % c, plane / c);
+            for oy in 0..p.height {
+                for ox in 0..p.width {
+                    let o = (plane * p.height + oy) * p.width + ox;
+                    let win = winners[o] as usize;
+                    let (y, x) = (win / c / w % g.height, win / c % w);
+                    let inside = win % c == ch && win / c / w / g.height == n && y / 2 == oy && x / 2 == ox;
+                    if inside {
+                        gi[win] = go[o];
+                    }
+                }
             }
-            let o = ((n * c + ch) * p.height + oy) * p.width + ox;
-            if winners[o] as usize == e { go[o] } else { 0.0 }
-        });
+        }
         Ok(())
     }
 }
