@@ -5,7 +5,7 @@ use gpulab::bench::{MatmulDType, TrainBenchConfig, bench_matmul, bench_train, be
 use gpulab::device::{Bf16Path, CpuBackend, GpuBackend, GpuSelector};
 use gpulab::nn::{AmpConfig, Mlp, MlpConfig, Precision, Optimizer, OptimizerKind};
 use gpulab::quant::{HostLayer, ObserverKind, QuantMlp, calibrate};
-use gpulab::tensor::{prelude::*, MemCategory};
+use gpulab::tensor::{prelude::*, Dequant, MemCategory, matmul_i8_dequant_unfused};
 use gpulab::train::{F32Phases, Step};
 
 /// Median seconds of one FP32 forward (the training step's predict path) and one INT8
@@ -26,8 +26,9 @@ fn inference_latency<B: Backend>(b: &mut B, batch: usize, runs: usize) -> gpulab
     Ok((f32_s, int8_s))
 }
 
-/// Where an INT8 layer's time goes on the CPU: each op of the 784→256 layer at batch 64, alone
-/// (median seconds, measured).
+/// Where an INT8 layer's time goes on the CPU: each op of the 784→256 layer at batch 64, alone,
+/// then matmul_i8 + dequantize + bias_add + relu as one unfused sequence and as the fused
+/// `matmul_i8_dequant` (median seconds, measured).
 fn int8_layer_ops(runs: usize) -> gpulab::Result<Vec<(&'static str, f64)>> {
     use gpulab::tensor::{DType, QuantGranularity};
     let b = &mut CpuBackend::new();
@@ -50,6 +51,9 @@ fn int8_layer_ops(runs: usize) -> gpulab::Result<Vec<(&'static str, f64)>> {
     out.push(("dequantize [64,256]", time_op(b, runs, |b| b.dequantize(&acc, &sw, &mut y))?));
     out.push(("bias_add [64,256]", time_op(b, runs, |b| b.bias_add(&mut y, &bias))?));
     out.push(("relu [64,256]", time_op(b, runs, |b| b.relu(&mut y))?));
+    let epi = |b| Dequant { scales: &sw, bias: Some(b), relu: true };
+    out.push(("the four above, unfused", time_op(b, runs, |b| matmul_i8_dequant_unfused(b, &xq, &wq, &mut y, false, false, epi(&bias)))?));
+    out.push(("matmul_i8_dequant fused", time_op(b, runs, |b| b.matmul_i8_dequant(&xq, &wq, &mut y, false, false, epi(&bias)))?));
     Ok(out)
 }
 

@@ -5,6 +5,9 @@
 //!
 //!   x_q = quantize(x, s_x);  acc = x_q · W_q (exact i32);  y = acc · (s_x · s_W[j]) + b
 //!
+//! The GEMM and the rescale are one op, `matmul_i8_dequant`, whose epilogue finishes each i32 sum
+//! into f32 (scale, bias, ReLU) where the GEMM computes it.
+//!
 //! `quantize_model` turns an f32 model's host weights (`Mlp::read_parameters` or a
 //! checkpoint's tensors) into a host `QuantizedModel` (what `quant::export` saves and
 //! `quant::load` reads); `QuantMlp::from_model` puts one on a backend. `QuantMlp::mixed` keeps
@@ -14,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Observer, ObserverKind};
 use crate::error::{Error, Result};
-use crate::tensor::{prelude::*, DType, MemCategory, QuantGranularity};
+use crate::tensor::{prelude::*, DType, Dequant, MemCategory, QuantGranularity};
 
 /// One f32 layer, as the host holds it: weight [inputs, outputs] row-major and bias [outputs].
 #[derive(Clone, Debug)]
@@ -231,7 +234,8 @@ impl<B: Backend> QuantMlp<B> {
         let mut outs: Vec<B::Tensor> = Vec::new();
         for (i, l) in self.layers.iter().enumerate() {
             let input = outs.last().unwrap_or(x);
-            let mut y = match l {
+            let relu = i < last;
+            let y = match l {
                 Layer::Int8 { weight, weight_scales, fixed, bias, shape } => {
                     let mut xq = b.zeros([rows, shape[0]], DType::I8, MemCategory::Activations)?;
                     let dynamic;
@@ -249,23 +253,21 @@ impl<B: Backend> QuantMlp<B> {
                             &dynamic
                         }
                     };
-                    let mut acc = b.zeros([rows, shape[1]], DType::I32, MemCategory::Activations)?;
-                    b.matmul_i8(&xq, weight, &mut acc, false, false)?;
+                    // i32 sums finished into f32 (· s_x·s_W[j], + bias, ReLU) inside the GEMM.
                     let mut y = b.zeros([rows, shape[1]], DType::F32, MemCategory::Activations)?;
-                    b.dequantize(&acc, out_scales, &mut y)?;
-                    b.bias_add(&mut y, bias)?;
+                    b.matmul_i8_dequant(&xq, weight, &mut y, false, false, Dequant { scales: out_scales, bias: Some(bias), relu })?;
                     y
                 }
                 Layer::F32 { weight, bias, shape } => {
                     let mut y = b.zeros([rows, shape[1]], DType::F32, MemCategory::Activations)?;
                     b.matmul(input, weight, &mut y, false, false, false)?;
                     b.bias_add(&mut y, bias)?;
+                    if relu {
+                        b.relu(&mut y)?;
+                    }
                     y
                 }
             };
-            if i < last {
-                b.relu(&mut y)?;
-            }
             if !keep {
                 outs.clear();
             }

@@ -79,6 +79,21 @@ pub fn matmul_i8(a: &impl TensorMeta, b: &impl TensorMeta, c: &impl TensorMeta, 
     dims(OP, a, b, c, trans_a, trans_b)
 }
 
+/// `matmul_i8_dequant`: i8 operands, an f32 output, the epilogue's scales ([1, 1] or [1, n]
+/// f32) and bias ([1, n] f32); returns (m, n, k) and whether the scales are per column.
+pub fn matmul_i8_dequant<T: TensorMeta>(a: &T, b: &T, out: &T, trans_a: bool, trans_b: bool, epi: &super::Dequant<'_, T>) -> Result<((usize, usize, usize), bool)> {
+    const OP: &str = "matmul_i8_dequant";
+    dtype(OP, a, DType::I8)?;
+    dtype(OP, b, DType::I8)?;
+    ensure_dtype(out.dtype() == DType::F32, OP, || format!("the fused epilogue writes an f32 output, got {} (matmul_i8 writes the raw i32 sums)", out.dtype().name()))?;
+    let mnk = dims(OP, a, b, out, trans_a, trans_b)?;
+    let per_column = scales(OP, epi.scales, out.shape())?;
+    if let Some(bias) = epi.bias {
+        bias_for(OP, out, bias)?;
+    }
+    Ok((mnk, per_column))
+}
+
 /// Bytes a tensor of this shape and type holds, refusing sizes that overflow.
 pub fn bytes(op: &'static str, shape: Shape, dtype: DType) -> Result<u64> {
     shape[0]

@@ -7,3 +7,17 @@ pub enum Epilogue<'a, T> {
     /// Backward through a ReLU: v where act > 0, else 0 (`act` is the ReLU's output).
     ReluMask(&'a T),
 }
+
+/// What an int8 GEMM (`QuantOps::matmul_i8_dequant`) does to each i32 accumulator to store it
+/// as f32: an int8 layer's dequantize, bias and ReLU, fused so the i32 tensor is never written.
+///
+/// out = (acc as f32) · scale, then + bias[col], then max(·, 0) when `relu`: the same f32
+/// operations in the same order as `dequantize`, `bias_add` and `relu` one after another, so
+/// the fused output equals theirs bit for bit on every backend.
+pub struct Dequant<'a, T> {
+    /// f32 [1, 1] (one scale) or [1, n] (one per output column), typically s_x · s_W[col].
+    pub scales: &'a T,
+    /// f32 [1, n], or none.
+    pub bias: Option<&'a T>,
+    pub relu: bool,
+}

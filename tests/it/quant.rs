@@ -1,9 +1,10 @@
 //! Int8 quantization on every backend: quantize/dequantize round trips within half a step,
 //! scales never zero, and the int8 GEMM exact against a naive i32 reference (CPU, both of its
-//! kernels) and equal to the CPU's on the GPU, with outputs poisoned first.
+//! kernels) and equal to the CPU's on the GPU, with outputs poisoned first; the GEMM with its
+//! dequantize epilogue fused equal bit for bit to the separate ops, on each backend and across.
 
 use gpulab::device::CpuBackend;
-use gpulab::tensor::{prelude::*, DType, MemCategory as M, QuantGranularity};
+use gpulab::tensor::{prelude::*, DType, Dequant, MemCategory as M, QuantGranularity, matmul_i8_dequant_unfused};
 use rand::{Rng, SeedableRng};
 
 use crate::common::{random, with_gpu};
@@ -280,4 +281,133 @@ fn cpu_vectorised_quantize_equals_the_scalar_rule_on_odd_shapes_and_special_valu
             }
         }
     }
+}
+
+/// Odd shapes for the fused epilogue: 1, 7, 33, 65 are not multiples of the GPU's 4×4 register
+/// block or 32×32 workgroup tile, nor of the CPU's 4-row / 64-column VNNI tile; k = 33 and 65
+/// leave a partial group of four.
+const FUSED_SHAPES: [(usize, usize, usize); 8] = [(1, 1, 1), (7, 33, 65), (65, 7, 33), (33, 65, 7), (1, 65, 33), (65, 1, 7), (64, 256, 784), (70, 130, 0)];
+
+/// One epilogue setting: per-column scales?, a bias?, ReLU?
+type Setting = (bool, bool, bool);
+
+fn settings() -> Vec<Setting> {
+    (0..8).map(|i| (i & 1 != 0, i & 2 != 0, i & 4 != 0)).collect()
+}
+
+/// The f32 bits of op(a)·op(b) finished by the epilogue, fused (`matmul_i8_dequant`) or as the
+/// separate ops (`matmul_i8_dequant_unfused`), into an output filled with NaN first.
+#[allow(clippy::too_many_arguments)]
+fn fused_bits<B: Backend>(be: &mut B, fused: bool, a: &[i8], b: &[i8], (m, n, k): (usize, usize, usize), (ta, tb): (bool, bool), (per_col, with_bias, relu): Setting, seed: u64) -> Vec<u32> {
+    let at = i8_tensor(be, a, if ta { [k, m] } else { [m, k] });
+    let bt = i8_tensor(be, b, if tb { [n, k] } else { [k, n] });
+    let scales = if per_col { random(n, seed, 1e-4, 2e-2) } else { vec![3.7e-3] };
+    let st = be.upload_f32(&scales, [1, scales.len()], M::Parameters).unwrap();
+    let bias = be.upload_f32(&random(n, seed + 1, -3.0, 3.0), [1, n], M::Parameters).unwrap();
+    let mut out = be.upload_f32(&vec![f32::NAN; m * n], [m, n], M::Activations).unwrap();
+    let epi = Dequant { scales: &st, bias: with_bias.then_some(&bias), relu };
+    if fused {
+        be.matmul_i8_dequant(&at, &bt, &mut out, ta, tb, epi).unwrap();
+    } else {
+        matmul_i8_dequant_unfused(be, &at, &bt, &mut out, ta, tb, epi).unwrap();
+    }
+    be.read_f32(&out).unwrap().iter().map(|v| v.to_bits()).collect()
+}
+
+/// Every shape, transpose pair and epilogue setting: `check(what, case)` for each.
+fn each_fused_case(mut check: impl FnMut(&str, &[i8], &[i8], (usize, usize, usize), (bool, bool), Setting, u64)) {
+    for (s, &(m, n, k)) in FUSED_SHAPES.iter().enumerate() {
+        // −127..127 as quantize produces (the GEMM itself is exact on −128 too).
+        let (a, b) = (random_i8(m * k, 40 + s as u64).iter().map(|&v| v.max(-127)).collect::<Vec<_>>(), random_i8(k * n, 80 + s as u64).iter().map(|&v| v.max(-127)).collect::<Vec<_>>());
+        let transposes: &[(bool, bool)] = if m * n * k > 100_000 { &[(false, false)] } else { &[(false, false), (true, false), (false, true), (true, true)] };
+        for &t in transposes {
+            for set in settings() {
+                let what = format!("{m}x{n}x{k} ta={} tb={} per_col={} bias={} relu={}", t.0, t.1, set.0, set.1, set.2);
+                check(&what, &a, &b, (m, n, k), t, set, s as u64);
+            }
+        }
+    }
+}
+
+#[test]
+fn cpu_fused_int8_epilogue_equals_the_separate_ops_bit_for_bit() {
+    let mut cpu = CpuBackend::new();
+    for path in ["detected", "portable", "avx2"] {
+        cpu.set_int8_portable(path == "portable");
+        if path == "avx2" && !cpu.set_int8_avx2() {
+            eprintln!("this CPU lacks AVX2: the AVX2 int8 path is not tested");
+            continue;
+        }
+        let mut relu_cut = 0;
+        each_fused_case(|what, a, b, dims, t, set, seed| {
+            let want = fused_bits(&mut cpu, false, a, b, dims, t, set, seed);
+            let got = fused_bits(&mut cpu, true, a, b, dims, t, set, seed);
+            assert_eq!(got, want, "cpu {path} {what}");
+            // And both equal the three f32 steps on the exact sums, done here.
+            let (m, n, k) = dims;
+            let acc = naive(a, b, dims, t.0, t.1);
+            let scales = if set.0 { random(n, seed, 1e-4, 2e-2) } else { vec![3.7e-3] };
+            let bias = random(n, seed + 1, -3.0, 3.0);
+            let host: Vec<u32> = acc
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| {
+                    let mut y = v as f32 * scales[if set.0 { i % n } else { 0 }];
+                    if set.1 {
+                        y += bias[i % n];
+                    }
+                    if set.2 {
+                        relu_cut += (y < 0.0) as usize;
+                        y = y.max(0.0);
+                    }
+                    y.to_bits()
+                })
+                .collect();
+            assert_eq!(got, host, "cpu {path} {what} vs the host's steps (k = {k}, m = {m})");
+        });
+        assert!(relu_cut > 0, "some outputs were negative before the ReLU");
+    }
+}
+
+#[test]
+fn gpu_fused_int8_epilogue_equals_the_separate_ops_and_the_cpu() {
+    with_gpu("gpu_fused_int8_epilogue_equals_the_separate_ops_and_the_cpu", |gpu| {
+        let mut cpu = CpuBackend::new();
+        each_fused_case(|what, a, b, dims, t, set, seed| {
+            let want = fused_bits(&mut cpu, true, a, b, dims, t, set, seed);
+            assert_eq!(fused_bits(gpu, true, a, b, dims, t, set, seed), want, "gpu fused vs cpu {what}");
+            assert_eq!(fused_bits(gpu, false, a, b, dims, t, set, seed), want, "gpu separate ops vs cpu {what}");
+        });
+    });
+}
+
+/// Bad shapes and types are refused with an error that names the problem (no panic), the same
+/// on every backend; the output is left alone.
+#[test]
+fn fused_int8_epilogue_refuses_bad_shapes_with_clear_errors() {
+    fn errors<B: Backend>(be: &mut B) -> Vec<String> {
+        let a = i8_tensor(be, &[1; 6], [2, 3]);
+        let b = i8_tensor(be, &[1; 12], [3, 4]);
+        let s1 = be.upload_f32(&[1.0], [1, 1], M::Other).unwrap();
+        let s3 = be.upload_f32(&[1.0; 3], [1, 3], M::Other).unwrap();
+        let s4 = be.upload_f32(&[1.0; 4], [1, 4], M::Other).unwrap();
+        let mut out = be.upload_f32(&[7.0; 8], [2, 4], M::Other).unwrap();
+        let mut out_t = be.upload_f32(&[7.0; 8], [4, 2], M::Other).unwrap();
+        let mut acc = be.zeros([2, 4], DType::I32, M::Other).unwrap();
+        let e = |scales, bias| Dequant { scales, bias, relu: true };
+        let errs = vec![
+            be.matmul_i8_dequant(&a, &b, &mut out, false, false, e(&s3, None)),
+            be.matmul_i8_dequant(&a, &b, &mut out, false, false, e(&s4, Some(&s3))),
+            be.matmul_i8_dequant(&a, &b, &mut out_t, false, false, e(&s1, None)),
+            be.matmul_i8_dequant(&a, &a, &mut out, false, false, e(&s1, None)),
+            be.matmul_i8_dequant(&a, &b, &mut acc, false, false, e(&s1, None)),
+        ];
+        assert_eq!(be.read_f32(&out).unwrap(), vec![7.0; 8], "a refused call writes nothing");
+        errs.into_iter().map(|r| r.expect_err("a bad call must be refused").to_string()).collect()
+    }
+    let cpu = errors(&mut CpuBackend::new());
+    for (err, want) in cpu.iter().zip(["scales [1, 3]", "bias [1, 3]", "output is [4, 2], expected [2, 4]", "inner dimensions differ", "writes an f32 output, got i32"]) {
+        assert!(err.contains("matmul_i8_dequant") && err.contains(want), "{err:?} should name the op and say {want:?}");
+    }
+    with_gpu("fused_int8_epilogue_refuses_bad_shapes_with_clear_errors", |gpu| assert_eq!(errors(gpu), cpu));
 }

@@ -2,7 +2,9 @@
 //! run time) a is offset to u8 (a + 128) and the offset is taken back out with the column sums
 //! of b: Σ(a+128)·b − 128·Σb = Σa·b, exact in wrapping i32 arithmetic. Elsewhere a portable
 //! loop over a row of a and a row of bᵀ, which the compiler vectorises. Both run on rayon over
-//! blocks of rows, like the f32 path.
+//! blocks of rows, like the f32 path. Each kernel hands every finished i32 sum to a `Store`,
+//! which keeps it (`Raw`: `matmul_i8`) or turns it into f32 there (`Finish`: the int8 layer's
+//! dequantize, bias and ReLU, `matmul_i8_dequant`), so the fused op writes no i32 tensor.
 
 use rayon::prelude::*;
 
@@ -45,6 +47,48 @@ impl I8Path {
 /// Rows of c per rayon task.
 const ROWS_PER_TASK: usize = 32;
 
+/// What the GEMM stores for the exact i32 sum `acc` of output column `col`.
+pub trait Store: Sync {
+    type Out: Copy + Send;
+    fn store(&self, col: usize, acc: i32) -> Self::Out;
+}
+
+/// The i32 sum itself (`matmul_i8`).
+pub struct Raw;
+
+impl Store for Raw {
+    type Out = i32;
+    #[inline(always)]
+    fn store(&self, _col: usize, acc: i32) -> i32 {
+        acc
+    }
+}
+
+/// (acc as f32) · scale, then + bias[col], then max(·, 0): `dequantize`, `bias_add` and
+/// `relu`'s f32 operations in their order, so the result equals theirs bit for bit.
+pub struct Finish<'a> {
+    /// One scale (per tensor) or one per column.
+    pub scales: &'a [f32],
+    pub bias: Option<&'a [f32]>,
+    pub relu: bool,
+}
+
+impl Store for Finish<'_> {
+    type Out = f32;
+    #[inline(always)]
+    fn store(&self, col: usize, acc: i32) -> f32 {
+        let s = if let [s] = self.scales { *s } else { self.scales[col] };
+        let mut v = acc as f32 * s;
+        if let Some(b) = self.bias {
+            v += b[col];
+        }
+        if self.relu {
+            v = v.max(0.0);
+        }
+        v
+    }
+}
+
 /// A b operand packed for the VNNI kernel, kept with its tensor (weights are packed once, not
 /// per call); the tensor drops it whenever its values change.
 pub struct PackedB {
@@ -66,11 +110,11 @@ impl std::fmt::Debug for PackedB {
 /// Where a tensor keeps its packed form.
 pub type PackCache = std::sync::Mutex<Option<std::sync::Arc<PackedB>>>;
 
-/// c[m, n] = op(a)·op(b) (i32, overwritten), with op transposing when the flag is set. `path`
-/// must be one this CPU runs (`I8Path::detect` or `Portable`); `b_cache` is b's tensor's
-/// cache of its packed form.
+/// c[m, n] = store(op(a)·op(b)) (overwritten), with op transposing when the flag is set.
+/// `path` must be one this CPU runs (`I8Path::detect` or `Portable`); `b_cache` is b's
+/// tensor's cache of its packed form.
 #[allow(clippy::too_many_arguments)]
-pub fn gemm_i8(a: &[i8], b: &[i8], b_cache: &PackCache, c: &mut [i32], m: usize, n: usize, k: usize, ta: bool, tb: bool, path: I8Path) {
+pub fn gemm_i8<S: Store>(a: &[i8], b: &[i8], b_cache: &PackCache, c: &mut [S::Out], m: usize, n: usize, k: usize, ta: bool, tb: bool, path: I8Path, st: &S) {
     if m == 0 || n == 0 {
         return;
     }
@@ -86,9 +130,9 @@ pub fn gemm_i8(a: &[i8], b: &[i8], b_cache: &PackCache, c: &mut [i32], m: usize,
                     _ => slot.insert(std::sync::Arc::new(vnni::pack_b(b, n, k, tb))).clone(),
                 }
             };
-            vnni::gemm(&a_rows, &packed, c, m, n, k)
+            vnni::gemm(&a_rows, &packed, c, m, n, k, st)
         }
-        _ => portable(&a_rows, b, c, n, k, tb, path),
+        _ => portable(&a_rows, b, c, n, k, tb, path, st),
     }
 }
 
@@ -103,21 +147,24 @@ fn transpose(x: &[i8], rows: usize, cols: usize) -> Vec<i8> {
     out
 }
 
-/// One row of c: dot products of a's row with each row of bᵀ (k each).
+/// One row of c: dot products of a's row with each row of bᵀ (k each), each stored as it is
+/// finished.
 #[inline(always)]
-fn row_dots(arow: &[i8], bt: &[i8], crow: &mut [i32], k: usize) {
+fn row_dots<S: Store>(arow: &[i8], bt: &[i8], crow: &mut [S::Out], k: usize, st: &S) {
     for (j, cv) in crow.iter_mut().enumerate() {
-        *cv = if k == 0 { 0 } else { arow.iter().zip(&bt[j * k..][..k]).fold(0i32, |s, (&p, &q)| s.wrapping_add(p as i32 * q as i32)) };
+        let acc = if k == 0 { 0 } else { arow.iter().zip(&bt[j * k..][..k]).fold(0i32, |s, (&p, &q)| s.wrapping_add(p as i32 * q as i32)) };
+        *cv = st.store(j, acc);
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn row_dots_avx2(arow: &[i8], bt: &[i8], crow: &mut [i32], k: usize) {
-    row_dots(arow, bt, crow, k)
+fn row_dots_avx2<S: Store>(arow: &[i8], bt: &[i8], crow: &mut [S::Out], k: usize, st: &S) {
+    row_dots(arow, bt, crow, k, st)
 }
 
-fn portable(a: &[i8], b: &[i8], c: &mut [i32], n: usize, k: usize, tb: bool, path: I8Path) {
+#[allow(clippy::too_many_arguments)]
+fn portable<S: Store>(a: &[i8], b: &[i8], c: &mut [S::Out], n: usize, k: usize, tb: bool, path: I8Path, st: &S) {
     // bᵀ as rows of k, so both operands of each dot product are contiguous.
     let bt: std::borrow::Cow<'_, [i8]> = if tb { b.into() } else { transpose(b, k, n).into() };
     c.par_chunks_mut(ROWS_PER_TASK * n).enumerate().for_each(|(blk, cb)| {
@@ -127,8 +174,8 @@ fn portable(a: &[i8], b: &[i8], c: &mut [i32], n: usize, k: usize, tb: bool, pat
             match path {
                 // SAFETY: `I8Path::Avx2` is only chosen (detect) or tested where AVX2 exists.
                 #[cfg(target_arch = "x86_64")]
-                I8Path::Avx2 => unsafe { row_dots_avx2(arow, &bt, crow, k) },
-                _ => row_dots(arow, &bt, crow, k),
+                I8Path::Avx2 => unsafe { row_dots_avx2(arow, &bt, crow, k, st) },
+                _ => row_dots(arow, &bt, crow, k, st),
             }
         }
     });
@@ -174,7 +221,7 @@ mod vnni {
         super::PackedB { tb, n, k, data: out, col_sum }
     }
 
-    pub fn gemm(a: &[i8], packed: &super::PackedB, c: &mut [i32], m: usize, n: usize, k: usize) {
+    pub fn gemm<S: super::Store>(a: &[i8], packed: &super::PackedB, c: &mut [S::Out], m: usize, n: usize, k: usize, st: &S) {
         let (bp, col_sum, kg) = (&packed.data, &packed.col_sum, k.div_ceil(4));
         // a + 128 as u8 (flip the sign bit), each row padded to a multiple of 4 bytes.
         let kp = kg * 4;
@@ -200,7 +247,8 @@ mod vnni {
                     for r in 0..live {
                         let crow = &mut cb[(i0 + r) * n + p * NR..][..cols];
                         for (jj, cv) in crow.iter_mut().enumerate() {
-                            *cv = tile[r][jj].wrapping_sub(col_sum[p * NR + jj].wrapping_mul(128));
+                            let j = p * NR + jj;
+                            *cv = st.store(j, tile[r][jj].wrapping_sub(col_sum[j].wrapping_mul(128)));
                         }
                     }
                 }
@@ -278,7 +326,7 @@ mod tests {
                 let want = naive(&a, &b, m, n, k, ta, tb);
                 for path in paths() {
                     let mut c = vec![i32::MIN + 7; m * n]; // poisoned
-                    gemm_i8(&a, &b, &PackCache::default(), &mut c, m, n, k, ta, tb, path);
+                    gemm_i8(&a, &b, &PackCache::default(), &mut c, m, n, k, ta, tb, path, &Raw);
                     assert_eq!(c, want, "{path:?} {m}x{n}x{k} ta={ta} tb={tb}");
                 }
             }
@@ -294,10 +342,49 @@ mod tests {
         let b2 = vec![-127i8; k * n];
         for path in paths() {
             let mut c = vec![-1i32; m * n];
-            gemm_i8(&a, &b2, &PackCache::default(), &mut c, m, n, k, false, false, path);
+            gemm_i8(&a, &b2, &PackCache::default(), &mut c, m, n, k, false, false, path, &Raw);
             assert!(c.iter().all(|&v| v == -127 * 127 * k as i32), "{path:?}: {:?}", &c[..4]);
-            gemm_i8(&a, &b, &PackCache::default(), &mut c, m, n, k, false, false, path);
+            gemm_i8(&a, &b, &PackCache::default(), &mut c, m, n, k, false, false, path, &Raw);
             assert_eq!(c, naive(&a, &b, m, n, k, false, false), "{path:?} alternating");
+        }
+    }
+
+    /// The fused store on every path (VNNI's offset correction included) equals the three f32
+    /// steps done one after another on the exact sums, bit for bit, output poisoned with NaN.
+    #[test]
+    fn every_path_finishes_to_the_separate_f32_steps_bit_for_bit() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        for &(m, n, k) in &[(1, 1, 1), (7, 33, 65), (65, 7, 33), (33, 65, 7), (5, 130, 0)] {
+            let a: Vec<i8> = (0..m * k).map(|_| rng.random_range(-127..=127)).collect();
+            let b: Vec<i8> = (0..k * n).map(|_| rng.random_range(-127..=127)).collect();
+            let per_col: Vec<f32> = (0..n).map(|_| rng.random_range(1e-4..1e-2)).collect();
+            let bias: Vec<f32> = (0..n).map(|_| rng.random_range(-2.0..2.0)).collect();
+            let acc = naive(&a, &b, m, n, k, false, false);
+            for scales in [vec![3e-3f32], per_col] {
+                for (with_bias, relu) in [(false, false), (true, false), (false, true), (true, true)] {
+                    let st = Finish { scales: &scales, bias: with_bias.then_some(&bias[..]), relu };
+                    let want: Vec<u32> = acc
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &v)| {
+                            let mut y = v as f32 * scales[if scales.len() == 1 { 0 } else { i % n }];
+                            if with_bias {
+                                y += bias[i % n];
+                            }
+                            if relu {
+                                y = y.max(0.0);
+                            }
+                            y.to_bits()
+                        })
+                        .collect();
+                    for path in paths() {
+                        let mut c = vec![f32::NAN; m * n];
+                        gemm_i8(&a, &b, &PackCache::default(), &mut c, m, n, k, false, false, path, &st);
+                        let got: Vec<u32> = c.iter().map(|v| v.to_bits()).collect();
+                        assert_eq!(got, want, "{path:?} {m}x{n}x{k} scales {} bias {with_bias} relu {relu}", scales.len());
+                    }
+                }
+            }
         }
     }
 }

@@ -1,10 +1,10 @@
 //! Int8 quantization on the CPU (`QuantOps`): the reference every other backend must match,
-//! and the int8 GEMM of `gemm_i8`.
+//! and the int8 GEMM of `gemm_i8`, raw (i32) or with its dequantize epilogue fused (f32).
 
 use super::gemm_i8::{self, I8Path};
 use super::{CpuBackend, CpuTensor, Storage};
 use crate::error::{Error, Result};
-use crate::tensor::{QuantGranularity, QuantOps, checks, quantize_value, scale_for_absmax};
+use crate::tensor::{Dequant, QuantGranularity, QuantOps, checks, quantize_value, scale_for_absmax};
 
 fn i8s(t: &CpuTensor) -> &[i8] {
     match &t.data {
@@ -189,7 +189,17 @@ impl QuantOps for CpuBackend {
     fn matmul_i8(&mut self, a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: bool) -> Result<()> {
         let (m, n, k) = checks::matmul_i8(a, b, c, ta, tb)?;
         let Storage::I32(out) = &mut c.data else { return Err(internal("matmul_i8")) };
-        gemm_i8::gemm_i8(i8s(a), i8s(b), &b.packed, out, m, n, k, ta, tb, self.i8_path);
+        gemm_i8::gemm_i8(i8s(a), i8s(b), &b.packed, out, m, n, k, ta, tb, self.i8_path, &gemm_i8::Raw);
+        Ok(())
+    }
+
+    /// The GEMM's kernels finish each sum into f32 where they store it (`gemm_i8::Finish`).
+    fn matmul_i8_dequant(&mut self, a: &CpuTensor, b: &CpuTensor, out: &mut CpuTensor, ta: bool, tb: bool, epi: Dequant<'_, CpuTensor>) -> Result<()> {
+        let ((m, n, k), per_column) = checks::matmul_i8_dequant(a, b, out, ta, tb, &epi)?;
+        let scales = epi.scales.f32();
+        let finish = gemm_i8::Finish { scales: if per_column { scales } else { &scales[..1] }, bias: epi.bias.map(|t| t.f32()), relu: epi.relu };
+        let Storage::F32(o) = &mut out.data else { return Err(internal("matmul_i8_dequant")) };
+        gemm_i8::gemm_i8(i8s(a), i8s(b), &b.packed, o, m, n, k, ta, tb, self.i8_path, &finish);
         Ok(())
     }
 }

@@ -145,6 +145,11 @@ pub(super) fn work_estimate(kernel: Kernel, params: &[u32], bindings: &[(u32, &w
             let out = if out16 { 2.0 } else { 4.0 };
             (2.0 * m * n * k, 2.0 * (m * k + k * n) + out * m * n)
         }
+        // i8 operands; i32 sums or (the fused epilogue) f32 outputs, 4 bytes each.
+        Kernel::MatmulI8 | Kernel::MatmulI8Dequant => {
+            let (m, n, k) = (p(0), p(1), p(2));
+            (2.0 * m * n * k, m * k + k * n + 4.0 * m * n)
+        }
         _ => {
             let bytes: f64 = bindings.iter().map(|(_, b)| b.size() as f64).sum();
             let elements = match kernel {

@@ -120,6 +120,8 @@ kernels! {
     DequantizeI8 => "quant.wgsl", QUANT, "dequantize_i8", OnFirstUse;
     DequantizeI32 => "quant.wgsl", QUANT, "dequantize_i32", OnFirstUse;
     MatmulI8 => "matmul_i8.wgsl", MATMUL_I8, "main", PerShape;
+    /// The int8 GEMM with its dequantize epilogue (scale, bias, ReLU) fused: f32 out.
+    MatmulI8Dequant => "matmul_i8.wgsl", MATMUL_I8, "main_dequant", PerShape;
     /// The CNN's convolution ops: compiled on first use (the warm-up step), since an MLP never
     /// runs them.
     Im2col => "conv.wgsl", CONV, "im2col", OnFirstUse;

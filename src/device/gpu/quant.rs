@@ -1,11 +1,11 @@
 //! Int8 quantization on the GPU (`QuantOps`): i8 tensors packed four per 32-bit word
 //! (shaders/quant.wgsl), and the int8 GEMM with `dot4I8Packed` (shaders/matmul_i8.wgsl), whose
-//! i32 results equal the CPU's exactly.
+//! i32 results equal the CPU's exactly, as do its f32 results with the dequantize epilogue fused.
 
 use super::kernels::Kernel;
 use super::{GpuBackend, GpuTensor, u32_len};
 use crate::error::Result;
-use crate::tensor::{DType, QuantGranularity, QuantOps, TensorMeta, checks};
+use crate::tensor::{DType, Dequant, QuantGranularity, QuantOps, TensorMeta, checks};
 
 /// Host i8 values packed four per word (element e in byte e % 4 of word e / 4).
 pub fn pack_i8(data: &[i8]) -> Vec<u32> {
@@ -84,17 +84,36 @@ impl QuantOps for GpuBackend {
 
     fn matmul_i8(&mut self, a: &GpuTensor, b: &GpuTensor, c: &mut GpuTensor, ta: bool, tb: bool) -> Result<()> {
         let (m, n, k) = checks::matmul_i8(a, b, c, ta, tb)?;
-        let (m32, n32, k32) = (u32_len(m, "matmul_i8")?, u32_len(n, "matmul_i8")?, u32_len(k, "matmul_i8")?);
-        u32_len(m * n, "matmul_i8")?;
-        // 4×4 outputs per invocation, 8×8 invocations per workgroup.
+        let (dims, groups, variant) = self.i8_launch("matmul_i8", (m, n, k), ta, tb)?;
+        self.run_as(DType::I8, Kernel::MatmulI8, variant, &[dims[0], dims[1], dims[2], 0, 0], &[(1, a.buffer()), (2, b.buffer()), (3, c.buffer())], groups)
+    }
+
+    /// The same kernel's `main_dequant` entry: each sum finished into f32 in registers.
+    fn matmul_i8_dequant(&mut self, a: &GpuTensor, b: &GpuTensor, out: &mut GpuTensor, ta: bool, tb: bool, epi: Dequant<'_, GpuTensor>) -> Result<()> {
+        let (mnk, per_column) = checks::matmul_i8_dequant(a, b, out, ta, tb, &epi)?;
+        let (dims, groups, variant) = self.i8_launch("matmul_i8_dequant", mnk, ta, tb)?;
+        let flags = per_column as u32 | (epi.bias.is_some() as u32) << 1 | (epi.relu as u32) << 2;
+        // Without a bias the kernel never reads binding 5; the scales stand in for it.
+        let bias = epi.bias.unwrap_or(epi.scales);
+        let bindings = [(1, a.buffer()), (2, b.buffer()), (4, epi.scales.buffer()), (5, bias.buffer()), (6, out.buffer())];
+        self.run_as(DType::I8, Kernel::MatmulI8Dequant, variant, &[dims[0], dims[1], dims[2], flags, 0], &bindings, groups)
+    }
+}
+
+impl GpuBackend {
+    /// The int8 GEMM's launch for an m×n×k product: the dimensions as u32, the workgroups (4×4
+    /// outputs per invocation, 8×8 invocations per workgroup) and the variant bits (transposes,
+    /// word-aligned rows), or why the adapter cannot run it.
+    fn i8_launch(&self, op: &'static str, (m, n, k): (usize, usize, usize), ta: bool, tb: bool) -> Result<([u32; 3], (u32, u32), u32)> {
+        let (m32, n32, k32) = (u32_len(m, op)?, u32_len(n, op)?, u32_len(k, op)?);
+        u32_len(m * n, op)?;
         let groups = (n32.div_ceil(32), m32.div_ceil(32));
         let max = self.summary.limits.max_compute_workgroups_per_dimension;
         if groups.0 > max || groups.1 > max {
-            return Err(self.beyond_limits("matmul_i8", format!("a {m}×{n} output needs more workgroups than it allows ({max} per dimension)")));
+            return Err(self.beyond_limits(op, format!("a {m}×{n} output needs more workgroups than it allows ({max} per dimension)")));
         }
         let va = !ta && k % 4 == 0;
         let vb = !tb && n % 4 == 0;
-        let variant = ta as u32 | (tb as u32) << 1 | (va as u32) << 2 | (vb as u32) << 3;
-        self.run_as(DType::I8, Kernel::MatmulI8, variant, &[m32, n32, k32, 0], &[(1, a.buffer()), (2, b.buffer()), (3, c.buffer())], groups)
+        Ok(([m32, n32, k32], groups, ta as u32 | (tb as u32) << 1 | (va as u32) << 2 | (vb as u32) << 3))
     }
 }

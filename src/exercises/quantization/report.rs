@@ -163,7 +163,7 @@ fn backend_verdict(r: &BackendRun, f: &Measured, q: &Measured, batch: usize) -> 
         evidence.push(format!("{name}: the largest layer's GEMM alone ({m}×{k}·{k}×{n}) takes {:.3} ms in f32 and {:.3} ms in int8 ({:.2}×).", g.f32_s * 1e3, g.int8_s * 1e3, gr));
         summary.push(' ');
         summary.push_str(&if gr < 0.95 && ratio >= gr + 0.1 {
-            format!("Why: the int8 GEMM itself is {} here, but each layer adds a quantize and a dequantize pass over its activations, which eat into that gain end to end.", ratio_words(gr))
+            format!("Why: the int8 GEMM itself is {} here, but each layer adds a quantize pass over its activations (the dequantize rides in the GEMM's epilogue), which eats into that gain end to end.", ratio_words(gr))
         } else if gr < 0.95 {
             format!("Why: the int8 GEMM itself is {} here, and it dominates the forward pass.", ratio_words(gr))
         } else if r.info.software {

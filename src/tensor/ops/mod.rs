@@ -12,7 +12,7 @@ mod telemetry;
 pub use amp::AmpOps;
 pub use conv::{ConvOps, ImageGeom, CONV_KERNEL};
 pub use core::CoreOps;
-pub use quant::{QuantGranularity, QuantOps, quantize_value, scale_for_absmax};
+pub use quant::{QuantGranularity, QuantOps, matmul_i8_dequant_unfused, quantize_value, scale_for_absmax};
 pub use telemetry::Telemetry;
 
 use super::{BackendInfo, DType, Shape};

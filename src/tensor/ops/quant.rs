@@ -1,7 +1,8 @@
 use serde::{Deserialize, Serialize};
 
-use super::{BackendBase, unsupported};
+use super::{CoreOps, TensorMeta, unsupported};
 use crate::error::Result;
+use crate::tensor::{DType, Dequant, MemCategory, checks};
 
 /// How many scales a quantized tensor carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -57,7 +58,7 @@ mod tests {
 /// (`quantize_value`), and read back as q · scale. I8 tensors take one byte per element (the
 /// GPU packs four per 32-bit word), so the ledger counts an int8 weight at a quarter of its
 /// f32 size. A backend that does not implement this family refuses every method by name.
-pub trait QuantOps: BackendBase {
+pub trait QuantOps: CoreOps {
     /// Why int8 cannot be computed on this backend, or None when it can.
     fn quant_unavailable(&self) -> Option<String> {
         Some("int8 quantization is not implemented in this version of gpulab".into())
@@ -116,4 +117,32 @@ pub trait QuantOps: BackendBase {
         let _ = (a, b, c, trans_a, trans_b);
         Err(unsupported(self, "matmul_i8", "int8 quantization is not implemented yet"))
     }
+
+    /// out (f32) = epilogue(op(a)·op(b)) with a, b i8: the i32 sums of `matmul_i8`, each
+    /// finished into f32 by `epi` (`Dequant`: · scale, + bias, ReLU) where it is computed, so
+    /// no i32 tensor is written. Equal bit for bit to `matmul_i8_dequant_unfused` (this
+    /// default, for a backend without a fused kernel).
+    fn matmul_i8_dequant(&mut self, a: &Self::Tensor, b: &Self::Tensor, out: &mut Self::Tensor, trans_a: bool, trans_b: bool, epi: Dequant<'_, Self::Tensor>) -> Result<()> {
+        matmul_i8_dequant_unfused(self, a, b, out, trans_a, trans_b, epi)
+    }
+}
+
+/// `matmul_i8_dequant` as separate ops: `matmul_i8` into an i32 tensor, then `dequantize`,
+/// `bias_add`, `relu`. The default of every backend without a fused kernel, and what the fused
+/// kernels are tested against.
+pub fn matmul_i8_dequant_unfused<B: QuantOps + ?Sized>(be: &mut B, a: &B::Tensor, b: &B::Tensor, out: &mut B::Tensor, trans_a: bool, trans_b: bool, epi: Dequant<'_, B::Tensor>) -> Result<()> {
+    if let Some(why) = be.quant_unavailable() {
+        return Err(unsupported(be, "matmul_i8_dequant", &why));
+    }
+    checks::matmul_i8_dequant(a, b, out, trans_a, trans_b, &epi)?;
+    let mut acc = be.zeros(out.shape(), DType::I32, MemCategory::Activations)?;
+    be.matmul_i8(a, b, &mut acc, trans_a, trans_b)?;
+    be.dequantize(&acc, epi.scales, out)?;
+    if let Some(bias) = epi.bias {
+        be.bias_add(out, bias)?;
+    }
+    if epi.relu {
+        be.relu(out)?;
+    }
+    Ok(())
 }
