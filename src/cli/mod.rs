@@ -63,7 +63,7 @@ enum Command {
 
 pub fn try_main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    if matches!(cli.command, Some(Command::Info(_) | Command::List | Command::Lesson { .. } | Command::Bench(_) | Command::Class(_))) {
+    if matches!(cli.command, Some(Command::Info(_) | Command::List | Command::Lesson { .. } | Command::Bench(_))) {
         quiet_broken_pipe();
     }
     match cli.command {
@@ -84,7 +84,8 @@ pub fn try_main() -> anyhow::Result<()> {
 /// The commands that print to stdout end quietly when the reader goes away (`gpulab list |
 /// head`), as other command-line tools do, instead of panicking in `println!`: Rust ignores
 /// SIGPIPE so that writes fail, and these commands have nothing to save when stdout closes.
-/// Not for the lab, the server or exercise runs, which write files and sockets.
+/// Not for the lab, the server, exercise runs or `class` (which writes its files after
+/// printing and takes a closed pipe as the end of its output, cli/class.rs `print`).
 fn quiet_broken_pipe() {
     #[cfg(unix)]
     // SAFETY: restores the default disposition of one signal, before any thread starts.
