@@ -6,24 +6,33 @@ use gpulab::device::{Bf16Path, CpuBackend, GpuBackend, GpuSelector};
 use gpulab::nn::{AmpConfig, Mlp, MlpConfig, Precision, Optimizer, OptimizerKind};
 use gpulab::quant::{HostLayer, ObserverKind, QuantMlp, calibrate};
 use gpulab::tensor::{prelude::*, Dequant, MemCategory, matmul_i8_dequant_unfused};
+use gpulab::stats::median;
 use gpulab::train::{F32Phases, Step};
 
-/// Median seconds of one FP32 forward (the training step's predict path) and one INT8
-/// forward (`QuantMlp`, calibrated min/max) of MLP 784-256-128-10 at `batch` rows.
-fn inference_latency<B: Backend>(b: &mut B, batch: usize, runs: usize) -> gpulab::Result<(f64, f64)> {
+/// One FP32 forward (the training step's predict path) and one INT8 forward (`QuantMlp`,
+/// calibrated min/max) of MLP 784-256-128-10 at `batch` rows, timed in `rounds` alternating
+/// rounds of `runs` each, so a noisy neighbour slows both alike: the medians of the rounds'
+/// medians (seconds, measured) and the median of the rounds' int8/fp32 ratios (derived).
+fn inference_latency<B: Backend>(b: &mut B, batch: usize, rounds: usize, runs: usize) -> gpulab::Result<(f64, f64, f64)> {
     let cfg = MlpConfig { input: 784, hidden: vec![256, 128], classes: 10, conv: None };
     let model = Mlp::new(b, cfg.clone(), Optimizer::new(OptimizerKind::Sgd, 0.1, 0.9, 0.0), 1)?;
     let x: Vec<f32> = random_matrix(batch * 784, 5).iter().map(|v| v.abs()).collect();
     let mut step = Step::new(b, &model, F32Phases, batch)?;
     let mut ws = step.predict_buffers(b, &model, batch)?;
     b.write_f32(gpulab::train::StepBuffers::inputs(&mut ws).0, &x)?;
-    let f32_s = time_op(b, runs, |b| step.predict(b, &model, &mut ws).map(drop))?;
     let layers = HostLayer::from_parameters(&model.read_parameters(b)?, &cfg.widths())?;
     let ranges = calibrate(b, &layers, &x, batch, ObserverKind::MinMax)?;
     let q = QuantMlp::new(b, &layers, &ranges)?;
     let xt = b.upload_f32(&x, [batch, 784], MemCategory::Inputs)?;
-    let int8_s = time_op(b, runs, |b| q.forward(b, &xt).map(drop))?;
-    Ok((f32_s, int8_s))
+    let (mut f32_s, mut int8_s, mut ratio) = (vec![], vec![], vec![]);
+    for _ in 0..rounds {
+        let f = time_op(b, runs, |b| step.predict(b, &model, &mut ws).map(drop))?;
+        let i = time_op(b, runs, |b| q.forward(b, &xt).map(drop))?;
+        f32_s.push(f);
+        int8_s.push(i);
+        ratio.push(i / f);
+    }
+    Ok((median(&mut f32_s), median(&mut int8_s), median(&mut ratio)))
 }
 
 /// Where an INT8 layer's time goes on the CPU: each op of the 784→256 layer at batch 64, alone,
@@ -90,16 +99,16 @@ fn main() {
     }
 
     if wanted("inference") {
-        println!("MLP 784-256-128-10 inference, FP32 vs INT8 forward (median, measured; ratio derived)");
+        println!("MLP 784-256-128-10 inference, FP32 vs INT8 forward (medians of 7 alternating rounds, measured; ratio derived)");
         for batch in [1, 64] {
-            let runs = if quick { 1 } else { 50 };
-            let report = |name: &str, r: gpulab::Result<(f64, f64)>| match r {
-                Ok((f, i)) => println!("  batch {batch:>3} {name:<4} fp32 {:>8.3} ms  int8 {:>8.3} ms  int8/fp32 {:.2}", f * 1e3, i * 1e3, i / f),
+            let (rounds, runs) = if quick { (1, 1) } else { (7, 30) };
+            let report = |name: &str, r: gpulab::Result<(f64, f64, f64)>| match r {
+                Ok((f, i, ratio)) => println!("  batch {batch:>3} {name:<4} fp32 {:>8.3} ms  int8 {:>8.3} ms  int8/fp32 {ratio:.2}", f * 1e3, i * 1e3),
                 Err(e) => eprintln!("  batch {batch} {name}: {e}"),
             };
-            report("cpu", inference_latency(&mut CpuBackend::new(), batch, runs));
+            report("cpu", inference_latency(&mut CpuBackend::new(), batch, rounds, runs));
             if let Some(g) = gpu.as_mut() {
-                report("gpu", inference_latency(g, batch, runs));
+                report("gpu", inference_latency(g, batch, rounds, runs / 3));
             }
         }
     }
@@ -204,7 +213,7 @@ fn distributed(quick: bool) {
             }
         }
     }
-    let med = |v: &mut Vec<f64>| gpulab::stats::median(v);
+    let med = |v: &mut Vec<f64>| median(v);
     for (i, replicas) in [1, 2].into_iter().enumerate() {
         let col = |f: fn(&(f64, f64, f64, f64)) -> f64| med(&mut split[i].iter().map(f).collect()) * 1e3;
         println!(

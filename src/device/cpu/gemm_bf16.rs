@@ -50,47 +50,13 @@ pub fn gemm_bf16(a: &[u16], b: &[u16], c: &mut [f32], m: usize, n: usize, k: usi
         if m == 0 || n == 0 {
             return true;
         }
-        let a_pairs = pack_a(a, m, k, ta);
-        let b_panels = dp::pack_b(b, n, k, tb);
+        let a_pairs = super::pairs::pack_a(a, m, k, ta, |v| v);
+        let b_panels = super::pairs::pack_b(b, n, k, tb, dp::NR, |v| v);
         dp::gemm(&a_pairs, &b_panels, c, m, n, k.div_ceil(2));
         return true;
     }
     let _ = (a, b, c, m, n, k, ta, tb);
     false
-}
-
-/// Below this many packed words, packing runs on the calling thread.
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-const PAR_WORDS: usize = 1 << 15;
-
-/// op(a) as rows of k.div_ceil(2) words, each two adjacent-k bf16 values (low half first), the
-/// odd k padded with zero. Rows in parallel for large operands.
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-fn pack_a(a: &[u16], m: usize, k: usize, ta: bool) -> Vec<u32> {
-    use rayon::prelude::*;
-    let kp = k.div_ceil(2);
-    let mut out = vec![0u32; m * kp];
-    if kp == 0 {
-        return out;
-    }
-    let row = |(i, dst): (usize, &mut [u32])| {
-        if ta {
-            for (p, w) in dst.iter_mut().enumerate() {
-                let hi = if 2 * p + 1 < k { a[(2 * p + 1) * m + i] as u32 } else { 0 };
-                *w = a[2 * p * m + i] as u32 | (hi << 16);
-            }
-        } else {
-            for (w, pair) in dst.iter_mut().zip(a[i * k..][..k].chunks(2)) {
-                *w = pair[0] as u32 | ((*pair.get(1).unwrap_or(&0) as u32) << 16);
-            }
-        }
-    };
-    if out.len() >= PAR_WORDS {
-        out.par_chunks_mut(kp).enumerate().for_each(row);
-    } else {
-        out.chunks_mut(kp).enumerate().for_each(row);
-    }
-    out
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -102,51 +68,10 @@ mod dp {
     /// Rows and 16-lane vectors of columns per micro-tile: 6 × 64 outputs in 24 registers.
     const MR: usize = 6;
     const NV: usize = 4;
-    const NR: usize = 16 * NV;
+    /// Columns per panel of b (`pairs::pack_b`): one 64-byte load is 16 columns' pairs.
+    pub const NR: usize = 16 * NV;
     /// Rows of c per rayon task (a multiple of MR).
     const ROWS_PER_TASK: usize = 4 * MR;
-
-    /// op(b) packed panel by panel (NR columns each), then pair by pair of k: the two bf16
-    /// values of column j for k = 2p, 2p+1 are one 32-bit lane, so one 64-byte load feeds 16
-    /// columns. Padding is zero, so it adds nothing. Panels in parallel for large operands;
-    /// the inner loops run over contiguous memory on at least one side.
-    pub fn pack_b(b: &[u16], n: usize, k: usize, tb: bool) -> Vec<u32> {
-        let kp = k.div_ceil(2);
-        let mut out = vec![0u32; n.div_ceil(NR) * kp * NR];
-        if out.is_empty() {
-            return out;
-        }
-        let panel = |(pi, dst): (usize, &mut [u32])| {
-            let j0 = pi * NR;
-            let cols = NR.min(n - j0);
-            if tb {
-                // b is [n, k]: row j's words are its pairs already; scatter them down the panel.
-                for jj in 0..cols {
-                    for (p, pair) in b[(j0 + jj) * k..][..k].chunks(2).enumerate() {
-                        dst[p * NR + jj] = pair[0] as u32 | ((*pair.get(1).unwrap_or(&0) as u32) << 16);
-                    }
-                }
-            } else {
-                // b is [k, n]: interleave two rows, 64 columns at a time.
-                for p in 0..kp {
-                    let d = &mut dst[p * NR..][..cols];
-                    let lo = &b[2 * p * n + j0..][..cols];
-                    if 2 * p + 1 < k {
-                        let hi = &b[(2 * p + 1) * n + j0..][..cols];
-                        d.iter_mut().zip(lo).zip(hi).for_each(|((w, &l), &h)| *w = l as u32 | ((h as u32) << 16));
-                    } else {
-                        d.iter_mut().zip(lo).for_each(|(w, &l)| *w = l as u32);
-                    }
-                }
-            }
-        };
-        if out.len() >= super::PAR_WORDS {
-            out.par_chunks_mut(kp * NR).enumerate().for_each(panel);
-        } else {
-            out.chunks_mut(kp * NR).enumerate().for_each(panel);
-        }
-        out
-    }
 
     pub fn gemm(a: &[u32], bp: &[u32], c: &mut [f32], m: usize, n: usize, kp: usize) {
         let panels = n.div_ceil(NR);

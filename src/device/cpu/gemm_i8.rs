@@ -1,10 +1,16 @@
-//! The CPU int8 GEMM: c (i32) = a (i8) · b (i8), exact. With AVX-512 VNNI (`vpdpbusd`, chosen at
-//! run time) a is offset to u8 (a + 128) and the offset is taken back out with the column sums
-//! of b: Σ(a+128)·b − 128·Σb = Σa·b, exact in wrapping i32 arithmetic. Elsewhere a portable
-//! loop over a row of a and a row of bᵀ, which the compiler vectorises. Both run on rayon over
-//! blocks of rows, like the f32 path. Each kernel hands every finished i32 sum to a `Store`,
-//! which keeps it (`Raw`: `matmul_i8`) or turns it into f32 there (`Finish`: the int8 layer's
-//! dequantize, bias and ReLU, `matmul_i8_dequant`), so the fused op writes no i32 tensor.
+//! The CPU int8 GEMM: c (i32) = a (i8) · b (i8), exact. Three kernels, chosen at run time:
+//! - AVX-512 VNNI (`vpdpbusd`): a is offset to u8 (a + 128) and the offset is taken back out
+//!   with the column sums of b: Σ(a+128)·b − 128·Σb = Σa·b, exact in wrapping i32 arithmetic.
+//! - AVX2 (`vpmaddwd`): both operands widened to i16 and packed in pairs of adjacent k
+//!   (`pairs`), so one instruction multiplies 16 pairs and adds each pair into an i32 lane;
+//!   a pair of i8 products is at most 2·128² = 32 768 in magnitude, so nothing saturates on
+//!   the full i8 range. 16 multiply-adds per instruction against the f32 FMA's 8.
+//! - A portable loop over a row of a and a row of bᵀ, which the compiler vectorises.
+//! The packed kernels keep b's packed form with its tensor (weights are packed once) and run
+//! register-blocked micro-tiles on rayon over blocks of rows, like the f32 path. Each kernel
+//! hands every finished i32 sum to a `Store`, which keeps it (`Raw`: `matmul_i8`) or turns it
+//! into f32 there (`Finish`: the int8 layer's dequantize, bias and ReLU, `matmul_i8_dequant`),
+//! so the fused op writes no i32 tensor.
 
 use rayon::prelude::*;
 
@@ -13,8 +19,8 @@ use rayon::prelude::*;
 pub enum I8Path {
     /// AVX-512 VNNI `vpdpbusd`: 64 multiply-adds per instruction.
     Vnni,
-    /// The portable loop compiled for AVX2 (32-byte vectors; exact, as the same scalar code),
-    /// picked where AVX2 exists without VNNI.
+    /// AVX2 `vpmaddwd` on i16-widened pairs: 16 multiply-adds per instruction, picked where
+    /// AVX2 exists without VNNI.
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     Avx2,
     /// Plain Rust, vectorised by the compiler for the baseline target.
@@ -38,7 +44,7 @@ impl I8Path {
     pub fn name(self) -> &'static str {
         match self {
             I8Path::Vnni => "AVX-512 VNNI (u8×i8 vpdpbusd, +128 offset corrected)",
-            I8Path::Avx2 => "AVX2 (i8×i8 to i32 loop compiled for AVX2)",
+            I8Path::Avx2 => "AVX2 (i8 widened to i16 pairs, vpmaddwd into i32)",
             I8Path::Portable => "portable i8×i8 to i32 loop",
         }
     }
@@ -51,6 +57,13 @@ const ROWS_PER_TASK: usize = 32;
 pub trait Store: Sync {
     type Out: Copy + Send;
     fn store(&self, col: usize, acc: i32) -> Self::Out;
+    /// `store` for the consecutive columns col0.. of one row of a finished tile.
+    #[inline(always)]
+    fn store_row(&self, col0: usize, acc: &[i32], out: &mut [Self::Out]) {
+        for (jj, (o, &a)) in out.iter_mut().zip(acc).enumerate() {
+            *o = self.store(col0 + jj, a);
+        }
+    }
 }
 
 /// The i32 sum itself (`matmul_i8`).
@@ -61,6 +74,10 @@ impl Store for Raw {
     #[inline(always)]
     fn store(&self, _col: usize, acc: i32) -> i32 {
         acc
+    }
+    #[inline(always)]
+    fn store_row(&self, _col0: usize, acc: &[i32], out: &mut [i32]) {
+        out.copy_from_slice(&acc[..out.len()]);
     }
 }
 
@@ -87,28 +104,68 @@ impl Store for Finish<'_> {
         }
         v
     }
+
+    /// The same three steps a whole row segment at a time, so each is one loop the compiler
+    /// vectorises instead of three branches per value.
+    #[inline(always)]
+    fn store_row(&self, col0: usize, acc: &[i32], out: &mut [f32]) {
+        let out = &mut out[..acc.len()];
+        if let [s] = self.scales {
+            out.iter_mut().zip(acc).for_each(|(o, &a)| *o = a as f32 * s);
+        } else {
+            out.iter_mut().zip(acc).zip(&self.scales[col0..]).for_each(|((o, &a), &s)| *o = a as f32 * s);
+        }
+        if let Some(b) = self.bias {
+            out.iter_mut().zip(&b[col0..]).for_each(|(o, &b)| *o += b);
+        }
+        if self.relu {
+            out.iter_mut().for_each(|o| *o = o.max(0.0));
+        }
+    }
 }
 
-/// A b operand packed for the VNNI kernel, kept with its tensor (weights are packed once, not
-/// per call); the tensor drops it whenever its values change.
+/// A b operand packed for one kernel, kept with its tensor (weights are packed once, not per
+/// call); the tensor drops it whenever its values change.
 pub struct PackedB {
+    path: I8Path,
     tb: bool,
     n: usize,
     k: usize,
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    data: Vec<i8>,
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    col_sum: Vec<i32>,
+    data: PackedData,
+}
+
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+enum PackedData {
+    /// Groups of 4 bytes per 32-bit lane, and b's column sums (the offset correction).
+    Vnni { bytes: Vec<i8>, col_sum: Vec<i32> },
+    /// Pairs of i16 per 32-bit lane (`pairs::pack_b`).
+    Pairs(Vec<u32>),
 }
 
 impl std::fmt::Debug for PackedB {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PackedB {{ n: {}, k: {}, tb: {}, {} bytes }}", self.n, self.k, self.tb, self.data.len())
+        let bytes = match &self.data {
+            PackedData::Vnni { bytes, .. } => bytes.len(),
+            PackedData::Pairs(w) => 4 * w.len(),
+        };
+        write!(f, "PackedB {{ {:?}, n: {}, k: {}, tb: {}, {bytes} bytes }}", self.path, self.n, self.k, self.tb)
     }
 }
 
 /// Where a tensor keeps its packed form.
 pub type PackCache = std::sync::Mutex<Option<std::sync::Arc<PackedB>>>;
+
+/// b's packed form for `path`, from the cache when it was packed for the same kernel and
+/// shape, else packed now (`pack`) and cached.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+fn packed(cache: &PackCache, path: I8Path, tb: bool, n: usize, k: usize, pack: impl FnOnce() -> PackedData) -> std::sync::Arc<PackedB> {
+    let mut slot = cache.lock().unwrap_or_else(|p| p.into_inner());
+    match slot.as_ref() {
+        Some(p) if (p.path, p.tb, p.n, p.k) == (path, tb, n, k) => p.clone(),
+        _ => slot.insert(std::sync::Arc::new(PackedB { path, tb, n, k, data: pack() })).clone(),
+    }
+}
 
 /// c[m, n] = store(op(a)·op(b)) (overwritten), with op transposing when the flag is set.
 /// `path` must be one this CPU runs (`I8Path::detect` or `Portable`); `b_cache` is b's
@@ -118,22 +175,31 @@ pub fn gemm_i8<S: Store>(a: &[i8], b: &[i8], b_cache: &PackCache, c: &mut [S::Ou
     if m == 0 || n == 0 {
         return;
     }
-    // a as rows of k (copied only when stored transposed).
-    let a_rows: std::borrow::Cow<'_, [i8]> = if ta { transpose(a, k, m).into() } else { a.into() };
     match path {
         #[cfg(target_arch = "x86_64")]
         I8Path::Vnni => {
-            let packed = {
-                let mut slot = b_cache.lock().unwrap_or_else(|p| p.into_inner());
-                match slot.as_ref() {
-                    Some(p) if (p.tb, p.n, p.k) == (tb, n, k) => p.clone(),
-                    _ => slot.insert(std::sync::Arc::new(vnni::pack_b(b, n, k, tb))).clone(),
-                }
-            };
-            vnni::gemm(&a_rows, &packed, c, m, n, k, st)
+            let a_rows: std::borrow::Cow<'_, [i8]> = if ta { transpose(a, k, m).into() } else { a.into() };
+            let p = packed(b_cache, path, tb, n, k, || vnni::pack_b(b, n, k, tb));
+            let PackedData::Vnni { bytes, col_sum } = &p.data else { unreachable!("the cache key holds the path") };
+            vnni::gemm(&a_rows, bytes, col_sum, c, m, n, k, st)
         }
-        _ => portable(&a_rows, b, c, n, k, tb, path, st),
+        #[cfg(target_arch = "x86_64")]
+        I8Path::Avx2 => {
+            let p = packed(b_cache, path, tb, n, k, || PackedData::Pairs(super::pairs::pack_b(b, n, k, tb, avx2::NR, widen)));
+            let PackedData::Pairs(words) = &p.data else { unreachable!("the cache key holds the path") };
+            avx2::gemm(&super::pairs::pack_a(a, m, k, ta, widen), words, c, m, n, k.div_ceil(2), st)
+        }
+        _ => {
+            let a_rows: std::borrow::Cow<'_, [i8]> = if ta { transpose(a, k, m).into() } else { a.into() };
+            portable(&a_rows, b, c, n, k, tb, st)
+        }
     }
+}
+
+/// An i8 as the bits of the i16 of the same value (sign-extended), for the pair packers.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+fn widen(v: i8) -> u16 {
+    v as i16 as u16
 }
 
 /// [rows, cols] → [cols, rows]
@@ -157,26 +223,13 @@ fn row_dots<S: Store>(arow: &[i8], bt: &[i8], crow: &mut [S::Out], k: usize, st:
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn row_dots_avx2<S: Store>(arow: &[i8], bt: &[i8], crow: &mut [S::Out], k: usize, st: &S) {
-    row_dots(arow, bt, crow, k, st)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn portable<S: Store>(a: &[i8], b: &[i8], c: &mut [S::Out], n: usize, k: usize, tb: bool, path: I8Path, st: &S) {
+fn portable<S: Store>(a: &[i8], b: &[i8], c: &mut [S::Out], n: usize, k: usize, tb: bool, st: &S) {
     // bᵀ as rows of k, so both operands of each dot product are contiguous.
     let bt: std::borrow::Cow<'_, [i8]> = if tb { b.into() } else { transpose(b, k, n).into() };
     c.par_chunks_mut(ROWS_PER_TASK * n).enumerate().for_each(|(blk, cb)| {
         for (r, crow) in cb.chunks_exact_mut(n).enumerate() {
             let i = blk * ROWS_PER_TASK + r;
-            let arow = &a[i * k..][..k];
-            match path {
-                // SAFETY: `I8Path::Avx2` is only chosen (detect) or tested where AVX2 exists.
-                #[cfg(target_arch = "x86_64")]
-                I8Path::Avx2 => unsafe { row_dots_avx2(arow, &bt, crow, k, st) },
-                _ => row_dots(arow, &bt, crow, k, st),
-            }
+            row_dots(&a[i * k..][..k], &bt, crow, k, st);
         }
     });
 }
@@ -198,7 +251,7 @@ mod vnni {
     /// bytes of column j for k = 4g..4g+4 are one 32-bit lane, so one 64-byte load feeds 16
     /// columns. Padding (k beyond k, columns beyond n) is zero, so it adds nothing. Also
     /// returns the column sums of b (the offset correction). Reads b in its stored order.
-    pub fn pack_b(b: &[i8], n: usize, k: usize, tb: bool) -> super::PackedB {
+    pub fn pack_b(b: &[i8], n: usize, k: usize, tb: bool) -> super::PackedData {
         let kg = k.div_ceil(4);
         let mut out = vec![0i8; n.div_ceil(NR) * kg * NR * 4];
         let mut col_sum = vec![0i32; n];
@@ -218,11 +271,12 @@ mod vnni {
                 }
             }
         }
-        super::PackedB { tb, n, k, data: out, col_sum }
+        super::PackedData::Vnni { bytes: out, col_sum }
     }
 
-    pub fn gemm<S: super::Store>(a: &[i8], packed: &super::PackedB, c: &mut [S::Out], m: usize, n: usize, k: usize, st: &S) {
-        let (bp, col_sum, kg) = (&packed.data, &packed.col_sum, k.div_ceil(4));
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm<S: super::Store>(a: &[i8], bp: &[i8], col_sum: &[i32], c: &mut [S::Out], m: usize, n: usize, k: usize, st: &S) {
+        let kg = k.div_ceil(4);
         // a + 128 as u8 (flip the sign bit), each row padded to a multiple of 4 bytes.
         let kp = kg * 4;
         let mut au = vec![0u8; m * kp];
@@ -280,6 +334,93 @@ mod vnni {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use rayon::prelude::*;
+
+    /// Rows and 8-lane vectors of columns per micro-tile: 4 × 16 outputs in 8 registers, with
+    /// b's two vectors and a's broadcast pair beside them.
+    const MR: usize = 4;
+    const NV: usize = 2;
+    /// Columns per panel of b (`pairs::pack_b`).
+    pub const NR: usize = 8 * NV;
+    /// Rows of c per rayon task: four per batch of 64, so a thread that wakes late is helped
+    /// by the other rather than waited for.
+    const ROWS_PER_TASK: usize = 4 * MR;
+
+    /// c = store(a·b): a as m rows of kp pair words (`pairs::pack_a`), b as panels of NR
+    /// columns of kp pair words each (`pairs::pack_b`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm<S: super::Store>(a: &[u32], bp: &[u32], c: &mut [S::Out], m: usize, n: usize, kp: usize, st: &S) {
+        let panels = n.div_ceil(NR);
+        let task = |(blk, cb): (usize, &mut [S::Out])| {
+            let rows = cb.len() / n;
+            let r0 = blk * ROWS_PER_TASK;
+            let mut tile = [[0i32; NR]; MR];
+            let row = |i: usize| &a[(r0 + i) * kp..][..kp];
+            for p in 0..panels {
+                // One panel (kp·NR words: 25 KiB for k = 784) stays in L1 across the row tiles.
+                let panel = &bp[p * kp * NR..][..kp * NR];
+                let cols = NR.min(n - p * NR);
+                let mut i0 = 0;
+                while i0 < rows {
+                    let live = MR.min(rows - i0);
+                    // SAFETY: detect() saw avx2 before choosing Avx2 (tests force it only where
+                    // the CPU has it); every slice is as long as the kernel reads (kp words per
+                    // row of a, kp·NR per panel, `live` rows of the tile).
+                    unsafe {
+                        if live == MR {
+                            micro::<MR>(&std::array::from_fn(|r| row(i0 + r)), panel, kp, &mut tile);
+                        } else {
+                            // The last rows one at a time rather than a full tile of repeats:
+                            // batch 1 computes one row, not four.
+                            for r in 0..live {
+                                micro::<1>(&[row(i0 + r)], panel, kp, &mut tile[r..]);
+                            }
+                        }
+                    }
+                    for (r, t) in tile.iter().enumerate().take(live) {
+                        st.store_row(p * NR, &t[..cols], &mut cb[(i0 + r) * n + p * NR..][..cols]);
+                    }
+                    i0 += live;
+                }
+            }
+        };
+        // Small products are not worth rayon's fork/join.
+        if m * n * kp < 1 << 15 {
+            c.chunks_mut(ROWS_PER_TASK * n).enumerate().for_each(task);
+        } else {
+            c.par_chunks_mut(ROWS_PER_TASK * n).enumerate().for_each(task);
+        }
+    }
+
+    /// tile[r][j] = Σ_p madd(a_r word p, panel column j's word p) for r < R: `vpmaddwd`
+    /// multiplies the two i16 halves and adds both products into one i32 lane (exact for
+    /// values from i8), and the sums wrap like `wrapping_add`.
+    #[target_feature(enable = "avx2")]
+    unsafe fn micro<const R: usize>(a: &[&[u32]; R], panel: &[u32], kp: usize, tile: &mut [[i32; NR]]) {
+        let mut acc = [[_mm256_setzero_si256(); NV]; R];
+        let bp = panel.as_ptr();
+        for p in 0..kp {
+            // SAFETY (for the unsafe ops below): panel holds kp·NR words, a[r] kp words.
+            let bv: [__m256i; NV] = std::array::from_fn(|v| unsafe { _mm256_loadu_si256(bp.add(p * NR + 8 * v) as *const __m256i) });
+            for r in 0..R {
+                let av = _mm256_set1_epi32(unsafe { *a[r].get_unchecked(p) } as i32);
+                for v in 0..NV {
+                    acc[r][v] = _mm256_add_epi32(acc[r][v], _mm256_madd_epi16(av, bv[v]));
+                }
+            }
+        }
+        for r in 0..R {
+            for v in 0..NV {
+                unsafe { _mm256_storeu_si256(tile[r].as_mut_ptr().add(8 * v) as *mut __m256i, acc[r][v]) };
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,6 +471,32 @@ mod tests {
                     assert_eq!(c, want, "{path:?} {m}x{n}x{k} ta={ta} tb={tb}");
                 }
             }
+        }
+    }
+
+    /// A b packed for one kernel is reused by that kernel's next call and packed afresh when
+    /// the same tensor is read another way (transposed), and every product stays exact.
+    #[test]
+    fn the_packed_b_is_reused_per_kernel_and_layout() {
+        let (m, n, k) = (5, 20, 9);
+        let a: Vec<i8> = (0..m * k).map(|i| (i as i32 * 7 % 255 - 127) as i8).collect();
+        let b: Vec<i8> = (0..k * n).map(|i| (i as i32 * 13 % 255 - 127) as i8).collect();
+        let packing: Vec<I8Path> = paths().into_iter().filter(|&p| p != I8Path::Portable).collect();
+        assert!(!packing.is_empty() || !cfg!(target_arch = "x86_64"), "an x86-64 CI machine has AVX2");
+        for path in packing {
+            let cache = PackCache::default();
+            let cached = || cache.lock().unwrap().clone().expect("b was packed");
+            let mut c = vec![i32::MIN; m * n];
+            gemm_i8(&a, &b, &cache, &mut c, m, n, k, false, false, path, &Raw);
+            let first = cached();
+            assert_eq!((first.path, first.tb), (path, false));
+            c.fill(i32::MIN);
+            gemm_i8(&a, &b, &cache, &mut c, m, n, k, false, false, path, &Raw);
+            assert!(std::sync::Arc::ptr_eq(&first, &cached()), "{path:?} packed b again for the same call");
+            assert_eq!(c, naive(&a, &b, m, n, k, false, false), "{path:?} from the cache");
+            gemm_i8(&a, &b, &cache, &mut c, m, n, k, false, true, path, &Raw);
+            assert!(!std::sync::Arc::ptr_eq(&first, &cached()) && cached().tb, "{path:?} reused b's packing for bᵀ");
+            assert_eq!(c, naive(&a, &b, m, n, k, false, true), "{path:?} transposed after a cached plain b");
         }
     }
 

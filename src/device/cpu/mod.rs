@@ -8,6 +8,7 @@ mod conv;
 mod core;
 mod gemm_bf16;
 mod gemm_i8;
+mod pairs;
 mod ops;
 mod quant;
 mod tensor;

@@ -1,0 +1,133 @@
+//! Operands packed in pairs of adjacent k for the CPU's pair-dot-product GEMMs: AVX-512 BF16's
+//! `vdpbf16ps` (two bf16 products per f32 lane) and AVX2's `vpmaddwd` (two i16 products per
+//! i32 lane, the int8 GEMM's path without VNNI). Each 32-bit word holds the 16-bit values of k
+//! = 2p (low half) and 2p + 1 (high half); an odd k is padded with zero, which adds nothing.
+
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+
+use rayon::prelude::*;
+
+/// Below this many packed words, packing runs on the calling thread.
+const PAR_WORDS: usize = 1 << 15;
+
+fn word(lo: u16, hi: u16) -> u32 {
+    lo as u32 | ((hi as u32) << 16)
+}
+
+/// op(a) ([m, k], or [k, m] when `ta`) as m rows of k.div_ceil(2) words, each value mapped to
+/// 16 bits by `bits`. Rows in parallel for large operands.
+pub fn pack_a<T: Copy + Sync>(a: &[T], m: usize, k: usize, ta: bool, bits: impl Fn(T) -> u16 + Sync) -> Vec<u32> {
+    let kp = k.div_ceil(2);
+    let mut out = vec![0u32; m * kp];
+    if kp == 0 {
+        return out;
+    }
+    let row = |(i, dst): (usize, &mut [u32])| {
+        if ta {
+            for (p, w) in dst.iter_mut().enumerate() {
+                let hi = if 2 * p + 1 < k { bits(a[(2 * p + 1) * m + i]) } else { 0 };
+                *w = word(bits(a[2 * p * m + i]), hi);
+            }
+        } else {
+            // Whole pairs in a loop the compiler vectorises, then the odd k's last value.
+            let src = &a[i * k..][..k];
+            for (w, pair) in dst.iter_mut().zip(src.chunks_exact(2)) {
+                *w = word(bits(pair[0]), bits(pair[1]));
+            }
+            if k % 2 == 1 {
+                dst[kp - 1] = word(bits(src[k - 1]), 0);
+            }
+        }
+    };
+    if out.len() >= PAR_WORDS {
+        out.par_chunks_mut(kp).enumerate().for_each(row);
+    } else {
+        out.chunks_mut(kp).enumerate().for_each(row);
+    }
+    out
+}
+
+/// op(b) ([k, n], or [n, k] when `tb`) packed panel by panel (`nr` columns each, the last
+/// padded with zero columns), then pair by pair of k: word p·nr + j of a panel holds column j's
+/// values for k = 2p, 2p+1, so one vector load feeds nr consecutive columns. Panels in parallel
+/// for large operands; the inner loops run over contiguous memory on at least one side.
+pub fn pack_b<T: Copy + Sync>(b: &[T], n: usize, k: usize, tb: bool, nr: usize, bits: impl Fn(T) -> u16 + Sync) -> Vec<u32> {
+    let kp = k.div_ceil(2);
+    let mut out = vec![0u32; n.div_ceil(nr) * kp * nr];
+    if out.is_empty() {
+        return out;
+    }
+    let panel = |(pi, dst): (usize, &mut [u32])| {
+        let j0 = pi * nr;
+        let cols = nr.min(n - j0);
+        if tb {
+            // b is [n, k]: row j's pairs are its words already; scatter them down the panel.
+            for jj in 0..cols {
+                for (p, pair) in b[(j0 + jj) * k..][..k].chunks(2).enumerate() {
+                    dst[p * nr + jj] = word(bits(pair[0]), pair.get(1).map_or(0, |&v| bits(v)));
+                }
+            }
+        } else {
+            // b is [k, n]: interleave two rows, a panel's columns at a time.
+            for p in 0..kp {
+                let d = &mut dst[p * nr..][..cols];
+                let lo = &b[2 * p * n + j0..][..cols];
+                if 2 * p + 1 < k {
+                    let hi = &b[(2 * p + 1) * n + j0..][..cols];
+                    d.iter_mut().zip(lo).zip(hi).for_each(|((w, &l), &h)| *w = word(bits(l), bits(h)));
+                } else {
+                    d.iter_mut().zip(lo).for_each(|(w, &l)| *w = bits(l) as u32);
+                }
+            }
+        }
+    };
+    if out.len() >= PAR_WORDS {
+        out.par_chunks_mut(kp * nr).enumerate().for_each(panel);
+    } else {
+        out.chunks_mut(kp * nr).enumerate().for_each(panel);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The word a packed operand must hold for (row or column i, pair p), from the plain
+    /// definition: value (i, 2p) low, (i, 2p+1) high, zero beyond k.
+    fn want(get: impl Fn(usize, usize) -> u16, i: usize, p: usize, k: usize) -> u32 {
+        let v = |kx: usize| if kx < k { get(i, kx) } else { 0 };
+        v(2 * p) as u32 | ((v(2 * p + 1) as u32) << 16)
+    }
+
+    #[test]
+    fn both_packers_hold_every_pair_where_the_kernels_read_it() {
+        // 200 × 333 crosses PAR_WORDS, so the parallel arm is checked too.
+        for &(rows, k) in &[(1, 1), (3, 7), (5, 8), (17, 0), (200, 333)] {
+            let vals: Vec<i8> = (0..rows * k).map(|i| (i * 37 % 255) as i8).collect();
+            let bits = |v: i8| v as i16 as u16;
+            for t in [false, true] {
+                // Stored [rows, k] (a, or b with tb) or [k, rows] (a with ta, or b).
+                let get = |i: usize, kx: usize| bits(if t { vals[kx * rows + i] } else { vals[i * k + kx] });
+                let a = pack_a(&vals, rows, k, t, bits);
+                let kp = k.div_ceil(2);
+                for i in 0..rows {
+                    for p in 0..kp {
+                        assert_eq!(a[i * kp + p], want(get, i, p, k), "pack_a {rows}x{k} ta={t} row {i} pair {p}");
+                    }
+                }
+                for nr in [8, 16, 64] {
+                    let b = pack_b(&vals, rows, k, !t, nr, bits);
+                    assert_eq!(b.len(), rows.div_ceil(nr) * kp * nr);
+                    for j in 0..rows.div_ceil(nr) * nr {
+                        for p in 0..kp {
+                            let w = b[(j / nr * kp + p) * nr + j % nr];
+                            let expect = if j < rows { want(get, j, p, k) } else { 0 };
+                            assert_eq!(w, expect, "pack_b nr={nr} {rows}x{k} tb={} column {j} pair {p}", !t);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
