@@ -60,7 +60,7 @@ fn int8_layer_ops(runs: usize) -> gpulab::Result<Vec<(&'static str, f64)>> {
     out.push(("dequantize [64,256]", time_op(b, runs, |b| b.dequantize(&acc, &sw, &mut y))?));
     out.push(("bias_add [64,256]", time_op(b, runs, |b| b.bias_add(&mut y, &bias))?));
     out.push(("relu [64,256]", time_op(b, runs, |b| b.relu(&mut y))?));
-    let epi = |b| Dequant { scales: &sw, bias: Some(b), relu: true };
+    let epi = |b| Dequant { scales: &sw, bias: Some(b), relu: true, act_scale: None };
     out.push(("the four above, unfused", time_op(b, runs, |b| matmul_i8_dequant_unfused(b, &xq, &wq, &mut y, false, false, epi(&bias)))?));
     out.push(("matmul_i8_dequant fused", time_op(b, runs, |b| b.matmul_i8_dequant(&xq, &wq, &mut y, false, false, epi(&bias)))?));
     Ok(out)

@@ -18,8 +18,9 @@ const TB: bool = {{TB}};
 const VA: bool = {{VA}};
 const VB: bool = {{VB}};
 
-// flags (main_dequant): 1 = one scale per column, 2 = add bias, 4 = ReLU. zero is 0, passed in
-// so that the compiler cannot see through the XOR with it (see finish).
+// flags (main_dequant): 1 = one scale per column, 2 = add bias, 4 = ReLU, 8 = multiply each
+// scale by act[0] (a dynamic activation scale left on the device by quantize). zero is 0,
+// passed in so that the compiler cannot see through the XOR with it (see finish).
 struct Params { m: u32, n: u32, k: u32, flags: u32, zero: u32 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -29,6 +30,7 @@ struct Params { m: u32, n: u32, k: u32, flags: u32, zero: u32 }
 @group(0) @binding(4) var<storage, read> scales: array<f32>;
 @group(0) @binding(5) var<storage, read> bias: array<f32>;
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
+@group(0) @binding(7) var<storage, read> act: array<f32>;
 
 fn byte_of(word: u32, e: u32) -> u32 {
     return (word >> ((e & 3u) * 8u)) & 0xffu;
@@ -127,12 +129,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
-// f32(acc) · scale, then + bias[j], then max(·, 0): the CPU's operations in its order
+// f32(acc) · scale (· act[0] formed first), then + bias[j], then max(·, 0): the CPU's operations in its order
 // (dequantize, bias_add, relu). The product is rounded to f32 before the bias is added, as it
 // is when dequantize stores it: the XOR with p.zero (0, unknown to the compiler) keeps a
 // driver from contracting the multiply and the add into one fma, which rounds once.
 fn finish(acc: i32, j: u32) -> f32 {
-    let s = scales[select(0u, j, (p.flags & 1u) != 0u)];
+    var s = scales[select(0u, j, (p.flags & 1u) != 0u)];
+    if (p.flags & 8u) != 0u {
+        s = act[0] * s;
+    }
     var v = bitcast<f32>(bitcast<u32>(f32(acc) * s) ^ p.zero);
     if (p.flags & 2u) != 0u {
         v = v + bias[j];

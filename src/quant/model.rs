@@ -81,7 +81,8 @@ pub enum ActScales {
     /// Calibrated once (`calibrate`), fixed at inference: values beyond the range saturate.
     Static,
     /// The absmax of each batch's own input, per layer (PyTorch's dynamic quantization): no
-    /// calibration, never saturates, one scale read back to the host per layer and batch.
+    /// calibration, never saturates; the scale stays on the device, multiplied into s_W[j] by
+    /// the GEMM's epilogue (`Dequant::act_scale`).
     Dynamic,
 }
 
@@ -166,9 +167,7 @@ pub fn quantize_model<B: Backend>(b: &mut B, layers: &[HostLayer], act_absmax: O
 enum Layer<B: Backend> {
     Int8 {
         weight: B::Tensor,
-        weight_scales: Vec<f32>,
-        /// Static scales: s_x · s_W[j] as [1, outputs] and s_x as [1, 1].
-        fixed: Option<(B::Tensor, B::Tensor)>,
+        scales: LayerScales<B>,
         bias: B::Tensor,
         shape: [usize; 2],
     },
@@ -177,6 +176,14 @@ enum Layer<B: Backend> {
         bias: B::Tensor,
         shape: [usize; 2],
     },
+}
+
+/// An int8 layer's scales on the backend.
+enum LayerScales<B: Backend> {
+    /// s_x · s_W[j] as [1, outputs], and the calibrated s_x as [1, 1].
+    Static { out_scales: B::Tensor, act_scale: B::Tensor },
+    /// s_W[j] as [1, outputs], multiplied by each batch's own s_x inside the GEMM's epilogue.
+    Dynamic { weight_scales: B::Tensor },
 }
 
 pub struct QuantMlp<B: Backend> {
@@ -236,26 +243,26 @@ impl<B: Backend> QuantMlp<B> {
             let input = outs.last().unwrap_or(x);
             let relu = i < last;
             let y = match l {
-                Layer::Int8 { weight, weight_scales, fixed, bias, shape } => {
+                Layer::Int8 { weight, scales, bias, shape } => {
                     let mut xq = b.zeros([rows, shape[0]], DType::I8, MemCategory::Activations)?;
-                    let dynamic;
-                    let out_scales = match fixed {
-                        Some((out_scales, act_scale)) => {
+                    let sx;
+                    let (scales, act_scale) = match scales {
+                        LayerScales::Static { out_scales, act_scale } => {
                             b.quantize_with(input, &mut xq, act_scale)?;
-                            out_scales
+                            (out_scales, None)
                         }
-                        None => {
-                            let mut sx = b.zeros([1, 1], DType::F32, MemCategory::Activations)?;
-                            b.quantize(input, &mut xq, &mut sx, QuantGranularity::PerTensor)?;
-                            let s = b.read_f32(&sx)?[0];
-                            let combined: Vec<f32> = weight_scales.iter().map(|w| s * w).collect();
-                            dynamic = b.upload_f32(&combined, [1, shape[1]], MemCategory::Activations)?;
-                            &dynamic
+                        LayerScales::Dynamic { weight_scales } => {
+                            // The batch's own s_x stays on the device: the epilogue multiplies
+                            // it into s_W[j], so nothing is read back between the layers.
+                            let mut s = b.zeros([1, 1], DType::F32, MemCategory::Activations)?;
+                            b.quantize(input, &mut xq, &mut s, QuantGranularity::PerTensor)?;
+                            sx = s;
+                            (weight_scales, Some(&sx))
                         }
                     };
                     // i32 sums finished into f32 (· s_x·s_W[j], + bias, ReLU) inside the GEMM.
                     let mut y = b.zeros([rows, shape[1]], DType::F32, MemCategory::Activations)?;
-                    b.matmul_i8_dequant(&xq, weight, &mut y, false, false, Dequant { scales: out_scales, bias: Some(bias), relu })?;
+                    b.matmul_i8_dequant(&xq, weight, &mut y, false, false, Dequant { scales, bias: Some(bias), relu, act_scale })?;
                     y
                 }
                 Layer::F32 { weight, bias, shape } => {
@@ -280,17 +287,16 @@ impl<B: Backend> QuantMlp<B> {
 fn int8_layer<B: Backend>(b: &mut B, l: &QuantizedLayer) -> Result<Layer<B>> {
     let mut weight = b.zeros(l.shape, DType::I8, MemCategory::Parameters)?;
     b.write_i8(&mut weight, &l.weight)?;
-    let fixed = match l.input_scale {
+    let scales = match l.input_scale {
         Some(sx) => {
             let combined: Vec<f32> = l.weight_scales.iter().map(|s| sx * s).collect();
-            Some((b.upload_f32(&combined, [1, l.shape[1]], MemCategory::Parameters)?, b.upload_f32(&[sx], [1, 1], MemCategory::Parameters)?))
+            LayerScales::Static { out_scales: b.upload_f32(&combined, [1, l.shape[1]], MemCategory::Parameters)?, act_scale: b.upload_f32(&[sx], [1, 1], MemCategory::Parameters)? }
         }
-        None => None,
+        None => LayerScales::Dynamic { weight_scales: b.upload_f32(&l.weight_scales, [1, l.shape[1]], MemCategory::Parameters)? },
     };
     Ok(Layer::Int8 {
         weight,
-        weight_scales: l.weight_scales.clone(),
-        fixed,
+        scales,
         bias: b.upload_f32(&l.bias, [1, l.shape[1]], MemCategory::Parameters)?,
         shape: l.shape,
     })

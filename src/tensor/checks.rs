@@ -91,6 +91,10 @@ pub fn matmul_i8_dequant<T: TensorMeta>(a: &T, b: &T, out: &T, trans_a: bool, tr
     if let Some(bias) = epi.bias {
         bias_for(OP, out, bias)?;
     }
+    if let Some(s) = epi.act_scale {
+        dtype(OP, s, DType::F32)?;
+        ensure_shape(s.shape() == [1, 1], OP, || format!("the activation scale is one value, [1, 1], got {:?}", s.shape()))?;
+    }
     Ok((mnk, per_column))
 }
 

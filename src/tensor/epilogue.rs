@@ -13,11 +13,15 @@ pub enum Epilogue<'a, T> {
 ///
 /// out = (acc as f32) · scale, then + bias[col], then max(·, 0) when `relu`: the same f32
 /// operations in the same order as `dequantize`, `bias_add` and `relu` one after another, so
-/// the fused output equals theirs bit for bit on every backend.
+/// the fused output equals theirs bit for bit on every backend. With `act_scale`, scale is
+/// act_scale · scales[col] (one f32 product, as the host would form it).
 pub struct Dequant<'a, T> {
     /// f32 [1, 1] (one scale) or [1, n] (one per output column), typically s_x · s_W[col].
     pub scales: &'a T,
     /// f32 [1, n], or none.
     pub bias: Option<&'a T>,
     pub relu: bool,
+    /// f32 [1, 1] multiplied into every scale, or none: a dynamic activation scale s_x that
+    /// `quantize` left on the device, so scales can hold s_W alone and nothing is read back.
+    pub act_scale: Option<&'a T>,
 }

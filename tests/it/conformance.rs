@@ -164,7 +164,7 @@ fn table<B: Backend + 'static>() -> Vec<(&'static str, Expect, Call<B>)> {
         let mut x0 = t(b, [2, 3], BF16)?;
         let mut x1 = t(b, [3, 4], BF16)?;
         let mut x2 = t(b, [2, 4], BF16)?;
-        b.matmul16(&x0, &x1, &mut x2, false, false, Epilogue::Bias { bias: &bias, relu: true }, None)
+        b.matmul16(&x0, &x1, &mut x2, false, false, Epilogue::Bias { bias: &bias, relu: true, act_scale: None }, None)
     });
     case!("matmul16: bias length", Expect::Shape, |b| {
         let mut x0 = t(b, [1, 3], F32)?;
@@ -172,7 +172,7 @@ fn table<B: Backend + 'static>() -> Vec<(&'static str, Expect, Call<B>)> {
         let mut x0 = t(b, [2, 3], BF16)?;
         let mut x1 = t(b, [3, 4], BF16)?;
         let mut x2 = t(b, [2, 4], F32)?;
-        b.matmul16(&x0, &x1, &mut x2, false, false, Epilogue::Bias { bias: &bias, relu: false }, None)
+        b.matmul16(&x0, &x1, &mut x2, false, false, Epilogue::Bias { bias: &bias, relu: false, act_scale: None }, None)
     });
     case!("matmul16: bf16 bias", Expect::DType, |b| {
         let mut x0 = t(b, [1, 4], BF16)?;
@@ -180,7 +180,7 @@ fn table<B: Backend + 'static>() -> Vec<(&'static str, Expect, Call<B>)> {
         let mut x0 = t(b, [2, 3], BF16)?;
         let mut x1 = t(b, [3, 4], BF16)?;
         let mut x2 = t(b, [2, 4], F32)?;
-        b.matmul16(&x0, &x1, &mut x2, false, false, Epilogue::Bias { bias: &bias, relu: false }, None)
+        b.matmul16(&x0, &x1, &mut x2, false, false, Epilogue::Bias { bias: &bias, relu: false, act_scale: None }, None)
     });
     case!("matmul16: ReLU mask, bf16 output, stats", Expect::Ok, |b| {
         let mut x0 = t(b, [2, 4], BF16)?;
@@ -240,16 +240,16 @@ fn table<B: Backend + 'static>() -> Vec<(&'static str, Expect, Call<B>)> {
     case!("matmul_i8: ok", Expect::Ok, |b| { let mut x0 = t(b, [2, 3], I8)?; let mut x1 = t(b, [3, 4], I8)?; let mut x2 = t(b, [2, 4], I32)?; b.matmul_i8(&x0, &x1, &mut x2, false, false) });
     case!("matmul_i8: f32 output", Expect::DType, |b| { let mut x0 = t(b, [2, 3], I8)?; let mut x1 = t(b, [3, 4], I8)?; let mut x2 = t(b, [2, 4], F32)?; b.matmul_i8(&x0, &x1, &mut x2, false, false) });
     case!("matmul_i8: inner dims", Expect::Shape, |b| { let mut x0 = t(b, [2, 3], I8)?; let mut x1 = t(b, [4, 4], I8)?; let mut x2 = t(b, [2, 4], I32)?; b.matmul_i8(&x0, &x1, &mut x2, false, false) });
-    case!("matmul_i8_dequant: ok, per tensor", Expect::Ok, |b| { let x0 = t(b, [2, 3], I8)?; let x1 = t(b, [3, 4], I8)?; let mut x2 = t(b, [2, 4], F32)?; let s = t(b, [1, 1], F32)?; b.matmul_i8_dequant(&x0, &x1, &mut x2, false, false, Dequant { scales: &s, bias: None, relu: false }) });
-    case!("matmul_i8_dequant: per column, bias, relu, transposed", Expect::Ok, |b| { let x0 = t(b, [3, 2], I8)?; let x1 = t(b, [4, 3], I8)?; let mut x2 = t(b, [2, 4], F32)?; let s = t(b, [1, 4], F32)?; let bias = t(b, [1, 4], F32)?; b.matmul_i8_dequant(&x0, &x1, &mut x2, true, true, Dequant { scales: &s, bias: Some(&bias), relu: true }) });
-    case!("matmul_i8_dequant: i32 output", Expect::DType, |b| { let x0 = t(b, [2, 3], I8)?; let x1 = t(b, [3, 4], I8)?; let mut x2 = t(b, [2, 4], I32)?; let s = t(b, [1, 1], F32)?; b.matmul_i8_dequant(&x0, &x1, &mut x2, false, false, Dequant { scales: &s, bias: None, relu: false }) });
-    case!("matmul_i8_dequant: f32 operand", Expect::DType, |b| { let x0 = t(b, [2, 3], F32)?; let x1 = t(b, [3, 4], I8)?; let mut x2 = t(b, [2, 4], F32)?; let s = t(b, [1, 1], F32)?; b.matmul_i8_dequant(&x0, &x1, &mut x2, false, false, Dequant { scales: &s, bias: None, relu: false }) });
-    case!("matmul_i8_dequant: inner dims", Expect::Shape, |b| { let x0 = t(b, [2, 3], I8)?; let x1 = t(b, [4, 4], I8)?; let mut x2 = t(b, [2, 4], F32)?; let s = t(b, [1, 1], F32)?; b.matmul_i8_dequant(&x0, &x1, &mut x2, false, false, Dequant { scales: &s, bias: None, relu: false }) });
-    case!("matmul_i8_dequant: output shape", Expect::Shape, |b| { let x0 = t(b, [2, 3], I8)?; let x1 = t(b, [3, 4], I8)?; let mut x2 = t(b, [4, 2], F32)?; let s = t(b, [1, 1], F32)?; b.matmul_i8_dequant(&x0, &x1, &mut x2, false, false, Dequant { scales: &s, bias: None, relu: false }) });
-    case!("matmul_i8_dequant: scales of rows", Expect::Shape, |b| { let x0 = t(b, [2, 3], I8)?; let x1 = t(b, [3, 4], I8)?; let mut x2 = t(b, [2, 4], F32)?; let s = t(b, [1, 2], F32)?; b.matmul_i8_dequant(&x0, &x1, &mut x2, false, false, Dequant { scales: &s, bias: None, relu: false }) });
-    case!("matmul_i8_dequant: u32 scales", Expect::DType, |b| { let x0 = t(b, [2, 3], I8)?; let x1 = t(b, [3, 4], I8)?; let mut x2 = t(b, [2, 4], F32)?; let s = t(b, [1, 4], U32)?; b.matmul_i8_dequant(&x0, &x1, &mut x2, false, false, Dequant { scales: &s, bias: None, relu: false }) });
-    case!("matmul_i8_dequant: bias length", Expect::Shape, |b| { let x0 = t(b, [2, 3], I8)?; let x1 = t(b, [3, 4], I8)?; let mut x2 = t(b, [2, 4], F32)?; let s = t(b, [1, 4], F32)?; let bias = t(b, [1, 3], F32)?; b.matmul_i8_dequant(&x0, &x1, &mut x2, false, false, Dequant { scales: &s, bias: Some(&bias), relu: false }) });
-    case!("matmul_i8_dequant: i8 bias", Expect::DType, |b| { let x0 = t(b, [2, 3], I8)?; let x1 = t(b, [3, 4], I8)?; let mut x2 = t(b, [2, 4], F32)?; let s = t(b, [1, 4], F32)?; let bias = t(b, [1, 4], I8)?; b.matmul_i8_dequant(&x0, &x1, &mut x2, false, false, Dequant { scales: &s, bias: Some(&bias), relu: true }) });
+    case!("matmul_i8_dequant: ok, per tensor", Expect::Ok, |b| { let x0 = t(b, [2, 3], I8)?; let x1 = t(b, [3, 4], I8)?; let mut x2 = t(b, [2, 4], F32)?; let s = t(b, [1, 1], F32)?; b.matmul_i8_dequant(&x0, &x1, &mut x2, false, false, Dequant { scales: &s, bias: None, relu: false, act_scale: None }) });
+    case!("matmul_i8_dequant: per column, bias, relu, transposed", Expect::Ok, |b| { let x0 = t(b, [3, 2], I8)?; let x1 = t(b, [4, 3], I8)?; let mut x2 = t(b, [2, 4], F32)?; let s = t(b, [1, 4], F32)?; let bias = t(b, [1, 4], F32)?; b.matmul_i8_dequant(&x0, &x1, &mut x2, true, true, Dequant { scales: &s, bias: Some(&bias), relu: true, act_scale: None }) });
+    case!("matmul_i8_dequant: i32 output", Expect::DType, |b| { let x0 = t(b, [2, 3], I8)?; let x1 = t(b, [3, 4], I8)?; let mut x2 = t(b, [2, 4], I32)?; let s = t(b, [1, 1], F32)?; b.matmul_i8_dequant(&x0, &x1, &mut x2, false, false, Dequant { scales: &s, bias: None, relu: false, act_scale: None }) });
+    case!("matmul_i8_dequant: f32 operand", Expect::DType, |b| { let x0 = t(b, [2, 3], F32)?; let x1 = t(b, [3, 4], I8)?; let mut x2 = t(b, [2, 4], F32)?; let s = t(b, [1, 1], F32)?; b.matmul_i8_dequant(&x0, &x1, &mut x2, false, false, Dequant { scales: &s, bias: None, relu: false, act_scale: None }) });
+    case!("matmul_i8_dequant: inner dims", Expect::Shape, |b| { let x0 = t(b, [2, 3], I8)?; let x1 = t(b, [4, 4], I8)?; let mut x2 = t(b, [2, 4], F32)?; let s = t(b, [1, 1], F32)?; b.matmul_i8_dequant(&x0, &x1, &mut x2, false, false, Dequant { scales: &s, bias: None, relu: false, act_scale: None }) });
+    case!("matmul_i8_dequant: output shape", Expect::Shape, |b| { let x0 = t(b, [2, 3], I8)?; let x1 = t(b, [3, 4], I8)?; let mut x2 = t(b, [4, 2], F32)?; let s = t(b, [1, 1], F32)?; b.matmul_i8_dequant(&x0, &x1, &mut x2, false, false, Dequant { scales: &s, bias: None, relu: false, act_scale: None }) });
+    case!("matmul_i8_dequant: scales of rows", Expect::Shape, |b| { let x0 = t(b, [2, 3], I8)?; let x1 = t(b, [3, 4], I8)?; let mut x2 = t(b, [2, 4], F32)?; let s = t(b, [1, 2], F32)?; b.matmul_i8_dequant(&x0, &x1, &mut x2, false, false, Dequant { scales: &s, bias: None, relu: false, act_scale: None }) });
+    case!("matmul_i8_dequant: u32 scales", Expect::DType, |b| { let x0 = t(b, [2, 3], I8)?; let x1 = t(b, [3, 4], I8)?; let mut x2 = t(b, [2, 4], F32)?; let s = t(b, [1, 4], U32)?; b.matmul_i8_dequant(&x0, &x1, &mut x2, false, false, Dequant { scales: &s, bias: None, relu: false, act_scale: None }) });
+    case!("matmul_i8_dequant: bias length", Expect::Shape, |b| { let x0 = t(b, [2, 3], I8)?; let x1 = t(b, [3, 4], I8)?; let mut x2 = t(b, [2, 4], F32)?; let s = t(b, [1, 4], F32)?; let bias = t(b, [1, 3], F32)?; b.matmul_i8_dequant(&x0, &x1, &mut x2, false, false, Dequant { scales: &s, bias: Some(&bias), relu: false, act_scale: None }) });
+    case!("matmul_i8_dequant: i8 bias", Expect::DType, |b| { let x0 = t(b, [2, 3], I8)?; let x1 = t(b, [3, 4], I8)?; let mut x2 = t(b, [2, 4], F32)?; let s = t(b, [1, 4], F32)?; let bias = t(b, [1, 4], I8)?; b.matmul_i8_dequant(&x0, &x1, &mut x2, false, false, Dequant { scales: &s, bias: Some(&bias), relu: true, act_scale: None }) });
     case!("write_i8: ok", Expect::Ok, |b| { let mut x0 = t(b, [2, 3], I8)?; b.write_i8(&mut x0, &[1; 6]) });
     case!("write_i8: into f32", Expect::DType, |b| { let mut x0 = t(b, [2, 3], F32)?; b.write_i8(&mut x0, &[1; 6]) });
     case!("write_i8: wrong length", Expect::Shape, |b| { let mut x0 = t(b, [2, 3], I8)?; b.write_i8(&mut x0, &[1; 5]) });

@@ -288,24 +288,29 @@ fn cpu_vectorised_quantize_equals_the_scalar_rule_on_odd_shapes_and_special_valu
 /// leave a partial group of four.
 const FUSED_SHAPES: [(usize, usize, usize); 8] = [(1, 1, 1), (7, 33, 65), (65, 7, 33), (33, 65, 7), (1, 65, 33), (65, 1, 7), (64, 256, 784), (70, 130, 0)];
 
-/// One epilogue setting: per-column scales?, a bias?, ReLU?
-type Setting = (bool, bool, bool);
+/// One epilogue setting: per-column scales?, a bias?, ReLU?, a dynamic activation scale on
+/// the device (`ACT`, multiplied into the scales)?
+type Setting = (bool, bool, bool, bool);
 
 fn settings() -> Vec<Setting> {
-    (0..8).map(|i| (i & 1 != 0, i & 2 != 0, i & 4 != 0)).collect()
+    (0..16).map(|i| (i & 1 != 0, i & 2 != 0, i & 4 != 0, i & 8 != 0)).collect()
 }
+
+/// The activation scale of the settings that have one.
+const ACT: f32 = 0.0213;
 
 /// The f32 bits of op(a)·op(b) finished by the epilogue, fused (`matmul_i8_dequant`) or as the
 /// separate ops (`matmul_i8_dequant_unfused`), into an output filled with NaN first.
 #[allow(clippy::too_many_arguments)]
-fn fused_bits<B: Backend>(be: &mut B, fused: bool, a: &[i8], b: &[i8], (m, n, k): (usize, usize, usize), (ta, tb): (bool, bool), (per_col, with_bias, relu): Setting, seed: u64) -> Vec<u32> {
+fn fused_bits<B: Backend>(be: &mut B, fused: bool, a: &[i8], b: &[i8], (m, n, k): (usize, usize, usize), (ta, tb): (bool, bool), (per_col, with_bias, relu, act): Setting, seed: u64) -> Vec<u32> {
     let at = i8_tensor(be, a, if ta { [k, m] } else { [m, k] });
     let bt = i8_tensor(be, b, if tb { [n, k] } else { [k, n] });
     let scales = if per_col { random(n, seed, 1e-4, 2e-2) } else { vec![3.7e-3] };
     let st = be.upload_f32(&scales, [1, scales.len()], M::Parameters).unwrap();
     let bias = be.upload_f32(&random(n, seed + 1, -3.0, 3.0), [1, n], M::Parameters).unwrap();
     let mut out = be.upload_f32(&vec![f32::NAN; m * n], [m, n], M::Activations).unwrap();
-    let epi = Dequant { scales: &st, bias: with_bias.then_some(&bias), relu };
+    let act_t = be.upload_f32(&[ACT], [1, 1], M::Activations).unwrap();
+    let epi = Dequant { scales: &st, bias: with_bias.then_some(&bias), relu, act_scale: act.then_some(&act_t) };
     if fused {
         be.matmul_i8_dequant(&at, &bt, &mut out, ta, tb, epi).unwrap();
     } else {
@@ -322,7 +327,7 @@ fn each_fused_case(mut check: impl FnMut(&str, &[i8], &[i8], (usize, usize, usiz
         let transposes: &[(bool, bool)] = if m * n * k > 100_000 { &[(false, false)] } else { &[(false, false), (true, false), (false, true), (true, true)] };
         for &t in transposes {
             for set in settings() {
-                let what = format!("{m}x{n}x{k} ta={} tb={} per_col={} bias={} relu={}", t.0, t.1, set.0, set.1, set.2);
+                let what = format!("{m}x{n}x{k} ta={} tb={} per_col={} bias={} relu={} act={}", t.0, t.1, set.0, set.1, set.2, set.3);
                 check(&what, &a, &b, (m, n, k), t, set, s as u64);
             }
         }
@@ -352,7 +357,9 @@ fn cpu_fused_int8_epilogue_equals_the_separate_ops_bit_for_bit() {
                 .iter()
                 .enumerate()
                 .map(|(i, &v)| {
-                    let mut y = v as f32 * scales[if set.0 { i % n } else { 0 }];
+                    // s_x · s_W[col] formed first, as the host does for the separate ops.
+                    let s = scales[if set.0 { i % n } else { 0 }];
+                    let mut y = v as f32 * if set.3 { ACT * s } else { s };
                     if set.1 {
                         y += bias[i % n];
                     }
@@ -394,19 +401,20 @@ fn fused_int8_epilogue_refuses_bad_shapes_with_clear_errors() {
         let mut out = be.upload_f32(&[7.0; 8], [2, 4], M::Other).unwrap();
         let mut out_t = be.upload_f32(&[7.0; 8], [4, 2], M::Other).unwrap();
         let mut acc = be.zeros([2, 4], DType::I32, M::Other).unwrap();
-        let e = |scales, bias| Dequant { scales, bias, relu: true };
+        let e = |scales, bias| Dequant { scales, bias, relu: true, act_scale: None };
         let errs = vec![
             be.matmul_i8_dequant(&a, &b, &mut out, false, false, e(&s3, None)),
             be.matmul_i8_dequant(&a, &b, &mut out, false, false, e(&s4, Some(&s3))),
             be.matmul_i8_dequant(&a, &b, &mut out_t, false, false, e(&s1, None)),
             be.matmul_i8_dequant(&a, &a, &mut out, false, false, e(&s1, None)),
             be.matmul_i8_dequant(&a, &b, &mut acc, false, false, e(&s1, None)),
+            be.matmul_i8_dequant(&a, &b, &mut out, false, false, Dequant { act_scale: Some(&s4), ..e(&s1, None) }),
         ];
         assert_eq!(be.read_f32(&out).unwrap(), vec![7.0; 8], "a refused call writes nothing");
         errs.into_iter().map(|r| r.expect_err("a bad call must be refused").to_string()).collect()
     }
     let cpu = errors(&mut CpuBackend::new());
-    for (err, want) in cpu.iter().zip(["scales [1, 3]", "bias [1, 3]", "output is [4, 2], expected [2, 4]", "inner dimensions differ", "writes an f32 output, got i32"]) {
+    for (err, want) in cpu.iter().zip(["scales [1, 3]", "bias [1, 3]", "output is [4, 2], expected [2, 4]", "inner dimensions differ", "writes an f32 output, got i32", "activation scale is one value, [1, 1], got [1, 4]"]) {
         assert!(err.contains("matmul_i8_dequant") && err.contains(want), "{err:?} should name the op and say {want:?}");
     }
     with_gpu("fused_int8_epilogue_refuses_bad_shapes_with_clear_errors", |gpu| assert_eq!(errors(gpu), cpu));

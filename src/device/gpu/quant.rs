@@ -92,10 +92,12 @@ impl QuantOps for GpuBackend {
     fn matmul_i8_dequant(&mut self, a: &GpuTensor, b: &GpuTensor, out: &mut GpuTensor, ta: bool, tb: bool, epi: Dequant<'_, GpuTensor>) -> Result<()> {
         let (mnk, per_column) = checks::matmul_i8_dequant(a, b, out, ta, tb, &epi)?;
         let (dims, groups, variant) = self.i8_launch("matmul_i8_dequant", mnk, ta, tb)?;
-        let flags = per_column as u32 | (epi.bias.is_some() as u32) << 1 | (epi.relu as u32) << 2;
-        // Without a bias the kernel never reads binding 5; the scales stand in for it.
+        let flags = per_column as u32 | (epi.bias.is_some() as u32) << 1 | (epi.relu as u32) << 2 | (epi.act_scale.is_some() as u32) << 3;
+        // Without a bias (an activation scale) the kernel never reads binding 5 (7); the
+        // scales stand in for it.
         let bias = epi.bias.unwrap_or(epi.scales);
-        let bindings = [(1, a.buffer()), (2, b.buffer()), (4, epi.scales.buffer()), (5, bias.buffer()), (6, out.buffer())];
+        let act = epi.act_scale.unwrap_or(epi.scales);
+        let bindings = [(1, a.buffer()), (2, b.buffer()), (4, epi.scales.buffer()), (5, bias.buffer()), (6, out.buffer()), (7, act.buffer())];
         self.run_as(DType::I8, Kernel::MatmulI8Dequant, variant, &[dims[0], dims[1], dims[2], flags, 0], &bindings, groups)
     }
 }

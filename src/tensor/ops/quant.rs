@@ -137,7 +137,16 @@ pub fn matmul_i8_dequant_unfused<B: QuantOps + ?Sized>(be: &mut B, a: &B::Tensor
     checks::matmul_i8_dequant(a, b, out, trans_a, trans_b, &epi)?;
     let mut acc = be.zeros(out.shape(), DType::I32, MemCategory::Activations)?;
     be.matmul_i8(a, b, &mut acc, trans_a, trans_b)?;
-    be.dequantize(&acc, epi.scales, out)?;
+    // The separate ops take one scale tensor: s_x · s_W[col] formed on the host (one read).
+    let combined = match epi.act_scale {
+        Some(act) => {
+            let sx = be.read_f32(act)?[0];
+            let s: Vec<f32> = be.read_f32(epi.scales)?.iter().map(|w| sx * w).collect();
+            Some(be.upload_f32(&s, epi.scales.shape(), MemCategory::Activations)?)
+        }
+        None => None,
+    };
+    be.dequantize(&acc, combined.as_ref().unwrap_or(epi.scales), out)?;
     if let Some(bias) = epi.bias {
         be.bias_add(out, bias)?;
     }
