@@ -39,6 +39,7 @@ impl ChildSpec {
         .map(|s| s.to_string())
         .collect();
         for (k, v) in [
+            ("--model", c.model.name().to_string()),
             ("--batch", c.batch.to_string()),
             ("--epochs", c.epochs.to_string()),
             ("--lr", c.lr.to_string()),

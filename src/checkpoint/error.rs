@@ -20,7 +20,7 @@ pub enum CheckpointError {
     #[error("checkpoint {path}: tensor {name} has shape {found:?} ({dtype}), this model needs {expected:?} (F32)")]
     ShapeMismatch { path: PathBuf, name: String, expected: Vec<usize>, found: Vec<usize>, dtype: String },
 
-    #[error("checkpoint {path} is for a different model: it holds {found}, this run trains {expected}")]
+    #[error("checkpoint {path} is for a different model: it holds {found}, this run trains {expected}; resume it with the model that wrote it, or use another folder")]
     ArchitectureMismatch { path: PathBuf, expected: String, found: String },
 
     #[error("checkpoint {path} has no usable {key} in its metadata: {detail}")]

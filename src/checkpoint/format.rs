@@ -81,6 +81,12 @@ pub fn weight_name(layer: usize) -> String {
 pub fn bias_name(layer: usize) -> String {
     format!("layers.{layer}.bias")
 }
+pub fn conv_weight_name(stage: usize) -> String {
+    format!("conv{stage}.weight")
+}
+pub fn conv_bias_name(stage: usize) -> String {
+    format!("conv{stage}.bias")
+}
 pub fn state_name(slot: &str, param: &str) -> String {
     format!("optimizer.{slot}.{param}")
 }
@@ -91,6 +97,10 @@ pub fn tensor_specs(arch: &MlpConfig, kind: OptimizerKind) -> Vec<(String, Vec<u
     for (i, w) in arch.widths().windows(2).enumerate() {
         specs.push((weight_name(i), vec![w[0], w[1]]));
         specs.push((bias_name(i), vec![w[1]]));
+    }
+    for (j, s) in arch.conv.iter().flat_map(|c| c.stages()).enumerate() {
+        specs.push((conv_weight_name(j), vec![s.taps(), s.out]));
+        specs.push((conv_bias_name(j), vec![s.out]));
     }
     let params = specs.clone();
     for slot in state_slot_names(kind) {
@@ -236,10 +246,19 @@ fn parse_meta(m: &HashMap<String, String>, path: &Path) -> Result<CheckpointMeta
     })
 }
 
+/// Refuses a CNN's checkpoint where only an MLP's dense layers are read (`what` says where,
+/// e.g. "the inference server"), naming the model it holds.
+pub fn require_mlp(ck: &Checkpoint, path: &Path, what: &str) -> crate::Result<()> {
+    match ck.meta.architecture.conv {
+        Some(_) => Err(crate::Error::InvalidConfig(format!("checkpoint {} holds a {}; {what} takes an MLP's checkpoint (it runs no convolutions)", path.display(), ck.meta.architecture.label()))),
+        None => Ok(()),
+    }
+}
+
 /// Checks that the checkpoint fits this model and optimizer: architecture, then every tensor.
 pub fn check_fits(ck: &Checkpoint, arch: &MlpConfig, kind: OptimizerKind, path: &Path) -> Result<(), CheckpointError> {
     if &ck.meta.architecture != arch {
-        return Err(CheckpointError::ArchitectureMismatch { path: path.into(), expected: format!("MLP {}", arch.describe()), found: format!("MLP {}", ck.meta.architecture.describe()) });
+        return Err(CheckpointError::ArchitectureMismatch { path: path.into(), expected: arch.label(), found: ck.meta.architecture.label() });
     }
     for (name, shape) in tensor_specs(arch, kind) {
         let t = ck.tensors.get(&name).ok_or_else(|| CheckpointError::MissingTensor { path: path.into(), name: name.clone() })?;

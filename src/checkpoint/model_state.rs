@@ -1,11 +1,11 @@
 //! Copies a model's parameters and optimizer state between the backend and named host
-//! tensors (the checkpoint's names; see `format`).
+//! tensors (the checkpoint's names; see `format`): the dense layers', and a CNN's convolutions'.
 
 use std::collections::BTreeMap;
 
-use super::format::{NamedTensor, bias_name, state_name, state_slot_names, weight_name};
+use super::format::{NamedTensor, bias_name, conv_bias_name, conv_weight_name, state_name, state_slot_names, weight_name};
 use crate::error::Result;
-use crate::nn::{Mlp, OptimizerKind};
+use crate::nn::{Mlp, OptimizerKind, Param};
 use crate::tensor::{Backend, TensorMeta};
 
 pub fn optimizer_kind<B: Backend>(model: &Mlp<B>) -> OptimizerKind {
@@ -15,26 +15,29 @@ pub fn optimizer_kind<B: Backend>(model: &Mlp<B>) -> OptimizerKind {
     }
 }
 
-/// (name, parameter) for every parameter: weight then bias of each layer.
-fn named_params<B: Backend>(model: &Mlp<B>) -> Vec<(String, &crate::nn::Param<B>)> {
-    model.weights.iter().zip(&model.biases).enumerate().flat_map(|(i, (w, b))| [(weight_name(i), w), (bias_name(i), b)]).collect()
+/// The checkpoint name of every parameter, in the order `params` and `params_mut` visit them:
+/// weight then bias of each dense layer, then of each convolution (a CNN).
+fn param_names<B: Backend>(model: &Mlp<B>) -> Vec<String> {
+    let dense = (0..model.weights.len()).flat_map(|i| [weight_name(i), bias_name(i)]);
+    let conv = (0..model.stem.as_ref().map_or(0, |s| s.weights.len())).flat_map(|j| [conv_weight_name(j), conv_bias_name(j)]);
+    dense.chain(conv).collect()
 }
 
-/// Checkpoints name an MLP's tensors only: a CNN is refused rather than saved without its
-/// convolutions.
-fn refuse_cnn<B: Backend>(model: &Mlp<B>) -> Result<()> {
-    match model.stem {
-        Some(_) => Err(crate::Error::InvalidConfig("model cnn cannot be checkpointed yet (checkpoints hold an MLP's tensors); train the CNN without a checkpoint folder, or use model mlp".into())),
-        None => Ok(()),
-    }
+fn params<B: Backend>(model: &Mlp<B>) -> impl Iterator<Item = &Param<B>> {
+    let dense = model.weights.iter().zip(&model.biases).flat_map(|(w, b)| [w, b]);
+    dense.chain(model.stem.iter().flat_map(|s| s.params()))
+}
+
+fn params_mut<B: Backend>(model: &mut Mlp<B>) -> impl Iterator<Item = &mut Param<B>> {
+    let dense = model.weights.iter_mut().zip(model.biases.iter_mut()).flat_map(|(w, b)| [w, b]);
+    dense.chain(model.stem.iter_mut().flat_map(|s| s.params_mut()))
 }
 
 /// Reads every parameter and optimizer-state tensor back to the host.
 pub fn snapshot<B: Backend>(b: &mut B, model: &Mlp<B>) -> Result<BTreeMap<String, NamedTensor>> {
-    refuse_cnn(model)?;
     let slots = state_slot_names(optimizer_kind(model));
     let mut out = BTreeMap::new();
-    for (name, p) in named_params(model) {
+    for (name, p) in param_names(model).into_iter().zip(params(model)) {
         let shape = stored_shape(&name, p.value.shape());
         out.insert(name.clone(), NamedTensor::f32(shape.clone(), b.read_f32(&p.value)?));
         for (slot, t) in slots.iter().zip(&p.state) {
@@ -46,11 +49,9 @@ pub fn snapshot<B: Backend>(b: &mut B, model: &Mlp<B>) -> Result<BTreeMap<String
 
 /// Writes checked tensors (see `format::check_fits`) into the model's buffers.
 pub fn restore<B: Backend>(b: &mut B, model: &mut Mlp<B>, tensors: &BTreeMap<String, NamedTensor>) -> Result<()> {
-    refuse_cnn(model)?;
     let slots = state_slot_names(optimizer_kind(model));
-    let names: Vec<String> = named_params(model).into_iter().map(|(n, _)| n).collect();
-    let params = model.weights.iter_mut().zip(model.biases.iter_mut()).flat_map(|(w, b)| [w, b]);
-    for (name, p) in names.iter().zip(params) {
+    let names = param_names(model);
+    for (name, p) in names.iter().zip(params_mut(model)) {
         let get = |n: &str| tensors.get(n).ok_or_else(|| crate::Error::InvalidConfig(format!("checkpoint lacks {n} (it was not checked against the model)")));
         b.write_f32(&mut p.value, &get(name)?.data)?;
         for (slot, t) in slots.iter().zip(p.state.iter_mut()) {

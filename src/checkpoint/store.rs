@@ -101,12 +101,15 @@ pub struct Skipped {
 }
 
 /// The newest checkpoint in `dir` that validates (None if none does), and the newer ones that
-/// did not.
+/// did not. A checkpoint of another model (an MLP's for a CNN run, other widths or channels) is
+/// not damage to fall back past: it is the error, since a run resumed or started over in that
+/// folder would write its own checkpoints over the other model's.
 pub fn newest_valid(dir: &Path, arch: &MlpConfig, kind: OptimizerKind) -> Result<(Option<(PathBuf, Checkpoint)>, Vec<Skipped>), CheckpointError> {
     let mut skipped = Vec::new();
     for p in list(dir)? {
         match load(&p, arch, kind) {
             Ok(ck) => return Ok((Some((p, ck)), skipped)),
+            Err(e @ CheckpointError::ArchitectureMismatch { .. }) => return Err(e),
             Err(e) => skipped.push(Skipped { path: p, kind: e.kind(), reason: e.to_string() }),
         }
     }

@@ -114,9 +114,9 @@ impl<B: Backend> ConvStem<B> {
         Ok(ConvStem { stages, weights, biases })
     }
 
-    /// Every parameter, weights then biases per stage.
+    /// Every parameter: weight then bias of each stage (the order of `params`).
     pub fn params_mut(&mut self) -> impl Iterator<Item = &mut Param<B>> {
-        self.weights.iter_mut().chain(self.biases.iter_mut())
+        self.weights.iter_mut().zip(self.biases.iter_mut()).flat_map(|(w, b)| [w, b])
     }
 
     pub fn params(&self) -> impl Iterator<Item = &Param<B>> {

@@ -52,6 +52,12 @@ impl MlpConfig {
         }
     }
 
+    /// The model named with its kind: "MLP 784-256-128-10", or a CNN's `describe` (which starts
+    /// with "CNN"); what an error names when two models differ.
+    pub fn label(&self) -> String {
+        if self.conv.is_some() { self.describe() } else { format!("MLP {}", self.describe()) }
+    }
+
     /// "784-256-128-10" for an MLP; "CNN 3x32x32 conv3x3 16-pool-conv3x3 32-pool-2048-10" for a CNN.
     pub fn describe(&self) -> String {
         let dense = self.widths().iter().map(|w| w.to_string()).collect::<Vec<_>>().join("-");

@@ -93,6 +93,7 @@ pub fn load_model(source: &ModelSource) -> Result<HostModel> {
 /// its shape), and keeps the parameters.
 pub fn from_checkpoint(path: &std::path::Path) -> Result<HostModel> {
     let ck = store::read(path)?;
+    crate::checkpoint::format::require_mlp(&ck, path, "the inference server")?;
     let arch = ck.meta.architecture.clone();
     arch.validate()?;
     crate::checkpoint::format::check_fits(&ck, &arch, ck.meta.hyperparameters.optimizer, path)?;

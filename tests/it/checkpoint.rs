@@ -1,13 +1,16 @@
 //! Checkpoint files: every kind of damage gives its named error, the resume falls back to the
-//! newest checkpoint that validates, and a resumed in-process run matches an uninterrupted one.
+//! newest checkpoint that validates, and a resumed in-process run matches an uninterrupted one;
+//! the small CNN's convolutions are saved and restored, and another model's checkpoint is refused.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use gpulab::checkpoint::{CheckpointError, Damage, Policy, ChildEvent, ChildSpec, damage, format, run_child, store};
-use gpulab::nn::{MlpConfig, OptimizerKind};
+use gpulab::checkpoint::{CheckpointError, CheckpointMeta, Checkpointer, Damage, Policy, ChildEvent, ChildSpec, damage, format, restore, run_child, snapshot, store};
+use gpulab::nn::{MlpConfig, ModelKind, OptimizerKind};
 use gpulab::train::TrainConfig;
+
+use crate::common::backend_tests;
 
 pub fn small_spec(dir: &Path, optimizer: OptimizerKind, every: u64) -> ChildSpec {
     let lr = if optimizer == OptimizerKind::AdamW { 0.002 } else { 0.05 };
@@ -251,3 +254,159 @@ fn fp16_resume_restores_the_loss_scaler_and_matches_the_reference() {
     let err = run_child(&as_f32, &mut emit, Arc::new(AtomicBool::new(false))).unwrap_err().to_string();
     assert!(err.contains("fp16") && err.contains("fp32"), "{err}");
 }
+
+// --- The small CNN: its convolutions are checkpointed, and a checkpoint of the other model is refused.
+
+/// The files in `dir` and their bytes, to show a refused resume changed nothing.
+fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap()).map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap())).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_cnn_checkpoint_and_an_mlp_run_refuse_each_other_and_leave_the_files() {
+    for (written, resumed) in [(ModelKind::Cnn, ModelKind::Mlp), (ModelKind::Mlp, ModelKind::Cnn)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut spec = small_spec(tmp.path(), OptimizerKind::Sgd, 20);
+        spec.cfg.model = written;
+        train(&spec);
+        let before = files(tmp.path());
+        assert!(before.len() >= 2, "{written:?} wrote {} files", before.len());
+        spec.cfg.model = resumed;
+        spec.resume = true;
+        let mut emit = |_e: ChildEvent| {};
+        let err = run_child(&spec, &mut emit, Arc::new(AtomicBool::new(false))).unwrap_err().to_string();
+        // digits: 1×8×8 images; the CNN's dense head reads its 32×2×2 pooled maps.
+        let (cnn, mlp) = ("CNN 1x8x8 conv3x3 16-pool-conv3x3 32-pool-128-24-16-10", "MLP 64-24-16-10");
+        assert!(err.contains("different model") && err.contains(cnn) && err.contains(mlp), "{written:?} checkpoint, {resumed:?} run: {err}");
+        assert!(files(tmp.path()) == before, "the refused {resumed:?} resume changed the {written:?} checkpoints");
+    }
+
+    // A CNN of other channels (or another image size) is another model too.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut spec = small_spec(tmp.path(), OptimizerKind::Sgd, 50);
+    spec.cfg.model = ModelKind::Cnn;
+    train(&spec);
+    let p = newest(tmp.path());
+    let mut other = store::read(&p).unwrap().meta.architecture;
+    other.conv.as_mut().unwrap().channels = vec![8, 16];
+    match store::load(&p, &other, OptimizerKind::Sgd) {
+        Err(CheckpointError::ArchitectureMismatch { expected, found, .. }) => {
+            assert!(expected.contains("conv3x3 8-pool-conv3x3 16-pool") && found.contains("conv3x3 16-pool-conv3x3 32-pool"), "{expected} / {found}");
+        }
+        other => panic!("expected ArchitectureMismatch, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_cnn_checkpoint_round_trip_keeps_every_conv_tensor_and_its_optimizer_state() {
+    use gpulab::checkpoint::format::RngState;
+    use gpulab::device::CpuBackend;
+    use gpulab::nn::{Mlp, Optimizer};
+    use gpulab::tensor::prelude::*;
+
+    let mut b = CpuBackend::new();
+    let arch = ModelKind::Cnn.config([2, 8, 8], 128, &[6], 3).unwrap();
+    for (kind, slots) in [(OptimizerKind::Sgd, &["momentum"][..]), (OptimizerKind::AdamW, &["exp_avg", "exp_avg_sq"][..])] {
+        let opt = Optimizer::new(kind, 0.01, 0.9, 0.0);
+        let mut model = Mlp::new(&mut b, arch.clone(), opt, 1).unwrap();
+        // Distinct values in every tensor, so a dropped, swapped or zeroed one shows.
+        let mut seed = 0;
+        let stem = model.stem.as_mut().expect("a CNN");
+        for p in stem.params_mut().chain(model.weights.iter_mut()).chain(model.biases.iter_mut()) {
+            for t in std::iter::once(&mut p.value).chain(p.state.iter_mut()) {
+                seed += 1;
+                let n = t.shape().iter().product();
+                b.write_f32(t, &crate::common::random(n, seed, -1.0, 1.0)).unwrap();
+            }
+        }
+        let tensors = snapshot(&mut b, &model).unwrap();
+        for (j, (c_in, c_out)) in [(2, 16), (16, 32)].into_iter().enumerate() {
+            let (w, bias) = (format!("conv{j}.weight"), format!("conv{j}.bias"));
+            assert_eq!(tensors[&w].shape, vec![9 * c_in, c_out], "{w}");
+            assert_eq!(tensors[&bias].shape, vec![c_out], "{bias}");
+            for slot in slots {
+                for n in [&w, &bias] {
+                    assert_eq!(tensors[&format!("optimizer.{slot}.{n}")].shape, tensors[n].shape, "optimizer.{slot}.{n}");
+                }
+            }
+        }
+        // The dense head reads the 32×2×2 pooled maps.
+        assert_eq!(tensors["layers.0.weight"].shape, vec![128, 6]);
+        assert_eq!(tensors.len(), 8 * (1 + slots.len()));
+
+        let cfg = TrainConfig { model: ModelKind::Cnn, optimizer: kind, ..TrainConfig::default() };
+        let meta = CheckpointMeta {
+            position: gpulab::train::LoaderPosition { step: 7, epoch: 0, batch: 7 },
+            optimizer_step: 7,
+            rng: RngState { generator: "test".into(), seed: cfg.seed, stream: 0 },
+            grad_scaler: None,
+            precision: "fp32".into(),
+            hyperparameters: cfg,
+            architecture: arch.clone(),
+            dataset: "shapes".into(),
+            gpulab_version: "test".into(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let saved = store::save(dir.path(), &meta, &tensors).unwrap();
+        let ck = store::load(&saved.path, &arch, kind).unwrap();
+        assert_eq!(ck.meta.architecture.conv.as_ref().map(|c| (c.image, c.channels.clone())), Some(([2, 8, 8], vec![16, 32])), "the recorded model is the CNN");
+        assert!(ck.tensors == tensors, "{kind:?}: tensors changed on the way through the file");
+
+        let mut fresh = Mlp::new(&mut b, arch.clone(), opt, 2).unwrap();
+        restore(&mut b, &mut fresh, &ck.tensors).unwrap();
+        let (old, new) = (model.stem.as_ref().unwrap(), fresh.stem.as_ref().unwrap());
+        for (i, (p, q)) in old.params().zip(new.params()).enumerate() {
+            for (s, (x, y)) in std::iter::once((&p.value, &q.value)).chain(p.state.iter().zip(&q.state)).enumerate() {
+                let (x, y) = (b.read_f32(x).unwrap(), b.read_f32(y).unwrap());
+                assert!(x.iter().zip(&y).all(|(u, v)| u.to_bits() == v.to_bits()), "{kind:?}: conv parameter {i}, tensor {s} (0 = value, then optimizer slots) differs after restore");
+            }
+        }
+        assert!(snapshot(&mut b, &fresh).unwrap() == tensors, "{kind:?}: the restored model's state differs");
+    }
+}
+
+/// A tiny CNN run in this process on backend `b` (two-channel 8×8 shapes, SGD with momentum),
+/// checkpointing into `dir` every `every` steps: its (step, loss) per step.
+fn cnn_run<B: gpulab::tensor::Backend>(b: &mut B, dir: &Path, every: u64, resume: bool) -> Vec<(u64, f64)> {
+    let data = gpulab::data::load(&"shapes:res=8,channels=2,n=200".parse().unwrap(), 3).unwrap();
+    let cfg = TrainConfig { model: ModelKind::Cnn, hidden: vec![16], batch: 16, epochs: 2, lr: 0.05, log_every: 1, ..TrainConfig::default() };
+    let mut emit = |_e: ChildEvent| {};
+    let policy = Policy { every_steps: every, every_epochs: 0, keep_last: 100, at_end: true };
+    let mut hooks = Checkpointer { dir: dir.into(), policy, resume, cfg: cfg.clone(), dataset: data.name.clone(), request: Arc::new(AtomicBool::new(false)), emit: &mut emit, scaler: None, saving: false };
+    let mut losses = Vec::new();
+    let mut sink = |ev: gpulab::train::TrainEvent| {
+        if let gpulab::train::TrainEvent::Progress { step, loss, .. } = ev {
+            losses.push((step, loss));
+        }
+    };
+    gpulab::train::train_with(b, &data, &cfg, &mut sink, &mut hooks, &mut gpulab::train::Inline).unwrap();
+    losses
+}
+
+/// A CNN run that "crashed" after its checkpoint at step 6 resumes there and then matches the
+/// uninterrupted run bit for bit: every loss, and the final weights and optimizer state.
+fn cnn_resume_matches_the_uninterrupted_run<B: gpulab::tensor::Backend>(b: &mut B) {
+    let (ref_dir, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let want = cnn_run(b, ref_dir.path(), 0, false);
+    let want_final = store::read(&newest(ref_dir.path())).unwrap();
+    assert!(want.len() >= 12, "only {} steps", want.len());
+    cnn_run(b, dir.path(), 3, false);
+    for p in store::list(dir.path()).unwrap() {
+        if store::step_of(&p).unwrap() > 6 {
+            std::fs::remove_file(p).unwrap(); // never written: the process died after step 6's
+        }
+    }
+    let got = cnn_run(b, dir.path(), 3, true);
+    assert_eq!(got.first().map(|l| l.0), Some(7), "resumed at the wrong step");
+    for (step, loss) in &got {
+        let w = want[*step as usize - 1];
+        assert_eq!((w.0, w.1.to_bits()), (*step, loss.to_bits()), "loss at step {step} differs: {loss} vs {}", w.1);
+    }
+    let got_final = store::read(&newest(dir.path())).unwrap();
+    assert!(got_final.tensors.contains_key("conv1.weight") && got_final.tensors.contains_key("optimizer.momentum.conv0.bias"));
+    assert!(got_final.tensors == want_final.tensors, "final weights or optimizer state differ from the uninterrupted run");
+}
+
+backend_tests!([cpu, gpu] cnn_resume_matches_the_uninterrupted_run);

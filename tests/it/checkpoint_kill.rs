@@ -1,7 +1,7 @@
 //! The real crash: the gpulab binary trains as a child process and is killed with SIGKILL at
 //! random moments — including right as a checkpoint write starts — twenty times, resuming
 //! each time. The stitched loss sequence and the final weights equal an uninterrupted run's
-//! exactly (CPU backend).
+//! exactly (CPU backend); so does a killed and resumed run of the small CNN.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -195,4 +195,66 @@ fn a_save_requested_on_stdin_is_written_after_the_current_step() {
     assert_eq!(saved.len(), 2, "{saved:?}");
     assert!(saved[0] >= 1 && saved[0] < last_step, "{saved:?}");
     assert_eq!(saved[1], last_step);
+}
+
+#[test]
+fn a_cnn_killed_mid_run_resumes_bit_exact_with_its_convolutions() {
+    use gpulab::nn::ModelKind;
+    // `gpulab train --model cnn --checkpoint-dir …` on two-channel 8×8 shapes, AdamW.
+    let cnn = |dir: &Path, every: u64| {
+        let mut s = spec(dir, every);
+        s.dataset = "shapes:res=8,channels=2,n=240".into();
+        s.cfg = TrainConfig { model: ModelKind::Cnn, hidden: vec![16], batch: 16, epochs: 2, lr: 0.002, optimizer: OptimizerKind::AdamW, log_every: 1, ..TrainConfig::default() };
+        s
+    };
+    let (ref_dir, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let reference = run_to_end(&cnn(ref_dir.path(), 0));
+    let total = *reference.keys().last().unwrap();
+    assert!(total >= 16, "only {total} steps");
+
+    let mut run = cnn(dir.path(), 4);
+    assert!(run.args().windows(2).any(|a| a == ["--model", "cnn"]), "{:?}", run.args());
+    let mut w = ChildProcess::spawn(exe(), &run.args()).unwrap();
+    let mut seen: BTreeMap<u64, f64> = BTreeMap::new();
+    let mut record = |step: u64, loss: f64| {
+        if let Some(old) = seen.insert(step, loss) {
+            assert_eq!(old.to_bits(), loss.to_bits(), "step {step} redone with a different loss");
+        }
+    };
+    while let Some(e) = next(&mut w) {
+        match e {
+            ChildEvent::Step { step, loss, .. } => {
+                record(step, loss);
+                if step >= 9 {
+                    w.kill().unwrap();
+                    break;
+                }
+            }
+            ChildEvent::Failed { message } => panic!("child failed: {message}"),
+            _ => {}
+        }
+    }
+    // Steps the child ran while the kill was on its way.
+    while let Some(e) = next(&mut w) {
+        if let ChildEvent::Step { step, loss, .. } = e {
+            record(step, loss);
+        }
+    }
+    let resumed_from = store::list(dir.path()).unwrap().first().and_then(|p| store::step_of(p)).expect("a checkpoint before the kill");
+    assert!(resumed_from >= 8 && resumed_from < total, "newest checkpoint at step {resumed_from}");
+
+    run.resume = true;
+    for (step, loss) in run_to_end(&run) {
+        record(step, loss);
+    }
+    assert_eq!(seen.len() as u64, total, "some steps never ran");
+    for (step, want) in &reference {
+        assert_eq!(seen[step].to_bits(), want.to_bits(), "loss at step {step}: {} vs reference {want}", seen[step]);
+    }
+    let a = store::read(&store::list(ref_dir.path()).unwrap()[0]).unwrap();
+    let b = store::read(&store::list(dir.path()).unwrap()[0]).unwrap();
+    assert_eq!(b.meta.architecture.conv.as_ref().map(|c| c.image), Some([2, 8, 8]), "the checkpoint records the CNN and its images");
+    assert!(b.tensors.contains_key("conv1.weight") && b.tensors.contains_key("optimizer.exp_avg_sq.conv0.bias"));
+    assert_eq!(a.meta.position, b.meta.position);
+    assert!(a.tensors == b.tensors, "final weights or optimizer state differ from the uninterrupted run");
 }

@@ -64,3 +64,16 @@ fn settings_that_cannot_crash_meaningfully_are_refused() {
     let err = ex.run(&s, &mut CollectSink::default()).unwrap_err().to_string();
     assert!(err.contains("crash_at"), "{err}");
 }
+
+#[test]
+fn the_cnn_crashes_and_resumes_bit_exact_in_the_lab() {
+    let folder = tempfile::tempdir().unwrap();
+    let dir = format!("folder={}", folder.path().display());
+    let (r, _) = run(&["backend=cpu", "model=cnn", "epochs=1", "hidden=16", "checkpoint_every=5", "crash_at=12", &dir]);
+    assert!(r.verdict.summary.contains("bit for bit"), "{}", r.verdict.summary);
+    assert_eq!(r.config.get("model").map(String::as_str), Some("cnn"));
+    // The child trained the CNN: its checkpoints hold the convolutions.
+    let newest = gpulab::checkpoint::store::list(&folder.path().join("run")).unwrap().into_iter().next().expect("a checkpoint");
+    let ck = gpulab::checkpoint::store::read(&newest).unwrap();
+    assert!(ck.meta.architecture.conv.is_some() && ck.tensors.contains_key("conv0.weight"), "{:?}", ck.meta.architecture);
+}

@@ -144,6 +144,17 @@ fn quantization_from_an_exercise_5_checkpoint_and_bad_input_is_refused_by_name()
     let e = s.set("percentile", "100.5").unwrap_err().to_string();
     assert!(e.contains("percentile") && e.contains("100"), "{e}");
 
+    // A CNN's checkpoint: the int8 model has no convolutions, so it is refused naming the CNN.
+    let cnn_dir = tmp.path().join("cnn");
+    let mut spec = small_spec(&cnn_dir, gpulab::nn::OptimizerKind::Sgd, 0);
+    spec.cfg.model = gpulab::nn::ModelKind::Cnn;
+    train(&spec);
+    let cnn = gpulab::checkpoint::store::list(&cnn_dir).unwrap().remove(0);
+    let e = err(&[&format!("checkpoint={}", cnn.display())]);
+    assert!(e.contains("CNN 1x8x8") && e.contains("MLP's checkpoint"), "{e}");
+    let e = gpulab::serve::load_model(&gpulab::serve::ModelSource::Checkpoint(cnn.clone())).err().expect("a CNN checkpoint is not served").to_string();
+    assert!(e.contains("CNN 1x8x8") && e.contains("inference server"), "{e}");
+
     // A damaged or foreign file is refused by quant::load with its name and the reason.
     let bytes = std::fs::read(&export_path).unwrap();
     let bad = |b: &[u8]| export::from_bytes(b, "m.safetensors".as_ref()).unwrap_err().to_string();

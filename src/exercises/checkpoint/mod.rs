@@ -58,7 +58,7 @@ impl Exercise for CheckpointLab {
     }
     fn settings(&self) -> Settings {
         let s = Settings::default().add("backend", "Backend", "Where the training process trains: cpu (bit-exact resume), gpu, gpu:N, gpu:NAME", Value::Devices(vec!["cpu".into()]));
-        common::training_settings(s, "digits", &[64, 32], 32, 3)
+        common::model_setting(common::training_settings(s, "digits", &[64, 32], 32, 3))
             .add("checkpoint_every", "Checkpoint every (steps)", "Save a checkpoint every N steps (0 = only at epoch ends)", settings::int(20, 0, 1_000_000))
             .add("checkpoint_every_epochs", "Checkpoint every (epochs)", "Also save every E epochs (0 = not by epochs)", settings::int(0, 0, 1000))
             .add("keep_last", "Keep last", "Checkpoints kept on disk; older ones are deleted", settings::int(3, 1, 1000))

@@ -44,6 +44,7 @@ pub fn train_first(engine: &mut Engine, data: &Dataset, cfg: &TrainConfig, sink:
 /// for other inputs or classes than `data` is refused, naming both.
 pub fn from_checkpoint(path: &Path, data: &Dataset) -> Result<(Vec<HostLayer>, MlpConfig)> {
     let ck = store::read(path)?;
+    format::require_mlp(&ck, path, "exercise 9's quantization")?;
     let arch = ck.meta.architecture.clone();
     if arch.input != data.features || arch.classes != data.classes {
         return Err(Error::InvalidConfig(format!(
