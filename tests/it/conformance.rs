@@ -164,7 +164,7 @@ fn table<B: Backend + 'static>() -> Vec<(&'static str, Expect, Call<B>)> {
         let mut x0 = t(b, [2, 3], BF16)?;
         let mut x1 = t(b, [3, 4], BF16)?;
         let mut x2 = t(b, [2, 4], BF16)?;
-        b.matmul16(&x0, &x1, &mut x2, false, false, Epilogue::Bias { bias: &bias, relu: true, act_scale: None }, None)
+        b.matmul16(&x0, &x1, &mut x2, false, false, Epilogue::Bias { bias: &bias, relu: true }, None)
     });
     case!("matmul16: bias length", Expect::Shape, |b| {
         let mut x0 = t(b, [1, 3], F32)?;
@@ -172,7 +172,7 @@ fn table<B: Backend + 'static>() -> Vec<(&'static str, Expect, Call<B>)> {
         let mut x0 = t(b, [2, 3], BF16)?;
         let mut x1 = t(b, [3, 4], BF16)?;
         let mut x2 = t(b, [2, 4], F32)?;
-        b.matmul16(&x0, &x1, &mut x2, false, false, Epilogue::Bias { bias: &bias, relu: false, act_scale: None }, None)
+        b.matmul16(&x0, &x1, &mut x2, false, false, Epilogue::Bias { bias: &bias, relu: false }, None)
     });
     case!("matmul16: bf16 bias", Expect::DType, |b| {
         let mut x0 = t(b, [1, 4], BF16)?;
@@ -180,7 +180,7 @@ fn table<B: Backend + 'static>() -> Vec<(&'static str, Expect, Call<B>)> {
         let mut x0 = t(b, [2, 3], BF16)?;
         let mut x1 = t(b, [3, 4], BF16)?;
         let mut x2 = t(b, [2, 4], F32)?;
-        b.matmul16(&x0, &x1, &mut x2, false, false, Epilogue::Bias { bias: &bias, relu: false, act_scale: None }, None)
+        b.matmul16(&x0, &x1, &mut x2, false, false, Epilogue::Bias { bias: &bias, relu: false }, None)
     });
     case!("matmul16: ReLU mask, bf16 output, stats", Expect::Ok, |b| {
         let mut x0 = t(b, [2, 4], BF16)?;
