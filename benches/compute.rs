@@ -4,16 +4,26 @@
 use gpulab::bench::{MatmulDType, TrainBenchConfig, bench_matmul, bench_train, bench_train_amp, random_matrix, time_op};
 use gpulab::device::{Bf16Path, CpuBackend, GpuBackend, GpuSelector};
 use gpulab::nn::{AmpConfig, Mlp, MlpConfig, Precision, Optimizer, OptimizerKind};
-use gpulab::quant::{HostLayer, ObserverKind, QuantMlp, calibrate};
+use gpulab::quant::{HostLayer, ObserverKind, QuantMlp, calibrate, quantize_model};
 use gpulab::tensor::{prelude::*, Dequant, MemCategory, matmul_i8_dequant_unfused};
 use gpulab::stats::median;
 use gpulab::train::{F32Phases, Step};
 
+/// Medians of alternating rounds: FP32, static INT8 and dynamic INT8 seconds (measured), and
+/// the two int8/fp32 ratios (derived, the median of the rounds' ratios).
+struct Latency {
+    f32_s: f64,
+    static_s: f64,
+    dynamic_s: f64,
+    static_ratio: f64,
+    dynamic_ratio: f64,
+}
+
 /// One FP32 forward (the training step's predict path) and one INT8 forward (`QuantMlp`,
-/// calibrated min/max) of MLP 784-256-128-10 at `batch` rows, timed in `rounds` alternating
-/// rounds of `runs` each, so a noisy neighbour slows both alike: the medians of the rounds'
-/// medians (seconds, measured) and the median of the rounds' int8/fp32 ratios (derived).
-fn inference_latency<B: Backend>(b: &mut B, batch: usize, rounds: usize, runs: usize) -> gpulab::Result<(f64, f64, f64)> {
+/// per-channel weights; static scales calibrated min/max, and dynamic scales) of MLP
+/// 784-256-128-10 at `batch` rows, timed in `rounds` alternating rounds of `runs` each, so a
+/// noisy neighbour slows all alike.
+fn inference_latency<B: Backend>(b: &mut B, batch: usize, rounds: usize, runs: usize) -> gpulab::Result<Latency> {
     let cfg = MlpConfig { input: 784, hidden: vec![256, 128], classes: 10, conv: None };
     let model = Mlp::new(b, cfg.clone(), Optimizer::new(OptimizerKind::Sgd, 0.1, 0.9, 0.0), 1)?;
     let x: Vec<f32> = random_matrix(batch * 784, 5).iter().map(|v| v.abs()).collect();
@@ -23,16 +33,20 @@ fn inference_latency<B: Backend>(b: &mut B, batch: usize, rounds: usize, runs: u
     let layers = HostLayer::from_parameters(&model.read_parameters(b)?, &cfg.widths())?;
     let ranges = calibrate(b, &layers, &x, batch, ObserverKind::MinMax)?;
     let q = QuantMlp::new(b, &layers, &ranges)?;
+    let dynamic = quantize_model(b, &layers, None, gpulab::tensor::QuantGranularity::PerChannel)?;
+    let qd = QuantMlp::from_model(b, &dynamic)?;
     let xt = b.upload_f32(&x, [batch, 784], MemCategory::Inputs)?;
-    let (mut f32_s, mut int8_s, mut ratio) = (vec![], vec![], vec![]);
+    let mut t: [Vec<f64>; 5] = Default::default();
     for _ in 0..rounds {
         let f = time_op(b, runs, |b| step.predict(b, &model, &mut ws).map(drop))?;
-        let i = time_op(b, runs, |b| q.forward(b, &xt).map(drop))?;
-        f32_s.push(f);
-        int8_s.push(i);
-        ratio.push(i / f);
+        let s = time_op(b, runs, |b| q.forward(b, &xt).map(drop))?;
+        let d = time_op(b, runs, |b| qd.forward(b, &xt).map(drop))?;
+        for (v, x) in t.iter_mut().zip([f, s, d, s / f, d / f]) {
+            v.push(x);
+        }
     }
-    Ok((median(&mut f32_s), median(&mut int8_s), median(&mut ratio)))
+    let [f32_s, static_s, dynamic_s, static_ratio, dynamic_ratio] = t.map(|mut v| median(&mut v));
+    Ok(Latency { f32_s, static_s, dynamic_s, static_ratio, dynamic_ratio })
 }
 
 /// Where an INT8 layer's time goes on the CPU: each op of the 784→256 layer at batch 64, alone,
@@ -99,11 +113,18 @@ fn main() {
     }
 
     if wanted("inference") {
-        println!("MLP 784-256-128-10 inference, FP32 vs INT8 forward (medians of 7 alternating rounds, measured; ratio derived)");
+        println!("MLP 784-256-128-10 inference, FP32 vs INT8 forward, per-channel weights (medians of 7 alternating rounds, measured; int8/fp32 derived)");
         for batch in [1, 64] {
             let (rounds, runs) = if quick { (1, 1) } else { (7, 30) };
-            let report = |name: &str, r: gpulab::Result<(f64, f64, f64)>| match r {
-                Ok((f, i, ratio)) => println!("  batch {batch:>3} {name:<4} fp32 {:>8.3} ms  int8 {:>8.3} ms  int8/fp32 {ratio:.2}", f * 1e3, i * 1e3),
+            let report = |name: &str, r: gpulab::Result<Latency>| match r {
+                Ok(l) => println!(
+                    "  batch {batch:>3} {name:<4} fp32 {:>8.3} ms  int8 static {:>8.3} ms ({:.2}x)  dynamic {:>8.3} ms ({:.2}x)",
+                    l.f32_s * 1e3,
+                    l.static_s * 1e3,
+                    l.static_ratio,
+                    l.dynamic_s * 1e3,
+                    l.dynamic_ratio
+                ),
                 Err(e) => eprintln!("  batch {batch} {name}: {e}"),
             };
             report("cpu", inference_latency(&mut CpuBackend::new(), batch, rounds, runs));
