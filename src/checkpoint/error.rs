@@ -23,6 +23,9 @@ pub enum CheckpointError {
     #[error("checkpoint {path} is for a different model: it holds {found}, this run trains {expected}; resume it with the model that wrote it, or use another folder")]
     ArchitectureMismatch { path: PathBuf, expected: String, found: String },
 
+    #[error("checkpoint {path} was written by a run with optimizer {found}, this run uses {expected} (its state tensors differ); resume it with optimizer {found}, or use another folder")]
+    OptimizerMismatch { path: PathBuf, expected: &'static str, found: &'static str },
+
     #[error("checkpoint {path} has no usable {key} in its metadata: {detail}")]
     BadMetadata { path: PathBuf, key: String, detail: String },
 
@@ -40,6 +43,7 @@ impl CheckpointError {
             CheckpointError::MissingTensor { .. } => "missing tensor",
             CheckpointError::ShapeMismatch { .. } => "shape mismatch",
             CheckpointError::ArchitectureMismatch { .. } => "architecture mismatch",
+            CheckpointError::OptimizerMismatch { .. } => "optimizer mismatch",
             CheckpointError::BadMetadata { .. } => "bad metadata",
             CheckpointError::Io { .. } => "I/O error",
         }

@@ -255,10 +255,14 @@ pub fn require_mlp(ck: &Checkpoint, path: &Path, what: &str) -> crate::Result<()
     }
 }
 
-/// Checks that the checkpoint fits this model and optimizer: architecture, then every tensor.
+/// Checks that the checkpoint fits this model and optimizer: architecture, optimizer, then
+/// every tensor.
 pub fn check_fits(ck: &Checkpoint, arch: &MlpConfig, kind: OptimizerKind, path: &Path) -> Result<(), CheckpointError> {
     if &ck.meta.architecture != arch {
         return Err(CheckpointError::ArchitectureMismatch { path: path.into(), expected: arch.label(), found: ck.meta.architecture.label() });
+    }
+    if ck.meta.hyperparameters.optimizer != kind {
+        return Err(CheckpointError::OptimizerMismatch { path: path.into(), expected: kind.name(), found: ck.meta.hyperparameters.optimizer.name() });
     }
     for (name, shape) in tensor_specs(arch, kind) {
         let t = ck.tensors.get(&name).ok_or_else(|| CheckpointError::MissingTensor { path: path.into(), name: name.clone() })?;

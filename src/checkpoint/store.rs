@@ -101,15 +101,16 @@ pub struct Skipped {
 }
 
 /// The newest checkpoint in `dir` that validates (None if none does), and the newer ones that
-/// did not. A checkpoint of another model (an MLP's for a CNN run, other widths or channels) is
-/// not damage to fall back past: it is the error, since a run resumed or started over in that
-/// folder would write its own checkpoints over the other model's.
+/// did not. A checkpoint of another model (an MLP's for a CNN run, other widths or channels)
+/// or another optimizer (SGD's for an AdamW run) is not damage to fall back past: it is the
+/// error, since a run resumed or started over in that folder would write its own checkpoints
+/// over the other run's.
 pub fn newest_valid(dir: &Path, arch: &MlpConfig, kind: OptimizerKind) -> Result<(Option<(PathBuf, Checkpoint)>, Vec<Skipped>), CheckpointError> {
     let mut skipped = Vec::new();
     for p in list(dir)? {
         match load(&p, arch, kind) {
             Ok(ck) => return Ok((Some((p, ck)), skipped)),
-            Err(e @ CheckpointError::ArchitectureMismatch { .. }) => return Err(e),
+            Err(e @ (CheckpointError::ArchitectureMismatch { .. } | CheckpointError::OptimizerMismatch { .. })) => return Err(e),
             Err(e) => skipped.push(Skipped { path: p, kind: e.kind(), reason: e.to_string() }),
         }
     }

@@ -20,6 +20,16 @@ impl std::str::FromStr for OptimizerKind {
     }
 }
 
+impl OptimizerKind {
+    /// The name the settings and `--optimizer` take.
+    pub fn name(self) -> &'static str {
+        match self {
+            OptimizerKind::Sgd => "sgd",
+            OptimizerKind::AdamW => "adamw",
+        }
+    }
+}
+
 /// The optimizer and its hyperparameters.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Optimizer {

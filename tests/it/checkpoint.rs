@@ -138,8 +138,12 @@ fn wrong_architecture_missing_tensor_and_wrong_shape_are_named() {
     let p = newest(tmp.path());
     let other = MlpConfig { input: 64, hidden: vec![32], classes: 10, conv: None };
     assert!(matches!(store::load(&p, &other, OptimizerKind::Sgd), Err(CheckpointError::ArchitectureMismatch { .. })));
-    // SGD state is momentum; an AdamW run needs moments the file does not have.
-    assert!(matches!(store::load(&p, &arch(), OptimizerKind::AdamW), Err(CheckpointError::MissingTensor { .. })));
+    // SGD state is momentum; an AdamW run needs moments the file does not have: refused by
+    // the recorded optimizer before any tensor is looked for.
+    match store::load(&p, &arch(), OptimizerKind::AdamW) {
+        Err(CheckpointError::OptimizerMismatch { expected, found, .. }) => assert_eq!((expected, found), ("adamw", "sgd")),
+        other => panic!("expected OptimizerMismatch, got {other:?}"),
+    }
 
     // Re-encoded (valid checksum) without a tensor, and with a tensor of the wrong shape.
     let ck = store::read(&p).unwrap();
@@ -296,6 +300,24 @@ fn a_cnn_checkpoint_and_an_mlp_run_refuse_each_other_and_leave_the_files() {
             assert!(expected.contains("conv3x3 8-pool-conv3x3 16-pool") && found.contains("conv3x3 16-pool-conv3x3 32-pool"), "{expected} / {found}");
         }
         other => panic!("expected ArchitectureMismatch, got {other:?}"),
+    }
+}
+
+/// Another optimizer's checkpoints are not damage to fall back past: resuming them stops with
+/// both names, and the folder is left as it was (a fresh start would write over it).
+#[test]
+fn a_resume_with_another_optimizer_is_refused_and_leaves_the_files() {
+    for (written, resumed) in [(OptimizerKind::Sgd, OptimizerKind::AdamW), (OptimizerKind::AdamW, OptimizerKind::Sgd)] {
+        let tmp = tempfile::tempdir().unwrap();
+        train(&small_spec(tmp.path(), written, 20));
+        let before = files(tmp.path());
+        assert!(before.len() >= 2, "{written:?} wrote {} files", before.len());
+        let mut spec = small_spec(tmp.path(), resumed, 20);
+        spec.resume = true;
+        let mut emit = |_e: ChildEvent| {};
+        let err = run_child(&spec, &mut emit, Arc::new(AtomicBool::new(false))).unwrap_err().to_string();
+        assert!(err.contains(&format!("optimizer {}", written.name())) && err.contains(&format!("uses {}", resumed.name())), "{written:?} checkpoint, {resumed:?} run: {err}");
+        assert!(files(tmp.path()) == before, "the refused {resumed:?} resume changed the {written:?} checkpoints");
     }
 }
 
