@@ -35,7 +35,17 @@ pub enum ChildEvent {
     /// A checkpoint is on disk. `write_s` covers encode, write, fsyncs and rename. Measured.
     Saved { step: u64, path: String, bytes: u64, write_s: f64 },
     Epoch { epoch: usize, val_loss: f64, val_accuracy: f64 },
-    Finished { steps: u64, val_accuracy: f64, train_wall_s: f64 },
+    /// Also the model trained ("CNN 1x8x8 …" or "MLP 64-32-10") and its parameter count; older
+    /// lines without them read as empty.
+    Finished {
+        steps: u64,
+        val_accuracy: f64,
+        train_wall_s: f64,
+        #[serde(default)]
+        model: String,
+        #[serde(default)]
+        parameters: u64,
+    },
     Failed { message: String },
 }
 

@@ -76,4 +76,7 @@ fn the_cnn_crashes_and_resumes_bit_exact_in_the_lab() {
     let newest = gpulab::checkpoint::store::list(&folder.path().join("run")).unwrap().into_iter().next().expect("a checkpoint");
     let ck = gpulab::checkpoint::store::read(&newest).unwrap();
     assert!(ck.meta.architecture.conv.is_some() && ck.tensors.contains_key("conv0.weight"), "{:?}", ck.meta.architecture);
+    // The verdict names the model the child trained, as the checkpoint's metadata does.
+    let label = ck.meta.architecture.label();
+    assert!(r.verdict.evidence.iter().any(|e| e.starts_with(&format!("The model: {label}, ")) && e.contains("SGD momentum")), "{label} not in {:?}", r.verdict.evidence);
 }

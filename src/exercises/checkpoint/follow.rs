@@ -32,6 +32,8 @@ pub struct ChildLog {
     pub finished: Option<(u64, f64)>,
     /// The step after which the parent sent SIGKILL.
     pub killed_after: Option<u64>,
+    /// The model it trained and its parameter count, as it reported when it finished.
+    pub model: Option<(String, u64)>,
     pub unexpected_lines: usize,
     pub stopped: bool,
 }
@@ -104,7 +106,10 @@ pub fn follow(mut child: ChildProcess, sink: &mut dyn Sink, series: &str, kill_a
                 log.saves.push(SaveRecord { step, bytes, write_s });
             }
             ChildEvent::Epoch { .. } => {}
-            ChildEvent::Finished { steps, train_wall_s, .. } => log.finished = Some((steps, train_wall_s)),
+            ChildEvent::Finished { steps, train_wall_s, model, parameters, .. } => {
+                log.finished = Some((steps, train_wall_s));
+                log.model = (!model.is_empty()).then_some((model, parameters));
+            }
             ChildEvent::Failed { message } => failed = Some(message),
         }
     }

@@ -205,6 +205,9 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
             ),
         };
     }
+    if let Some((model, params)) = runs.reference.model.as_ref().or(resumed.and_then(|r| r.model.as_ref())) {
+        v.evidence.push(format!("The model: {model}, {params} parameters; each checkpoint holds every one of them with its {} state, the data loader's position and the random-number state.", optimizer_state(cfg.optimizer)));
+    }
     if let Some(k) = runs.crashed.killed_after {
         v.evidence.push(format!("SIGKILL was sent after step {k} (chosen: {}); the process reported up to step {crash} before it died, with no chance to save.", runs.crash_at));
     }
@@ -244,4 +247,12 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
     report.notes.push("Training ran in separate gpulab processes; the crash is a real SIGKILL (TerminateProcess on Windows), not a flag.".into());
     report.notes.push(if runs.kept_folder { format!("The checkpoints are kept in {}.", runs.folder.display()) } else { format!("The checkpoints were written to {} and removed afterwards; name a folder to keep them.", runs.folder.display()) });
     report
+}
+
+/// What the optimizer keeps per parameter, in words.
+fn optimizer_state(kind: crate::nn::OptimizerKind) -> &'static str {
+    match kind {
+        crate::nn::OptimizerKind::Sgd => "SGD momentum",
+        crate::nn::OptimizerKind::AdamW => "AdamW moments (exp_avg, exp_avg_sq)",
+    }
 }
