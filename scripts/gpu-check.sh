@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks gpulab on a real NVIDIA GPU, in one go: installs what it needs, builds with
-# --features cuda, runs the CUDA tests, the GEMM and training benchmarks on cpu/gpu/cuda, every
-# exercise headless with backend=cuda, and the whole test suite with GPULAB_REQUIRE_GPU=1
+# --features cuda, runs the CUDA tests, the GEMM and training benchmarks on cpu/gpu/cuda, the
+# CPU's int8/bf16 kernels (VNNI, AVX-512 BF16 where the host CPU has them), every exercise
+# headless with backend=cuda, and the whole test suite with GPULAB_REQUIRE_GPU=1
 # GPULAB_REQUIRE_CUDA=1. Writes $OUT/summary.md (or ./gpu-check-out/summary.md), each step's log
 # and every report beside it.
 #
@@ -101,6 +102,15 @@ bench_train() {
   for b in cpu gpu cuda; do "$BIN" bench train --backend "$b" --batch 128,2048 --seconds 3 || echo "bench train on $b failed"; done
 }
 
+# The CPU's own int8 and bf16 kernels: a GPU machine's server CPU usually has the AVX-512 VNNI
+# and BF16 instructions our CI machines lack, so their unit tests (skipped there) and their
+# benchmarks run here for real.
+cpu_kernels() {
+  grep -o -w -E 'avx2|avx512f|avx512_vnni|avx512_bf16|avx_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ' | sed 's/^/CPU flags: /'; echo
+  cargo test --release --features cuda --lib -- gemm_i8 gemm_bf16 pairs --nocapture 2>&1 | grep -E "^test |test result|lacks"
+  "$BIN" bench matmul --backend cpu --sizes 1024 --dtype f32,bf16,int8 --runs 3
+}
+
 exercises() {
   local fails=0
   for id in $("$BIN" list | awk '{print $1}'); do
@@ -127,7 +137,7 @@ summary() {
     echo
     echo "| step | result |"
     echo "|---|---|"
-    for s in environment install-system install-cuda-libs build adapters cuda-tests bench-matmul bench-train exercises full-suite; do
+    for s in environment install-system install-cuda-libs build adapters cuda-tests bench-matmul bench-train cpu-kernels exercises full-suite; do
       echo "| $s | $(cat "$OUT/done/$s" 2>/dev/null || echo 'not run') |"
     done
     echo
@@ -136,13 +146,14 @@ summary() {
     show cuda-tests "CUDA tests" "^test |test result|SKIPPED|panicked" 60
     show bench-matmul "GEMM (bench matmul --backend all --sizes 1024,4096,8192 --dtype f32,f16)" "GOP/s|note|error|measured" 60
     show bench-train "Training (bench train, batch 128 and 2048)" "samples/s|failed|error|measured" 20
+    show cpu-kernels "CPU int8 / bf16 kernels (VNNI, AVX-512 BF16 where present)" "CPU flags|^test |test result|lacks|GOP/s|x on" 30
     show exercises "Exercises with backend=cuda (reports in reports/ID/)" "^EXERCISE" 20
     show full-suite "Full test suite (GPULAB_REQUIRE_GPU=1 GPULAB_REQUIRE_CUDA=1)" "test result|FAILED|panicked|failures:" 40
   } >"$OUT/summary.md"
 }
 trap summary EXIT
 export OUT BIN
-export -f apt_install driver_cuda environment install_system install_cuda_libs build adapters cuda_tests bench_matmul bench_train exercises full_suite
+export -f apt_install driver_cuda environment install_system install_cuda_libs build adapters cuda_tests bench_matmul bench_train cpu_kernels exercises full_suite
 
 step environment 30 environment
 step install-system 240 install_system || { echo "cannot continue without a toolchain: see $OUT/logs/install-system.log"; exit 1; }
@@ -153,6 +164,7 @@ step adapters 30 adapters
 step cuda-tests 120 cuda_tests
 step bench-matmul 240 bench_matmul
 step bench-train 120 bench_train
+step cpu-kernels 120 cpu_kernels
 step exercises 400 exercises
 step full-suite 480 full_suite
 echo "summary: $OUT/summary.md"
