@@ -92,8 +92,7 @@ pub fn run_child(spec: &ChildSpec, emit: &mut dyn FnMut(ChildEvent), request: Ar
             (emit.borrow_mut())(out)
         };
         let report = train::train_with(b, &data, &spec.cfg, &mut sink, &mut hooks, &mut train::Inline)?;
-        // The report's description names a CNN as such and an MLP by its widths alone.
-        let model = if report.model.starts_with("CNN") { report.model.clone() } else { format!("MLP {}", report.model) };
+        let model = spec.cfg.model.config(data.shape, data.features, &spec.cfg.hidden, data.classes)?.label();
         (emit.borrow_mut())(ChildEvent::Finished { steps: report.steps, val_accuracy: report.final_val_accuracy, train_wall_s: report.train_wall_s, model, parameters: report.parameters as u64 });
         Ok(report)
     })

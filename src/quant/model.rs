@@ -81,8 +81,8 @@ pub enum ActScales {
     /// Calibrated once (`calibrate`), fixed at inference: values beyond the range saturate.
     Static,
     /// The absmax of each batch's own input, per layer (PyTorch's dynamic quantization): no
-    /// calibration, never saturates; the scale stays on the device, multiplied into s_W[j] by
-    /// the GEMM's epilogue (`Dequant::act_scale`).
+    /// calibration, never saturates; like a static scale it stays on the device, multiplied
+    /// into s_W[j] by the GEMM's epilogue (`Dequant::act_scale`).
     Dynamic,
 }
 
@@ -167,7 +167,10 @@ pub fn quantize_model<B: Backend>(b: &mut B, layers: &[HostLayer], act_absmax: O
 enum Layer<B: Backend> {
     Int8 {
         weight: B::Tensor,
-        scales: LayerScales<B>,
+        /// s_W[j] as [1, outputs].
+        weight_scales: B::Tensor,
+        /// The calibrated s_x as [1, 1] (static scales), or None: each batch's own (dynamic).
+        input_scale: Option<B::Tensor>,
         bias: B::Tensor,
         shape: [usize; 2],
     },
@@ -176,14 +179,6 @@ enum Layer<B: Backend> {
         bias: B::Tensor,
         shape: [usize; 2],
     },
-}
-
-/// An int8 layer's scales on the backend.
-enum LayerScales<B: Backend> {
-    /// s_x · s_W[j] as [1, outputs], and the calibrated s_x as [1, 1].
-    Static { out_scales: B::Tensor, act_scale: B::Tensor },
-    /// s_W[j] as [1, outputs], multiplied by each batch's own s_x inside the GEMM's epilogue.
-    Dynamic { weight_scales: B::Tensor },
 }
 
 pub struct QuantMlp<B: Backend> {
@@ -243,26 +238,26 @@ impl<B: Backend> QuantMlp<B> {
             let input = outs.last().unwrap_or(x);
             let relu = i < last;
             let y = match l {
-                Layer::Int8 { weight, scales, bias, shape } => {
+                Layer::Int8 { weight, weight_scales, input_scale, bias, shape } => {
                     let mut xq = b.zeros([rows, shape[0]], DType::I8, MemCategory::Activations)?;
-                    let sx;
-                    let (scales, act_scale) = match scales {
-                        LayerScales::Static { out_scales, act_scale } => {
-                            b.quantize_with(input, &mut xq, act_scale)?;
-                            (out_scales, None)
+                    let dynamic;
+                    let sx = match input_scale {
+                        Some(sx) => {
+                            b.quantize_with(input, &mut xq, sx)?;
+                            sx
                         }
-                        LayerScales::Dynamic { weight_scales } => {
-                            // The batch's own s_x stays on the device: the epilogue multiplies
-                            // it into s_W[j], so nothing is read back between the layers.
+                        None => {
+                            // The batch's own s_x stays on the device, like a calibrated one:
+                            // nothing is read back between the layers.
                             let mut s = b.zeros([1, 1], DType::F32, MemCategory::Activations)?;
                             b.quantize(input, &mut xq, &mut s, QuantGranularity::PerTensor)?;
-                            sx = s;
-                            (weight_scales, Some(&sx))
+                            dynamic = s;
+                            &dynamic
                         }
                     };
                     // i32 sums finished into f32 (· s_x·s_W[j], + bias, ReLU) inside the GEMM.
                     let mut y = b.zeros([rows, shape[1]], DType::F32, MemCategory::Activations)?;
-                    b.matmul_i8_dequant(&xq, weight, &mut y, false, false, Dequant { scales, bias: Some(bias), relu, act_scale })?;
+                    b.matmul_i8_dequant(&xq, weight, &mut y, false, false, Dequant { scales: weight_scales, bias: Some(bias), relu, act_scale: Some(sx) })?;
                     y
                 }
                 Layer::F32 { weight, bias, shape } => {
@@ -287,16 +282,10 @@ impl<B: Backend> QuantMlp<B> {
 fn int8_layer<B: Backend>(b: &mut B, l: &QuantizedLayer) -> Result<Layer<B>> {
     let mut weight = b.zeros(l.shape, DType::I8, MemCategory::Parameters)?;
     b.write_i8(&mut weight, &l.weight)?;
-    let scales = match l.input_scale {
-        Some(sx) => {
-            let combined: Vec<f32> = l.weight_scales.iter().map(|s| sx * s).collect();
-            LayerScales::Static { out_scales: b.upload_f32(&combined, [1, l.shape[1]], MemCategory::Parameters)?, act_scale: b.upload_f32(&[sx], [1, 1], MemCategory::Parameters)? }
-        }
-        None => LayerScales::Dynamic { weight_scales: b.upload_f32(&l.weight_scales, [1, l.shape[1]], MemCategory::Parameters)? },
-    };
     Ok(Layer::Int8 {
         weight,
-        scales,
+        weight_scales: b.upload_f32(&l.weight_scales, [1, l.shape[1]], MemCategory::Parameters)?,
+        input_scale: l.input_scale.map(|sx| b.upload_f32(&[sx], [1, 1], MemCategory::Parameters)).transpose()?,
         bias: b.upload_f32(&l.bias, [1, l.shape[1]], MemCategory::Parameters)?,
         shape: l.shape,
     })
