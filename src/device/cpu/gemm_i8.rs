@@ -81,11 +81,14 @@ impl Store for Raw {
     }
 }
 
-/// (acc as f32) · scale, then + bias[col], then max(·, 0): `dequantize`, `bias_add` and
-/// `relu`'s f32 operations in their order, so the result equals theirs bit for bit.
+/// (acc as f32) · (act · scale), then + bias[col], then max(·, 0): `dequantize`, `bias_add`
+/// and `relu`'s f32 operations in their order, so the result equals theirs bit for bit (with
+/// act = 1, the product is the scale itself).
 pub struct Finish<'a> {
     /// One scale (per tensor) or one per column.
     pub scales: &'a [f32],
+    /// The activation scale multiplied into each scale (`Dequant::act_scale`), or 1.
+    pub act: f32,
     pub bias: Option<&'a [f32]>,
     pub relu: bool,
 }
@@ -95,7 +98,7 @@ impl Store for Finish<'_> {
     #[inline(always)]
     fn store(&self, col: usize, acc: i32) -> f32 {
         let s = if let [s] = self.scales { *s } else { self.scales[col] };
-        let mut v = acc as f32 * s;
+        let mut v = acc as f32 * (self.act * s);
         if let Some(b) = self.bias {
             v += b[col];
         }
@@ -110,10 +113,12 @@ impl Store for Finish<'_> {
     #[inline(always)]
     fn store_row(&self, col0: usize, acc: &[i32], out: &mut [f32]) {
         let out = &mut out[..acc.len()];
+        let act = self.act;
         if let [s] = self.scales {
+            let s = act * s;
             out.iter_mut().zip(acc).for_each(|(o, &a)| *o = a as f32 * s);
         } else {
-            out.iter_mut().zip(acc).zip(&self.scales[col0..]).for_each(|((o, &a), &s)| *o = a as f32 * s);
+            out.iter_mut().zip(acc).zip(&self.scales[col0..]).for_each(|((o, &a), &s)| *o = a as f32 * (act * s));
         }
         if let Some(b) = self.bias {
             out.iter_mut().zip(&b[col0..]).for_each(|(o, &b)| *o += b);
@@ -529,7 +534,7 @@ mod tests {
             let acc = naive(&a, &b, m, n, k, false, false);
             for scales in [vec![3e-3f32], per_col] {
                 for (with_bias, relu) in [(false, false), (true, false), (false, true), (true, true)] {
-                    let st = Finish { scales: &scales, bias: with_bias.then_some(&bias[..]), relu };
+                    let st = Finish { scales: &scales, act: 1.0, bias: with_bias.then_some(&bias[..]), relu };
                     let want: Vec<u32> = acc
                         .iter()
                         .enumerate()
