@@ -81,6 +81,11 @@ fn int8_layer_ops(runs: usize) -> gpulab::Result<Vec<(&'static str, f64)>> {
 }
 
 fn main() {
+    // From a rayon worker, as gpulab's own compute threads drive the CPU backend.
+    gpulab::device::cpu::drive(sections)
+}
+
+fn sections() {
     // `cargo test --benches` runs this too; keep that quick.
     let quick = std::env::args().any(|a| a == "--test");
     // `cargo bench -- inference` runs only the sections whose name contains the filter.

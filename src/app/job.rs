@@ -191,10 +191,12 @@ impl Job {
             .spawn(move || {
                 let done_tx = tx.clone();
                 let mut sink = ChannelSink { tx, stop: stop2, wake, control: control2 };
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match exercises::find(&id) {
-                    Some(ex) => ex.run(&settings, &mut sink).map_err(|e| e.to_string()),
-                    None => Err(format!("no exercise {id:?}")),
-                }));
+                let outcome = crate::device::cpu::drive(|| {
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match exercises::find(&id) {
+                        Some(ex) => ex.run(&settings, &mut sink).map_err(|e| e.to_string()),
+                        None => Err(format!("no exercise {id:?}")),
+                    }))
+                });
                 let ev = match outcome {
                     Ok(Ok(report)) => Event::Finished(Box::new(report)),
                     Ok(Err(msg)) => Event::Failed(msg),

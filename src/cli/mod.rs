@@ -66,17 +66,20 @@ pub fn try_main() -> anyhow::Result<()> {
     if matches!(cli.command, Some(Command::Info(_) | Command::List | Command::Lesson { .. } | Command::Bench(_))) {
         quiet_broken_pipe();
     }
+    // The commands that compute on this thread drive the CPU backend from a rayon worker
+    // (`cpu::drive`); serve's inference thread does so itself.
+    use gpulab::device::cpu::drive;
     match cli.command {
         Some(Command::Info(a)) => info::run(a),
-        Some(Command::Train(a)) => train::run(a),
-        Some(Command::Bench(b)) => bench::run(b),
+        Some(Command::Train(a)) => drive(|| train::run(a)),
+        Some(Command::Bench(b)) => drive(|| bench::run(b)),
         Some(Command::List) => run::list(),
-        Some(Command::Run(a)) => run::run(a),
+        Some(Command::Run(a)) => drive(|| run::run(a)),
         Some(Command::Serve(a)) => serve::serve(a),
         Some(Command::Loadgen(a)) => serve::loadgen(a),
         Some(Command::Lesson { id }) => run::lesson(&id),
-        Some(Command::Export(c)) => export::run(c),
-        Some(Command::Class(a)) => class::run(a),
+        Some(Command::Export(c)) => drive(|| export::run(c)),
+        Some(Command::Class(a)) => drive(|| class::run(a)),
         None => open_lab(cli.screenshot, cli.exercise, cli.frames),
     }
 }

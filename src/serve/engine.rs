@@ -81,15 +81,17 @@ impl Engine {
         let thread = std::thread::Builder::new()
             .name("gpulab-inference".into())
             .spawn(move || {
-                let mut engine = match device.open(None) {
-                    Ok(e) => e,
-                    Err(e) => {
-                        let msg = e.to_string();
-                        let _ = ready_tx.send(Err(e));
-                        return Err(Error::InvalidConfig(msg));
-                    }
-                };
-                with_backend!(&mut engine, b => serve_loop(b, &model, &batches, &st, &metrics, ready_tx))
+                crate::device::cpu::drive(|| {
+                    let mut engine = match device.open(None) {
+                        Ok(e) => e,
+                        Err(e) => {
+                            let msg = e.to_string();
+                            let _ = ready_tx.send(Err(e));
+                            return Err(Error::InvalidConfig(msg));
+                        }
+                    };
+                    with_backend!(&mut engine, b => serve_loop(b, &model, &batches, &st, &metrics, ready_tx))
+                })
             })
             .map_err(|e| Error::Internal(format!("could not start the inference thread: {e}")))?;
         match ready_rx.recv() {

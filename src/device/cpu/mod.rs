@@ -10,6 +10,7 @@ mod gemm_bf16;
 mod gemm_i8;
 mod pairs;
 mod ops;
+mod pool;
 mod quant;
 mod tensor;
 
@@ -20,6 +21,7 @@ use crate::tensor::{AmpOps, BackendBase, BackendInfo, BackendKind, DType, Epilog
 
 pub use gemm_bf16::{Bf16Path, f16_path_name};
 pub use ops::PAR_THRESHOLD;
+pub use pool::drive;
 pub use tensor::CpuTensor;
 pub(crate) use tensor::Storage;
 
