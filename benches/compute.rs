@@ -187,9 +187,10 @@ fn cpu_precision(quick: bool) {
         optimizer: OptimizerKind::Sgd,
         conv: None,
     };
-    let runs: [(&str, Precision, Bf16Path); 4] = [
+    let runs: [(&str, Precision, Bf16Path); 5] = [
         ("fp32", Precision::F32, Bf16Path::Widen),
-        ("bf16", Precision::BF16, Bf16Path::Avx512Bf16),
+        ("bf16 AMX", Precision::BF16, Bf16Path::Amx),
+        ("bf16 AVX-512", Precision::BF16, Bf16Path::Avx512Bf16),
         ("bf16 widened", Precision::BF16, Bf16Path::Widen),
         ("fp16 widened", Precision::F16, Bf16Path::Widen),
     ];
@@ -197,7 +198,7 @@ fn cpu_precision(quick: bool) {
     for (hidden, batch) in [(&[256, 128][..], 128), (&[1024, 1024][..], 128), (&[1024, 1024][..], 512)] {
         let mut rates = vec![Vec::new(); runs.len()];
         for _ in 0..if quick { 1 } else { 3 } {
-            for (i, &(_, precision, path)) in runs.iter().enumerate() {
+            for (i, &(_, precision, path)) in runs.iter().enumerate().filter(|(_, r)| r.2.available()) {
                 match bench_train_amp(&mut CpuBackend::new().with_bf16_path(path), &cfg(hidden, batch), AmpConfig::new(precision)) {
                     Ok(r) => rates[i].push(r.samples_per_s),
                     Err(e) => eprintln!("  {hidden:?} batch {batch} {}: {e}", runs[i].0),
@@ -205,7 +206,11 @@ fn cpu_precision(quick: bool) {
             }
         }
         let med: Vec<f64> = rates.iter_mut().map(|r| if r.is_empty() { f64::NAN } else { gpulab::stats::median(r) }).collect();
-        for (i, (name, ..)) in runs.iter().enumerate() {
+        for (i, (name, _, path)) in runs.iter().enumerate() {
+            if !path.available() {
+                println!("  784-{hidden:?}-10 batch {batch:>4} {name:<13} not on this CPU");
+                continue;
+            }
             println!("  784-{hidden:?}-10 batch {batch:>4} {name:<13} {:>9.0} samples/s  {:.2}x fp32", med[i], med[i] / med[0]);
         }
     }

@@ -143,7 +143,9 @@ fn rows_16(dt: DType, n: usize, runs: usize, cpu: bool, gpu: Option<&mut GpuBack
     let case = super::matmul16::F16Case::new(dt, n, runs)?;
     let mut rows = Vec::new();
     if cpu {
-        rows.push(case.make_row(&CpuBackend::new().info(), "widened to f32, gemm crate", case.cpu_s, runs, 0.0));
+        let cpu_b = CpuBackend::new();
+        let path = if dt == DType::BF16 { cpu_b.bf16_path().name() } else { crate::device::cpu::f16_path_name() };
+        rows.push(case.make_row(&cpu_b.info(), path, case.cpu_s, runs, 0.0));
     }
     if let Some(g) = gpu {
         if g.amp_unavailable(dt).is_none() {

@@ -356,9 +356,11 @@ fn build_report(ex: &PrecisionLab, s: &Settings, meta: Metadata, runs: &[Run], d
         }
     }
     report.note_software_backends();
-    report.notes.push(
-        "Autocast policy: matmuls forward and backward take 16-bit operands and sum in f32; the weights are kept in f32 (a 16-bit copy is cast each step); softmax, loss, bias-gradient sums and the optimizer run in f32. The 16-bit matmul is a plain kernel; FP32 uses gpulab's tuned kernels (CPU: the gemm crate in all cases, with 16-bit operands widened first).".into(),
-    );
+    report.notes.push(format!(
+        "Autocast policy: matmuls forward and backward take 16-bit operands and sum in f32; the weights are kept in f32 and the optimizer's pass rounds each updated weight into its 16-bit copy; softmax, loss, bias-gradient sums and the optimizer run in f32. On a GPU the 16-bit matmul is the plain or the register-blocked kernel, whichever measured faster on that adapter. On this CPU, bf16 matmuls: {}; f16 matmuls: {}.",
+        crate::device::Bf16Path::detect().name(),
+        crate::device::cpu::f16_path_name()
+    ));
     if !demo.is_empty() {
         report.notes.push(format!(
             "Underflow demo setup: the loss is multiplied by {weight:e} (2^{}), which makes every gradient that small — as a small loss weight or a loss averaged over many elements would; the SGD learning rate is divided by the same factor, so FP32 trains exactly as with weight 1. Gradients below about 6e-8 cannot be stored in FP16 and become zero.",
@@ -410,9 +412,13 @@ fn verdict(runs: &[Run], demo: &[Run], weight: f32) -> Verdict {
         // What is known to slow the 16-bit path on this backend, from the run's own facts.
         let mut costs: Vec<&str> = Vec::new();
         if r.backend.kind == crate::tensor::BackendKind::Cpu {
-            costs.push("the CPU backend widens 16-bit operands to f32 for its GEMM, so 16 bits save memory but not arithmetic");
+            if run.amp.precision == Precision::BF16 && crate::device::Bf16Path::detect() != crate::device::Bf16Path::Widen {
+                costs.push("this CPU multiplies bf16 natively, but every matmul first packs both operands into bf16 pairs and every activation is rounded to 16 bits, passes FP32 does not make");
+            } else {
+                costs.push("the CPU backend widens these 16-bit operands to f32 for its GEMM (no native kernel for them on this CPU), so 16 bits save memory but not arithmetic");
+            }
         } else {
-            costs.push("gpulab's 16-bit matmul is a plain kernel while FP32 uses the tuned one");
+            costs.push("the 16-bit matmul (plain or register-blocked, whichever measured faster on this adapter) unpacks two 16-bit values from each u32, while FP32 runs the f32 kernel chosen for this adapter");
             if r.backend.software {
                 costs.push("a software GPU has no fast 16-bit arithmetic (it runs on your CPU)");
             }

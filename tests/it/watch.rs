@@ -36,26 +36,27 @@ fn bf16_products(b: &mut CpuBackend, (m, n, k): (usize, usize, usize), ta: bool,
 }
 
 #[test]
-fn cpu_bf16_native_path_matches_the_widening_path_with_every_epilogue() {
-    let native = CpuBackend::new();
-    if native.bf16_path() != Bf16Path::Avx512Bf16 {
-        eprintln!("this CPU lacks AVX-512 BF16 ({}): only the widening path runs, checked in amp.rs", native.bf16_path().name());
+fn cpu_bf16_native_paths_match_the_widening_path_with_every_epilogue() {
+    let native: Vec<Bf16Path> = [Bf16Path::Amx, Bf16Path::Avx512Bf16].into_iter().filter(|p| p.available()).collect();
+    if native.is_empty() {
+        eprintln!("this CPU has neither AMX nor AVX-512 BF16 ({}): only the widening path runs, checked in amp.rs", CpuBackend::new().bf16_path().name());
         return;
     }
-    assert!(native.info().driver.contains("AVX-512 BF16"), "the backend names its bf16 kernel: {}", native.info().driver);
-    for (shape, ta, tb) in [((1, 1, 1), false, false), ((7, 65, 33), false, false), ((70, 130, 9), true, false), ((25, 200, 257), false, true), ((49, 64, 128), true, true)] {
-        let got = bf16_products(&mut CpuBackend::new(), shape, ta, tb);
+    let best = CpuBackend::new();
+    assert!(best.info().driver.contains(native[0].name()), "the backend names its bf16 kernel: {}", best.info().driver);
+    for (path, (shape, ta, tb)) in native.iter().flat_map(|&p| [((1, 1, 1), false, false), ((7, 65, 33), false, false), ((70, 130, 9), true, false), ((25, 200, 257), false, true), ((49, 64, 128), true, true)].map(|c| (p, c))) {
+        let got = bf16_products(&mut CpuBackend::new().with_bf16_path(path), shape, ta, tb);
         let want = bf16_products(&mut CpuBackend::new().with_bf16_path(Bf16Path::Widen), shape, ta, tb);
         // f32 outputs: only the summation order differs (k ≤ 257 terms of |x| ≤ 1).
         let k = shape.2 as f32;
         for (g, w) in got[0].iter().zip(&want[0]) {
-            assert!((g - w).abs() <= k * 1e-6 * (1.0 + w.abs()), "{shape:?} ta={ta} tb={tb}: {g} vs {w}");
+            assert!((g - w).abs() <= k * 1e-6 * (1.0 + w.abs()), "{path:?} {shape:?} ta={ta} tb={tb}: {g} vs {w}");
         }
         // bf16 outputs may round to a neighbouring value where the f32 sums differ in the last bit.
         for (i, (gs, ws)) in got[1..3].iter().zip(&want[1..3]).enumerate() {
             for (g, w) in gs.iter().zip(ws) {
                 assert!(!g.is_nan(), "every output written");
-                assert!((g - w).abs() <= 1e-2 * (1.0 + w.abs()), "{shape:?} epilogue {i}: {g} vs {w}");
+                assert!((g - w).abs() <= 1e-2 * (1.0 + w.abs()), "{path:?} {shape:?} epilogue {i}: {g} vs {w}");
                 // The same zeros, except where a value within rounding of 0 fell on the other side.
                 assert!((*g == 0.0) == (*w == 0.0) || (g - w).abs() <= 1e-2, "{shape:?} epilogue {i}: the ReLU zeros differ: {g} vs {w}");
             }

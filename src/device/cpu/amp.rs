@@ -82,7 +82,7 @@ pub fn matmul16(a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: b
     let (m, n, k) = checks::matmul16(a, b, c, ta, tb, &epi, stats.as_deref())?;
     let product = |acc: &mut [f32]| {
         let native = match (&a.data, &b.data) {
-            (Storage::Bits16(x, DType::BF16), Storage::Bits16(y, _)) if bf16 == Bf16Path::Avx512Bf16 => gemm_bf16(x, y, acc, m, n, k, ta, tb),
+            (Storage::Bits16(x, DType::BF16), Storage::Bits16(y, _)) if bf16 != Bf16Path::Widen => gemm_bf16(x, y, acc, m, n, k, ta, tb, bf16),
             _ => false,
         };
         if !native {

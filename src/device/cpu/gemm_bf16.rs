@@ -4,12 +4,16 @@
 //! the f32 FMA's 16, and half the bytes read. bf16 × bf16 products are exact in f32, so the
 //! result differs from the f32 GEMM of the widened operands only by summation order and by the
 //! instruction treating subnormal inputs and outputs as zero (bf16 has f32's exponent range, so
-//! only values below 1.2e-38 are affected). Elsewhere `amp.rs` widens to f32 and uses the f32
-//! GEMM. Rayon over blocks of rows, like the other CPU GEMMs.
+//! only values below 1.2e-38 are affected). With AMX (`tdpbf16ps`, also chosen at run time) one
+//! instruction does 8 192 multiply-adds on tiles. Elsewhere `amp.rs` widens to f32 and uses the
+//! f32 GEMM. Rayon over blocks of rows, like the other CPU GEMMs.
 
 /// Which kernel multiplies bf16 operands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Bf16Path {
+    /// AMX `tdpbf16ps`: one instruction multiplies a 16×32 by a 32×16 bf16 tile into 16×16 f32
+    /// sums (8 192 multiply-adds).
+    Amx,
     /// AVX-512 BF16 `vdpbf16ps`: pairs of bf16 products into f32 lanes.
     Avx512Bf16,
     /// Widen both operands to f32 (exact) and run the f32 GEMM.
@@ -19,17 +23,27 @@ pub enum Bf16Path {
 impl Bf16Path {
     /// The fastest path this CPU runs.
     pub fn detect() -> Bf16Path {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512bf16") {
-            return Bf16Path::Avx512Bf16;
+        [Bf16Path::Amx, Bf16Path::Avx512Bf16].into_iter().find(|p| p.available()).unwrap_or(Bf16Path::Widen)
+    }
+
+    /// Whether this CPU (and, for AMX, the OS) runs the path.
+    pub fn available(self) -> bool {
+        match self {
+            #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+            Bf16Path::Amx => amx::available(),
+            #[cfg(target_arch = "x86_64")]
+            Bf16Path::Avx512Bf16 => std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512bf16"),
+            Bf16Path::Widen => true,
+            #[allow(unreachable_patterns)]
+            _ => false,
         }
-        Bf16Path::Widen
     }
 
     pub fn name(self) -> &'static str {
         match self {
+            Bf16Path::Amx => "AMX (tdpbf16ps on 16×16 tiles, f32 accumulation)",
             Bf16Path::Avx512Bf16 => "AVX-512 BF16 (vdpbf16ps, f32 accumulation)",
-            Bf16Path::Widen => "widened to f32 (this CPU has no AVX-512 BF16)",
+            Bf16Path::Widen => "widened to f32 (this CPU has no AMX or AVX-512 BF16)",
         }
     }
 }
@@ -40,23 +54,151 @@ pub fn f16_path_name() -> &'static str {
     "widened to f32 (gpulab has no AVX-512 FP16 kernel)"
 }
 
-/// c[m, n] = op(a)·op(b), f32, overwritten; op transposes when the flag is set. Only on a CPU
-/// where `Bf16Path::detect()` is `Avx512Bf16` (the caller checks; elsewhere it returns false
-/// and leaves c alone).
+/// c[m, n] = op(a)·op(b), f32, overwritten; op transposes when the flag is set. `path` must be
+/// available on this CPU (`Bf16Path::available`); for `Widen` this returns false and leaves c
+/// alone (the caller widens).
 #[allow(clippy::too_many_arguments)]
-pub fn gemm_bf16(a: &[u16], b: &[u16], c: &mut [f32], m: usize, n: usize, k: usize, ta: bool, tb: bool) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if Bf16Path::detect() == Bf16Path::Avx512Bf16 {
-        if m == 0 || n == 0 {
-            return true;
-        }
-        let a_pairs = super::pairs::pack_a(a, m, k, ta, |v| v);
-        let b_panels = super::pairs::pack_b(b, n, k, tb, dp::NR, |v| v);
-        dp::gemm(&a_pairs, &b_panels, c, m, n, k.div_ceil(2));
+pub fn gemm_bf16(a: &[u16], b: &[u16], c: &mut [f32], m: usize, n: usize, k: usize, ta: bool, tb: bool, path: Bf16Path) -> bool {
+    use super::pairs::{Pad, pack_a, pack_b};
+    if path == Bf16Path::Widen || !path.available() {
+        return false;
+    }
+    if m == 0 || n == 0 {
         return true;
     }
-    let _ = (a, b, c, m, n, k, ta, tb);
-    false
+    match path {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        Bf16Path::Amx => amx::gemm(&pack_a(a, m, k, ta, amx::PAD, |v| v), &pack_b(b, n, k, tb, amx::NR, amx::PAD, |v| v), c, m, n, amx::PAD.words(k)),
+        #[cfg(target_arch = "x86_64")]
+        Bf16Path::Avx512Bf16 => dp::gemm(&pack_a(a, m, k, ta, Pad::NONE, |v| v), &pack_b(b, n, k, tb, dp::NR, Pad::NONE, |v| v), c, m, n, k.div_ceil(2)),
+        _ => {
+            let _ = (a, b, c, ta, tb, Pad::NONE);
+            return false;
+        }
+    }
+    true
+}
+
+/// AMX: the 16×16 f32 tiles of c in blocks of 2 × 2 (tmm0–3), a's two row tiles (tmm4–5) and
+/// b's two column tiles (tmm6–7) loaded per step of 32 k. The instructions are written in
+/// `asm!` (Rust's AMX intrinsics are unstable); the tiles live between the `asm!` blocks of
+/// one task, which configures them first and releases them last. Linux hands a process the
+/// tile state only on request (`arch_prctl(ARCH_REQ_XCOMP_PERM)`), made once.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod amx {
+    use std::arch::asm;
+
+    use rayon::prelude::*;
+
+    use super::super::pairs::Pad;
+
+    /// a's rows come in blocks of 32 (two tiles); every row and panel column has whole steps of
+    /// 16 words (32 k values) — both zero-padded.
+    pub const PAD: Pad = Pad { rows: 32, words: 16 };
+    /// Columns per panel of b: one tile's 16.
+    pub const NR: usize = 16;
+
+    /// Whether the CPU has AMX-TILE and AMX-BF16 and Linux lets this process use the tiles.
+    pub fn available() -> bool {
+        static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *OK.get_or_init(|| {
+            use std::arch::x86_64::{__cpuid, __cpuid_count};
+            // CPUID.(EAX=7, ECX=0):EDX bit 22 is AMX-BF16, bit 24 AMX-TILE.
+            if __cpuid(0).eax < 7 || __cpuid_count(7, 0).edx & (1 << 22 | 1 << 24) != 1 << 22 | 1 << 24 {
+                return false;
+            }
+            const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+            const XFEATURE_XTILEDATA: libc::c_long = 18;
+            // SAFETY: arch_prctl with this request only asks the kernel for permission; it
+            // returns 0 when granted (for the whole process) and -1 where it is not supported.
+            unsafe { libc::syscall(libc::SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0 }
+        })
+    }
+
+    /// The 64-byte tile configuration (palette 1): eight tiles of 16 rows × 64 bytes.
+    #[repr(C, align(64))]
+    struct Config {
+        palette: u8,
+        start_row: u8,
+        reserved: [u8; 14],
+        colsb: [u16; 16],
+        rows: [u8; 16],
+    }
+
+    const CONFIG: Config = Config { palette: 1, start_row: 0, reserved: [0; 14], colsb: [64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0], rows: [16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0] };
+
+    /// c = a·b: a as rows (a multiple of 32) of `kw` words (`pairs::pack_a` with PAD), b as
+    /// panels of NR columns of `kw` words each (`pairs::pack_b` with PAD).
+    pub fn gemm(a: &[u32], bp: &[u32], c: &mut [f32], m: usize, n: usize, kw: usize) {
+        let panels = n.div_ceil(NR);
+        assert!(a.len() >= m.next_multiple_of(32) * kw && bp.len() >= panels * kw * NR, "AMX operands packed short");
+        let task = |(blk, cb): (usize, &mut [f32])| {
+            let rows = cb.len() / n;
+            let a0 = &a[blk * 32 * kw..][..32 * kw];
+            // 32 × 32 sums of one block, 128 bytes a row.
+            let mut out = [[0f32; 32]; 32];
+            // SAFETY: `available()` was true (gemm_bf16 checks); the configuration is a valid
+            // palette-1 layout for every tile used below.
+            unsafe { asm!("ldtilecfg [{}]", in(reg) &CONFIG, options(nostack, readonly)) };
+            let mut p = 0;
+            while p < panels {
+                // An odd last panel is paired with itself; its copy is not stored.
+                let q = (p + 1).min(panels - 1);
+                let (b0, b1) = (&bp[p * kw * NR..][..kw * NR], &bp[q * kw * NR..][..kw * NR]);
+                // SAFETY: every tile load reads 16 rows of 64 bytes inside a0 (rows 0–31, words
+                // s·16.. of rows kw long), b0 and b1 (word rows s·16..s·16+16 of NR words);
+                // the stores write 16 rows of 64 bytes inside `out` (128-byte rows).
+                unsafe {
+                    asm!("tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3", options(nostack, nomem));
+                    for s in 0..kw / 16 {
+                        asm!(
+                            "tileloadd tmm4, [{a} + {sa}*1]",
+                            "tileloadd tmm5, [{a2} + {sa}*1]",
+                            "tileloadd tmm6, [{b0} + {sb}*1]",
+                            "tileloadd tmm7, [{b1} + {sb}*1]",
+                            "tdpbf16ps tmm0, tmm4, tmm6",
+                            "tdpbf16ps tmm1, tmm4, tmm7",
+                            "tdpbf16ps tmm2, tmm5, tmm6",
+                            "tdpbf16ps tmm3, tmm5, tmm7",
+                            a = in(reg) a0.as_ptr().add(s * 16),
+                            a2 = in(reg) a0.as_ptr().add(16 * kw + s * 16),
+                            b0 = in(reg) b0.as_ptr().add(s * 16 * NR),
+                            b1 = in(reg) b1.as_ptr().add(s * 16 * NR),
+                            sa = in(reg) kw * 4,
+                            sb = in(reg) NR * 4,
+                            options(nostack, readonly),
+                        );
+                    }
+                    let o = out.as_mut_ptr() as *mut f32;
+                    asm!(
+                        "tilestored [{o} + {so}*1], tmm0",
+                        "tilestored [{o1} + {so}*1], tmm1",
+                        "tilestored [{o2} + {so}*1], tmm2",
+                        "tilestored [{o3} + {so}*1], tmm3",
+                        o = in(reg) o,
+                        o1 = in(reg) o.add(16),
+                        o2 = in(reg) o.add(16 * 32),
+                        o3 = in(reg) o.add(16 * 32 + 16),
+                        so = in(reg) 32usize * 4,
+                        options(nostack),
+                    );
+                }
+                let (j0, cols) = (p * NR, (2 * NR).min(n - p * NR));
+                for (r, row) in out.iter().enumerate().take(rows) {
+                    cb[r * n + j0..][..cols].copy_from_slice(&row[..cols]);
+                }
+                p += 2;
+            }
+            // SAFETY: releases the tiles this task configured.
+            unsafe { asm!("tilerelease", options(nostack, nomem)) };
+        };
+        // A block of 32 × 32 is 4 instructions per 32 k: forking pays only for many blocks.
+        if m * n * kw < 1 << 20 {
+            c.chunks_mut(32 * n).enumerate().for_each(task);
+        } else {
+            c.par_chunks_mut(32 * n).enumerate().for_each(task);
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -136,19 +278,28 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     #[test]
-    fn avx512_bf16_matches_an_f64_reference_on_odd_shapes_and_transposes() {
-        if Bf16Path::detect() != Bf16Path::Avx512Bf16 {
-            eprintln!("this CPU lacks AVX-512 BF16: the vdpbf16ps path is not tested (the widening path is, in tests/it/amp.rs)");
-            return;
+    fn every_native_path_matches_an_f64_reference_on_odd_shapes_and_transposes() {
+        for path in [Bf16Path::Amx, Bf16Path::Avx512Bf16] {
+            if path.available() {
+                check_path(path);
+            } else {
+                eprintln!("this CPU lacks {}: that path is not tested (the widening path is, in tests/it/amp.rs)", path.name());
+            }
         }
+        assert!(!gemm_bf16(&[0], &[0], &mut [0.0], 1, 1, 1, false, false, Bf16Path::Widen), "the widening path is the caller's");
+    }
+
+    fn check_path(path: Bf16Path) {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
-        for &(m, n, k) in &[(1, 1, 1), (3, 5, 7), (7, 65, 33), (25, 64, 2), (70, 130, 9), (33, 1, 257), (5, 200, 0), (49, 129, 128)] {
+        // AMX: rows past a block of 32, columns past a pair of 16-wide tiles (an odd last
+        // panel), k past steps of 32; the vector kernel: its 6 × 64 tiles.
+        for &(m, n, k) in &[(1, 1, 1), (3, 5, 7), (7, 65, 33), (25, 64, 2), (70, 130, 9), (33, 1, 257), (5, 200, 0), (49, 129, 128), (64, 48, 64), (97, 17, 95)] {
             for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
                 let a: Vec<u16> = (0..m * k).map(|_| float16::round_bits(DType::BF16, rng.random_range(-2.0..2.0))).collect();
                 let b: Vec<u16> = (0..k * n).map(|_| float16::round_bits(DType::BF16, rng.random_range(-2.0..2.0))).collect();
                 let w = |bits: u16| float16::widen(DType::BF16, bits) as f64;
                 let mut c = vec![f32::NAN; m * n]; // poisoned
-                assert!(gemm_bf16(&a, &b, &mut c, m, n, k, ta, tb));
+                assert!(gemm_bf16(&a, &b, &mut c, m, n, k, ta, tb, path));
                 for i in 0..m {
                     for j in 0..n {
                         let (mut want, mut mag) = (0.0f64, 0.0f64);
@@ -161,10 +312,11 @@ mod tests {
                         // Products are exact in f32; only the f32 sums round (k of them).
                         let tol = mag * (k as f64 + 1.0) * f32::EPSILON as f64;
                         let got = c[i * n + j] as f64;
-                        assert!((got - want).abs() <= tol, "{m}x{n}x{k} ta={ta} tb={tb} c[{i},{j}] = {got}, want {want}");
+                        assert!((got - want).abs() <= tol, "{path:?} {m}x{n}x{k} ta={ta} tb={tb} c[{i},{j}] = {got}, want {want}");
                     }
                 }
             }
         }
     }
 }
+

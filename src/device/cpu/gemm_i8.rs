@@ -142,8 +142,8 @@ pub struct PackedB {
 
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 enum PackedData {
-    /// Groups of 4 bytes per 32-bit lane, and b's column sums (the offset correction).
-    Vnni { bytes: Vec<i8>, col_sum: Vec<i32> },
+    /// Groups of 4 bytes per 32-bit lane, and 128 · b's column sums (the offset correction).
+    Vnni { bytes: Vec<i8>, offset: Vec<i32> },
     /// Pairs of i16 per 32-bit lane (`pairs::pack_b`).
     Pairs(Vec<u32>),
 }
@@ -185,14 +185,14 @@ pub fn gemm_i8<S: Store>(a: &[i8], b: &[i8], b_cache: &PackCache, c: &mut [S::Ou
         I8Path::Vnni => {
             let a_rows: std::borrow::Cow<'_, [i8]> = if ta { transpose(a, k, m).into() } else { a.into() };
             let p = packed(b_cache, path, tb, n, k, || vnni::pack_b(b, n, k, tb));
-            let PackedData::Vnni { bytes, col_sum } = &p.data else { unreachable!("the cache key holds the path") };
-            vnni::gemm(&a_rows, bytes, col_sum, c, m, n, k, st)
+            let PackedData::Vnni { bytes, offset } = &p.data else { unreachable!("the cache key holds the path") };
+            vnni::gemm(&a_rows, bytes, offset, c, m, n, k, st)
         }
         #[cfg(target_arch = "x86_64")]
         I8Path::Avx2 => {
-            let p = packed(b_cache, path, tb, n, k, || PackedData::Pairs(super::pairs::pack_b(b, n, k, tb, avx2::NR, widen)));
+            let p = packed(b_cache, path, tb, n, k, || PackedData::Pairs(super::pairs::pack_b(b, n, k, tb, avx2::NR, super::pairs::Pad::NONE, widen)));
             let PackedData::Pairs(words) = &p.data else { unreachable!("the cache key holds the path") };
-            avx2::gemm(&super::pairs::pack_a(a, m, k, ta, widen), words, c, m, n, k.div_ceil(2), st)
+            avx2::gemm(&super::pairs::pack_a(a, m, k, ta, super::pairs::Pad::NONE, widen), words, c, m, n, k.div_ceil(2), st)
         }
         _ => {
             let a_rows: std::borrow::Cow<'_, [i8]> = if ta { transpose(a, k, m).into() } else { a.into() };
@@ -245,21 +245,23 @@ mod vnni {
 
     use rayon::prelude::*;
 
-    use super::ROWS_PER_TASK;
-
     /// Rows and 16-lane vectors of columns per micro-tile: 4 × 64 outputs in 16 registers.
     const MR: usize = 4;
     const NV: usize = 4;
     const NR: usize = 16 * NV;
+    /// Rows of c per rayon task: four per batch of 64, so a thread that wakes late is helped
+    /// by the other rather than waited for.
+    const ROWS_PER_TASK: usize = 4 * MR;
 
     /// b packed panel by panel (NR columns each), then group by group of 4 k values: the 4
     /// bytes of column j for k = 4g..4g+4 are one 32-bit lane, so one 64-byte load feeds 16
     /// columns. Padding (k beyond k, columns beyond n) is zero, so it adds nothing. Also
-    /// returns the column sums of b (the offset correction). Reads b in its stored order.
+    /// returns 128·Σ_k b[k][j] per column, padded to whole panels (the offset correction,
+    /// wrapping like the sums). Reads b in its stored order.
     pub fn pack_b(b: &[i8], n: usize, k: usize, tb: bool) -> super::PackedData {
         let kg = k.div_ceil(4);
         let mut out = vec![0i8; n.div_ceil(NR) * kg * NR * 4];
-        let mut col_sum = vec![0i32; n];
+        let mut col_sum = vec![0i32; n.div_ceil(NR) * NR];
         let at = |kx: usize, j: usize| ((j / NR * kg + kx / 4) * NR + j % NR) * 4 + kx % 4;
         if tb {
             for (j, row) in b.chunks_exact(k.max(1)).take(n).enumerate() {
@@ -276,54 +278,74 @@ mod vnni {
                 }
             }
         }
-        super::PackedData::Vnni { bytes: out, col_sum }
+        col_sum.iter_mut().for_each(|s| *s = s.wrapping_mul(128));
+        super::PackedData::Vnni { bytes: out, offset: col_sum }
     }
 
+    /// c = store(a·b): a as m rows of k i8, b packed by `pack_b` with its offsets.
     #[allow(clippy::too_many_arguments)]
-    pub fn gemm<S: super::Store>(a: &[i8], bp: &[i8], col_sum: &[i32], c: &mut [S::Out], m: usize, n: usize, k: usize, st: &S) {
+    pub fn gemm<S: super::Store>(a: &[i8], bp: &[i8], offset: &[i32], c: &mut [S::Out], m: usize, n: usize, k: usize, st: &S) {
         let kg = k.div_ceil(4);
-        // a + 128 as u8 (flip the sign bit), each row padded to a multiple of 4 bytes.
+        // a + 128 as u8 (flip the sign bit), each row padded with zeros to whole groups of 4.
         let kp = kg * 4;
-        let mut au = vec![0u8; m * kp];
-        for (dst, src) in au.chunks_exact_mut(kp.max(1)).zip(a.chunks_exact(k.max(1))) {
-            dst.iter_mut().zip(src).for_each(|(d, &s)| *d = (s as u8) ^ 0x80);
+        let mut au: Vec<u8> = Vec::with_capacity(m * kp);
+        for row in a.chunks_exact(k.max(1)).take(m) {
+            au.extend(row.iter().map(|&s| (s as u8) ^ 0x80));
+            au.resize(au.len() + kp - k, 0);
         }
+        au.resize(m * kp, 0);
         let panels = n.div_ceil(NR);
-        c.par_chunks_mut(ROWS_PER_TASK * n).enumerate().for_each(|(blk, cb)| {
+        let task = |(blk, cb): (usize, &mut [S::Out])| {
             let rows = cb.len() / n;
             let r0 = blk * ROWS_PER_TASK;
             let mut tile = [[0i32; NR]; MR];
+            let row = |i: usize| &au[(r0 + i) * kp..][..kp];
             for p in 0..panels {
                 let panel = &bp[p * kg * NR * 4..][..kg * NR * 4];
+                let off = &offset[p * NR..][..NR];
                 let cols = NR.min(n - p * NR);
-                for i0 in (0..rows).step_by(MR) {
+                let mut i0 = 0;
+                while i0 < rows {
                     let live = MR.min(rows - i0);
-                    // Rows past the end repeat the last live row; their results are dropped.
-                    let arows: [&[u8]; MR] = std::array::from_fn(|r| &au[(r0 + i0 + r.min(live - 1)) * kp..][..kp]);
-                    // SAFETY: detect() saw avx512f, avx512bw and avx512vnni before choosing Vnni;
-                    // every slice is as long as the kernel reads (kg groups of 4 bytes, NR lanes).
-                    unsafe { micro(&arows, panel, kg, &mut tile) };
-                    for r in 0..live {
-                        let crow = &mut cb[(i0 + r) * n + p * NR..][..cols];
-                        for (jj, cv) in crow.iter_mut().enumerate() {
-                            let j = p * NR + jj;
-                            *cv = st.store(j, tile[r][jj].wrapping_sub(col_sum[j].wrapping_mul(128)));
+                    // SAFETY: detect() saw avx512f, avx512bw and avx512vnni before choosing
+                    // Vnni (tests force it only where the CPU has it); every slice is as long as
+                    // the kernel reads (kg groups of 4 bytes per row, kg·NR·4 per panel, NR
+                    // offsets, `live` rows of the tile).
+                    unsafe {
+                        if live == MR {
+                            micro::<MR>(&std::array::from_fn(|r| row(i0 + r)), panel, off, kg, &mut tile);
+                        } else {
+                            // The last rows one at a time: batch 1 computes one row, not four.
+                            for r in 0..live {
+                                micro::<1>(&[row(i0 + r)], panel, off, kg, &mut tile[r..]);
+                            }
                         }
                     }
+                    for (r, t) in tile.iter().enumerate().take(live) {
+                        st.store_row(p * NR, &t[..cols], &mut cb[(i0 + r) * n + p * NR..][..cols]);
+                    }
+                    i0 += live;
                 }
             }
-        });
+        };
+        // Small products are not worth rayon's fork/join.
+        if m * n * k < 1 << 16 {
+            c.chunks_mut(ROWS_PER_TASK * n).enumerate().for_each(task);
+        } else {
+            c.par_chunks_mut(ROWS_PER_TASK * n).enumerate().for_each(task);
+        }
     }
 
-    /// tile[r][j] = Σ_g dot4(a_r[4g..4g+4] as u8, panel column j's 4 bytes of group g).
+    /// tile[r][j] = Σ_g dot4(a_r[4g..4g+4] as u8, panel column j's 4 bytes of group g) −
+    /// off[j] for r < R: the offset correction is taken out before the sums leave registers.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    unsafe fn micro(a: &[&[u8]; MR], panel: &[i8], kg: usize, tile: &mut [[i32; NR]; MR]) {
-        let mut acc = [[_mm512_setzero_si512(); NV]; MR];
+    unsafe fn micro<const R: usize>(a: &[&[u8]; R], panel: &[i8], off: &[i32], kg: usize, tile: &mut [[i32; NR]]) {
+        let mut acc = [[_mm512_setzero_si512(); NV]; R];
         let bp = panel.as_ptr();
         for g in 0..kg {
             // SAFETY (for the unsafe ops below): panel holds kg·NR·4 bytes, each a row kg·4.
             let bv: [__m512i; NV] = std::array::from_fn(|v| unsafe { _mm512_loadu_si512(bp.add((g * NR + 16 * v) * 4) as *const __m512i) });
-            for r in 0..MR {
+            for r in 0..R {
                 let word = unsafe { (a[r].as_ptr().add(4 * g) as *const i32).read_unaligned() };
                 let av = _mm512_set1_epi32(word);
                 for v in 0..NV {
@@ -331,9 +353,11 @@ mod vnni {
                 }
             }
         }
-        for r in 0..MR {
-            for v in 0..NV {
-                unsafe { _mm512_storeu_si512(tile[r].as_mut_ptr().add(16 * v) as *mut __m512i, acc[r][v]) };
+        for v in 0..NV {
+            // SAFETY: off holds NR offsets, tile R rows of NR.
+            let o = unsafe { _mm512_loadu_si512(off.as_ptr().add(16 * v) as *const __m512i) };
+            for r in 0..R {
+                unsafe { _mm512_storeu_si512(tile[r].as_mut_ptr().add(16 * v) as *mut __m512i, _mm512_sub_epi32(acc[r][v], o)) };
             }
         }
     }

@@ -49,11 +49,10 @@ impl CpuBackend {
         self.bf16_path
     }
 
-    /// Multiplies bf16 operands by widening them to f32 even where AVX-512 BF16 exists (tests
-    /// and benchmarks compare the two paths). Asking for `Avx512Bf16` on a CPU without it keeps
-    /// the widening path.
+    /// Multiplies bf16 operands through `path` instead of the fastest one (tests and benchmarks
+    /// compare them); a path this CPU lacks gives the widening one.
     pub fn with_bf16_path(mut self, path: Bf16Path) -> Self {
-        self.bf16_path = if path == Bf16Path::Avx512Bf16 { Bf16Path::detect() } else { path };
+        self.bf16_path = if path.available() { path } else { Bf16Path::Widen };
         self
     }
 

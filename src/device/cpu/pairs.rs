@@ -14,15 +14,37 @@ fn word(lo: u16, hi: u16) -> u32 {
     lo as u32 | ((hi as u32) << 16)
 }
 
+/// Zero padding a kernel that reads whole tiles wants: rows (of a) and words per row (of a, and
+/// per panel column of b) rounded up to these multiples.
+#[derive(Clone, Copy)]
+pub struct Pad {
+    pub rows: usize,
+    pub words: usize,
+}
+
+impl Pad {
+    pub const NONE: Pad = Pad { rows: 1, words: 1 };
+
+    /// Words per row for k values.
+    pub fn words(self, k: usize) -> usize {
+        k.div_ceil(2).next_multiple_of(self.words)
+    }
+}
+
 /// op(a) ([m, k], or [k, m] when `ta`) as m rows of k.div_ceil(2) words, each value mapped to
-/// 16 bits by `bits`. Rows in parallel for large operands.
-pub fn pack_a<T: Copy + Sync>(a: &[T], m: usize, k: usize, ta: bool, bits: impl Fn(T) -> u16 + Sync) -> Vec<u32> {
-    let kp = k.div_ceil(2);
-    let mut out = vec![0u32; m * kp];
+/// 16 bits by `bits`, then zero rows and words up to `pad`'s multiples (`pad.words(k)` words
+/// per row). Rows in parallel for large operands.
+pub fn pack_a<T: Copy + Sync>(a: &[T], m: usize, k: usize, ta: bool, pad: Pad, bits: impl Fn(T) -> u16 + Sync) -> Vec<u32> {
+    let (kp, stride) = (k.div_ceil(2), pad.words(k));
+    let mut out = vec![0u32; m.next_multiple_of(pad.rows) * stride];
     if kp == 0 {
         return out;
     }
     let row = |(i, dst): (usize, &mut [u32])| {
+        if i >= m {
+            return;
+        }
+        let dst = &mut dst[..kp];
         if ta {
             for (p, w) in dst.iter_mut().enumerate() {
                 let hi = if 2 * p + 1 < k { bits(a[(2 * p + 1) * m + i]) } else { 0 };
@@ -40,21 +62,22 @@ pub fn pack_a<T: Copy + Sync>(a: &[T], m: usize, k: usize, ta: bool, bits: impl 
         }
     };
     if out.len() >= PAR_WORDS {
-        out.par_chunks_mut(kp).enumerate().for_each(row);
+        out.par_chunks_mut(stride).enumerate().for_each(row);
     } else {
-        out.chunks_mut(kp).enumerate().for_each(row);
+        out.chunks_mut(stride).enumerate().for_each(row);
     }
     out
 }
 
 /// op(b) ([k, n], or [n, k] when `tb`) packed panel by panel (`nr` columns each, the last
 /// padded with zero columns), then pair by pair of k: word p·nr + j of a panel holds column j's
-/// values for k = 2p, 2p+1, so one vector load feeds nr consecutive columns. Panels in parallel
-/// for large operands; the inner loops run over contiguous memory on at least one side.
-pub fn pack_b<T: Copy + Sync>(b: &[T], n: usize, k: usize, tb: bool, nr: usize, bits: impl Fn(T) -> u16 + Sync) -> Vec<u32> {
-    let kp = k.div_ceil(2);
-    let mut out = vec![0u32; n.div_ceil(nr) * kp * nr];
-    if out.is_empty() {
+/// values for k = 2p, 2p+1, so one vector load feeds nr consecutive columns; each panel has
+/// `pad.words(k)` rows of words (`pad.rows` is a's alone). Panels in parallel for large
+/// operands; the inner loops run over contiguous memory on at least one side.
+pub fn pack_b<T: Copy + Sync>(b: &[T], n: usize, k: usize, tb: bool, nr: usize, pad: Pad, bits: impl Fn(T) -> u16 + Sync) -> Vec<u32> {
+    let (kp, words) = (k.div_ceil(2), pad.words(k));
+    let mut out = vec![0u32; n.div_ceil(nr) * words * nr];
+    if out.is_empty() || kp == 0 {
         return out;
     }
     let panel = |(pi, dst): (usize, &mut [u32])| {
@@ -82,9 +105,9 @@ pub fn pack_b<T: Copy + Sync>(b: &[T], n: usize, k: usize, tb: bool, nr: usize, 
         }
     };
     if out.len() >= PAR_WORDS {
-        out.par_chunks_mut(kp * nr).enumerate().for_each(panel);
+        out.par_chunks_mut(words * nr).enumerate().for_each(panel);
     } else {
-        out.chunks_mut(kp * nr).enumerate().for_each(panel);
+        out.chunks_mut(words * nr).enumerate().for_each(panel);
     }
     out
 }
@@ -109,21 +132,26 @@ mod tests {
             for t in [false, true] {
                 // Stored [rows, k] (a, or b with tb) or [k, rows] (a with ta, or b).
                 let get = |i: usize, kx: usize| bits(if t { vals[kx * rows + i] } else { vals[i * k + kx] });
-                let a = pack_a(&vals, rows, k, t, bits);
-                let kp = k.div_ceil(2);
-                for i in 0..rows {
-                    for p in 0..kp {
-                        assert_eq!(a[i * kp + p], want(get, i, p, k), "pack_a {rows}x{k} ta={t} row {i} pair {p}");
-                    }
-                }
-                for nr in [8, 16, 64] {
-                    let b = pack_b(&vals, rows, k, !t, nr, bits);
-                    assert_eq!(b.len(), rows.div_ceil(nr) * kp * nr);
-                    for j in 0..rows.div_ceil(nr) * nr {
+                // Unpadded (the AVX-512 and AVX2 kernels) and padded to AMX's whole tiles.
+                for pad in [Pad::NONE, Pad { rows: 32, words: 16 }] {
+                    let a = pack_a(&vals, rows, k, t, pad, bits);
+                    let kp = pad.words(k);
+                    assert_eq!(a.len(), rows.next_multiple_of(pad.rows) * kp);
+                    for i in 0..rows.next_multiple_of(pad.rows) {
                         for p in 0..kp {
-                            let w = b[(j / nr * kp + p) * nr + j % nr];
-                            let expect = if j < rows { want(get, j, p, k) } else { 0 };
-                            assert_eq!(w, expect, "pack_b nr={nr} {rows}x{k} tb={} column {j} pair {p}", !t);
+                            let expect = if i < rows { want(get, i, p, k) } else { 0 };
+                            assert_eq!(a[i * kp + p], expect, "pack_a {rows}x{k} ta={t} row {i} pair {p} pad {}", pad.rows);
+                        }
+                    }
+                    for nr in [8, 16, 64] {
+                        let b = pack_b(&vals, rows, k, !t, nr, pad, bits);
+                        assert_eq!(b.len(), rows.div_ceil(nr) * kp * nr);
+                        for j in 0..rows.div_ceil(nr) * nr {
+                            for p in 0..kp {
+                                let w = b[(j / nr * kp + p) * nr + j % nr];
+                                let expect = if j < rows { want(get, j, p, k) } else { 0 };
+                                assert_eq!(w, expect, "pack_b nr={nr} {rows}x{k} tb={} column {j} pair {p} pad {}", !t, pad.words);
+                            }
                         }
                     }
                 }
