@@ -229,13 +229,16 @@ fn distributed(quick: bool) {
         Err(e) => return eprintln!("  distributed: {e}"),
     };
     let cfg = TrainConfig { hidden: vec![512, 256], batch: 256, epochs: 1, lr: 0.05, log_every: 1000, ..Default::default() };
-    let dp = |replicas| DpConfig { replicas, kind: ReplicaKind::Cpu { threads: 1 }, bucket_cap_mb: 25.0, overlap: true, link: None, timeline_steps: 0 };
+    let dp = |replicas, overlap| DpConfig { replicas, kind: ReplicaKind::Cpu { threads: 1 }, bucket_cap_mb: 25.0, overlap, link: None, timeline_steps: 0 };
     println!("Data parallel, MLP 784-512-256-10, global batch 256, CPU replicas × 1 thread (median of rounds, interleaved; speed-up derived)");
-    let mut rate = [Vec::new(), Vec::new()];
-    let mut split = [Vec::new(), Vec::new()];
+    // 2 replicas with the all-reduce on a communication thread (overlap, the default) and on
+    // the training thread (no thread beside the replicas on a 2-core machine).
+    let runs = [(1, true, "1 replica           "), (2, true, "2 replicas, overlap "), (2, false, "2 replicas, inline  ")];
+    let mut rate = vec![Vec::new(); runs.len()];
+    let mut split = vec![Vec::new(); runs.len()];
     for _ in 0..if quick { 1 } else { 7 } {
-        for (i, replicas) in [1, 2].into_iter().enumerate() {
-            match parallel::train(&data, &cfg, &dp(replicas), &mut |_| false) {
+        for (i, &(replicas, overlap, _)) in runs.iter().enumerate() {
+            match parallel::train(&data, &cfg, &dp(replicas, overlap), &mut |_| false) {
                 Ok(r) => {
                     rate[i].push(r.samples_per_s);
                     split[i].push((r.split.compute_s, r.split.exposed_comm_s, r.split.idle_s, r.allreduce_s_per_step));
@@ -245,13 +248,13 @@ fn distributed(quick: bool) {
         }
     }
     let med = |v: &mut Vec<f64>| median(v);
-    for (i, replicas) in [1, 2].into_iter().enumerate() {
+    let base = med(&mut rate[0]);
+    for (i, &(_, _, name)) in runs.iter().enumerate() {
         let col = |f: fn(&(f64, f64, f64, f64)) -> f64| med(&mut split[i].iter().map(f).collect()) * 1e3;
         println!(
-            "  {replicas} replica{} {:>9.0} samples/s  {:.2}x one replica  per step: compute {:.2} ms, exposed comm {:.2} ms, idle {:.2} ms, all-reduce {:.2} ms",
-            if replicas == 1 { " " } else { "s" },
+            "  {name} {:>9.0} samples/s  {:.2}x one replica  per step: compute {:.2} ms, exposed comm {:.2} ms, idle {:.2} ms, all-reduce {:.2} ms",
             med(&mut rate[i]),
-            med(&mut rate[i]) / med(&mut rate[0]),
+            med(&mut rate[i]) / base,
             col(|s| s.0),
             col(|s| s.1),
             col(|s| s.2),

@@ -24,7 +24,7 @@ enum Comm {
     /// All-reduce on the training thread, when asked.
     Inline { peer: RingPeer, done: VecDeque<Done> },
     /// A communication thread that all-reduces jobs in the order they come.
-    Background { jobs: Option<Sender<Vec<f32>>>, done: Receiver<Done>, thread: Option<JoinHandle<RingPeer>> },
+    Background { jobs: Option<Sender<(Vec<f32>, f32)>>, done: Receiver<Done>, thread: Option<JoinHandle<RingPeer>> },
 }
 
 /// One replica's gradient synchroniser.
@@ -49,7 +49,7 @@ impl Reducer {
     pub fn new(peer: RingPeer, buckets: Vec<Bucket>, overlap: bool, origin: Instant) -> Result<Self> {
         let replicas = peer.n;
         let comm = if overlap {
-            let (jobs, jobs_rx) = channel::<Vec<f32>>();
+            let (jobs, jobs_rx) = channel::<(Vec<f32>, f32)>();
             let (done_tx, done) = channel::<Done>();
             let thread = std::thread::Builder::new()
                 .name(format!("all-reduce {}", peer.rank))
@@ -75,7 +75,7 @@ impl Reducer {
 
     /// All-reduces a few host values (loss and correct counts) in the ring's order of calls.
     pub fn all_reduce_host(&mut self, v: Vec<f32>) -> Result<Vec<f32>> {
-        self.submit(v)?;
+        self.submit(v, 1.0)?;
         self.next_done()
     }
 
@@ -91,18 +91,20 @@ impl Reducer {
         if self.launched == self.buckets.len() {
             flat.push(if self.stop_vote { 1.0 } else { 0.0 });
         }
-        self.submit(flat)
+        // The ring stores each sum times 1/N: the mean, formed where the sum is.
+        let inv = 1.0 / self.replicas as f32;
+        self.submit(flat, inv)
     }
 
-    fn submit(&mut self, mut v: Vec<f32>) -> Result<()> {
+    fn submit(&mut self, mut v: Vec<f32>, scale: f32) -> Result<()> {
         match &mut self.comm {
             Comm::Inline { peer, done } => {
                 let t0 = self.origin.elapsed().as_secs_f64();
-                peer.all_reduce(&mut v)?;
+                peer.all_reduce_scaled(&mut v, scale)?;
                 done.push_back(Ok((v, t0, self.origin.elapsed().as_secs_f64())));
                 Ok(())
             }
-            Comm::Background { jobs, .. } => jobs.as_ref().and_then(|j| j.send(v).ok()).ok_or_else(comm_gone),
+            Comm::Background { jobs, .. } => jobs.as_ref().and_then(|j| j.send((v, scale)).ok()).ok_or_else(comm_gone),
         }
     }
 
@@ -128,14 +130,12 @@ impl Reducer {
         while self.launched < self.buckets.len() {
             self.launch_next(b, model)?;
         }
-        let inv = 1.0 / self.replicas as f32;
         for i in 0..self.buckets.len() {
+            // Already the mean (`all_reduce_scaled`); the stop vote's sum over 1/N is still > 0.
             let mut flat = self.next_done()?;
             if i + 1 == self.buckets.len() {
                 self.stop_agreed = flat.pop().is_some_and(|v| v > 0.0);
             }
-            // The mean, in place: the same product per element as before, no second buffer.
-            flat.iter_mut().for_each(|g| *g *= inv);
             let mut at = 0;
             for p in &self.buckets[i].params {
                 b.write_f32(grad_of_mut(model, p), &flat[at..at + p.elements])?;
@@ -165,10 +165,10 @@ impl<B: Backend> TrainHooks<B> for Reducer {
     }
 }
 
-fn comm_thread(mut peer: RingPeer, jobs: Receiver<Vec<f32>>, done: Sender<Done>, origin: Instant) -> RingPeer {
-    for mut v in jobs {
+fn comm_thread(mut peer: RingPeer, jobs: Receiver<(Vec<f32>, f32)>, done: Sender<Done>, origin: Instant) -> RingPeer {
+    for (mut v, scale) in jobs {
         let t0 = origin.elapsed().as_secs_f64();
-        let r = peer.all_reduce(&mut v).map(|_| (v, t0, origin.elapsed().as_secs_f64()));
+        let r = peer.all_reduce_scaled(&mut v, scale).map(|_| (v, t0, origin.elapsed().as_secs_f64()));
         let failed = r.is_err();
         if done.send(r).is_err() || failed {
             break;
