@@ -249,6 +249,33 @@ fn fused_low_precision_ops_match_the_cpu() {
     }
 }
 
+/// shaders/matmul16_coop.wgsl as its f16 pipelines compile it (each transpose), parsed and
+/// validated by wgpu's naga with the cooperative-matrix capability, then written to SPIR-V with
+/// the bounds-check policies wgpu's Vulkan backend uses: runs everywhere, so a typo fails here
+/// even where no adapter has the feature. Without the capability naga must refuse it.
+#[test]
+fn coop_shader_validates_with_naga() {
+    use wgpu::naga::back::spv;
+    use wgpu::naga::proc::{BoundsCheckPolicies, BoundsCheckPolicy};
+    use wgpu::naga::valid::{Capabilities, ValidationFlags, Validator};
+    for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+        let src = gpulab::device::gpu::matmul16_coop_source(ta, tb).unwrap();
+        let module = wgpu::naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("ta={ta} tb={tb}: {}", e.emit_to_string(&src)));
+        // What wgpu gives a Vulkan device with EXPERIMENTAL_COOPERATIVE_MATRIX and SHADER_F16
+        // (unpack2x16float needs SHADER_FLOAT16_IN_FLOAT32, a downlevel flag every Vulkan has).
+        let f16 = Capabilities::SHADER_FLOAT16 | Capabilities::SHADER_FLOAT16_IN_FLOAT32;
+        let caps = Capabilities::COOPERATIVE_MATRIX | f16;
+        let info = Validator::new(ValidationFlags::all(), caps).validate(&module).unwrap_or_else(|e| panic!("ta={ta} tb={tb}: {}", e.emit_to_string(&src)));
+        assert!(Validator::new(ValidationFlags::all(), f16).validate(&module).is_err(), "naga accepted cooperative matrices without the capability");
+        let restrict = BoundsCheckPolicies { index: BoundsCheckPolicy::Restrict, buffer: BoundsCheckPolicy::Restrict, image_load: BoundsCheckPolicy::Restrict, binding_array: BoundsCheckPolicy::Unchecked };
+        for policies in [restrict, BoundsCheckPolicies { buffer: BoundsCheckPolicy::Unchecked, ..restrict }] {
+            let options = spv::Options { lang_version: (1, 6), bounds_check_policies: policies, ..spv::Options::default() };
+            let words = spv::write_vec(&module, &info, &options, None).unwrap_or_else(|e| panic!("ta={ta} tb={tb}: SPIR-V: {e}"));
+            assert!(words.len() > 100, "ta={ta} tb={tb}: {} SPIR-V words", words.len());
+        }
+    }
+}
+
 fn digits(amp: AmpConfig) -> TrainConfig {
     TrainConfig { hidden: vec![128, 64], batch: 32, epochs: 12, lr: 0.05, log_every: 10, amp, ..TrainConfig::default() }
 }

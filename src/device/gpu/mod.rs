@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 
 pub use adapters::{AdapterSummary, GpuSelector};
 pub use kernel_profiler::KernelTime;
-pub use kernels::render as render_template;
+pub use kernels::{matmul16_coop_source, render as render_template};
 pub use pool::GpuTensor;
 pub use tuning::{Matmul16Variant, MatmulVariant};
 
