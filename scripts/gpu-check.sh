@@ -96,6 +96,14 @@ adapters() {
 
 cuda_tests() { GPULAB_REQUIRE_CUDA=1 cargo test --release --features cuda --lib -- cuda && GPULAB_REQUIRE_CUDA=1 cargo test --release --features cuda --test it -- cuda; }
 
+# The cooperative-matrix f16 GEMM (tensor cores through wgpu's Vulkan backend): against the CPU
+# where the adapter lists the feature (COOPERATIVE_MATRIX_F16 in `gpulab info`); otherwise the
+# test prints "skipped: <adapter> has no cooperative matrix support". Then every 16-bit variant.
+coop_tests() {
+  "$BIN" info | grep -E "GPU adapter|features" || true
+  GPULAB_REQUIRE_GPU=1 cargo test --release --features cuda --test it -- coop matmul16 fused_low_precision --nocapture
+}
+
 bench_matmul() { "$BIN" bench matmul --backend all --sizes 1024,4096,8192 --dtype f32,f16 --runs 3; }
 
 bench_train() {
@@ -137,13 +145,14 @@ summary() {
     echo
     echo "| step | result |"
     echo "|---|---|"
-    for s in environment install-system install-cuda-libs build adapters cuda-tests bench-matmul bench-train cpu-kernels exercises full-suite; do
+    for s in environment install-system install-cuda-libs build adapters cuda-tests coop-tests bench-matmul bench-train cpu-kernels exercises full-suite; do
       echo "| $s | $(cat "$OUT/done/$s" 2>/dev/null || echo 'not run') |"
     done
     echo
     show() { [ -f "$OUT/logs/$1.log" ] && { echo "## $2"; echo; echo '```'; grep -E "$3" "$OUT/logs/$1.log" | tail -n "${4:-40}"; echo '```'; echo; }; }
     show adapters "wgpu adapters" "WGPU:|Vulkan|NVIDIA|llvmpipe" 20
     show cuda-tests "CUDA tests" "^test |test result|SKIPPED|panicked" 60
+    show coop-tests "Cooperative-matrix f16 GEMM (wgpu, tensor cores)" "features|^test |test result|skipped|panicked" 30
     show bench-matmul "GEMM (bench matmul --backend all --sizes 1024,4096,8192 --dtype f32,f16)" "GOP/s|note|error|measured" 60
     show bench-train "Training (bench train, batch 128 and 2048)" "samples/s|failed|error|measured" 20
     show cpu-kernels "CPU int8 / bf16 kernels (VNNI, AVX-512 BF16 where present)" "CPU flags|^test |test result|lacks|GOP/s|x on" 30
@@ -153,7 +162,7 @@ summary() {
 }
 trap summary EXIT
 export OUT BIN
-export -f apt_install driver_cuda environment install_system install_cuda_libs build adapters cuda_tests bench_matmul bench_train cpu_kernels exercises full_suite
+export -f apt_install driver_cuda environment install_system install_cuda_libs build adapters cuda_tests coop_tests bench_matmul bench_train cpu_kernels exercises full_suite
 
 step environment 30 environment
 step install-system 240 install_system || { echo "cannot continue without a toolchain: see $OUT/logs/install-system.log"; exit 1; }
@@ -162,6 +171,7 @@ for d in "$OUT"/pylibs/nvidia/*/lib; do [ -d "$d" ] && export LD_LIBRARY_PATH="$
 step build 420 build || { echo "the build failed: see $OUT/logs/build.log"; exit 1; }
 step adapters 30 adapters
 step cuda-tests 120 cuda_tests
+step coop-tests 90 coop_tests
 step bench-matmul 240 bench_matmul
 step bench-train 120 bench_train
 step cpu-kernels 120 cpu_kernels

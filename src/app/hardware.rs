@@ -114,7 +114,7 @@ impl Hardware {
                             row("device type", a.device_type.clone());
                             row("driver", format!("{} {}", a.driver, a.driver_info).trim().to_string());
                             row("use as", format!("gpu:{}", a.index));
-                            row("features", if a.features.is_empty() { "none of the optional ones".into() } else { a.features.join(", ") });
+                            row("features", if a.features.is_empty() { "none of the optional ones".into() } else { a.features.iter().map(|f| crate::device::gpu::adapters::feature_label(f)).collect::<Vec<_>>().join(", ") });
                             let l = &a.limits;
                             row("max buffer", bytes(l.max_buffer_size));
                             row("max storage binding", bytes(l.max_storage_buffer_binding_size));

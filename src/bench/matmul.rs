@@ -5,7 +5,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::device::CpuBackend;
-use crate::device::gpu::{GpuBackend, Matmul16Variant, MatmulVariant};
+use crate::device::gpu::{GpuBackend, MatmulVariant};
 use crate::error::{Error, Result};
 use crate::tensor::{prelude::*, DType, MemCategory};
 use crate::stats::median;
@@ -150,9 +150,9 @@ fn rows_16(dt: DType, n: usize, runs: usize, cpu: bool, gpu: Option<&mut GpuBack
     if let Some(g) = gpu {
         if g.amp_unavailable(dt).is_none() {
             let chosen = g.matmul16_variant(dt)?;
-            for v in Matmul16Variant::ALL {
+            for v in g.matmul16_variants(dt) {
                 g.set_matmul16_variant(dt, v);
-                let label = if v == chosen { format!("{} (chosen)", v.name()) } else { v.name().to_string() };
+                let label = if v == chosen { format!("{} (chosen)", v.label()) } else { v.label().to_string() };
                 let row = case.row(g, &label, runs, &mut |why| eprintln!("note: {why}"));
                 g.set_matmul16_variant(dt, chosen);
                 rows.extend(row?);

@@ -167,7 +167,8 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
 /// int8, f16 and bf16 ÷ f32 speed per backend and size, derived from the rows above (the
 /// chosen variants on a GPU).
 fn ratios(rows: &[MatmulRow]) {
-    let chosen = |r: &&MatmulRow| !r.variant.starts_with("plain") && !r.variant.starts_with("reg-block") || r.variant.ends_with("(chosen)");
+    let variant_row = |r: &MatmulRow| gpulab::device::gpu::Matmul16Variant::ALL.iter().any(|v| r.variant.starts_with(v.label()));
+    let chosen = |r: &&MatmulRow| !variant_row(r) || r.variant.ends_with("(chosen)");
     for i8row in rows.iter().filter(|r| r.dtype != "f32").filter(chosen) {
         let f32row = rows.iter().find(|r| r.dtype == "f32" && r.n == i8row.n && r.backend == i8row.backend && (r.variant == "gemm crate" || r.variant.ends_with("(chosen)")));
         if let Some(f) = f32row {

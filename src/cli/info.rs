@@ -34,7 +34,7 @@ pub fn run(args: InfoArgs) -> anyhow::Result<()> {
         if a.software {
             println!("  NOTE:     software GPU: runs on your CPU — its speed is your CPU's, not a GPU's");
         }
-        let feats = if a.features.is_empty() { "none of the optional ones".to_string() } else { a.features.join(", ") };
+        let feats = if a.features.is_empty() { "none of the optional ones".to_string() } else { a.features.iter().map(|f| adapters::feature_label(f)).collect::<Vec<_>>().join(", ") };
         println!("  features: {feats}");
         let l = &a.limits;
         println!("  limits:   max buffer {} MiB, max storage binding {} MiB, workgroup memory {} KiB,", l.max_buffer_size >> 20, l.max_storage_buffer_binding_size >> 20, l.max_compute_workgroup_storage_size >> 10);

@@ -109,7 +109,11 @@ fn rel_err(got: &[f32], want: &[f64]) -> f64 {
 }
 
 fn check_matmul16<B: Backend>(b: &mut B, name: &str) {
-    for dt in LOW {
+    check_matmul16_types(b, name, &LOW)
+}
+
+fn check_matmul16_types<B: Backend>(b: &mut B, name: &str, types: &[DType]) {
+    for &dt in types {
         // The output's own rounding bounds the error: 2^-11 for f16, 2^-8 for bf16.
         let bound = if dt == DType::F16 { 1e-3 } else { 1e-2 };
         // Odd shapes take the scalar loads; multiples of 8 that are not multiples of the
@@ -155,15 +159,17 @@ fn cpu_low_precision_matmul_vs_f64() {
     check_matmul16(&mut CpuBackend::new(), "cpu");
 }
 
-/// Each 16-bit GEMM variant (the plain and the register-blocked kernel), whichever tuning picks.
+/// Each 16-bit GEMM variant the device runs (the plain and the register-blocked kernel, and the
+/// cooperative-matrix one for f16 where the adapter has it), whichever tuning picks.
 #[test]
 fn gpu_matmul16_vs_f64() {
     with_gpu("gpu_matmul16_vs_f64", |gpu| {
         for v in Matmul16Variant::ALL {
-            for dt in LOW {
+            let types: Vec<DType> = LOW.into_iter().filter(|&dt| gpu.matmul16_variants(dt).contains(&v)).collect();
+            for &dt in &types {
                 gpu.set_matmul16_variant(dt, v);
             }
-            check_matmul16(gpu, &format!("gpu {}", v.name()));
+            check_matmul16_types(gpu, &format!("gpu {}", v.name()), &types);
         }
         for dt in LOW {
             let chosen = tuning::choose16(gpu, dt).unwrap();
@@ -237,7 +243,7 @@ fn fused_low_precision_ops_match_the_cpu() {
             }
         };
         with_gpu("fused_low_precision_ops_match_the_cpu", |gpu| {
-            for v in Matmul16Variant::ALL {
+            for v in gpu.matmul16_variants(dt) {
                 let chosen = gpu.matmul16_variant(dt).unwrap();
                 gpu.set_matmul16_variant(dt, v);
                 let got = fused_ops(gpu, dt, shape);
@@ -247,6 +253,106 @@ fn fused_low_precision_ops_match_the_cpu() {
         });
         crate::common::cuda::with("fused_low_precision_ops_match_the_cpu (cuda)", |c| compare(fused_ops(c, dt, shape), "cuda"));
     }
+}
+
+/// shaders/matmul16_coop.wgsl as its f16 pipelines compile it (each transpose), parsed and
+/// validated by wgpu's naga with the cooperative-matrix capability, then written to SPIR-V with
+/// the bounds-check policies wgpu's Vulkan backend uses: runs everywhere, so a typo fails here
+/// even where no adapter has the feature. Without the capability naga must refuse it.
+#[test]
+fn coop_shader_validates_with_naga() {
+    use wgpu::naga::back::spv;
+    use wgpu::naga::proc::{BoundsCheckPolicies, BoundsCheckPolicy};
+    use wgpu::naga::valid::{Capabilities, ValidationFlags, Validator};
+    for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+        let src = gpulab::device::gpu::matmul16_coop_source(ta, tb).unwrap();
+        let module = wgpu::naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("ta={ta} tb={tb}: {}", e.emit_to_string(&src)));
+        // What wgpu gives a Vulkan device with EXPERIMENTAL_COOPERATIVE_MATRIX and SHADER_F16
+        // (unpack2x16float needs SHADER_FLOAT16_IN_FLOAT32, a downlevel flag every Vulkan has).
+        let f16 = Capabilities::SHADER_FLOAT16 | Capabilities::SHADER_FLOAT16_IN_FLOAT32;
+        let caps = Capabilities::COOPERATIVE_MATRIX | f16;
+        let info = Validator::new(ValidationFlags::all(), caps).validate(&module).unwrap_or_else(|e| panic!("ta={ta} tb={tb}: {}", e.emit_to_string(&src)));
+        assert!(Validator::new(ValidationFlags::all(), f16).validate(&module).is_err(), "naga accepted cooperative matrices without the capability");
+        let restrict = BoundsCheckPolicies { index: BoundsCheckPolicy::Restrict, buffer: BoundsCheckPolicy::Restrict, image_load: BoundsCheckPolicy::Restrict, binding_array: BoundsCheckPolicy::Unchecked };
+        for policies in [restrict, BoundsCheckPolicies { buffer: BoundsCheckPolicy::Unchecked, ..restrict }] {
+            let options = spv::Options { lang_version: (1, 6), bounds_check_policies: policies, ..spv::Options::default() };
+            let words = spv::write_vec(&module, &info, &options, None).unwrap_or_else(|e| panic!("ta={ta} tb={tb}: SPIR-V: {e}"));
+            assert!(words.len() > 100, "ta={ta} tb={tb}: {} SPIR-V words", words.len());
+        }
+    }
+}
+
+/// The cooperative-matrix variant exists only where the device has the feature: never listed for
+/// bf16, never for f16 without it (llvmpipe), and refused by name if set there anyway.
+#[test]
+fn coop_variant_is_offered_only_with_the_feature() {
+    with_gpu("coop_variant_is_offered_only_with_the_feature", |gpu| {
+        assert!(!gpu.matmul16_variants(DType::BF16).contains(&Matmul16Variant::Coop));
+        let listed = gpu.summary().features.iter().any(|f| f == gpulab::device::gpu::adapters::COOP_MATRIX_F16);
+        assert_eq!(listed, gpu.has_coop16(), "{:?}", gpu.summary().features);
+        assert_eq!(gpu.matmul16_variants(DType::F16).contains(&Matmul16Variant::Coop), gpu.has_coop16());
+        for dt in LOW {
+            assert!(gpu.matmul16_variants(dt).contains(&gpu.matmul16_variant(dt).unwrap()), "{} chose a variant it cannot run", dt.name());
+        }
+        if gpu.has_coop16() {
+            return;
+        }
+        let chosen = gpu.matmul16_variant(DType::F16).unwrap();
+        gpu.set_matmul16_variant(DType::F16, Matmul16Variant::Coop);
+        let a = gpu.zeros([16, 16], DType::F16, M::Inputs).unwrap();
+        let mut c = gpu.zeros([16, 16], DType::F32, M::Activations).unwrap();
+        let err = gpu.matmul16(&a, &a, &mut c, false, false, Epilogue::None, None);
+        gpu.set_matmul16_variant(DType::F16, chosen);
+        let err = err.expect_err("the coop variant ran without the feature").to_string();
+        assert!(err.contains("cooperative-matrix") && err.contains("EXPERIMENTAL_COOPERATIVE_MATRIX"), "{err}");
+    });
+}
+
+/// The cooperative-matrix f16 GEMM against an f64 reference: the shapes of `check_matmul16`
+/// (odd sizes, every transpose, f32 and f16 outputs poisoned with NaN first) and products that
+/// span many of its 32×32 blocks and 32-deep K steps; then the fused epilogues and underflow
+/// counts against the CPU. Where the adapter lacks the feature (llvmpipe) it says so and returns.
+#[test]
+fn gpu_coop_matmul16_vs_f64_on_odd_shapes() {
+    with_gpu("gpu_coop_matmul16_vs_f64_on_odd_shapes", |gpu| {
+        if !gpu.has_coop16() {
+            eprintln!("skipped: {} has no cooperative matrix support (EXPERIMENTAL_COOPERATIVE_MATRIX with a 16×16×16 f16/f32 configuration)", gpu.summary().name);
+            return;
+        }
+        let chosen = gpu.matmul16_variant(DType::F16).unwrap();
+        gpu.set_matmul16_variant(DType::F16, Matmul16Variant::Coop);
+        check_matmul16_types(gpu, "gpu coop", &[DType::F16]);
+        let dt = DType::F16;
+        for ((m, n, k), ta, tb) in [((64, 64, 64), false, false), ((96, 160, 288), false, false), ((97, 161, 289), true, false), ((130, 66, 1000), false, true), ((33, 258, 95), true, true), ((256, 256, 256), false, false)] {
+            let a: Vec<f32> = random(m * k, 13, -1.0, 1.0).iter().map(|&v| float16::round(dt, v)).collect();
+            let bm: Vec<f32> = random(k * n, 14, -1.0, 1.0).iter().map(|&v| float16::round(dt, v)).collect();
+            let want = reference(&a, &bm, (m, n, k), ta, tb);
+            let mut la = gpu.zeros(if ta { [k, m] } else { [m, k] }, dt, M::Inputs).unwrap();
+            let mut lb = gpu.zeros(if tb { [n, k] } else { [k, n] }, dt, M::Inputs).unwrap();
+            gpu.write_f32(&mut la, &a).unwrap();
+            gpu.write_f32(&mut lb, &bm).unwrap();
+            for out in [DType::F32, dt] {
+                let mut c = gpu.zeros([m, n], out, M::Activations).unwrap();
+                gpu.fill(&mut c, f32::NAN).unwrap();
+                gpu.matmul16(&la, &lb, &mut c, ta, tb, Epilogue::None, None).unwrap();
+                let err = rel_err(&gpu.read_f32(&c).unwrap(), &want);
+                let tol = if out == DType::F32 { 1e-5 } else { 1e-3 };
+                assert!(err <= tol, "gpu coop matmul {:?} ta={ta} tb={tb} into {}: rel err {err:.2e} > {tol:.0e}", (m, n, k), out.name());
+            }
+        }
+        for shape in [(70, 98, 66), (33, 130, 40)] {
+            let want = fused_ops(&mut CpuBackend::new(), dt, shape);
+            let got = fused_ops(gpu, dt, shape);
+            let names = ["bias+relu", "relu mask", "sum_cols", "stats", "unscale", "found (finite)", "found (inf)"];
+            for ((g, w), what) in got.iter().zip(&want).zip(names) {
+                crate::common::assert_close(&format!("gpu coop f16 {shape:?} {what}"), g, w, if what == "stats" || what.starts_with("found") { 0.0 } else { 2e-2 });
+            }
+        }
+        // The tuning's own agreement check admits it (a disagreeing kernel would time +inf).
+        let timings = tuning::measure16(gpu, dt, 256, 1).unwrap();
+        assert!(timings.iter().any(|&(v, s)| v == Matmul16Variant::Coop && s.is_finite()), "{timings:?}");
+        gpu.set_matmul16_variant(DType::F16, chosen);
+    });
 }
 
 fn digits(amp: AmpConfig) -> TrainConfig {

@@ -18,6 +18,28 @@ pub fn wanted_features() -> wgpu::Features {
     WANTED_FEATURES.iter().fold(wgpu::Features::empty(), |acc, (f, _)| acc | *f)
 }
 
+/// The `AdapterSummary::features` entry of an adapter that runs the cooperative-matrix f16 GEMM
+/// (`Matmul16Variant::Coop`): EXPERIMENTAL_COOPERATIVE_MATRIX with a 16×16×16 f16 × f16 + f32
+/// configuration, and SHADER_F16. Not in WANTED_FEATURES: the feature is experimental, so it is
+/// requested apart (`GpuBackend::from_adapter`), and only with such a configuration.
+pub const COOP_MATRIX_F16: &str = "COOPERATIVE_MATRIX_F16";
+
+/// What `gpulab info` and the hardware panel print for [`COOP_MATRIX_F16`].
+pub fn feature_label(name: &str) -> String {
+    if name == COOP_MATRIX_F16 { format!("{name} (cooperative matrix (tensor cores): f16 16×16×16, f32 sums)") } else { name.to_string() }
+}
+
+/// A configuration shaders/matmul16_coop.wgsl uses: `coop_mat16x16` of f16 A and B, f32 C.
+pub fn coop_config_fits(p: &wgpu::CooperativeMatrixProperties) -> bool {
+    (p.m_size, p.n_size, p.k_size) == (16, 16, 16) && p.ab_type == wgpu::CooperativeScalarType::F16 && p.cr_type == wgpu::CooperativeScalarType::F32
+}
+
+/// Whether the adapter can run the cooperative-matrix f16 GEMM (see [`COOP_MATRIX_F16`]).
+pub fn has_coop_f16(adapter: &wgpu::Adapter) -> bool {
+    adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16)
+        && adapter.cooperative_matrix_properties().iter().any(coop_config_fits)
+}
+
 /// Everything a learner or a report needs to know about one adapter.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AdapterSummary {
@@ -75,7 +97,7 @@ pub fn summarize(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
         vendor: info.vendor,
         device: info.device,
         software: is_software(&info),
-        features: WANTED_FEATURES.iter().filter(|(flag, _)| f.contains(*flag)).map(|(_, n)| n.to_string()).collect(),
+        features: WANTED_FEATURES.iter().filter(|(flag, _)| f.contains(*flag)).map(|(_, n)| n.to_string()).chain(has_coop_f16(adapter).then(|| COOP_MATRIX_F16.to_string())).collect(),
         limits: AdapterLimits {
             max_buffer_size: l.max_buffer_size,
             max_storage_buffer_binding_size: l.max_storage_buffer_binding_size,

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 
 pub use adapters::{AdapterSummary, GpuSelector};
 pub use kernel_profiler::KernelTime;
-pub use kernels::render as render_template;
+pub use kernels::{matmul16_coop_source, render as render_template};
 pub use pool::GpuTensor;
 pub use tuning::{Matmul16Variant, MatmulVariant};
 
@@ -59,6 +59,9 @@ pub struct GpuBackend {
     matmul: MatmulVariant,
     /// The 16-bit GEMM per type ([f16, bf16]), measured at its first use (tuning.rs).
     matmul16: [Option<Matmul16Variant>; 2],
+    /// Opened with EXPERIMENTAL_COOPERATIVE_MATRIX and a 16×16×16 f16/f32 configuration: the
+    /// cooperative-matrix f16 GEMM (`Matmul16Variant::Coop`) can run.
+    coop16: bool,
 }
 
 impl GpuBackend {
@@ -85,15 +88,31 @@ impl GpuBackend {
 
     fn from_adapter_withholding(index: usize, adapter: &wgpu::Adapter, budget: Option<u64>, withheld: wgpu::Features) -> Result<Self> {
         let mut summary = adapters::summarize(index, adapter);
-        let features = adapter.features() & adapters::wanted_features() & !withheld;
+        let mut features = adapter.features() & adapters::wanted_features() & !withheld;
+        // The cooperative-matrix f16 GEMM: an experimental feature, so requested only where the
+        // adapter lists the configuration the kernel uses, with SHADER_F16 (tuning.rs then
+        // times it beside the others; nowhere else is it ever chosen).
+        let coop = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+        let coop16 = adapters::has_coop_f16(adapter) && features.contains(wgpu::Features::SHADER_F16) && !withheld.contains(coop);
+        if coop16 {
+            features |= coop;
+        }
         // The summary lists what this device was opened with, not all the adapter could do.
-        summary.features.retain(|name| adapters::WANTED_FEATURES.iter().any(|(f, n)| n == name && features.contains(*f)));
+        summary.features.retain(|name| adapters::WANTED_FEATURES.iter().any(|(f, n)| n == name && features.contains(*f)) || (name == adapters::COOP_MATRIX_F16 && coop16));
+        let experimental_features = if coop16 {
+            // SAFETY: wgpu asks its user to accept that experimental features may still have
+            // bugs; the only one requested is EXPERIMENTAL_COOPERATIVE_MATRIX, used by one kernel
+            // (shaders/matmul16_coop.wgsl) that is checked against the CPU where it runs.
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        };
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("gpulab"),
             required_features: features,
             // The adapter's real limits: wgpu's defaults cap storage bindings at 128 MiB.
             required_limits: adapter.limits(),
-            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            experimental_features,
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         }))
@@ -123,6 +142,7 @@ impl GpuBackend {
             sink,
             matmul: MatmulVariant::RegBlock,
             matmul16: [None; 2],
+            coop16,
         })
     }
 
@@ -153,6 +173,19 @@ impl GpuBackend {
         let v = v?;
         self.matmul16[slot] = Some(v);
         Ok(v)
+    }
+
+    /// Whether this device runs the cooperative-matrix f16 GEMM (tensor cores): the adapter has
+    /// EXPERIMENTAL_COOPERATIVE_MATRIX with a 16×16×16 f16 × f16 + f32 configuration, and
+    /// SHADER_F16.
+    pub fn has_coop16(&self) -> bool {
+        self.coop16
+    }
+
+    /// The 16-bit GEMM variants this device can run for `dt`: plain and register-blocked
+    /// everywhere, the cooperative-matrix one for f16 where `has_coop16`.
+    pub fn matmul16_variants(&self, dt: DType) -> Vec<Matmul16Variant> {
+        Matmul16Variant::ALL.into_iter().filter(|&v| v != Matmul16Variant::Coop || (dt == DType::F16 && self.coop16)).collect()
     }
 
     /// Fixes the 16-bit GEMM for `dt` (tests and benchmarks time each variant).
