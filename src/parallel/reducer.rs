@@ -127,6 +127,9 @@ impl Reducer {
             self.stop_agreed = self.stop_vote;
             return Ok(());
         }
+        if self.launched == 0 && self.reduce_in_place(b, model)? {
+            return Ok(());
+        }
         while self.launched < self.buckets.len() {
             self.launch_next(b, model)?;
         }
@@ -145,6 +148,37 @@ impl Reducer {
         }
         self.launched = 0;
         Ok(())
+    }
+
+    /// Inline, on a backend that keeps its tensors in host memory (the CPU): each bucket is
+    /// all-reduced in the gradient tensors themselves, the stop vote as one more value at the
+    /// end, so nothing is staged out or written back. The concatenation is the staged vector's,
+    /// so the sums are too, bit for bit. False, with nothing done, where the communication runs
+    /// on its own thread or the backend cannot lend its tensors.
+    fn reduce_in_place<B: Backend>(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<bool> {
+        let Comm::Inline { peer, .. } = &mut self.comm else { return Ok(false) };
+        let mut weights: Vec<Option<&mut [f32]>> = model.weights.iter_mut().map(|p| b.host_f32_mut(&mut p.grad)).collect();
+        let mut biases: Vec<Option<&mut [f32]>> = model.biases.iter_mut().map(|p| b.host_f32_mut(&mut p.grad)).collect();
+        if weights.iter().chain(&biases).any(Option::is_none) {
+            return Ok(false);
+        }
+        let inv = 1.0 / self.replicas as f32;
+        let mut vote = [if self.stop_vote { 1.0 } else { 0.0 }];
+        let last = self.buckets.len().saturating_sub(1);
+        for (i, bucket) in self.buckets.iter().enumerate() {
+            let mut segs: Vec<&mut [f32]> = Vec::with_capacity(bucket.params.len() + 1);
+            for p in &bucket.params {
+                let slot = if p.bias { biases.get_mut(p.layer) } else { weights.get_mut(p.layer) };
+                let seg = slot.and_then(Option::take).filter(|s| s.len() == p.elements);
+                segs.push(seg.ok_or_else(|| Error::Internal(format!("bucket {i}: layer {}'s gradient is missing, taken twice or not {} values", p.layer, p.elements)))?);
+            }
+            if i == last {
+                segs.push(&mut vote);
+            }
+            peer.all_reduce_segments(&mut segs, inv)?;
+        }
+        self.stop_agreed = vote[0] > 0.0;
+        Ok(true)
     }
 
     /// Ends the communication thread and returns what this replica sent.

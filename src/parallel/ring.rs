@@ -75,6 +75,23 @@ pub fn chunk(len: usize, n: usize, c: usize) -> Range<usize> {
     c * len / n..(c + 1) * len / n
 }
 
+/// Calls `f(piece, at)` for each piece of `range` of the concatenation of `segs`, in order, with
+/// `at` the piece's offset from `range.start`.
+fn pieces(segs: &mut [&mut [f32]], range: Range<usize>, mut f: impl FnMut(&mut [f32], usize)) {
+    let mut base = 0;
+    for seg in segs.iter_mut() {
+        let (lo, hi) = (base, base + seg.len());
+        base = hi;
+        let (a, b) = (range.start.max(lo), range.end.min(hi));
+        if a < b {
+            f(&mut seg[a - lo..b - lo], a - range.start);
+        }
+        if hi >= range.end {
+            break;
+        }
+    }
+}
+
 impl RingPeer {
     /// Shortens how long this rank waits for a neighbour (tests of a failing peer).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
@@ -91,47 +108,49 @@ impl RingPeer {
     /// `all_reduce`, each finished sum multiplied by `scale` as it is stored (1/N gives the
     /// mean): the same product per element as scaling afterwards, without a pass of its own.
     pub fn all_reduce_scaled(&mut self, data: &mut [f32], scale: f32) -> Result<()> {
+        self.all_reduce_segments(&mut [data], scale)
+    }
+
+    /// `all_reduce_scaled` of the concatenation of `segs`, in place in each: a replica's
+    /// gradient tensors, without staging them into one vector. The chunks are cut from the
+    /// concatenation, so the sums are those of the staged vector, bit for bit.
+    pub fn all_reduce_segments(&mut self, segs: &mut [&mut [f32]], scale: f32) -> Result<()> {
         let t0 = Instant::now();
-        let store = |dst: &mut [f32], sum: &[f32]| {
-            if scale == 1.0 {
-                dst.copy_from_slice(sum);
-            } else {
-                dst.iter_mut().zip(sum).for_each(|(d, &s)| *d = s * scale);
-            }
-        };
-        let (n, r, len) = (self.n, self.rank, data.len());
+        let finish = |sum: f32| if scale == 1.0 { sum } else { sum * scale };
+        let (n, r, len) = (self.n, self.rank, segs.iter().map(|s| s.len()).sum::<usize>());
         if n > 1 {
             // The chunk a rank sends is always the one it reduced (or received) the step
             // before, so after the first send each received buffer travels on as it is: one
-            // copy out of `data` per call, not one per step.
+            // copy out of the data per call, not one per step.
             let mut carry: Option<Vec<f32>> = None;
             // Reduce-scatter: after step s, rank r holds the sum of s + 2 ranks' chunk r − s − 1.
             for s in 0..n - 1 {
                 let out = match carry.take() {
                     Some(v) => v,
                     None => {
-                        let part = &data[chunk(len, n, (r + n - s) % n)];
-                        let mut v = match self.spares.iter().position(|b| b.capacity() >= part.len()) {
+                        let range = chunk(len, n, (r + n - s) % n);
+                        let mut v = match self.spares.iter().position(|b| b.capacity() >= range.len()) {
                             Some(i) => self.spares.swap_remove(i),
-                            None => Vec::with_capacity(part.len()),
+                            None => Vec::with_capacity(range.len()),
                         };
                         v.clear();
-                        v.extend_from_slice(part);
+                        pieces(segs, range, |part, _| v.extend_from_slice(part));
                         v
                     }
                 };
                 self.send(out)?;
                 let range = chunk(len, n, (r + 2 * n - s - 1) % n);
                 let mut got = self.recv(range.len())?;
-                if s + 2 == n {
-                    // The finished chunk r + 1: summed and stored in one pass.
-                    got.iter_mut().zip(&mut data[range]).for_each(|(g, d)| {
+                let last = s + 2 == n;
+                pieces(segs, range, |part, at| {
+                    for (g, d) in got[at..][..part.len()].iter_mut().zip(part) {
                         *g = *g + *d;
-                        *d = if scale == 1.0 { *g } else { *g * scale };
-                    });
-                } else {
-                    got.iter_mut().zip(&data[range]).for_each(|(g, d)| *g = *g + *d);
-                }
+                        // The finished chunk r + 1 is stored in the pass that sums it.
+                        if last {
+                            *d = finish(*g);
+                        }
+                    }
+                });
                 carry = Some(got);
             }
             // All-gather: rank r starts with the finished chunk r + 1 and passes chunks on.
@@ -140,7 +159,7 @@ impl RingPeer {
                 self.send(out)?;
                 let range = chunk(len, n, (r + n - s) % n);
                 let got = self.recv(range.len())?;
-                store(&mut data[range], &got);
+                pieces(segs, range, |part, at| part.iter_mut().zip(&got[at..]).for_each(|(d, &g)| *d = finish(g)));
                 carry = Some(got);
             }
             if let Some(v) = carry {
@@ -150,9 +169,8 @@ impl RingPeer {
                     self.spares.swap_remove(smallest);
                 }
             }
-        }
-        if n == 1 && scale != 1.0 {
-            data.iter_mut().for_each(|d| *d *= scale);
+        } else if scale != 1.0 {
+            segs.iter_mut().for_each(|s| s.iter_mut().for_each(|d| *d *= scale));
         }
         self.stats.calls += 1;
         self.stats.seconds += t0.elapsed().as_secs_f64();
@@ -259,6 +277,38 @@ mod tests {
                         assert_eq!(got.iter().map(|g| g.to_bits()).collect::<Vec<_>>(), want, "n={n} len={len} rank {r} calls {calls}");
                     }
                 }
+            }
+        }
+    }
+
+    /// The concatenation of segments (empty ones included) is reduced exactly as the one
+    /// vector would be: the same bits on every rank, for every N.
+    #[test]
+    fn segments_reduce_as_their_concatenation_bit_for_bit() {
+        for n in 1..=4 {
+            let len = 301;
+            let inputs: Vec<Vec<f32>> = (0..n).map(|r| (0..len).map(|i| ((i * 13 + r * 5) % 89) as f32 * 0.173 - 7.0).collect()).collect();
+            let scale = 1.0 / n as f32;
+            let want = reduce_scaled(inputs.clone(), scale, 1);
+            let peers = ring(n, None);
+            let got: Vec<Vec<f32>> = std::thread::scope(|s| {
+                let hs: Vec<_> = peers
+                    .into_iter()
+                    .zip(inputs)
+                    .map(|(mut p, mut v)| {
+                        s.spawn(move || {
+                            let (a, rest) = v.split_at_mut(100);
+                            let (empty, rest) = rest.split_at_mut(0);
+                            let (b, c) = rest.split_at_mut(1);
+                            p.all_reduce_segments(&mut [a, empty, b, c], scale).expect("all-reduce");
+                            v
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().expect("rank thread")).collect()
+            });
+            for (r, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), w.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "n={n} rank {r}");
             }
         }
     }

@@ -71,6 +71,10 @@ fn bucketing_and_overlap_change_no_result() {
     assert_eq!(plain.buckets, 1);
     assert!(tiny.buckets >= 3, "{} buckets", tiny.buckets);
     assert_eq!(bits(&plain.params), bits(&tiny.params));
+    // Inline on CPU replicas the buckets are reduced in the gradient tensors themselves (no
+    // staging): the same bits with many buckets as with one.
+    let tiny_inline = train(&data, &c, &dp(2, ReplicaKind::Cpu { threads: 1 }, 0.002, false));
+    assert_eq!(bits(&plain.params), bits(&tiny_inline.params));
     assert!(tiny.timeline.lanes.iter().any(|l| l.contains("all-reduce thread")), "{:?}", tiny.timeline.lanes);
     for lane in ["replica 0", "replica 1"] {
         assert!(tiny.timeline.total(lane, "compute") > 0.0, "{lane} has no compute spans");

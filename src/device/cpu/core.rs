@@ -70,6 +70,13 @@ impl CoreOps for CpuBackend {
         Ok(())
     }
 
+    fn host_f32_mut<'t>(&mut self, t: &'t mut CpuTensor) -> Option<&'t mut [f32]> {
+        match &mut t.data {
+            Storage::F32(v) => Some(v),
+            _ => None,
+        }
+    }
+
     fn matmul(&mut self, a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: bool, acc: bool) -> Result<()> {
         let (m, n, k) = checks::matmul(a, b, c, ta, tb)?;
         ops::gemm(a.f32(), b.f32(), c.f32_mut(), m, n, k, ta, tb, acc, self.threads);

@@ -31,6 +31,14 @@ pub trait CoreOps: BackendBase {
         Ok(())
     }
 
+    /// An f32 tensor's values in place, where the backend keeps them in this process's memory
+    /// (the CPU), so a data-parallel replica all-reduces its gradients there instead of
+    /// staging a copy out and back (`parallel::reducer`). None elsewhere, and for other dtypes.
+    fn host_f32_mut<'t>(&mut self, t: &'t mut Self::Tensor) -> Option<&'t mut [f32]> {
+        let _ = t;
+        None
+    }
+
     /// c = op(a)·op(b) (+ c when `accumulate`), where op transposes when the flag is set.
     fn matmul(
         &mut self,
