@@ -233,7 +233,7 @@ fn distributed(quick: bool) {
     println!("Data parallel, MLP 784-512-256-10, global batch 256, CPU replicas × 1 thread (median of rounds, interleaved; speed-up derived)");
     // 2 replicas with the all-reduce on a communication thread (overlap, the default) and on
     // the training thread (no thread beside the replicas on a 2-core machine).
-    let runs = [(1, true, "1 replica           "), (2, true, "2 replicas, overlap "), (2, false, "2 replicas, inline  ")];
+    let runs = [(1, true, "1 replica"), (2, true, "2 replicas, overlap"), (2, false, "2 replicas, inline")];
     let mut rate = vec![Vec::new(); runs.len()];
     let mut split = vec![Vec::new(); runs.len()];
     for _ in 0..if quick { 1 } else { 7 } {
@@ -252,7 +252,7 @@ fn distributed(quick: bool) {
     for (i, &(_, _, name)) in runs.iter().enumerate() {
         let col = |f: fn(&(f64, f64, f64, f64)) -> f64| med(&mut split[i].iter().map(f).collect()) * 1e3;
         println!(
-            "  {name} {:>9.0} samples/s  {:.2}x one replica  per step: compute {:.2} ms, exposed comm {:.2} ms, idle {:.2} ms, all-reduce {:.2} ms",
+            "  {name:<20} {:>9.0} samples/s  {:.2}x one replica  per step: compute {:.2} ms, exposed comm {:.2} ms, idle {:.2} ms, all-reduce {:.2} ms",
             med(&mut rate[i]),
             med(&mut rate[i]) / base,
             col(|s| s.0),

@@ -43,7 +43,7 @@ impl Bf16Path {
         match self {
             Bf16Path::Amx => "AMX (tdpbf16ps on 16×16 tiles, f32 accumulation)",
             Bf16Path::Avx512Bf16 => "AVX-512 BF16 (vdpbf16ps, f32 accumulation)",
-            Bf16Path::Widen => "widened to f32 (this CPU has no AMX or AVX-512 BF16)",
+            Bf16Path::Widen => "widened to f32 (no AMX or AVX-512 BF16 kernel in use)",
         }
     }
 }

@@ -76,9 +76,7 @@ pub fn matmul16(gpu: &mut GpuBackend, a: &GpuTensor, b: &GpuTensor, c: &mut GpuT
         // Only `set_matmul16_variant` can get here (choose16 never picks what cannot run).
         return Err(gpu.beyond_limits("matmul16", format!("the cooperative-matrix GEMM runs f16 only, on a device with EXPERIMENTAL_COOPERATIVE_MATRIX (16×16×16 f16/f32); this is {} on {}", dt.name(), gpu.summary.name)));
     }
-    if chosen == Matmul16Variant::Coop && whole_words {
-        return matmul16_coop(gpu, a, b, c, (ta, tb), epi, stats);
-    }
+    let coop = chosen == Matmul16Variant::Coop && whole_words;
     let regblock = chosen == Matmul16Variant::RegBlock && whole_words;
     if ta && regblock {
         // As for f32 (core.rs): reading a transposed A is pathologically slow for a
@@ -97,16 +95,21 @@ pub fn matmul16(gpu: &mut GpuBackend, a: &GpuTensor, b: &GpuTensor, c: &mut GpuT
         Epilogue::ReluMask(act) => (3, spare_in.buffer().clone(), act.buffer().clone()),
     };
     let variant = ta as u32 | (tb as u32) << 1;
-    if regblock {
-        let groups = (n32.div_ceil(64), m32.div_ceil(16));
+    if regblock || coop {
+        // The register-blocked kernel and the cooperative-matrix one (shaders/matmul16_coop.wgsl,
+        // 32×32 blocks, every transpose) share their bindings and parameters.
+        let (kernel, variant, groups) = if coop {
+            (Kernel::Matmul16Coop, variant, (n32.div_ceil(32), m32.div_ceil(32)))
+        } else {
+            // vec4<u32> loads (8 values) where the row length along the loaded dimension allows them.
+            let va = if ta { m % 8 == 0 } else { k % 8 == 0 };
+            let vb = if tb { k % 8 == 0 } else { n % 8 == 0 };
+            (Kernel::Matmul16Reg, variant | (va as u32) << 2 | (vb as u32) << 3, (n32.div_ceil(64), m32.div_ceil(16)))
+        };
         let max = gpu.summary.limits.max_compute_workgroups_per_dimension;
         if groups.0 > max || groups.1 > max {
             return Err(gpu.beyond_limits("matmul16", format!("a {m}×{n} output needs more workgroups than it allows ({max} per dimension)")));
         }
-        // vec4<u32> loads (8 values) where the row length along the loaded dimension allows them.
-        let va = if ta { m % 8 == 0 } else { k % 8 == 0 };
-        let vb = if tb { k % 8 == 0 } else { n % 8 == 0 };
-        let variant = variant | (va as u32) << 2 | (vb as u32) << 3;
         // One entry point for both outputs: the unused one and unused stats get spare buffers.
         let (spare_c, spare_stats) = (unused(gpu)?, unused(gpu)?);
         let count = stats.is_some() as u32;
@@ -114,7 +117,7 @@ pub fn matmul16(gpu: &mut GpuBackend, a: &GpuTensor, b: &GpuTensor, c: &mut GpuT
         let out16 = c.dtype != DType::F32;
         let (c16, c32) = if out16 { (c.buffer(), spare_c.buffer()) } else { (spare_c.buffer(), c.buffer()) };
         let bindings = [(1, a.buffer()), (2, b.buffer()), (3, c16), (4, c32), (5, &bias), (6, &act), (7, &s)];
-        return gpu.run_as(dt, Kernel::Matmul16Reg, variant, &[m32, n32, k32, code, count, out16 as u32], &bindings, groups);
+        return gpu.run_as(dt, kernel, variant, &[m32, n32, k32, code, count, out16 as u32], &bindings, groups);
     }
     let g = gpu.grid((m * n).div_ceil(2));
     if c.dtype == DType::F32 {
@@ -126,33 +129,6 @@ pub fn matmul16(gpu: &mut GpuBackend, a: &GpuTensor, b: &GpuTensor, c: &mut GpuT
     let s = stats.map(|s| s.buffer().clone()).unwrap_or_else(|| spare_out.buffer().clone());
     let bindings = [(1, a.buffer()), (2, b.buffer()), (3, c.buffer()), (5, &bias), (6, &act), (7, &s)];
     gpu.run_as(dt, Kernel::Matmul16Out, variant, &[m32, n32, k32, code, count], &bindings, g)
-}
-
-/// The cooperative-matrix GEMM (shaders/matmul16_coop.wgsl): every transpose, shape and
-/// epilogue that the register-blocked kernel takes, with the same bindings. `matmul16` has
-/// checked the operands, and sends a 16-bit C with N odd to the plain kernel instead.
-fn matmul16_coop(gpu: &mut GpuBackend, a: &GpuTensor, b: &GpuTensor, c: &mut GpuTensor, (ta, tb): (bool, bool), epi: Epilogue<'_, GpuTensor>, stats: Option<&mut GpuTensor>) -> Result<()> {
-    let [m, n] = c.shape;
-    let k = if ta { a.shape[0] } else { a.shape[1] };
-    let groups = (u32_len(n.div_ceil(32), "matmul16")?, u32_len(m.div_ceil(32), "matmul16")?);
-    let max = gpu.summary.limits.max_compute_workgroups_per_dimension;
-    if groups.0 > max || groups.1 > max {
-        return Err(gpu.beyond_limits("matmul16", format!("a {m}×{n} output needs more workgroups than it allows ({max} per dimension)")));
-    }
-    let spare = unused(gpu)?;
-    let (code, bias, act) = match epi {
-        Epilogue::None => (0, spare.buffer().clone(), spare.buffer().clone()),
-        Epilogue::Bias { bias, relu } => (1 + relu as u32, bias.buffer().clone(), spare.buffer().clone()),
-        Epilogue::ReluMask(act) => (3, spare.buffer().clone(), act.buffer().clone()),
-    };
-    let (spare_c, spare_stats) = (unused(gpu)?, unused(gpu)?);
-    let count = stats.is_some() as u32;
-    let s = stats.map(|s| s.buffer().clone()).unwrap_or_else(|| spare_stats.buffer().clone());
-    let out16 = c.dtype != DType::F32;
-    let (c16, c32) = if out16 { (c.buffer(), spare_c.buffer()) } else { (spare_c.buffer(), c.buffer()) };
-    let bindings = [(1, a.buffer()), (2, b.buffer()), (3, c16), (4, c32), (5, &bias), (6, &act), (7, &s)];
-    let params = [m as u32, n as u32, k as u32, code, count, out16 as u32];
-    gpu.run_as(DType::F16, Kernel::Matmul16Coop, ta as u32 | (tb as u32) << 1, &params, &bindings, groups)
 }
 
 /// dst[c, r] = src[r, c] for 16-bit matrices.
