@@ -9,7 +9,7 @@
 //   cols [N·H·W, 9·C]:     row (n, y, x), column c·9 + ky·3 + kx
 // The CPU backend (device/cpu/conv.rs) computes each element by the same formula.
 //
-// Template: {{WG}} workgroup size.
+// Template: {{WG}} workgroup size, the IM2COL_TAP placeholder (im2col_tap.wgsl: the im2col index).
 
 // n: invocations (output elements); the geometry is the op's input images (for the pool: its
 // HWC input, before pooling).
@@ -25,6 +25,8 @@ fn index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return gid.x + gid.y * nwg.x * {{WG}}u;
 }
 
+{{IM2COL_TAP}}
+
 // dst = cols [N·H·W, 9·C] from src = CHW images.
 @compute @workgroup_size({{WG}})
 fn im2col(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -32,22 +34,10 @@ fn im2col(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
     if e >= p.n {
         return;
     }
-    let k9 = 9u * p.channels;
-    let row = e / k9;
-    let col = e % k9;
-    let c = col / 9u;
-    let ky = col % 9u / 3u;
-    let kx = col % 3u;
-    let px = row % p.width;
-    let t = row / p.width;
-    let py = t % p.height;
-    let n = t / p.height;
-    // Unsigned wrap-around makes the taps left of / above the image huge, so one test each.
-    let sy = py + ky - 1u;
-    let sx = px + kx - 1u;
+    let s = tap_source(e);
     var v = 0.0;
-    if sy < p.height && sx < p.width {
-        v = src[((n * p.channels + c) * p.height + sy) * p.width + sx];
+    if s != NO_TAP {
+        v = src[s];
     }
     dst[e] = v;
 }

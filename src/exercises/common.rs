@@ -30,7 +30,7 @@ pub fn training_settings(s: Settings, dataset: &str, hidden: &[u64], batch: i64,
 /// The "model" setting of the exercises that can train the small CNN (read by `train_config`;
 /// an exercise without it trains the MLP).
 pub fn model_setting(s: Settings) -> Settings {
-    s.add("model", "Model", "mlp, or cnn: 3×3 convolutions to 16 then 32 channels, each with ReLU and 2×2 max-pool, then the hidden layers — for image data sets, fp32", settings::choice("mlp", &["mlp", "cnn"]))
+    s.add("model", "Model", "mlp, or cnn: 3×3 convolutions to 16 then 32 channels, each with ReLU and 2×2 max-pool, then the hidden layers — for image data sets", settings::choice("mlp", &["mlp", "cnn"]))
 }
 
 /// The model the settings ask for: their "model" setting, or the MLP where there is none.

@@ -85,7 +85,7 @@ impl Exercise for PrecisionLab {
             .add("demo_epochs", "Demo epochs", "Epochs of each underflow-demo run", settings::int(2, 1, 100));
         // Batch 256: activations outweigh the parameters' extra 16-bit copy, so FP16's peak
         // memory is ≈ 0.64× FP32's by the ledger (at batch 32 the copy ate most of the saving).
-        super::sizing::settings(common::training_settings(s, "digits", &[128, 64], 256, 10))
+        super::sizing::settings(common::model_setting(common::training_settings(s, "digits", &[128, 64], 256, 10)))
     }
 
     fn presets(&self) -> Vec<Preset> {
@@ -123,6 +123,7 @@ impl Exercise for PrecisionLab {
         let mut meta = Metadata::new(base.seed);
         meta.dataset = format!("{} — {}", data.name, data.source);
         meta.hyperparameters = s.to_map();
+        meta.hyperparameters.insert("architecture".into(), common::architecture(s, &data)?);
         meta.precision = precisions(s)?.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ");
         meta.backends.push(info.clone());
 

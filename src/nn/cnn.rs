@@ -1,12 +1,15 @@
 //! The convolutional front of the small CNN: per stage a 3×3 convolution (padding 1) as im2col +
 //! the backend's GEMM, bias, ReLU and a 2×2 max-pool; the `Mlp` head (`MlpConfig::conv`) takes
 //! the last pooled maps as its input. Forward and backward run on any backend with `ConvOps`.
+//! Under autocast (train/amp_step.rs) the convolutions' GEMMs take 16-bit columns and weight
+//! copies and sum in f32; ReLU, pooling and their gradients stay f32 (the stem has no 16-bit
+//! pooling kernels; PyTorch's autocast would also store the convolution's output in 16 bits).
 
 use serde::{Deserialize, Serialize};
 
 use super::{Optimizer, Param, he_normal};
 use crate::error::{Error, Result};
-use crate::tensor::{Backend, DType, ImageGeom, CONV_KERNEL, MemCategory};
+use crate::tensor::{Backend, DType, Epilogue, ImageGeom, CONV_KERNEL, MemCategory};
 
 /// The output channels of each convolution of `--model cnn`: conv(C→16) ReLU pool,
 /// conv(16→32) ReLU pool, then the dense head.
@@ -124,34 +127,58 @@ impl<B: Backend> ConvStem<B> {
     }
 
     /// The stages' outputs from the CHW images `x`; the last pooled maps are `ws.output()`.
-    pub fn forward(&self, b: &mut B, x: &B::Tensor, ws: &mut StemWorkspace<B>) -> Result<()> {
+    /// With `w16` (the weights' 16-bit copies, under autocast) each convolution's GEMM takes
+    /// `ws`'s 16-bit columns and those weights, sums in f32 and adds bias and ReLU as it stores;
+    /// pooling stays f32.
+    pub fn forward(&self, b: &mut B, x: &B::Tensor, ws: &mut StemWorkspace<B>, w16: Option<&[B::Tensor]>) -> Result<()> {
         for (i, s) in self.stages.iter().enumerate() {
             let g = ImageGeom { batch: ws.batch, ..s.input };
             let (done, rest) = ws.pooled.split_at_mut(i);
             let input = if i == 0 { x } else { &done[i - 1] };
             b.im2col(input, &mut ws.cols[i], g)?;
-            b.matmul(&ws.cols[i], &self.weights[i].value, &mut ws.conv[i], false, false, false)?;
-            b.bias_add(&mut ws.conv[i], &self.biases[i].value)?;
-            b.relu(&mut ws.conv[i])?;
+            match w16 {
+                None => {
+                    b.matmul(&ws.cols[i], &self.weights[i].value, &mut ws.conv[i], false, false, false)?;
+                    b.bias_add(&mut ws.conv[i], &self.biases[i].value)?;
+                    b.relu(&mut ws.conv[i])?;
+                }
+                Some(w16) => b.matmul16(&ws.cols[i], &w16[i], &mut ws.conv[i], false, false, Epilogue::Bias { bias: &self.biases[i].value, relu: true }, None)?,
+            }
             b.max_pool(&ws.conv[i], &mut rest[0], &mut ws.argmax[i], g.with_channels(s.out))?;
         }
         Ok(())
     }
 
     /// Every parameter's `.grad`, from the gradient of the last pooled maps in
-    /// `ws.grad_pooled` (the dense head's input gradient).
-    pub fn backward(&mut self, b: &mut B, ws: &mut StemWorkspace<B>) -> Result<()> {
+    /// `ws.grad_pooled` (the dense head's input gradient). Under autocast (`half`: the 16-bit
+    /// weight copies, and the underflow counter the rounding of each convolution's output
+    /// gradient adds to) the GEMMs take 16-bit operands like the forward's.
+    pub fn backward(&mut self, b: &mut B, ws: &mut StemWorkspace<B>, mut half: Option<(&[B::Tensor], Option<&mut B::Tensor>)>) -> Result<()> {
         let grads = ws.grads.as_mut().ok_or_else(|| Error::Internal("CNN backward on a forward-only workspace".into()))?;
         for i in (0..self.stages.len()).rev() {
             let s = self.stages[i];
             let g = ImageGeom { batch: ws.batch, ..s.input };
             b.max_pool_backward(&grads.pooled[i], &ws.argmax[i], &mut grads.conv[i], g.with_channels(s.out))?;
             b.relu_backward(&mut grads.conv[i], &ws.conv[i])?;
-            b.matmul(&ws.cols[i], &grads.conv[i], &mut self.weights[i].grad, true, false, false)?;
             b.sum_cols(&grads.conv[i], &mut self.biases[i].grad)?;
-            if i > 0 {
-                let cols = grads.cols[i].as_mut().ok_or_else(|| Error::Internal("CNN stage without its column gradient".into()))?;
-                b.matmul(&grads.conv[i], &self.weights[i].value, cols, false, true, false)?;
+            let cols_grad = if i > 0 { Some(grads.cols[i].as_mut().ok_or_else(|| Error::Internal("CNN stage without its column gradient".into()))?) } else { None };
+            match half.as_mut() {
+                None => {
+                    b.matmul(&ws.cols[i], &grads.conv[i], &mut self.weights[i].grad, true, false, false)?;
+                    if let Some(cols) = cols_grad {
+                        b.matmul(&grads.conv[i], &self.weights[i].value, cols, false, true, false)?;
+                    }
+                }
+                Some((w16, stats)) => {
+                    let conv16 = grads.conv16.get_mut(i).ok_or_else(|| Error::Internal("an autocast CNN backward on an f32 workspace".into()))?;
+                    b.cast(&grads.conv[i], conv16, stats.as_deref_mut())?;
+                    b.matmul16(&ws.cols[i], conv16, &mut self.weights[i].grad, true, false, Epilogue::None, None)?;
+                    if let Some(cols) = cols_grad {
+                        b.matmul16(conv16, &w16[i], cols, false, true, Epilogue::None, None)?;
+                    }
+                }
+            }
+            if let Some(cols) = grads.cols[i].as_ref() {
                 b.col2im(cols, &mut grads.pooled[i - 1], g)?;
             }
         }
@@ -162,7 +189,7 @@ impl<B: Backend> ConvStem<B> {
 /// One batch size's buffers of the convolutions.
 pub struct StemWorkspace<B: Backend> {
     pub batch: usize,
-    /// im2col of each stage's input, `[pixels, 9·C_in]`.
+    /// im2col of each stage's input, `[pixels, 9·C_in]`: f32, or 16-bit under autocast.
     pub cols: Vec<B::Tensor>,
     /// Each convolution's output after bias and ReLU, HWC rows `[pixels, C_out]`.
     pub conv: Vec<B::Tensor>,
@@ -180,20 +207,24 @@ pub struct StemGrads<B: Backend> {
     pub conv: Vec<B::Tensor>,
     /// The column gradient of every stage but the first (whose input is the data).
     pub cols: Vec<Option<B::Tensor>>,
+    /// Under autocast, `conv` rounded to 16 bits (the backward GEMMs' operand); else empty.
+    pub conv16: Vec<B::Tensor>,
 }
 
 impl<B: Backend> StemWorkspace<B> {
-    pub fn new(b: &mut B, cfg: &ConvConfig, batch: usize, with_grads: bool) -> Result<Self> {
+    /// The buffers for `batch` images; `gemm` is the convolutions' GEMM operand type (f32, or
+    /// the 16-bit type under autocast).
+    pub fn new(b: &mut B, cfg: &ConvConfig, batch: usize, with_grads: bool, gemm: DType) -> Result<Self> {
         let stages = cfg.stages();
         let act = MemCategory::Activations;
         let (mut cols, mut conv, mut pooled, mut argmax) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut grads = StemGrads { pooled: Vec::new(), conv: Vec::new(), cols: Vec::new() };
+        let mut grads = StemGrads { pooled: Vec::new(), conv: Vec::new(), cols: Vec::new(), conv16: Vec::new() };
         for (i, s) in stages.iter().enumerate() {
             let g = ImageGeom { batch, ..s.input };
             // s.input has batch 1: the pooled maps' values per sample.
             let per_sample = s.input.with_channels(s.out).pooled().numel();
             let shapes = ([g.pixels(), s.taps()], [g.pixels(), s.out], [batch, per_sample]);
-            cols.push(b.zeros(shapes.0, DType::F32, act)?);
+            cols.push(b.zeros(shapes.0, gemm, act)?);
             conv.push(b.zeros(shapes.1, DType::F32, act)?);
             pooled.push(b.zeros(shapes.2, DType::F32, act)?);
             argmax.push(b.zeros(shapes.2, DType::U32, act)?);
@@ -201,6 +232,9 @@ impl<B: Backend> StemWorkspace<B> {
                 grads.pooled.push(b.zeros(shapes.2, DType::F32, act)?);
                 grads.conv.push(b.zeros(shapes.1, DType::F32, act)?);
                 grads.cols.push(if i > 0 { Some(b.zeros(shapes.0, DType::F32, act)?) } else { None });
+                if gemm.is_16bit() {
+                    grads.conv16.push(b.zeros(shapes.1, gemm, act)?);
+                }
             }
         }
         Ok(StemWorkspace { batch, cols, conv, pooled, argmax, grads: with_grads.then_some(grads) })

@@ -128,7 +128,7 @@ impl<B: Backend> Workspace<B> {
             acts,
             grads,
             acc: Accumulators::new(b, batch, false)?,
-            stem: cfg.conv.as_ref().map(|c| StemWorkspace::new(b, c, batch, with_grads)).transpose()?,
+            stem: cfg.conv.as_ref().map(|c| StemWorkspace::new(b, c, batch, with_grads, DType::F32)).transpose()?,
         })
     }
 
@@ -166,7 +166,7 @@ impl<B: Backend> Mlp<B> {
     pub fn forward(&self, b: &mut B, ws: &mut Workspace<B>) -> Result<()> {
         if let Some(stem) = &self.stem {
             let sw = ws.stem.as_mut().ok_or_else(|| Error::Internal("a CNN's forward on a workspace without convolution buffers".into()))?;
-            stem.forward(b, &ws.x, sw)?;
+            stem.forward(b, &ws.x, sw, None)?;
         }
         forward_layers(b, self.weights.iter().zip(&self.biases).map(|(w, bi)| (&w.value, &bi.value)), ws)
     }
@@ -209,7 +209,7 @@ impl<B: Backend> Mlp<B> {
             if let (0, Some(stem), Some(sw)) = (i, self.stem.as_mut(), ws.stem.as_mut()) {
                 let out = sw.output_grad().ok_or_else(|| Error::Internal("CNN backward on a forward-only workspace".into()))?;
                 b.matmul(&ws.grads[0], &self.weights[0].value, out, false, true, false)?;
-                stem.backward(b, sw)?;
+                stem.backward(b, sw, None)?;
             }
             if i > 0 {
                 let (before, after) = ws.grads.split_at_mut(i);

@@ -313,19 +313,23 @@ fn hwc(op: &'static str, geom: super::ImageGeom) -> Result<Shape> {
     image_shape(op, geom, "the HWC rows", pixels, geom.channels)
 }
 
-/// `im2col`: f32 CHW x into f32 cols `[pixels, 9·C]`; returns (x's shape, cols' shape).
+/// `im2col`: f32 CHW x into cols `[pixels, 9·C]` of f32 or a 16-bit type (a mixed-precision
+/// convolution rounds its columns as it gathers them); returns (x's shape, cols' shape).
 pub fn im2col(x: &impl TensorMeta, cols: &impl TensorMeta, geom: super::ImageGeom) -> Result<(Shape, Shape)> {
-    conv_shapes("im2col", x, cols, geom)
+    conv_shapes("im2col", x, cols, geom, cols.dtype().is_16bit())
 }
 
 /// `col2im`: the same shapes as `im2col`, the other way.
 pub fn col2im(cols: &impl TensorMeta, x: &impl TensorMeta, geom: super::ImageGeom) -> Result<(Shape, Shape)> {
-    conv_shapes("col2im", x, cols, geom)
+    conv_shapes("col2im", x, cols, geom, false)
 }
 
-fn conv_shapes(op: &'static str, x: &impl TensorMeta, cols: &impl TensorMeta, geom: super::ImageGeom) -> Result<(Shape, Shape)> {
+/// The shapes of im2col's pair; `cols16` lets the columns be 16-bit instead of f32.
+fn conv_shapes(op: &'static str, x: &impl TensorMeta, cols: &impl TensorMeta, geom: super::ImageGeom, cols16: bool) -> Result<(Shape, Shape)> {
     f32(op, x)?;
-    f32(op, cols)?;
+    if !cols16 {
+        f32(op, cols)?;
+    }
     let xs = chw(op, geom)?;
     let k = geom.channels.checked_mul(super::CONV_KERNEL * super::CONV_KERNEL).unwrap_or(usize::MAX);
     let cs = hwc(op, geom.with_channels(k))?;

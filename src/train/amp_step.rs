@@ -6,6 +6,8 @@
 //!   epilogues (bias + ReLU forward, the ReLU mask backward, the rounding to 16 bits) are fused
 //!   into the matmul, so no f32 copy of an activation is ever stored;
 //! - softmax, the loss, the bias-gradient sums and the optimizer run in f32;
+//! - a CNN's convolutions take 16-bit columns (im2col rounds as it gathers) and 16-bit weight
+//!   copies like the dense layers; ReLU and pooling between them stay f32 (`nn::cnn`);
 //! - the GradScaler runs on the device without a per-step sync (`tensor::scaler`): the loss
 //!   gradient is multiplied by the state's scale, unscaling is one fused pass per gradient that
 //!   also flags inf/NaN, the optimizer kernels skip when the flag is set, and one `scaler_update`
@@ -17,7 +19,8 @@ use serde::{Deserialize, Serialize};
 
 use super::step::{Phases, StepBuffers, no_scaler};
 use crate::error::{Error, Result};
-use crate::nn::{Accumulators, AmpConfig, GradScaler, GradScalerState, Mlp, MlpConfig, Optimizer, Totals};
+use crate::nn::cnn::StemWorkspace;
+use crate::nn::{Accumulators, AmpConfig, GradScaler, GradScalerState, Mlp, MlpConfig, Optimizer, Param, Totals};
 use crate::tensor::scaler::{self, AmpOptimizer, SKIPPED_BIT, ScalerRule, word};
 use crate::tensor::{Backend, DType, Epilogue, HostData, MemCategory, TensorMeta};
 
@@ -47,10 +50,14 @@ impl AmpReport {
 }
 
 /// Per-batch-size buffers in 16 bits: the input, the hidden activations and the activation
-/// gradients. The logits and their gradient stay f32 (softmax and loss are f32 ops).
+/// gradients. The logits and their gradient stay f32 (softmax and loss are f32 ops). A CNN's
+/// input images stay f32 (its first im2col rounds them) and its dense head reads `head_x`.
 pub struct AmpWorkspace<B: Backend> {
     pub batch: usize,
     x: B::Tensor,
+    /// A CNN's convolution buffers (16-bit columns), and its pooled maps rounded to 16 bits:
+    /// the dense head's input.
+    stem: Option<(StemWorkspace<B>, B::Tensor)>,
     y: B::Tensor,
     acts: Vec<B::Tensor>,
     logits: B::Tensor,
@@ -66,9 +73,15 @@ impl<B: Backend> AmpWorkspace<B> {
         let hidden = &widths[1..widths.len() - 1];
         let acts = hidden.iter().map(|&w| b.zeros([batch, w], dt, MemCategory::Activations)).collect::<Result<_>>()?;
         let grads = if with_grads { widths[1..].iter().map(|&w| b.zeros([batch, w], dt, MemCategory::Activations)).collect::<Result<_>>()? } else { Vec::new() };
+        let stem = match &cfg.conv {
+            None => None,
+            Some(c) => Some((StemWorkspace::new(b, c, batch, with_grads, dt)?, b.zeros([batch, cfg.dense_input()], dt, MemCategory::Activations)?)),
+        };
+        let x_type = if stem.is_some() { DType::F32 } else { dt };
         Ok(AmpWorkspace {
             batch,
-            x: b.zeros([batch, cfg.input], dt, MemCategory::Inputs)?,
+            x: b.zeros([batch, cfg.input], x_type, MemCategory::Inputs)?,
+            stem,
             y: b.zeros([1, batch], DType::U32, MemCategory::Inputs)?,
             acts,
             logits: b.zeros([batch, cfg.classes], DType::F32, MemCategory::Activations)?,
@@ -84,8 +97,8 @@ impl<B: Backend> StepBuffers<B> for AmpWorkspace<B> {
         self.batch
     }
 
-    /// The input tensors: writing f32 rows into the 16-bit `x` rounds them on the host (no
-    /// cast pass, half the upload).
+    /// The input tensors: writing f32 rows into an MLP's 16-bit `x` rounds them on the host
+    /// (no cast pass, half the upload).
     fn inputs(&mut self) -> (&mut B::Tensor, &mut B::Tensor) {
         (&mut self.x, &mut self.y)
     }
@@ -109,6 +122,8 @@ pub struct Amp<B: Backend> {
     pub dt: DType,
     pub cfg: AmpConfig,
     w16: Vec<B::Tensor>,
+    /// The 16-bit copies of a CNN's convolution weights (empty for an MLP).
+    stem_w16: Vec<B::Tensor>,
     /// Whether `w16` holds the rounding of the current master weights (the fused update keeps it
     /// so; false until the first cast).
     w16_fresh: bool,
@@ -138,10 +153,9 @@ impl<B: Backend> Amp<B> {
         if let Some(why) = b.amp_unavailable(dt) {
             return Err(Error::Unsupported(format!("{} training is unavailable on {}: {why}", dt.name(), b.info().label())));
         }
-        if model.stem.is_some() {
-            return Err(Error::InvalidConfig(format!("{} training covers the MLP only; train the CNN in fp32", dt.name())));
-        }
-        let w16 = model.weights.iter().map(|w| b.zeros(w.value.shape(), dt, MemCategory::Parameters)).collect::<Result<_>>()?;
+        let copy = |b: &mut B, w: &Param<B>| b.zeros(w.value.shape(), dt, MemCategory::Parameters);
+        let w16 = model.weights.iter().map(|w| copy(b, w)).collect::<Result<_>>()?;
+        let stem_w16 = model.stem.iter().flat_map(|s| &s.weights).map(|w| copy(b, w)).collect::<Result<_>>()?;
         let scaler = if cfg.scaling() { Some(GradScaler::new(cfg.scaler)?) } else { None };
         let c = cfg.scaler;
         let rule = ScalerRule { scaling: scaler.is_some(), growth_factor: c.growth_factor, backoff_factor: c.backoff_factor, growth_interval: c.growth_interval, min_scale: c.min_scale };
@@ -157,6 +171,7 @@ impl<B: Backend> Amp<B> {
             dt,
             cfg,
             w16,
+            stem_w16,
             w16_fresh: false,
             state,
             log: b.zeros([1, LOG_SLOTS], DType::U32, MemCategory::Other)?,
@@ -213,6 +228,10 @@ impl<B: Backend> Amp<B> {
     }
 }
 
+fn no_stem_buffers() -> Error {
+    Error::Internal("a CNN's autocast step on a workspace without convolution buffers".into())
+}
+
 /// The optimizer as the update kernel takes it: AdamW with its factor table.
 fn kernel_optimizer<T>(opt: Optimizer, table: Option<&(T, usize)>) -> Result<AmpOptimizer<'_, T>> {
     match (opt, table) {
@@ -242,7 +261,8 @@ impl<B: Backend> Phases<B> for Amp<B> {
         if self.w16_fresh {
             return Ok(());
         }
-        for (w, lo) in model.weights.iter().zip(self.w16.iter_mut()) {
+        let stem = model.stem.iter().flat_map(|s| &s.weights);
+        for (w, lo) in model.weights.iter().chain(stem).zip(self.w16.iter_mut().chain(self.stem_w16.iter_mut())) {
             b.cast(&w.value, lo, None)?;
         }
         self.w16_fresh = true;
@@ -252,10 +272,16 @@ impl<B: Backend> Phases<B> for Amp<B> {
     /// Forward pass of `ws.x` into `ws.logits`.
     fn forward(&self, b: &mut B, model: &Mlp<B>, ws: &mut AmpWorkspace<B>) -> Result<()> {
         let last = self.w16.len() - 1;
+        if let Some(stem) = &model.stem {
+            let (sw, head_x) = ws.stem.as_mut().ok_or_else(no_stem_buffers)?;
+            stem.forward(b, &ws.x, sw, Some(&self.stem_w16))?;
+            b.cast(sw.output(), head_x, None)?;
+        }
+        let first = ws.stem.as_ref().map_or(&ws.x, |(_, head_x)| head_x);
         for i in 0..=last {
             let bias = Epilogue::Bias { bias: &model.biases[i].value, relu: i < last };
             let (done, rest) = ws.acts.split_at_mut(i);
-            let input = if i == 0 { &ws.x } else { &done[i - 1] };
+            let input = if i == 0 { first } else { &done[i - 1] };
             let out = if i < last { &mut rest[0] } else { &mut ws.logits };
             b.matmul16(input, &self.w16[i], out, false, false, bias, None)?;
         }
@@ -274,13 +300,21 @@ impl<B: Backend> Phases<B> for Amp<B> {
         }
         b.cast(grad_logits, &mut ws.grads[last], ws.acc.grad16.as_mut())?;
         for i in (0..=last).rev() {
-            let input = if i == 0 { &ws.x } else { &ws.acts[i - 1] };
+            let first = ws.stem.as_ref().map_or(&ws.x, |(_, head_x)| head_x);
+            let input = if i == 0 { first } else { &ws.acts[i - 1] };
             b.matmul16(input, &ws.grads[i], &mut model.weights[i].grad, true, false, Epilogue::None, None)?;
             b.sum_cols(&ws.grads[i], &mut model.biases[i].grad)?;
             if i > 0 {
                 let (before, after) = ws.grads.split_at_mut(i);
                 b.matmul16(&after[0], &self.w16[i], &mut before[i - 1], false, true, Epilogue::ReluMask(&ws.acts[i - 1]), ws.acc.grad16.as_mut())?;
             }
+        }
+        if let Some(stem) = model.stem.as_mut() {
+            // The pooled maps' gradient in f32 (the pool's backward and ReLU's are f32 ops).
+            let (sw, _) = ws.stem.as_mut().ok_or_else(no_stem_buffers)?;
+            let pooled_grad = sw.output_grad().ok_or_else(|| Error::Internal("AMP backward on a forward-only CNN workspace".into()))?;
+            b.matmul16(&ws.grads[0], &self.w16[0], pooled_grad, false, true, Epilogue::None, None)?;
+            stem.backward(b, sw, Some((&self.stem_w16, ws.acc.grad16.as_mut())))?;
         }
         Ok(())
     }
@@ -295,15 +329,20 @@ impl<B: Backend> Phases<B> for Amp<B> {
         let opt = model.optimizer;
         self.ensure_table(b, opt)?;
         if self.rule.scaling {
-            for p in model.weights.iter_mut().chain(model.biases.iter_mut()) {
+            let stem = model.stem.iter_mut().flat_map(|s| s.params_mut());
+            for p in model.weights.iter_mut().chain(model.biases.iter_mut()).chain(stem) {
                 b.unscale_check(&mut p.grad, &mut self.state)?;
             }
         }
         let kernel_opt = kernel_optimizer(opt, self.adam_table.as_ref())?;
-        for (p, w16) in model.weights.iter_mut().zip(self.w16.iter_mut()) {
+        let (stem_weights, stem_biases) = match model.stem.as_mut() {
+            Some(s) => (s.weights.iter_mut(), s.biases.iter_mut()),
+            None => (Default::default(), Default::default()),
+        };
+        for (p, w16) in model.weights.iter_mut().chain(stem_weights).zip(self.w16.iter_mut().chain(self.stem_w16.iter_mut())) {
             b.amp_update(&mut p.value, &p.grad, &mut p.state, kernel_opt, &self.state, Some(w16))?;
         }
-        for p in model.biases.iter_mut() {
+        for p in model.biases.iter_mut().chain(stem_biases) {
             b.amp_update(&mut p.value, &p.grad, &mut p.state, kernel_opt, &self.state, None)?;
         }
         b.scaler_update(&mut self.state, self.rule, &mut self.log, self.unlogged.len())?;

@@ -1,7 +1,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::nn::{AmpConfig, ModelKind, Optimizer, OptimizerKind, Precision};
+use crate::nn::{AmpConfig, ModelKind, Optimizer, OptimizerKind};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrainConfig {
@@ -68,9 +68,6 @@ impl TrainConfig {
         }
         if self.log_every == 0 {
             return bad("log_every must be at least 1".into());
-        }
-        if self.model == ModelKind::Cnn && self.amp.precision != Precision::F32 {
-            return bad(format!("model cnn trains in fp32 only for now; precision {} needs model mlp", self.amp.precision.name()));
         }
         self.amp.validate()
     }

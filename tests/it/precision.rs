@@ -67,6 +67,24 @@ fn precision_lab_runs_on_the_gpu() {
     check(&run("gpu"));
 }
 
+/// `model=cnn` trains the CNN at every precision (its convolutions' GEMMs in 16 bits), and
+/// the report names it.
+#[test]
+fn precision_lab_trains_the_cnn_at_every_precision() {
+    let ex = exercises::find("precision").unwrap();
+    let mut s = ex.settings();
+    let sets = ["backend=cpu", "model=cnn", "dataset=shapes:res=8,n=300", "hidden=16", "epochs=1", "batch=32", "underflow_demo=false"];
+    s.apply(&sets.map(String::from)).unwrap();
+    let r = ex.run(&s, &mut CollectSink::default()).unwrap();
+    let t = r.table("Precisions").unwrap();
+    assert_eq!(t.rows.len(), 3);
+    assert!(t.rows.iter().all(|row| row[1] == Cell::Text("ok".into())), "{:?}", t.rows);
+    let arch = r.metadata.hyperparameters.get("architecture").unwrap();
+    assert!(arch.starts_with("CNN 1x8x8 conv3x3 16-pool"), "{arch}");
+    let act = col(&r, "Precisions", "activations");
+    assert!(num(&t.rows[1][act]) < num(&t.rows[0][act]), "16-bit columns take less memory: {:?}", t.rows);
+}
+
 /// At exercise 3's defaults activations dominate, so FP16's and BF16's peak memory by the
 /// ledger is at most 0.7× FP32's (one epoch; the ledger's bytes do not depend on timing).
 fn check_default_memory(backend: &str) {

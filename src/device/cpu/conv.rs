@@ -4,9 +4,9 @@
 
 use rayon::prelude::*;
 
-use super::{CpuBackend, CpuTensor, ops::PAR_THRESHOLD};
+use super::{CpuBackend, CpuTensor, Storage, ops::PAR_THRESHOLD};
 use crate::error::Result;
-use crate::tensor::{ConvOps, ImageGeom, checks};
+use crate::tensor::{ConvOps, ImageGeom, checks, float16};
 
 /// f(i, chunk) for every `len`-element chunk of `out` (a row of im2col's matrix, one image
 /// plane), on all cores when there are many elements: the index arithmetic runs once per chunk,
@@ -22,6 +22,27 @@ fn chunks<T: Send>(out: &mut [T], len: usize, f: impl Fn(usize, &mut [T]) + Sync
     }
 }
 
+/// cols `[pixels, 9·C]` from the CHW images x, each tap stored as `put(value)`.
+fn im2col_into<T: Copy + Send + Sync>(x: &[f32], cols: &mut [T], g: ImageGeom, put: impl Fn(f32) -> T + Sync) {
+    let (h, w, c) = (g.height, g.width, g.channels);
+    let zero = put(0.0);
+    // One row per output pixel (n, py, px): its 3×3 patch of every channel, zero outside.
+    chunks(cols, 9 * c, |row, dst| {
+        let (px, t) = (row % w, row / w);
+        let (py, n) = (t % h, t / h);
+        for ch in 0..c {
+            let plane = &x[(n * c + ch) * h * w..][..h * w];
+            for ky in 0..3 {
+                let sy = (py + ky).wrapping_sub(1);
+                for kx in 0..3 {
+                    let sx = (px + kx).wrapping_sub(1);
+                    dst[ch * 9 + ky * 3 + kx] = if sy < h && sx < w { put(plane[sy * w + sx]) } else { zero };
+                }
+            }
+        }
+    });
+}
+
 impl ConvOps for CpuBackend {
     fn conv_unavailable(&self) -> Option<String> {
         None
@@ -30,22 +51,15 @@ impl ConvOps for CpuBackend {
     fn im2col(&mut self, x: &CpuTensor, cols: &mut CpuTensor, g: ImageGeom) -> Result<()> {
         checks::im2col(x, cols, g)?;
         let x = x.f32();
-        let (h, w, c) = (g.height, g.width, g.channels);
-        // One row per output pixel (n, py, px): its 3×3 patch of every channel, zero outside.
-        chunks(cols.f32_mut(), 9 * c, |row, dst| {
-            let (px, t) = (row % w, row / w);
-            let (py, n) = (t % h, t / h);
-            for ch in 0..c {
-                let plane = &x[(n * c + ch) * h * w..][..h * w];
-                for ky in 0..3 {
-                    let sy = (py + ky).wrapping_sub(1);
-                    for kx in 0..3 {
-                        let sx = (px + kx).wrapping_sub(1);
-                        dst[ch * 9 + ky * 3 + kx] = if sy < h && sx < w { plane[sy * w + sx] } else { 0.0 };
-                    }
-                }
+        match &mut cols.data {
+            Storage::F32(dst) => im2col_into(x, dst, g, |v| v),
+            // Autocast's columns: each tap rounded to the 16-bit type as it is gathered.
+            Storage::Bits16(dst, dt) => {
+                let dt = *dt;
+                im2col_into(x, dst, g, |v| float16::round_bits(dt, v))
             }
-        });
+            _ => return Err(crate::error::Error::Internal("checks::im2col let non-float columns through".into())),
+        }
         Ok(())
     }
 

@@ -15,6 +15,19 @@ impl GpuBackend {
         let grid = self.grid(out_len);
         self.run(kernel, 0, &params, bindings, grid)
     }
+
+    /// im2col into 16-bit columns: one invocation per stored word (two column elements).
+    fn im2col16(&mut self, x: &GpuTensor, cols: &mut GpuTensor, g: ImageGeom) -> Result<()> {
+        const OP: &str = "im2col";
+        let dt = cols.dtype();
+        if let Some(why) = super::amp::unavailable(self, dt) {
+            return Err(self.beyond_limits(OP, why));
+        }
+        u32_len(g.numel().max(cols.numel()).saturating_mul(9), OP)?;
+        let params = [u32_len(cols.numel(), OP)?, u32_len(g.batch, OP)?, u32_len(g.height, OP)?, u32_len(g.width, OP)?, u32_len(g.channels, OP)?];
+        let grid = self.grid(cols.words());
+        self.run_as(dt, Kernel::Im2col16, 0, &params, &[(1, x.buffer()), (2, cols.buffer())], grid)
+    }
 }
 
 impl ConvOps for GpuBackend {
@@ -24,6 +37,9 @@ impl ConvOps for GpuBackend {
 
     fn im2col(&mut self, x: &GpuTensor, cols: &mut GpuTensor, g: ImageGeom) -> Result<()> {
         checks::im2col(x, cols, g)?;
+        if cols.dtype().is_16bit() {
+            return self.im2col16(x, cols, g);
+        }
         self.conv_kernel("im2col", Kernel::Im2col, g, cols.numel(), &[(1, x.buffer()), (2, cols.buffer())])
     }
 

@@ -161,7 +161,7 @@ pub(super) fn work_estimate(kernel: Kernel, params: &[u32], bindings: &[(u32, &w
                 Kernel::Sgd => 5.0,
                 Kernel::SoftmaxXent | Kernel::SoftmaxXentRowwise => 6.0,
                 // im2col only moves data; col2im adds up to 9 taps; the pool compares 4 values.
-                Kernel::Im2col => 0.0,
+                Kernel::Im2col | Kernel::Im2col16 => 0.0,
                 Kernel::Col2im => 9.0,
                 Kernel::MaxPool => 3.0,
                 _ => 1.0,

@@ -27,6 +27,8 @@ const FLOAT16_COMMON: &str = include_str!("../../../shaders/float16_common.wgsl"
 const QUANT: &str = include_str!("../../../shaders/quant.wgsl");
 const MATMUL_I8: &str = include_str!("../../../shaders/matmul_i8.wgsl");
 const CONV: &str = include_str!("../../../shaders/conv.wgsl");
+const CONV16: &str = include_str!("../../../shaders/conv16.wgsl");
+const IM2COL_TAP: &str = include_str!("../../../shaders/im2col_tap.wgsl");
 
 /// Workgroup size of the 1-D kernels.
 pub const WG: u32 = 256;
@@ -132,6 +134,8 @@ kernels! {
     Col2im => "conv.wgsl", CONV, "col2im", OnFirstUse;
     MaxPool => "conv.wgsl", CONV, "max_pool", OnFirstUse;
     MaxPoolBackward => "conv.wgsl", CONV, "max_pool_backward", OnFirstUse;
+    /// im2col rounding into 16-bit columns (the mixed-precision CNN).
+    Im2col16 => "conv16.wgsl", CONV16, "im2col16", Per16BitType;
 }
 
 /// How many kernels `prepare()` compiles.
@@ -211,6 +215,7 @@ fn source(key: PipelineKey) -> Result<String> {
             ("VA", flag(4)),
             ("VB", flag(8)),
             ("FLOAT16", float16_prelude(key.dtype)),
+            ("IM2COL_TAP", IM2COL_TAP.to_string()),
         ],
     )
 }
