@@ -42,9 +42,43 @@ pub fn widen(dt: DType, bits: u16) -> f32 {
 /// F16C for f16 where the CPU has it (through `half`), a vectorised loop for bf16.
 pub fn encode_into(dt: DType, src: &[f32], dst: &mut [u16]) {
     match dt {
-        DType::BF16 => dst.iter_mut().zip(src).for_each(|(d, &s)| *d = bf16_bits(s)),
+        DType::BF16 => encode_bf16(src, dst),
         _ => dst.reinterpret_cast_mut::<f16>().convert_from_f32_slice(src),
     }
+}
+
+/// The bf16 loop, compiled for AVX-512 or AVX2 where the CPU has them: the baseline build's
+/// SSE2 loop rounded 2 values a nanosecond, a sixth of a bf16 training step's time here.
+fn encode_bf16(src: &[f32], dst: &mut [u16]) {
+    #[cfg(target_arch = "x86_64")]
+    if dst.len() >= 16 {
+        if std::arch::is_x86_feature_detected!("avx512bw") {
+            // SAFETY: the CPU has the features the function is compiled for.
+            return unsafe { encode_bf16_avx512(src, dst) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: as above.
+            return unsafe { encode_bf16_avx2(src, dst) };
+        }
+    }
+    encode_bf16_loop(src, dst)
+}
+
+#[inline(always)]
+fn encode_bf16_loop(src: &[f32], dst: &mut [u16]) {
+    dst.iter_mut().zip(src).for_each(|(d, &s)| *d = bf16_bits(s))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn encode_bf16_avx512(src: &[f32], dst: &mut [u16]) {
+    encode_bf16_loop(src, dst)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn encode_bf16_avx2(src: &[f32], dst: &mut [u16]) {
+    encode_bf16_loop(src, dst)
 }
 
 /// `src` widened into `dst` (equal lengths), exactly as `widen`.
@@ -95,6 +129,26 @@ mod tests {
             let one: Vec<u16> = xs.iter().map(|&x| round_bits(dt, x)).collect();
             assert_eq!(one, want, "{} round_bits", dt.name());
             assert_eq!(encode(dt, &xs), want, "{} encode", dt.name());
+            if dt == DType::BF16 {
+                // Every compiled variant, on lengths that leave a vector tail.
+                let mut variants: Vec<(&str, fn(&[f32], &mut [u16]))> = vec![("loop", |s, d| encode_bf16_loop(s, d))];
+                #[cfg(target_arch = "x86_64")]
+                {
+                    if std::arch::is_x86_feature_detected!("avx512bw") {
+                        variants.push(("avx512", |s, d| unsafe { encode_bf16_avx512(s, d) }));
+                    }
+                    if std::arch::is_x86_feature_detected!("avx2") {
+                        variants.push(("avx2", |s, d| unsafe { encode_bf16_avx2(s, d) }));
+                    }
+                }
+                for (name, f) in variants {
+                    for len in [xs.len(), 17, 3] {
+                        let mut got = vec![0u16; len];
+                        f(&xs[xs.len() - len..], &mut got);
+                        assert_eq!(got, want[xs.len() - len..], "bf16 {name} on {len} values");
+                    }
+                }
+            }
             let back = decode(dt, &want);
             for (b, &w) in back.iter().zip(&want) {
                 let h = if dt == DType::BF16 { bf16::from_bits(w).to_f32() } else { f16::from_bits(w).to_f32() };

@@ -3,7 +3,7 @@
 //! 16-bit operands are widened to f32 (exactly) and multiplied by the f32 GEMM. Results are
 //! rounded to the output type with the same round-to-nearest-even as the GPU kernels.
 
-use super::gemm_bf16::{Bf16Path, gemm_bf16};
+use super::gemm_bf16::{Bf16Path, gemm_bf16_into, store_rows};
 use rayon::prelude::*;
 
 use super::{CpuTensor, Storage, ops};
@@ -80,42 +80,78 @@ pub fn cast(x: &CpuTensor, out: &mut CpuTensor, stats: Option<&mut CpuTensor>) -
 #[allow(clippy::too_many_arguments)]
 pub fn matmul16(a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: bool, epi: Epilogue<'_, CpuTensor>, stats: Option<&mut CpuTensor>, threads: usize, bf16: Bf16Path) -> Result<()> {
     let (m, n, k) = checks::matmul16(a, b, c, ta, tb, &epi, stats.as_deref())?;
-    let product = |acc: &mut [f32]| {
-        let native = match (&a.data, &b.data) {
-            (Storage::Bits16(x, DType::BF16), Storage::Bits16(y, _)) if bf16 != Bf16Path::Widen => gemm_bf16(x, y, acc, m, n, k, ta, tb, bf16),
-            _ => false,
-        };
-        if !native {
-            ops::gemm(&widened(a), &widened(b), acc, m, n, k, ta, tb, false, threads);
-        }
-        match epi {
-            Epilogue::None => {}
-            Epilogue::Bias { bias, relu } => {
-                ops::bias_add(acc, bias.f32(), n);
+    // The epilogue on row i's sums for the columns from j0, applied as each block of sums is
+    // finished (inside the bf16 kernel) or row by row after the widened f32 GEMM.
+    let epilogue = |i: usize, j0: usize, sums: &mut [f32]| match epi {
+        Epilogue::None => {}
+        Epilogue::Bias { bias, relu } => {
+            for (v, b) in sums.iter_mut().zip(&bias.f32()[j0..]) {
+                *v += b;
                 if relu {
-                    ops::map_inplace(acc, |v| v.max(0.0));
+                    *v = v.max(0.0);
                 }
             }
-            Epilogue::ReluMask(act) => match &act.data {
-                Storage::Bits16(bits, dt) => acc.iter_mut().zip(bits).for_each(|(g, &a)| *g = if float16::widen(*dt, a) > 0.0 { *g } else { 0.0 }),
-                _ => ops::zip_inplace(acc, act.f32(), |g, a| if a > 0.0 { g } else { 0.0 }),
-            },
+        }
+        Epilogue::ReluMask(act) => {
+            let at = i * n + j0;
+            match &act.data {
+                Storage::Bits16(bits, dt) => sums.iter_mut().zip(&bits[at..]).for_each(|(g, &a)| *g = if float16::widen(*dt, a) > 0.0 { *g } else { 0.0 }),
+                _ => sums.iter_mut().zip(&act.f32()[at..]).for_each(|(g, &a)| *g = if a > 0.0 { *g } else { 0.0 }),
+            }
         }
     };
+    let native = |out: &mut dyn FnMut(&[u16], &[u16]) -> Option<[u64; 2]>| match (&a.data, &b.data) {
+        (Storage::Bits16(x, DType::BF16), Storage::Bits16(y, _)) if bf16 != Bf16Path::Widen => out(x, y),
+        _ => None,
+    };
+    let widened_product = |acc: &mut [f32]| ops::gemm(&widened(a), &widened(b), acc, m, n, k, ta, tb, false, threads);
     match &mut c.data {
-        // An f32 output is the accumulator itself; checks::matmul16 allows stats only with a
-        // 16-bit output.
         Storage::F32(out) => {
-            product(out);
+            let store = |i: usize, j0: usize, sums: &mut [f32], o: &mut [f32]| {
+                epilogue(i, j0, sums);
+                o.copy_from_slice(sums);
+                [0, 0]
+            };
+            if native(&mut |x, y| gemm_bf16_into(x, y, out, m, n, k, ta, tb, bf16, &store)).is_none() {
+                // The widened GEMM writes the output itself; the epilogue then runs in place.
+                widened_product(out);
+                in_place_rows(out, n, &epilogue);
+            }
             Ok(())
         }
         Storage::Bits16(out, odt) => {
-            let mut acc = vec![0.0f32; m * n];
-            product(&mut acc);
-            let (nz, fl) = round_into(&acc, out, *odt);
-            stats_add(stats, nz, fl)
+            let (odt, count) = (*odt, stats.is_some());
+            let store = |i: usize, j0: usize, sums: &mut [f32], o: &mut [u16]| {
+                epilogue(i, j0, sums);
+                float16::encode_into(odt, sums, o);
+                if !count {
+                    return [0, 0];
+                }
+                sums.iter().zip(o.iter()).fold([0, 0], |[nz, fl], (&v, &b)| [nz + (v != 0.0) as u64, fl + (v != 0.0 && float16::is_zero_bits(b)) as u64])
+            };
+            let counts = match native(&mut |x, y| gemm_bf16_into(x, y, out, m, n, k, ta, tb, bf16, &store)) {
+                Some(c) => c,
+                None => {
+                    let mut acc = vec![0.0f32; m * n];
+                    widened_product(&mut acc);
+                    store_rows(&mut acc, out, n, &store)
+                }
+            };
+            stats_add(stats, counts[0], counts[1])
         }
         _ => Err(Error::Internal("checks::matmul16 let an integer output through".into())),
+    }
+}
+
+/// `f(i, 0, row)` on every row of the `[_, n]` matrix x, rayon over rows when large.
+fn in_place_rows(x: &mut [f32], n: usize, f: &(impl Fn(usize, usize, &mut [f32]) + Sync)) {
+    if n == 0 {
+        return;
+    }
+    if x.len() >= ops::PAR_THRESHOLD {
+        x.par_chunks_mut(n).enumerate().for_each(|(i, row)| f(i, 0, row));
+    } else {
+        x.chunks_mut(n).enumerate().for_each(|(i, row)| f(i, 0, row));
     }
 }
 

@@ -56,27 +56,76 @@ pub fn f16_path_name() -> &'static str {
 
 /// c[m, n] = op(a)·op(b), f32, overwritten; op transposes when the flag is set. `path` must be
 /// available on this CPU (`Bf16Path::available`); for `Widen` this returns false and leaves c
-/// alone (the caller widens).
+/// alone (the caller widens). The tests' entry; the ops call `gemm_bf16_into`.
+#[cfg(test)]
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_bf16(a: &[u16], b: &[u16], c: &mut [f32], m: usize, n: usize, k: usize, ta: bool, tb: bool, path: Bf16Path) -> bool {
+    gemm_bf16_into(a, b, c, m, n, k, ta, tb, path, &|_, _, sums: &mut [f32], out: &mut [f32]| {
+        out.copy_from_slice(sums);
+        [0, 0]
+    })
+    .is_some()
+}
+
+/// `gemm_bf16` whose finished sums go through `store(i, j0, sums, out)`: row i's sums for the
+/// columns from j0 (mutable, for an epilogue) and the slice of c they belong in. The vector
+/// kernel calls it as each tile leaves its registers, so an epilogue and a rounding to 16 bits
+/// cost no pass of their own; AMX stores its tiles first. Returns the sum of what the calls
+/// returned (a rounding's [nonzero, flushed] counts), or None for a path this CPU lacks.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_bf16_into<O: Send, S: RowStore<O>>(a: &[u16], b: &[u16], c: &mut [O], m: usize, n: usize, k: usize, ta: bool, tb: bool, path: Bf16Path, store: &S) -> Option<[u64; 2]> {
     use super::pairs::{Pad, pack_a, pack_b};
     if path == Bf16Path::Widen || !path.available() {
-        return false;
+        return None;
     }
     if m == 0 || n == 0 {
-        return true;
+        return Some([0, 0]);
     }
     match path {
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-        Bf16Path::Amx => amx::gemm(&pack_a(a, m, k, ta, amx::PAD, |v| v), &pack_b(b, n, k, tb, amx::NR, amx::PAD, |v| v), c, m, n, amx::PAD.words(k)),
+        Bf16Path::Amx => {
+            let mut sums = vec![0f32; m * n];
+            amx::gemm(&pack_a(a, m, k, ta, amx::PAD, |v| v), &pack_b(b, n, k, tb, amx::NR, amx::PAD, |v| v), &mut sums, m, n, amx::PAD.words(k));
+            Some(store_rows(&mut sums, c, n, store))
+        }
         #[cfg(target_arch = "x86_64")]
-        Bf16Path::Avx512Bf16 => dp::gemm(&pack_a(a, m, k, ta, Pad::NONE, |v| v), &pack_b(b, n, k, tb, dp::NR, Pad::NONE, |v| v), c, m, n, k.div_ceil(2)),
+        Bf16Path::Avx512Bf16 => {
+            // Row-major a with even k is already in pairs (little-endian: k = 2p low, 2p + 1
+            // high): the kernel reads it where it lies when the words are aligned.
+            // SAFETY: every bit pattern is a valid u32.
+            let a = match (ta, k % 2, unsafe { a.align_to::<u32>() }) {
+                (false, 0, ([], words, [])) => std::borrow::Cow::Borrowed(words),
+                _ => std::borrow::Cow::Owned(pack_a(a, m, k, ta, Pad::NONE, |v| v)),
+            };
+            Some(dp::gemm(&a, &pack_b(b, n, k, tb, dp::NR, Pad::NONE, |v| v), c, m, n, k.div_ceil(2), store))
+        }
         _ => {
-            let _ = (a, b, c, ta, tb, Pad::NONE);
-            return false;
+            let _ = (a, b, c, ta, tb, Pad::NONE, store);
+            None
         }
     }
-    true
+}
+
+/// Where a GEMM's finished sums go (`gemm_bf16_into`).
+pub trait RowStore<O>: Fn(usize, usize, &mut [f32], &mut [O]) -> [u64; 2] + Sync {}
+impl<O, F: Fn(usize, usize, &mut [f32], &mut [O]) -> [u64; 2] + Sync> RowStore<O> for F {}
+
+fn add(x: [u64; 2], y: [u64; 2]) -> [u64; 2] {
+    [x[0] + y[0], x[1] + y[1]]
+}
+
+/// Every row of the `[_, n]` sums through `store` into c, rayon over rows when large.
+pub fn store_rows<O: Send, S: RowStore<O>>(sums: &mut [f32], c: &mut [O], n: usize, store: &S) -> [u64; 2] {
+    use rayon::prelude::*;
+    if n == 0 {
+        return [0, 0];
+    }
+    let row = |(i, (s, o)): (usize, (&mut [f32], &mut [O]))| store(i, 0, s, o);
+    if sums.len() >= super::ops::PAR_THRESHOLD {
+        sums.par_chunks_mut(n).zip(c.par_chunks_mut(n)).enumerate().map(row).reduce(|| [0, 0], add)
+    } else {
+        sums.chunks_mut(n).zip(c.chunks_mut(n)).enumerate().map(row).fold([0, 0], add)
+    }
 }
 
 /// AMX: the 16×16 f32 tiles of c in blocks of 2 × 2 (tmm0–3), a's two row tiles (tmm4–5) and
@@ -215,12 +264,15 @@ mod dp {
     /// Rows of c per rayon task (a multiple of MR).
     const ROWS_PER_TASK: usize = 4 * MR;
 
-    pub fn gemm(a: &[u32], bp: &[u32], c: &mut [f32], m: usize, n: usize, kp: usize) {
+    /// c = a·b through `store` (`gemm_bf16_into`): a as m rows of kp words, b as panels of NR
+    /// columns (`pairs::pack_a`, `pack_b`).
+    pub fn gemm<O: Send, S: super::RowStore<O>>(a: &[u32], bp: &[u32], c: &mut [O], m: usize, n: usize, kp: usize, store: &S) -> [u64; 2] {
         let panels = n.div_ceil(NR);
-        let task = |(blk, cb): (usize, &mut [f32])| {
+        let task = |(blk, cb): (usize, &mut [O])| {
             let rows = cb.len() / n;
             let r0 = blk * ROWS_PER_TASK;
             let mut tile = [[0f32; NR]; MR];
+            let mut counts = [0, 0];
             for p in 0..panels {
                 let panel = &bp[p * kp * NR..][..kp * NR];
                 let cols = NR.min(n - p * NR);
@@ -232,19 +284,21 @@ mod dp {
                     // avx512bf16; every slice is as long as the kernel reads (kp words per row
                     // of a, kp·NR words per panel).
                     unsafe { micro(&arows, panel, kp, &mut tile) };
-                    for r in 0..live {
-                        cb[(i0 + r) * n + p * NR..][..cols].copy_from_slice(&tile[r][..cols]);
+                    for (r, sums) in tile.iter_mut().enumerate().take(live) {
+                        let got = store(r0 + i0 + r, p * NR, &mut sums[..cols], &mut cb[(i0 + r) * n + p * NR..][..cols]);
+                        counts = super::add(counts, got);
                     }
                 }
             }
+            counts
         };
+        debug_assert_eq!(c.len(), m * n);
         // Small products are not worth rayon's fork/join.
         if m * n * kp < 1 << 16 {
-            c.chunks_mut(ROWS_PER_TASK * n).enumerate().for_each(task);
+            c.chunks_mut(ROWS_PER_TASK * n).enumerate().map(task).fold([0, 0], super::add)
         } else {
-            c.par_chunks_mut(ROWS_PER_TASK * n).enumerate().for_each(task);
+            c.par_chunks_mut(ROWS_PER_TASK * n).enumerate().map(task).reduce(|| [0, 0], super::add)
         }
-        debug_assert_eq!(c.len(), m * n);
     }
 
     /// tile[r][j] = Σ_p dot2(a_r word p, panel column j's word p), in f32.
