@@ -115,7 +115,7 @@ pub fn matmul16(a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: b
             if native(&mut |x, y| gemm_bf16_into(x, y, out, m, n, k, ta, tb, bf16, &store)).is_none() {
                 // The widened GEMM writes the output itself; the epilogue then runs in place.
                 widened_product(out);
-                in_place_rows(out, n, &epilogue);
+                ops::chunks(out, n, |i, row| epilogue(i, 0, row));
             }
             Ok(())
         }
@@ -140,18 +140,6 @@ pub fn matmul16(a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: b
             stats_add(stats, counts[0], counts[1])
         }
         _ => Err(Error::Internal("checks::matmul16 let an integer output through".into())),
-    }
-}
-
-/// `f(i, 0, row)` on every row of the `[_, n]` matrix x, rayon over rows when large.
-fn in_place_rows(x: &mut [f32], n: usize, f: &(impl Fn(usize, usize, &mut [f32]) + Sync)) {
-    if n == 0 {
-        return;
-    }
-    if x.len() >= ops::PAR_THRESHOLD {
-        x.par_chunks_mut(n).enumerate().for_each(|(i, row)| f(i, 0, row));
-    } else {
-        x.chunks_mut(n).enumerate().for_each(|(i, row)| f(i, 0, row));
     }
 }
 

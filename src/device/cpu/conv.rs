@@ -2,32 +2,16 @@
 //! shaders/conv.wgsl are tested against: each output element is computed by the same formula
 //! as one GPU invocation (so col2im sums in the same order), rayon over elements when large.
 
-use rayon::prelude::*;
-
-use super::{CpuBackend, CpuTensor, Storage, ops::PAR_THRESHOLD};
+use super::{CpuBackend, CpuTensor, Storage, ops};
 use crate::error::Result;
 use crate::tensor::{ConvOps, ImageGeom, checks, float16};
-
-/// f(i, chunk) for every `len`-element chunk of `out` (a row of im2col's matrix, one image
-/// plane), on all cores when there are many elements: the index arithmetic runs once per chunk,
-/// not once per element.
-fn chunks<T: Send>(out: &mut [T], len: usize, f: impl Fn(usize, &mut [T]) + Sync) {
-    if len == 0 {
-        return;
-    }
-    if out.len() >= PAR_THRESHOLD {
-        out.par_chunks_mut(len).enumerate().for_each(|(i, c)| f(i, c));
-    } else {
-        out.chunks_mut(len).enumerate().for_each(|(i, c)| f(i, c));
-    }
-}
 
 /// cols `[pixels, 9·C]` from the CHW images x, each tap stored as `put(value)`.
 fn im2col_into<T: Copy + Send + Sync>(x: &[f32], cols: &mut [T], g: ImageGeom, put: impl Fn(f32) -> T + Sync) {
     let (h, w, c) = (g.height, g.width, g.channels);
     let zero = put(0.0);
     // One row per output pixel (n, py, px): its 3×3 patch of every channel, zero outside.
-    chunks(cols, 9 * c, |row, dst| {
+    ops::chunks(cols, 9 * c, |row, dst| {
         let (px, t) = (row % w, row / w);
         let (py, n) = (t % h, t / h);
         for ch in 0..c {
@@ -68,7 +52,7 @@ impl ConvOps for CpuBackend {
         let cols = cols.f32();
         let (h, w, c) = (g.height, g.width, g.channels);
         // One plane per (n, channel); each pixel sums its 9 taps in the GPU kernel's order.
-        chunks(x.f32_mut(), h * w, |plane, out| {
+        ops::chunks(x.f32_mut(), h * w, |plane, out| {
             let (ch, n) = (plane % c, plane / c);
             for py in 0..h {
                 for px in 0..w {
@@ -97,7 +81,7 @@ impl ConvOps for CpuBackend {
         let x = x.f32();
         let (w, c) = (g.width, g.channels);
         // One pooled plane per (n, channel); the first of equal maxima wins, as on the GPU.
-        chunks(argmax.u32_mut(), p.height * p.width, |plane, dst| {
+        ops::chunks(argmax.u32_mut(), p.height * p.width, |plane, dst| {
             let (ch, n) = (plane % c, plane / c);
             for oy in 0..p.height {
                 for ox in 0..p.width {

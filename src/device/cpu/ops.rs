@@ -154,3 +154,17 @@ pub fn adamw_with(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], hp: Ad
         p.iter_mut().zip(g.iter()).zip(m.iter_mut().zip(v.iter_mut())).for_each(update);
     }
 }
+
+/// f(i, chunk) for every `len`-element chunk of `out` (a row of a matrix, one image plane), on
+/// all cores when there are many elements: the index arithmetic runs once per chunk, not once
+/// per element.
+pub fn chunks<T: Send>(out: &mut [T], len: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    if len == 0 {
+        return;
+    }
+    if out.len() >= PAR_THRESHOLD {
+        out.par_chunks_mut(len).enumerate().for_each(|(i, c)| f(i, c));
+    } else {
+        out.chunks_mut(len).enumerate().for_each(|(i, c)| f(i, c));
+    }
+}

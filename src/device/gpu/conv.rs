@@ -4,29 +4,32 @@
 use super::kernels::Kernel;
 use super::{GpuBackend, GpuTensor, u32_len};
 use crate::error::Result;
-use crate::tensor::{ConvOps, ImageGeom, TensorMeta, checks};
+use crate::tensor::{ConvOps, DType, ImageGeom, TensorMeta, checks};
 
 impl GpuBackend {
     /// One conv.wgsl dispatch over the `out` elements, with `g` as the kernel's geometry.
     fn conv_kernel(&mut self, op: &'static str, kernel: Kernel, g: ImageGeom, out_len: usize, bindings: &[(u32, &wgpu::Buffer)]) -> Result<()> {
+        self.conv_kernel_as(DType::F32, op, kernel, g, out_len, out_len, bindings)
+    }
+
+    /// `conv_kernel` for a kernel instantiated for `dt`, with `invocations` threads (conv16's
+    /// im2col stores two elements per invocation).
+    #[allow(clippy::too_many_arguments)]
+    fn conv_kernel_as(&mut self, dt: DType, op: &'static str, kernel: Kernel, g: ImageGeom, out_len: usize, invocations: usize, bindings: &[(u32, &wgpu::Buffer)]) -> Result<()> {
         // Every index the kernel forms stays below the largest tensor it touches.
         u32_len(g.numel().max(out_len).saturating_mul(9), op)?;
         let params = [u32_len(out_len, op)?, u32_len(g.batch, op)?, u32_len(g.height, op)?, u32_len(g.width, op)?, u32_len(g.channels, op)?];
-        let grid = self.grid(out_len);
-        self.run(kernel, 0, &params, bindings, grid)
+        let grid = self.grid(invocations);
+        self.run_as(dt, kernel, 0, &params, bindings, grid)
     }
 
     /// im2col into 16-bit columns: one invocation per stored word (two column elements).
     fn im2col16(&mut self, x: &GpuTensor, cols: &mut GpuTensor, g: ImageGeom) -> Result<()> {
-        const OP: &str = "im2col";
         let dt = cols.dtype();
         if let Some(why) = super::amp::unavailable(self, dt) {
-            return Err(self.beyond_limits(OP, why));
+            return Err(self.beyond_limits("im2col", why));
         }
-        u32_len(g.numel().max(cols.numel()).saturating_mul(9), OP)?;
-        let params = [u32_len(cols.numel(), OP)?, u32_len(g.batch, OP)?, u32_len(g.height, OP)?, u32_len(g.width, OP)?, u32_len(g.channels, OP)?];
-        let grid = self.grid(cols.words());
-        self.run_as(dt, Kernel::Im2col16, 0, &params, &[(1, x.buffer()), (2, cols.buffer())], grid)
+        self.conv_kernel_as(dt, "im2col", Kernel::Im2col16, g, cols.numel(), cols.words(), &[(1, x.buffer()), (2, cols.buffer())])
     }
 }
 
