@@ -112,7 +112,9 @@ fn bad_settings_name_the_setting_and_the_limit() {
 #[test]
 fn a_stop_ends_every_replica_at_the_same_step() {
     let data = digits();
-    let c = TrainConfig { log_every: 1, ..cfg(32) };
+    // 50 epochs: far longer than the watcher takes to answer, so the stop (not the end of the
+    // data) ends the run even on a fast machine (at 2 epochs a Zen 4 finished first once).
+    let c = TrainConfig { log_every: 1, epochs: 50, ..cfg(32) };
     let mut seen = 0;
     let r = parallel::train(&data, &c, &cpu(2), &mut |m| {
         seen += matches!(m, Some(Msg::Loss { .. })) as usize;
@@ -120,7 +122,7 @@ fn a_stop_ends_every_replica_at_the_same_step() {
     })
     .unwrap();
     assert!(r.stopped_early);
-    assert!(r.steps >= 2 && r.steps < 2 * (data.train_len() / 32) as u64, "{} steps", r.steps);
+    assert!(r.steps >= 2 && r.steps < 50 * (data.train_len() / 32) as u64, "{} steps", r.steps);
     assert!(r.replicas_identical);
 }
 
