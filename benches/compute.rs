@@ -228,17 +228,18 @@ fn distributed(quick: bool) {
         Ok(d) => d,
         Err(e) => return eprintln!("  distributed: {e}"),
     };
-    let cfg = TrainConfig { hidden: vec![512, 256], batch: 256, epochs: 1, lr: 0.05, log_every: 1000, ..Default::default() };
-    let dp = |replicas, overlap| DpConfig { replicas, kind: ReplicaKind::Cpu { threads: 1 }, bucket_cap_mb: 25.0, overlap, link: None, timeline_steps: 0 };
+    let cfg = TrainConfig { hidden: vec![512, 256], batch: 256, epochs: if quick { 1 } else { 3 }, lr: 0.05, log_every: 1000, ..Default::default() };
+    let dp = |replicas, overlap, shard_optimizer| DpConfig { replicas, kind: ReplicaKind::Cpu { threads: 1 }, bucket_cap_mb: 25.0, overlap, shard_optimizer, link: None, timeline_steps: 0 };
     println!("Data parallel, MLP 784-512-256-10, global batch 256, CPU replicas × 1 thread (median of rounds, interleaved; speed-up derived)");
-    // 2 replicas with the all-reduce on a communication thread (overlap, the default) and on
-    // the training thread (no thread beside the replicas on a 2-core machine).
-    let runs = [(1, true, "1 replica"), (2, true, "2 replicas, overlap"), (2, false, "2 replicas, inline")];
+    // 2 replicas with the all-reduce on a communication thread (overlap, the default), on the
+    // training thread (no thread beside the replicas on a 2-core machine), and inline with the
+    // optimizer step sharded (ZeRO-1: each replica updates half the parameters).
+    let runs = [(1, true, false, "1 replica"), (2, true, false, "2 replicas, overlap"), (2, false, false, "2 replicas, inline"), (2, false, true, "2 replicas, ZeRO-1")];
     let mut rate = vec![Vec::new(); runs.len()];
     let mut split = vec![Vec::new(); runs.len()];
     for _ in 0..if quick { 1 } else { 7 } {
-        for (i, &(replicas, overlap, _)) in runs.iter().enumerate() {
-            match parallel::train(&data, &cfg, &dp(replicas, overlap), &mut |_| false) {
+        for (i, &(replicas, overlap, shard, _)) in runs.iter().enumerate() {
+            match parallel::train(&data, &cfg, &dp(replicas, overlap, shard), &mut |_| false) {
                 Ok(r) => {
                     rate[i].push(r.samples_per_s);
                     split[i].push((r.split.compute_s, r.split.exposed_comm_s, r.split.idle_s, r.allreduce_s_per_step));
@@ -249,7 +250,7 @@ fn distributed(quick: bool) {
     }
     let med = |v: &mut Vec<f64>| median(v);
     let base = med(&mut rate[0]);
-    for (i, &(_, _, name)) in runs.iter().enumerate() {
+    for (i, &(_, _, _, name)) in runs.iter().enumerate() {
         let col = |f: fn(&(f64, f64, f64, f64)) -> f64| med(&mut split[i].iter().map(f).collect()) * 1e3;
         println!(
             "  {name:<20} {:>9.0} samples/s  {:.2}x one replica  per step: compute {:.2} ms, exposed comm {:.2} ms, idle {:.2} ms, all-reduce {:.2} ms",

@@ -73,6 +73,9 @@ pub struct DpConfig {
     pub bucket_cap_mb: f64,
     /// All-reduce a bucket while backward computes the earlier layers.
     pub overlap: bool,
+    /// ZeRO-1: reduce-scatter the gradients, update 1/N of the parameters on each replica,
+    /// all-gather them (CPU replicas with overlap off; `reducer.rs`).
+    pub shard_optimizer: bool,
     /// A simulated interconnect; None = the measured host transfers.
     pub link: Option<SimLink>,
     /// Steps drawn in the timeline (the run's first ones).
@@ -114,6 +117,12 @@ impl DpConfig {
                 return bad(format!("replicas {n} is more than the {MAX_DEVICES_PER_ADAPTER} devices gpulab opens on one adapter"));
             }
             _ => {}
+        }
+        if self.shard_optimizer && !matches!(self.kind, ReplicaKind::Cpu { .. }) {
+            return bad("shard_optimizer needs kind=cpu: the sharded step updates each replica's part of the parameters in host memory, and wgpu or CUDA replicas keep theirs on the device".into());
+        }
+        if self.shard_optimizer && self.overlap {
+            return bad("shard_optimizer needs overlap=false: the sharded step reduce-scatters every gradient after backward, on the training thread".into());
         }
         if let Some(l) = self.link
             && (!(l.bytes_per_s > 0.0 && l.bytes_per_s.is_finite()) || !(l.latency_s >= 0.0 && l.latency_s < 1.0))

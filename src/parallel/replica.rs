@@ -11,7 +11,7 @@ use super::bucket::Bucket;
 use super::reducer::Reducer;
 use super::ring::{CommStats, RingPeer};
 use crate::data::{Dataset, batcher};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::nn::{Mlp, MlpConfig, Workspace, take_totals};
 use crate::tensor::{Backend, BackendInfo};
 use crate::train::{F32Phases, TrainConfig, TrainHooks};
@@ -44,9 +44,11 @@ pub struct StepTimes {
     pub data_end: f64,
     /// Forward and backward are done (the device synchronised).
     pub compute_end: f64,
-    /// Every gradient is all-reduced and written back.
+    /// Every gradient is all-reduced and written back (sharded: reduce-scattered).
     pub reduced: f64,
-    /// The optimizer step is done.
+    /// The optimizer step is done (sharded: this replica's shard of it).
+    pub updated: f64,
+    /// The step is done (sharded: the updated parameters are all-gathered; else `updated`).
     pub end: f64,
 }
 
@@ -59,6 +61,8 @@ pub struct ReplicaPlan<'a> {
     pub cfg: &'a TrainConfig,
     pub buckets: Vec<Bucket>,
     pub overlap: bool,
+    /// ZeRO-1: the sharded optimizer step (`Reducer::sharded_step`).
+    pub shard_optimizer: bool,
     /// Steps the live timeline shows (`Msg::Lanes`).
     pub timeline_steps: usize,
     pub origin: Instant,
@@ -120,7 +124,7 @@ fn probe(peer: &mut RingPeer, elements: usize) -> Result<Option<LinkProbe>> {
 }
 
 pub fn run_replica<B: Backend>(b: &mut B, plan: ReplicaPlan<'_>, mut peer: RingPeer) -> Result<ReplicaOut> {
-    let ReplicaPlan { rank, replicas, data, cfg, buckets, overlap, timeline_steps, origin, stop, events } = plan;
+    let ReplicaPlan { rank, replicas, data, cfg, buckets, overlap, shard_optimizer, timeline_steps, origin, stop, events } = plan;
     let model_cfg = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes, conv: None };
     let mut model = Mlp::new(b, model_cfg.clone(), cfg.optimizer(), cfg.seed)?;
     let shard = cfg.batch / replicas;
@@ -159,13 +163,22 @@ pub fn run_replica<B: Backend>(b: &mut B, plan: ReplicaPlan<'_>, mut peer: RingP
             model.backward_with(b, &mut ws, |b, m, layer| reducer.layer_done(b, m, layer))?;
             b.sync()?;
             let compute_end = now();
-            reducer.reduce_gradients(b, &mut model)?; // the data-parallel seam
-            let reduced = now();
-            model.update(b)?;
-            b.flush()?;
-            b.sync()?;
+            let (reduced, updated) = if shard_optimizer {
+                let t = reducer.sharded_step(b, &mut model)?.ok_or_else(|| Error::InvalidConfig("shard_optimizer needs CPU replicas with overlap=false: the sharded step updates the parameters in host memory, after backward".into()))?;
+                // Reduce-scatter, update, all-gather: in that order with one bucket; with
+                // several, each bucket's three run in turn and the spans are their sums.
+                let reduced = compute_end + t.reduce_scatter_s;
+                (reduced, reduced + t.update_s)
+            } else {
+                reducer.reduce_gradients(b, &mut model)?; // the data-parallel seam
+                let reduced = now();
+                model.update(b)?;
+                b.flush()?;
+                b.sync()?;
+                (reduced, now())
+            };
             let end = now();
-            times.push(StepTimes { start, data_end, compute_end, reduced, end });
+            times.push(StepTimes { start, data_end, compute_end, reduced, updated, end });
             step += 1;
             if times.len() == timeline_steps {
                 let _ = events.send(Msg::Lanes { rank, steps: times.clone(), comm_spans: reducer.comm_spans.clone() });
@@ -182,7 +195,7 @@ pub fn run_replica<B: Backend>(b: &mut B, plan: ReplicaPlan<'_>, mut peer: RingP
                     let _ = events.send(Msg::Loss { step, loss: g[0] as f64 / rows, accuracy: g[1] as f64 / rows });
                     let _ = events.send(Msg::Progress { step, total });
                 }
-                let _ = events.send(Msg::Split { rank, step, compute_ms: ((compute_end - data_end) + (end - reduced)) * 1e3, sync_ms: (reduced - compute_end) * 1e3 });
+                let _ = events.send(Msg::Split { rank, step, compute_ms: ((compute_end - data_end) + (updated - reduced)) * 1e3, sync_ms: ((reduced - compute_end) + (end - updated)) * 1e3 });
                 let t = now();
                 let _ = events.send(Msg::Device { rank, step, wall_s: t - win_start, busy_s: b.take_busy_seconds()?, memory: b.memory().categories.iter().filter(|c| c.1 > 0).map(|c| (c.0, c.1)).collect() });
                 win_start = t;

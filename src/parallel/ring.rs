@@ -115,66 +115,136 @@ impl RingPeer {
     /// gradient tensors, without staging them into one vector. The chunks are cut from the
     /// concatenation, so the sums are those of the staged vector, bit for bit.
     pub fn all_reduce_segments(&mut self, segs: &mut [&mut [f32]], scale: f32) -> Result<()> {
+        if self.n > 1 {
+            // The all-gather passes on the unscaled sums the reduce-scatter ended with, each
+            // receiver scaling as it stores: one copy out of the data per call.
+            let (sums, _) = self.reduce_scatter_with(segs, scale, |_, _, _| {})?;
+            self.all_gather(segs, sums, scale)
+        } else {
+            let t0 = Instant::now();
+            if scale != 1.0 {
+                segs.iter_mut().for_each(|s| s.iter_mut().for_each(|d| *d *= scale));
+            }
+            self.count(t0);
+            Ok(())
+        }
+    }
+
+    /// The first half of an all-reduce, with a hook for ZeRO-1. Afterwards this rank's own
+    /// chunk of the concatenation of `segs` (`own_chunk`) holds the finished sums times
+    /// `scale`, the bits `all_reduce_segments` stores there; the other chunks hold partial
+    /// sums, not to be used. Block by block, as each block of the own chunk is finished (so
+    /// while it is in cache), `own(at, finished, out)` sees it: `at` its offset in the
+    /// concatenation, `finished` the block in `segs`, and `out` the same block of the returned
+    /// buffer, which holds the unscaled sums and may be overwritten (with the updated
+    /// parameters, for ZeRO-1). Returns that buffer, the one `all_gather` sends from, and the
+    /// seconds spent in `own`, which are not counted as communication.
+    pub fn reduce_scatter_with(&mut self, segs: &mut [&mut [f32]], scale: f32, mut own: impl FnMut(usize, &mut [f32], &mut [f32])) -> Result<(Vec<f32>, f64)> {
+        /// Elements per block of the finishing pass: a few arrays of it stay in L1/L2.
+        const BLOCK: usize = 2048;
         let t0 = Instant::now();
         let finish = |sum: f32| if scale == 1.0 { sum } else { sum * scale };
         let (n, r, len) = (self.n, self.rank, segs.iter().map(|s| s.len()).sum::<usize>());
-        if n > 1 {
-            // The chunk a rank sends is always the one it reduced (or received) the step
-            // before, so after the first send each received buffer travels on as it is: one
-            // copy out of the data per call, not one per step.
-            let mut carry: Option<Vec<f32>> = None;
-            // Reduce-scatter: after step s, rank r holds the sum of s + 2 ranks' chunk r − s − 1.
-            for s in 0..n - 1 {
-                let out = match carry.take() {
-                    Some(v) => v,
-                    None => {
-                        let range = chunk(len, n, (r + n - s) % n);
-                        let mut v = match self.spares.iter().position(|b| b.capacity() >= range.len()) {
-                            Some(i) => self.spares.swap_remove(i),
-                            None => Vec::with_capacity(range.len()),
-                        };
-                        v.clear();
-                        pieces(segs, range, |part, _| v.extend_from_slice(part));
-                        v
-                    }
-                };
-                self.send(out)?;
-                let range = chunk(len, n, (r + 2 * n - s - 1) % n);
-                let mut got = self.recv(range.len())?;
-                let last = s + 2 == n;
-                pieces(segs, range, |part, at| {
-                    for (g, d) in got[at..][..part.len()].iter_mut().zip(part) {
-                        *g = *g + *d;
-                        // The finished chunk r + 1 is stored in the pass that sums it.
-                        if last {
-                            *d = finish(*g);
-                        }
-                    }
-                });
-                carry = Some(got);
-            }
-            // All-gather: rank r starts with the finished chunk r + 1 and passes chunks on.
-            for s in 0..n - 1 {
-                let out = carry.take().ok_or_else(|| Error::Internal("ring all-reduce: no chunk to pass on".into()))?;
-                self.send(out)?;
-                let range = chunk(len, n, (r + n - s) % n);
-                let got = self.recv(range.len())?;
-                pieces(segs, range, |part, at| part.iter_mut().zip(&got[at..]).for_each(|(d, &g)| *d = finish(g)));
-                carry = Some(got);
-            }
-            if let Some(v) = carry {
-                self.spares.push(v);
-                if self.spares.len() > 4 {
-                    let smallest = (0..self.spares.len()).min_by_key(|&i| self.spares[i].capacity()).unwrap_or(0);
-                    self.spares.swap_remove(smallest);
-                }
-            }
-        } else if scale != 1.0 {
-            segs.iter_mut().for_each(|s| s.iter_mut().for_each(|d| *d *= scale));
+        let mut own_s = 0.0;
+        let own_range = self.own_chunk(len);
+        let mut carry: Option<Vec<f32>> = None;
+        if n == 1 {
+            // No neighbour: the own chunk is everything, and this rank's values are the sums.
+            let mut v = self.spare(len);
+            pieces(segs, 0..len, |part, _| v.extend_from_slice(part));
+            carry = Some(v);
         }
+        // After step s, rank r holds the sum of s + 2 ranks' chunk r − s − 1. The chunk a rank
+        // sends is always the one it reduced (or received) the step before, so after the first
+        // send each received buffer travels on as it is.
+        for s in 0..n.saturating_sub(1) {
+            let out = match carry.take() {
+                Some(v) => v,
+                None => {
+                    let range = chunk(len, n, (r + n - s) % n);
+                    let mut v = self.spare(range.len());
+                    pieces(segs, range, |part, _| v.extend_from_slice(part));
+                    v
+                }
+            };
+            self.send(out)?;
+            let range = chunk(len, n, (r + 2 * n - s - 1) % n);
+            let mut got = self.recv(range.len())?;
+            if s + 2 < n {
+                pieces(segs, range, |part, at| got[at..][..part.len()].iter_mut().zip(part).for_each(|(g, d)| *g += *d));
+            }
+            carry = Some(got);
+        }
+        let mut got = carry.ok_or_else(|| Error::Internal("ring reduce-scatter: no chunk to pass on".into()))?;
+        // The last pass: chunk r + 1 is finished, stored and shown to `own`, block by block.
+        pieces(segs, own_range.clone(), |part, at| {
+            let len = part.len();
+            for (b, (dst, sums)) in part.chunks_mut(BLOCK).zip(got[at..][..len].chunks_mut(BLOCK)).enumerate() {
+                for (g, d) in sums.iter_mut().zip(dst.iter_mut()) {
+                    if n > 1 {
+                        *g += *d;
+                    }
+                    *d = finish(*g);
+                }
+                let t = Instant::now();
+                own(own_range.start + at + b * BLOCK, dst, sums);
+                own_s += t.elapsed().as_secs_f64();
+            }
+        });
+        self.stats.calls += 1;
+        self.stats.seconds += t0.elapsed().as_secs_f64() - own_s;
+        Ok((got, own_s))
+    }
+
+    /// The second half: this rank's own chunk (`own`, as `reduce_scatter_with` returned it)
+    /// travels round the ring, each chunk stored times `scale` where it arrives, so every rank
+    /// ends with every rank's chunk in `segs`. Its own chunk in `segs` is left as it is.
+    pub fn all_gather(&mut self, segs: &mut [&mut [f32]], own: Vec<f32>, scale: f32) -> Result<()> {
+        let t0 = Instant::now();
+        let finish = |v: f32| if scale == 1.0 { v } else { v * scale };
+        let (n, r, len) = (self.n, self.rank, segs.iter().map(|s| s.len()).sum::<usize>());
+        if own.len() != self.own_chunk(len).len() {
+            return Err(Error::Internal(format!("ring all-gather: replica {r} holds {} values for its chunk of {}", own.len(), self.own_chunk(len).len())));
+        }
+        let mut carry = own;
+        for s in 0..n - 1 {
+            self.send(carry)?;
+            let range = chunk(len, n, (r + n - s) % n);
+            let got = self.recv(range.len())?;
+            pieces(segs, range, |part, at| part.iter_mut().zip(&got[at..]).for_each(|(d, &g)| *d = finish(g)));
+            carry = got;
+        }
+        self.keep_spare(carry);
+        self.count(t0);
+        Ok(())
+    }
+
+    /// The chunk of a `len`-element vector this rank finishes in the reduce-scatter.
+    pub fn own_chunk(&self, len: usize) -> Range<usize> {
+        chunk(len, self.n, (self.rank + 1) % self.n)
+    }
+
+    /// An empty buffer of at least `len` capacity, from the spares when one is big enough.
+    fn spare(&mut self, len: usize) -> Vec<f32> {
+        let mut v = match self.spares.iter().position(|b| b.capacity() >= len) {
+            Some(i) => self.spares.swap_remove(i),
+            None => Vec::with_capacity(len),
+        };
+        v.clear();
+        v
+    }
+
+    fn keep_spare(&mut self, v: Vec<f32>) {
+        self.spares.push(v);
+        if self.spares.len() > 4 {
+            let smallest = (0..self.spares.len()).min_by_key(|&i| self.spares[i].capacity()).unwrap_or(0);
+            self.spares.swap_remove(smallest);
+        }
+    }
+
+    fn count(&mut self, t0: Instant) {
         self.stats.calls += 1;
         self.stats.seconds += t0.elapsed().as_secs_f64();
-        Ok(())
     }
 
     fn send(&mut self, part: Vec<f32>) -> Result<()> {
@@ -309,6 +379,57 @@ mod tests {
             });
             for (r, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert_eq!(g.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), w.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "n={n} rank {r}");
+            }
+        }
+    }
+
+    /// ZeRO-1's halves: the reduce-scatter shows each rank its own chunk, block by block, with
+    /// the bits the all-reduce stores there; the own chunks tile the vector; and the all-gather
+    /// hands every rank every chunk as its owner left it (here: the mean plus one, what an
+    /// update would write).
+    #[test]
+    fn reduce_scatter_then_all_gather_is_the_all_reduce_bit_for_bit() {
+        for n in 1..=5 {
+            for len in [0, 1, 4, 7, 301, 5000] {
+                let inputs: Vec<Vec<f32>> = (0..n).map(|r| (0..len).map(|i| ((i * 29 + r * 11) % 83) as f32 * 0.219 - 9.0).collect()).collect();
+                let scale = 1.0 / n as f32;
+                let want = reduce_scaled(inputs.clone(), scale, 1);
+                let peers = ring(n, None);
+                let got: Vec<(Vec<usize>, Vec<f32>)> = std::thread::scope(|s| {
+                    let hs: Vec<_> = peers
+                        .into_iter()
+                        .zip(inputs)
+                        .zip(&want)
+                        .map(|((mut p, mut v), want)| {
+                            s.spawn(move || {
+                                let cut = v.len() / 3;
+                                let (a, b) = v.split_at_mut(cut);
+                                let mut seen = Vec::new();
+                                let (own, _) = p
+                                    .reduce_scatter_with(&mut [a, b], scale, |at, finished, out| {
+                                        for (i, (f, o)) in finished.iter_mut().zip(out.iter_mut()).enumerate() {
+                                            assert_eq!(f.to_bits(), want[at + i].to_bits(), "element {} of the own chunk", at + i);
+                                            seen.push(at + i);
+                                            *f += 1.0;
+                                            *o = *f;
+                                        }
+                                    })
+                                    .expect("reduce-scatter");
+                                let (a, b) = v.split_at_mut(cut);
+                                p.all_gather(&mut [a, b], own, 1.0).expect("all-gather");
+                                (seen, v)
+                            })
+                        })
+                        .collect();
+                    hs.into_iter().map(|h| h.join().expect("rank thread")).collect()
+                });
+                let mut covered = vec![0; len];
+                got.iter().flat_map(|g| &g.0).for_each(|&i| covered[i] += 1);
+                assert!(covered.iter().all(|&c| c == 1), "n={n} len={len}: the own chunks do not tile the vector");
+                let marked: Vec<u32> = want[0].iter().map(|x| (x + 1.0).to_bits()).collect();
+                for (r, (_, gathered)) in got.iter().enumerate() {
+                    assert_eq!(gathered.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), marked, "n={n} len={len} rank {r} after the all-gather");
+                }
             }
         }
     }

@@ -71,7 +71,7 @@ pub fn train(data: &Dataset, cfg: &TrainConfig, dp: &DpConfig, watch: &mut dyn F
     let results: Vec<Result<ReplicaOut>> = std::thread::scope(|s| {
         let mut handles = Vec::new();
         for (rank, (backend, peer)) in opened.into_iter().zip(peers).enumerate() {
-            let plan = ReplicaPlan { rank, replicas: dp.replicas, data, cfg, buckets: buckets.clone(), overlap: dp.overlap, timeline_steps: dp.timeline_steps, origin, stop: &stop, events: tx.clone() };
+            let plan = ReplicaPlan { rank, replicas: dp.replicas, data, cfg, buckets: buckets.clone(), overlap: dp.overlap, shard_optimizer: dp.shard_optimizer, timeline_steps: dp.timeline_steps, origin, stop: &stop, events: tx.clone() };
             let h = std::thread::Builder::new().name(format!("replica {rank}")).spawn_scoped(s, move || match backend {
                 Opened::Cpu(pool) => pool.install(|| run_replica(&mut CpuBackend::new(), plan, peer)),
                 Opened::Gpu(mut g) => run_replica(&mut *g, plan, peer),

@@ -76,7 +76,7 @@ pub(super) fn summarize(dp: &DpConfig, cfg: &TrainConfig, model: &MlpConfig, buc
         for (r, (t, sync, idle)) in sync_and_idle(&all, k).into_iter().enumerate() {
             let s = &mut per_replica[r];
             s.data_s += t.data_end - t.start;
-            s.compute_s += (t.compute_end - t.data_end) + (t.end - t.reduced);
+            s.compute_s += (t.compute_end - t.data_end) + (t.updated - t.reduced);
             s.idle_s += idle;
             s.exposed_comm_s += sync - idle;
         }
@@ -117,7 +117,7 @@ pub(super) fn summarize(dp: &DpConfig, cfg: &TrainConfig, model: &MlpConfig, buc
 }
 
 /// Step `k` of every replica: its clock readings, the time from its backward's end to its
-/// gradients being reduced (sync), and the part of that spent waiting for the slowest
+/// gradients being reduced, plus a sharded step's all-gather (sync), and the part of that spent waiting for the slowest
 /// replica's backward (idle); the rest of sync is exposed communication.
 fn sync_and_idle(replicas: &[&[StepTimes]], k: usize) -> Vec<(StepTimes, f64, f64)> {
     let slowest = replicas.iter().map(|s| s[k].compute_end).fold(f64::MIN, f64::max);
@@ -125,7 +125,8 @@ fn sync_and_idle(replicas: &[&[StepTimes]], k: usize) -> Vec<(StepTimes, f64, f6
         .iter()
         .map(|s| {
             let t = s[k];
-            let sync = (t.reduced - t.compute_end).max(0.0);
+            // Sharded, the all-gather after the shard's update is synchronisation too.
+            let sync = (t.reduced - t.compute_end).max(0.0) + (t.end - t.updated).max(0.0);
             (t, sync, (slowest - t.compute_end).clamp(0.0, sync))
         })
         .collect()
@@ -147,17 +148,20 @@ pub fn timeline(dp: &DpConfig, global_batch: usize, replicas: &[ReplicaLanes<'_>
     let mut spans = Vec::new();
     let all: Vec<&[StepTimes]> = replicas.iter().map(|o| o.steps).collect();
     for k in 0..steps {
-        for (r, (t, sync, idle)) in sync_and_idle(&all, k).into_iter().enumerate() {
+        for (r, (t, _, idle)) in sync_and_idle(&all, k).into_iter().enumerate() {
             let lane = format!("replica {r}");
             spans.push(Span::new(&lane, "data", t.start, t.data_end));
             spans.push(Span::new(&lane, "compute", t.data_end, t.compute_end));
             if idle > 0.0 {
                 spans.push(Span::new(&lane, "idle", t.compute_end, t.compute_end + idle));
             }
-            if sync > idle {
+            if t.reduced > t.compute_end + idle {
                 spans.push(Span::new(&lane, "communication", t.compute_end + idle, t.reduced));
             }
-            spans.push(Span::new(&lane, "compute", t.reduced, t.end));
+            spans.push(Span::new(&lane, "compute", t.reduced, t.updated));
+            if t.end > t.updated {
+                spans.push(Span::new(&lane, "communication", t.updated, t.end));
+            }
         }
     }
     let horizon = replicas.first().and_then(|o| o.steps.get(steps.saturating_sub(1))).map(|t| t.end).unwrap_or(0.0);

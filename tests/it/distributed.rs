@@ -18,7 +18,7 @@ fn cfg(batch: usize) -> TrainConfig {
 }
 
 fn dp(replicas: usize, kind: ReplicaKind, bucket_cap_mb: f64, overlap: bool) -> DpConfig {
-    DpConfig { replicas, kind, bucket_cap_mb, overlap, link: None, timeline_steps: 8 }
+    DpConfig { replicas, kind, bucket_cap_mb, overlap, shard_optimizer: false, link: None, timeline_steps: 8 }
 }
 
 fn cpu(replicas: usize) -> DpConfig {
@@ -81,6 +81,30 @@ fn bucketing_and_overlap_change_no_result() {
     }
 }
 
+/// ZeRO-1 (each replica updates half the parameters between a reduce-scatter and an
+/// all-gather) trains the very bits of the plain all-reduce and full update, with one bucket or
+/// many, SGD or AdamW, sends the same bytes, and its timeline shows the all-gather after the
+/// shard's update.
+#[test]
+fn the_sharded_optimizer_step_trains_the_bits_of_the_full_step() {
+    let data = digits();
+    for c in [cfg(64), TrainConfig { optimizer: gpulab::nn::OptimizerKind::AdamW, lr: 0.01, weight_decay: 0.01, ..cfg(64) }] {
+        for cap in [25.0, 0.002] {
+            let plain = train(&data, &c, &dp(2, ReplicaKind::Cpu { threads: 1 }, cap, false));
+            let sharded = train(&data, &c, &DpConfig { shard_optimizer: true, ..dp(2, ReplicaKind::Cpu { threads: 1 }, cap, false) });
+            assert_eq!(bits(&plain.params), bits(&sharded.params), "{:?} cap {cap}", c.optimizer);
+            assert!(sharded.replicas_identical);
+            assert_eq!(sharded.bytes_sent_per_step, plain.bytes_sent_per_step, "the same bytes travel");
+            assert_eq!(sharded.val_accuracy, plain.val_accuracy);
+            for lane in ["replica 0", "replica 1"] {
+                let comm: Vec<_> = sharded.timeline.spans.iter().filter(|s| s.lane == lane && s.name == "communication").collect();
+                // Per step: the reduce-scatter (unless it hid entirely in idle) and the all-gather.
+                assert!(comm.len() >= sharded.timeline.spans.iter().filter(|s| s.lane == lane && s.name == "data").count(), "{lane}: {} communication spans", comm.len());
+            }
+        }
+    }
+}
+
 #[test]
 fn bad_settings_name_the_setting_and_the_limit() {
     let data = digits();
@@ -97,6 +121,8 @@ fn bad_settings_name_the_setting_and_the_limit() {
     refuse(&cfg(4096), &cpu(1), &["4096", "training samples"]);
     refuse(&cfg(64), &dp(1, ReplicaKind::Cpu { threads: 1 }, 0.0, false), &["bucket_cap_mb"]);
     refuse(&cfg(64), &dp(2, ReplicaKind::Cuda, 25.0, false), &["CUDA"]);
+    refuse(&cfg(64), &DpConfig { shard_optimizer: true, ..dp(2, ReplicaKind::Cpu { threads: 1 }, 25.0, true) }, &["shard_optimizer", "overlap=false"]);
+    refuse(&cfg(64), &DpConfig { shard_optimizer: true, ..dp(2, ReplicaKind::GpuDevices, 25.0, false) }, &["shard_optimizer", "kind=cpu"]);
     // Through the exercise's settings too.
     let ex = exercises::find("distributed").unwrap();
     let mut s = ex.settings();

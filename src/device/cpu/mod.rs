@@ -21,6 +21,9 @@ use crate::tensor::{AmpOps, BackendBase, BackendInfo, BackendKind, DType, Epilog
 
 pub use gemm_bf16::{Bf16Path, f16_path_name};
 pub use ops::PAR_THRESHOLD;
+/// The optimizer steps' arithmetic on host slices: exercise 6's sharded step (ZeRO-1) runs each
+/// replica's part of the update through the very function the full step uses, so its bits match.
+pub use ops::{adamw as adamw_host, sgd as sgd_host};
 pub use pool::drive;
 pub use tensor::CpuTensor;
 pub(crate) use tensor::Storage;

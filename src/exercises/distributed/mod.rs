@@ -67,7 +67,7 @@ fn plan(s: &Settings, mode: Mode, replicas: usize) -> Result<(DpConfig, usize)> 
         Mode::Weak => batch * replicas,
     };
     let link = cost::preset(&s.choice("link")?)?.map(|p| p.link);
-    let dp = DpConfig { replicas, kind: kind(s)?, bucket_cap_mb: s.float("bucket_cap_mb")?, overlap: s.bool("overlap")?, link, timeline_steps: 24 };
+    let dp = DpConfig { replicas, kind: kind(s)?, bucket_cap_mb: s.float("bucket_cap_mb")?, overlap: s.bool("overlap")?, shard_optimizer: s.bool("shard_optimizer")?, link, timeline_steps: 24 };
     Ok((dp, global))
 }
 
@@ -99,6 +99,7 @@ impl Exercise for Distributed {
             .add("scaling", "Scaling", "strong: the same global batch split N ways · weak: the same batch per replica, so the global batch grows with N · both", settings::choice("strong", &["strong", "weak", "both"]))
             .add("bucket_cap_mb", "Bucket cap (MiB)", "PyTorch DDP's bucket_cap_mb: gradients are all-reduced in buckets of at most this size (25 = one bucket for these models; try 0.05 to see overlap)", settings::float(25.0, 0.001, parallel::bucket::MAX_CAP_MB))
             .add("overlap", "Overlap", "All-reduce each bucket while backward computes the earlier layers", Value::Bool(true))
+            .add("shard_optimizer", "Sharded optimizer (ZeRO-1)", "Reduce-scatter the gradients, let each replica update its 1/N of the parameters, all-gather them: the same bytes as an all-reduce, 1/N of the update each (CPU replicas, overlap off)", Value::Bool(false))
             .add("link", "Interconnect", "measured: this machine's host transfers · or a simulated link (each message waits latency + bytes / bandwidth): pcie4, nvlink4, 100gbe, 10gbe", settings::choice("measured", &["measured", "pcie4", "nvlink4", "100gbe", "10gbe"]));
         let s = s
             .add("pipeline_stages", "Pipeline stages", "Pipeline parallel: the model's layers split over this many CPU stages of one thread each (0 = off; at most the layers and the cores)", settings::int(2, 0, parallel::MAX_REPLICAS as i64))
@@ -115,6 +116,7 @@ impl Exercise for Distributed {
         vec![
             Preset::new("weak scaling", "The same batch per replica, so the global batch grows with the replicas (strong scaling splits one batch)", &[("scaling", "weak")]),
             Preset::new("a slow network (10 GbE)", "Gradients all-reduced over a simulated 10 GbE link: communication dominates the step", &[("link", "10gbe")]),
+            Preset::new("ZeRO-1: sharded optimizer step", "Each replica updates only its 1/N of the parameters between a reduce-scatter and an all-gather, as DeepSpeed's ZeRO stage 1 does", &[("kind", "cpu"), ("overlap", "false"), ("shard_optimizer", "true")]),
             Preset::new("small buckets, overlapped", "50 KiB gradient buckets all-reduced while backward still runs, as DDP overlaps them", &[("bucket_cap_mb", "0.05"), ("overlap", "true")]),
         ]
     }

@@ -242,12 +242,24 @@ fn verdict(runs: &[Run], p: &Prov, s: &Settings) -> Result<Verdict> {
             let hidden = 1.0 - (big.split.exposed_comm_s / big.allreduce_s_per_step).min(1.0);
             v.evidence.push(format!("Overlap with {} buckets hid {} of the {:.2} ms all-reduce per step behind backward.", big.buckets, percent(hidden), big.allreduce_s_per_step * 1e3));
         }
+        if s.bool("shard_optimizer")? && big.replicas > 1 {
+            v.evidence.push(format!(
+                "The optimizer step was sharded (ZeRO-1): each of the {n} replicas updated its 1/{n} of the parameters between the gradients' reduce-scatter and the parameters' all-gather, and sent {:.1} KiB per step, as an all-reduce of S = {:.1} KiB does.",
+                big.bytes_sent_per_step / 1024.0,
+                big.grad_bytes as f64 / 1024.0,
+                n = big.replicas
+            ));
+        }
         let d_acc = (big.final_val_accuracy - base.final_val_accuracy) * 100.0;
         v.evidence.push(format!("Validation accuracy: {} with one replica, {} with {} ({d_acc:+.2} points).", percent(base.final_val_accuracy), percent(big.final_val_accuracy), big.replicas));
     }
     let ok: Vec<&DpReport> = runs.iter().filter_map(|r| r.result.as_ref().ok()).collect();
     if ok.iter().all(|r| r.replicas_identical) && ok.iter().any(|r| r.replicas > 1) {
-        v.evidence.push("Every replica ended with bit-identical weights: the averaged gradients kept them in step without ever sending weights.".into());
+        v.evidence.push(if s.bool("shard_optimizer")? {
+            "Every replica ended with bit-identical weights: each replica's updated part of them, all-gathered every step, kept them in step.".into()
+        } else {
+            "Every replica ended with bit-identical weights: the averaged gradients kept them in step without ever sending weights.".into()
+        });
     } else if ok.iter().any(|r| !r.replicas_identical) {
         summary.push("Replicas ended with DIFFERENT weights: the all-reduce did not give every replica the same sums.".into());
     }
