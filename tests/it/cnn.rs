@@ -10,7 +10,7 @@ use gpulab::nn::{ConvConfig, Mlp, MlpConfig, ModelKind, Optimizer, OptimizerKind
 use gpulab::tensor::{prelude::*, DType, ImageGeom, MemCategory as M, float16};
 use gpulab::train::{NullSink, TrainConfig, TrainEvent, train};
 
-use crate::common::{assert_close, random, with_gpu};
+use crate::common::{assert_close, backend_tests, random};
 
 /// Odd sizes and channel counts, none a multiple of the workgroup; the last is large enough
 /// for the CPU's parallel path (over 2^15 elements).
@@ -184,32 +184,31 @@ fn cpu_max_pool_and_its_backward_match_a_direct_pool() {
     }
 }
 
-#[test]
-fn conv_kernels_match_the_cpu_on_odd_shapes() {
-    with_gpu("conv_kernels_match_the_cpu_on_odd_shapes", |gpu| {
-        let mut cpu = CpuBackend::new();
-        for (i, g) in GEOMS.into_iter().enumerate() {
-            let seed = 100 + 10 * i as u64;
-            let x = random(g.numel(), seed, -1.0, 1.0);
-            assert_eq!(im2col(gpu, &x, g), im2col(&mut cpu, &x, g), "im2col {g:?}");
-            for dt in [DType::F16, DType::BF16] {
-                match gpu.amp_unavailable(dt) {
-                    None => assert_eq!(bits(&im2col16(gpu, &x, g, dt)), bits(&im2col16(&mut cpu, &x, g, dt)), "{} im2col {g:?}", dt.name()),
-                    Some(why) => eprintln!("skipping the {} im2col: {why}", dt.name()),
-                }
-            }
-            let cols = random(g.numel() * 9, seed + 1, -1.0, 1.0);
-            assert_close(&format!("col2im {g:?}"), &col2im(gpu, &cols, g), &col2im(&mut cpu, &cols, g), 1e-6);
-            for x in [x, with_ties(g.numel(), seed + 2)] {
-                let (got, got_arg) = max_pool(gpu, &x, g);
-                let (want, want_arg) = max_pool(&mut cpu, &x, g);
-                assert_eq!((got, &got_arg), (want, &want_arg), "max_pool {g:?}");
-                let go = random(g.pooled().numel(), seed + 3, -1.0, 1.0);
-                assert_eq!(max_pool_backward(gpu, &go, &got_arg, g), max_pool_backward(&mut cpu, &go, &want_arg, g), "max_pool_backward {g:?}");
+fn conv_kernels_match_the_cpu_on_odd_shapes<B: Backend>(gpu: &mut B) {
+    let mut cpu = CpuBackend::new();
+    for (i, g) in GEOMS.into_iter().enumerate() {
+        let seed = 100 + 10 * i as u64;
+        let x = random(g.numel(), seed, -1.0, 1.0);
+        assert_eq!(im2col(gpu, &x, g), im2col(&mut cpu, &x, g), "im2col {g:?}");
+        for dt in [DType::F16, DType::BF16] {
+            match gpu.amp_unavailable(dt) {
+                None => assert_eq!(bits(&im2col16(gpu, &x, g, dt)), bits(&im2col16(&mut cpu, &x, g, dt)), "{} im2col {g:?}", dt.name()),
+                Some(why) => eprintln!("skipping the {} im2col: {why}", dt.name()),
             }
         }
-    });
+        let cols = random(g.numel() * 9, seed + 1, -1.0, 1.0);
+        assert_close(&format!("col2im {g:?}"), &col2im(gpu, &cols, g), &col2im(&mut cpu, &cols, g), 1e-6);
+        for x in [x, with_ties(g.numel(), seed + 2)] {
+            let (got, got_arg) = max_pool(gpu, &x, g);
+            let (want, want_arg) = max_pool(&mut cpu, &x, g);
+            assert_eq!((got, &got_arg), (want, &want_arg), "max_pool {g:?}");
+            let go = random(g.pooled().numel(), seed + 3, -1.0, 1.0);
+            assert_eq!(max_pool_backward(gpu, &go, &got_arg, g), max_pool_backward(&mut cpu, &go, &want_arg, g), "max_pool_backward {g:?}");
+        }
+    }
 }
+
+backend_tests!([gpu, cuda] conv_kernels_match_the_cpu_on_odd_shapes);
 
 /// A CNN small enough to check every gradient by finite differences: 5×4 images of 2
 /// channels, convolutions →3 →4, a hidden layer of 6, 3 classes, 3 samples.
@@ -302,18 +301,17 @@ fn losses<B: Backend>(b: &mut B, data: &data::Dataset, cfg: &TrainConfig) -> Vec
     seen
 }
 
-#[test]
-fn cnn_first_training_steps_agree_on_cpu_and_gpu() {
-    with_gpu("cnn_first_training_steps_agree_on_cpu_and_gpu", |gpu| {
-        let data = data::load(&"shapes:res=12,channels=3,n=200".parse::<DatasetSpec>().unwrap(), 4).unwrap();
-        let cfg = cnn_config(1, 1);
-        let want = losses(&mut CpuBackend::new(), &data, &cfg);
-        let got = losses(gpu, &data, &cfg);
-        assert_eq!(got.len(), want.len());
-        let first: Vec<f32> = want.iter().take(5).map(|&l| l as f32).collect();
-        assert_close("first CNN losses", &got.iter().take(5).map(|&l| l as f32).collect::<Vec<_>>(), &first, 1e-4);
-    });
+fn cnn_first_training_steps_agree_with_the_cpu<B: Backend>(gpu: &mut B) {
+    let data = data::load(&"shapes:res=12,channels=3,n=200".parse::<DatasetSpec>().unwrap(), 4).unwrap();
+    let cfg = cnn_config(1, 1);
+    let want = losses(&mut CpuBackend::new(), &data, &cfg);
+    let got = losses(gpu, &data, &cfg);
+    assert_eq!(got.len(), want.len());
+    let first: Vec<f32> = want.iter().take(5).map(|&l| l as f32).collect();
+    assert_close("first CNN losses", &got.iter().take(5).map(|&l| l as f32).collect::<Vec<_>>(), &first, 1e-4);
 }
+
+backend_tests!([gpu, cuda] cnn_first_training_steps_agree_with_the_cpu);
 
 #[test]
 fn a_short_cnn_run_learns_shapes_well_above_chance() {
@@ -352,24 +350,28 @@ fn cnn_trains_under_autocast_as_well_as_in_fp32_on_cpu() {
     check_autocast_cnn(&mut CpuBackend::new(), "cpu");
 }
 
-#[test]
-fn cnn_trains_under_autocast_as_well_as_in_fp32_on_gpu() {
-    with_gpu("cnn_trains_under_autocast_as_well_as_in_fp32_on_gpu", |gpu| check_autocast_cnn(gpu, "gpu"));
+fn cnn_trains_under_autocast_as_well_as_in_fp32<B: Backend>(b: &mut B) {
+    let name = b.info().kind.name().to_string();
+    check_autocast_cnn(b, &name);
 }
 
-#[test]
-fn autocast_cnn_first_steps_agree_on_cpu_and_gpu() {
-    with_gpu("autocast_cnn_first_steps_agree_on_cpu_and_gpu", |gpu| {
-        let data = data::load(&"shapes:res=12,channels=3,n=200".parse::<DatasetSpec>().unwrap(), 4).unwrap();
-        let cfg = TrainConfig { amp: gpulab::nn::AmpConfig::new(Precision::BF16), ..cnn_config(1, 1) };
-        let want = losses(&mut CpuBackend::new(), &data, &cfg);
-        let got = losses(gpu, &data, &cfg);
-        assert_eq!(got.len(), want.len());
-        let first = |l: &[f64]| l.iter().take(5).map(|&v| v as f32).collect::<Vec<_>>();
-        // bf16 keeps 8 bits: the two backends sum the same rounded products in other orders.
-        assert_close("first autocast CNN losses", &first(&got), &first(&want), 1e-2);
-    });
+backend_tests!([gpu, cuda] cnn_trains_under_autocast_as_well_as_in_fp32);
+
+fn autocast_cnn_first_steps_agree_with_the_cpu<B: Backend>(gpu: &mut B) {
+    let data = data::load(&"shapes:res=12,channels=3,n=200".parse::<DatasetSpec>().unwrap(), 4).unwrap();
+    let cfg = TrainConfig { amp: gpulab::nn::AmpConfig::new(Precision::BF16), ..cnn_config(1, 1) };
+    if let Some(why) = gpu.amp_unavailable(DType::BF16) {
+        return eprintln!("skipping the bf16 CNN: {why}");
+    }
+    let want = losses(&mut CpuBackend::new(), &data, &cfg);
+    let got = losses(gpu, &data, &cfg);
+    assert_eq!(got.len(), want.len());
+    let first = |l: &[f64]| l.iter().take(5).map(|&v| v as f32).collect::<Vec<_>>();
+    // bf16 keeps 8 bits: the two backends sum the same rounded products in other orders.
+    assert_close("first autocast CNN losses", &first(&got), &first(&want), 1e-2);
 }
+
+backend_tests!([gpu, cuda] autocast_cnn_first_steps_agree_with_the_cpu);
 
 #[test]
 fn cnn_flops_and_parameters_count_the_convolutions() {

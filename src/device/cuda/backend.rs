@@ -273,14 +273,6 @@ impl QuantOps for CudaBackend {
     }
 }
 
-/// The CNN's convolution ops are not built on CUDA yet: the family's defaults refuse each op
-/// by name with this reason.
-impl crate::tensor::ConvOps for CudaBackend {
-    fn conv_unavailable(&self) -> Option<String> {
-        Some("the CNN's convolution ops (im2col, col2im, max_pool) are not built on the CUDA backend yet; train the CNN with --backend cpu or gpu".into())
-    }
-}
-
 impl Telemetry for CudaBackend {
     /// The sum of each flushed step's span between two CUDA events (first op → flush).
     fn take_busy_seconds(&mut self) -> Result<Option<f64>> {

@@ -1,4 +1,4 @@
-//! The CUDA kernels: shaders/cuda/{core,amp}.cu, each file compiled by NVRTC the first time one
+//! The CUDA kernels: shaders/cuda/{core,amp,conv}.cu, each file compiled by NVRTC the first time one
 //! of its kernels runs and cached on disk (the PTX text, through `cache.rs`) per GPU, driver and
 //! source hash, so later runs skip NVRTC and only the driver's PTX→SASS step remains (which the
 //! driver caches itself).
@@ -12,8 +12,13 @@ use crate::cache::{CacheKey, DiskCache};
 use crate::error::{Error, Result};
 use crate::tensor::BackendInfo;
 
-/// The source files, in `Kernel::source` order.
-const SOURCES: [(&str, &str); 2] = [("core.cu", include_str!("../../../shaders/cuda/core.cu")), ("amp.cu", include_str!("../../../shaders/cuda/amp.cu"))];
+/// The source files, in `Kernel::source` order; amp.cu and conv.cu each behind float16.cuh (the
+/// 16-bit rounding both use), as NVRTC compiles one text per module.
+const SOURCES: [(&str, &str); 3] = [
+    ("core.cu", include_str!("../../../shaders/cuda/core.cu")),
+    ("amp.cu", concat!(include_str!("../../../shaders/cuda/float16.cuh"), include_str!("../../../shaders/cuda/amp.cu"))),
+    ("conv.cu", concat!(include_str!("../../../shaders/cuda/float16.cuh"), include_str!("../../../shaders/cuda/conv.cu"))),
+];
 /// Threads of the single-block reductions (REDUCE_THREADS in core.cu).
 pub(super) const REDUCE_THREADS: u32 = 256;
 
@@ -42,10 +47,15 @@ pub enum Kernel {
     ScaleByLossScale,
     AmpUpdate,
     ScalerUpdate,
+    Im2col,
+    Im2col16,
+    Col2im,
+    MaxPool,
+    MaxPoolBackward,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 22] = [
+    pub const ALL: [Kernel; 27] = [
         Kernel::BiasAdd,
         Kernel::Relu,
         Kernel::ReluBackward,
@@ -68,6 +78,11 @@ impl Kernel {
         Kernel::ScaleByLossScale,
         Kernel::AmpUpdate,
         Kernel::ScalerUpdate,
+        Kernel::Im2col,
+        Kernel::Im2col16,
+        Kernel::Col2im,
+        Kernel::MaxPool,
+        Kernel::MaxPoolBackward,
     ];
 
     pub fn name(self) -> &'static str {
@@ -94,13 +109,20 @@ impl Kernel {
             Kernel::ScaleByLossScale => "scale_by_loss_scale",
             Kernel::AmpUpdate => "amp_update",
             Kernel::ScalerUpdate => "scaler_update",
+            Kernel::Im2col => "im2col",
+            Kernel::Im2col16 => "im2col16",
+            Kernel::Col2im => "col2im",
+            Kernel::MaxPool => "max_pool",
+            Kernel::MaxPoolBackward => "max_pool_backward",
         }
     }
 
-    /// Which of `SOURCES` holds it: amp.cu for the mixed-precision family, else core.cu.
+    /// Which of `SOURCES` holds it: amp.cu for the mixed-precision family, conv.cu for the
+    /// convolution ops, else core.cu.
     fn source(self) -> usize {
         match self {
             Kernel::CastTo16 | Kernel::CastFrom16 | Kernel::Epilogue16 | Kernel::UnscaleCheck | Kernel::SumCols16 | Kernel::ScaleByLossScale | Kernel::AmpUpdate | Kernel::ScalerUpdate => 1,
+            Kernel::Im2col | Kernel::Im2col16 | Kernel::Col2im | Kernel::MaxPool | Kernel::MaxPoolBackward => 2,
             _ => 0,
         }
     }

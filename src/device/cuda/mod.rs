@@ -1,4 +1,4 @@
-//! The CUDA slot. With the `cuda` feature: the real backend (backend.rs, core.rs, amp.rs, kernels.rs,
+//! The CUDA slot. With the `cuda` feature: the real backend (backend.rs, core.rs, amp.rs, conv.rs, kernels.rs,
 //! blas.rs) over cudarc, which loads the driver, NVRTC and cuBLAS at run time, so the build
 //! needs no CUDA toolkit. Without it: an uninhabited `CudaBackend` (candle's dummy backend
 //! pattern, stub.rs) so every `match` over engines is written once, and opening it says how to
@@ -25,6 +25,8 @@ mod amp;
 mod backend;
 #[cfg(feature = "cuda")]
 mod blas;
+#[cfg(feature = "cuda")]
+mod conv;
 #[cfg(feature = "cuda")]
 mod core;
 #[cfg(feature = "cuda")]
