@@ -203,6 +203,16 @@ pub fn bench_matmul_on<B: Backend>(b: &mut B, variant: &str, sizes: &[usize], dt
                 rows.push(row);
             }
         }
+        if dtypes.contains(&MatmulDType::Int8) {
+            match b.quant_unavailable() {
+                None => {
+                    let row = super::matmul_i8::row_checked(b, n, runs)?;
+                    on_row(&row);
+                    rows.push(row);
+                }
+                Some(why) => eprintln!("note: {} times no int8: {why}", b.info().label()),
+            }
+        }
     }
     Ok(rows)
 }

@@ -55,9 +55,23 @@ pub fn rows_i8(n: usize, runs: usize, cpu: bool, gpu: Option<&mut GpuBackend>, o
         push(MatmulRow { backend: cpu_b.info().label(), variant: kernel, dtype: "int8".into(), software: false, n, gflops: flops / cpu_s / 1e9, median_s: cpu_s, runs, max_rel_err: err });
     }
     if let Some(g) = gpu {
-        let (s, out) = time_matmul_i8(g, &a, &bm, n, runs)?;
-        let err = max_rel_err(&out, &reference)?;
-        push(MatmulRow { backend: g.info().label(), variant: g.int8_kernel().unwrap_or_default(), dtype: "int8".into(), software: g.info().software, n, gflops: flops / s / 1e9, median_s: s, runs, max_rel_err: err });
+        push(row_on(g, &a, &bm, &reference, n, runs)?);
     }
     Ok(rows)
+}
+
+/// The int8 row of backend `b` for one size (CUDA's comes from `bench_matmul_on`), checked
+/// against the CPU's `reference` product of `a` and `bm`.
+pub fn row_on<B: Backend>(b: &mut B, a: &[i8], bm: &[i8], reference: &[i32], n: usize, runs: usize) -> Result<MatmulRow> {
+    let (s, out) = time_matmul_i8(b, a, bm, n, runs)?;
+    let err = max_rel_err(&out, reference)?;
+    let info = b.info();
+    Ok(MatmulRow { backend: info.label(), variant: b.int8_kernel().unwrap_or_default(), dtype: "int8".into(), software: info.software, n, gflops: 2.0 * (n as f64).powi(3) / s / 1e9, median_s: s, runs, max_rel_err: err })
+}
+
+/// `row_on` with its own CPU reference.
+pub fn row_checked<B: Backend>(b: &mut B, n: usize, runs: usize) -> Result<MatmulRow> {
+    let (a, bm) = (random_i8(n * n, 1), random_i8(n * n, 2));
+    let (_, reference) = time_matmul_i8(&mut CpuBackend::new(), &a, &bm, n, 1)?;
+    row_on(b, &a, &bm, &reference, n, runs)
 }

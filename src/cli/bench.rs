@@ -131,9 +131,6 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
     };
     let mut rows = if cpu || gpu.is_some() { bench::bench_matmul(&a.sizes, &a.dtype, a.runs, cpu, gpu.as_deref_mut(), print) } else { Ok(Vec::new()) };
     if let (Ok(done), Some(c)) = (&mut rows, cuda.as_mut()) {
-        if a.dtype.contains(&MatmulDType::Int8) {
-            eprintln!("note: int8 GEMM is not built on the CUDA backend yet; CUDA times f32 and f16 only");
-        }
         // TF32 (tensor cores, 10-bit mantissas) is opt-in: timed as its own f32 row, so its
         // speed and its larger error are both shown.
         let tf32_was = c.tf32();

@@ -7,7 +7,7 @@ use gpulab::device::CpuBackend;
 use gpulab::tensor::{prelude::*, DType, Dequant, MemCategory as M, QuantGranularity, matmul_i8_dequant_unfused};
 use rand::{Rng, SeedableRng};
 
-use crate::common::{random, with_gpu};
+use crate::common::{backend_tests, cuda, random, with_gpu};
 
 fn random_i8(n: usize, seed: u64) -> Vec<i8> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
@@ -68,20 +68,19 @@ fn cpu_int8_gemm_is_exact_on_both_kernels() {
     }
 }
 
-#[test]
-fn gpu_int8_gemm_equals_the_cpu_exactly() {
-    with_gpu("gpu_int8_gemm_equals_the_cpu_exactly", |gpu| {
-        let mut cpu = CpuBackend::new();
-        for (s, &(m, n, k)) in SHAPES.iter().enumerate() {
-            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-                let (a, b) = (random_i8(m * k, s as u64), random_i8(k * n, 100 + s as u64));
-                let want = matmul_i8(&mut cpu, &a, &b, (m, n, k), ta, tb);
-                assert_eq!(want, naive(&a, &b, (m, n, k), ta, tb));
-                assert_eq!(matmul_i8(gpu, &a, &b, (m, n, k), ta, tb), want, "gpu {m}x{n}x{k} ta={ta} tb={tb}");
-            }
+fn int8_gemm_equals_the_cpu_exactly<B: Backend>(gpu: &mut B) {
+    let mut cpu = CpuBackend::new();
+    for (s, &(m, n, k)) in SHAPES.iter().enumerate() {
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            let (a, b) = (random_i8(m * k, s as u64), random_i8(k * n, 100 + s as u64));
+            let want = matmul_i8(&mut cpu, &a, &b, (m, n, k), ta, tb);
+            assert_eq!(want, naive(&a, &b, (m, n, k), ta, tb));
+            assert_eq!(matmul_i8(gpu, &a, &b, (m, n, k), ta, tb), want, "{} {m}x{n}x{k} ta={ta} tb={tb}", gpu.info().kind.name());
         }
-    });
+    }
 }
+
+backend_tests!([gpu, cuda] int8_gemm_equals_the_cpu_exactly);
 
 /// ±127 everywhere (the saturation bounds quantize produces): the largest sums, exact.
 #[test]
@@ -97,6 +96,7 @@ fn saturated_int8_sums_are_exact_on_every_backend() {
     with_gpu("saturated_int8_sums_are_exact_on_every_backend", |gpu| {
         assert_eq!(matmul_i8(gpu, &a, &b, (m, n, k), false, false), want);
     });
+    cuda::with("saturated_int8_sums_are_exact_on_every_backend", |c| assert_eq!(matmul_i8(c, &a, &b, (m, n, k), false, false), want));
 }
 
 /// (q, scales, dequantized) of `x` on `b`.
@@ -158,30 +158,29 @@ fn cpu_quantize_round_trips_within_half_a_step() {
     assert_eq!((q, s), (vec![0; 6], vec![1.0]), "an all-zero tensor");
 }
 
-#[test]
-fn gpu_quantize_matches_the_cpu() {
-    with_gpu("gpu_quantize_matches_the_cpu", |gpu| {
-        let mut cpu = CpuBackend::new();
-        for &(rows, cols) in &[(1, 1), (7, 5), (33, 17), (300, 10)] {
-            let x = weights(rows, cols, 5);
-            for g in [QuantGranularity::PerTensor, QuantGranularity::PerChannel] {
-                let what = format!("gpu {g:?} {rows}x{cols}");
-                let want = quantize(&mut cpu, &x, [rows, cols], g);
-                let got = quantize(gpu, &x, [rows, cols], g);
-                check_round_trip(&what, &x, cols, &got);
-                assert_eq!(got.1, want.1, "{what}: scales (max and one multiply are exact)");
-                for (i, (&a, &b)) in got.0.iter().zip(&want.0).enumerate() {
-                    // Only the division may differ in its last bit: a tie can move by one step.
-                    let s = want.1[if want.1.len() == 1 { 0 } else { i % cols }];
-                    let t = x[i] / s;
-                    let near_tie = (t - t.trunc()).abs() - 0.5;
-                    assert!(a == b || ((a as i32 - b as i32).abs() == 1 && near_tie.abs() < 1e-4), "{what}[{i}]: gpu {a}, cpu {b} ({t})");
-                }
-                crate::common::assert_close(&what, &got.2, &want.2, 0.0);
+fn quantize_matches_the_cpu<B: Backend>(gpu: &mut B) {
+    let mut cpu = CpuBackend::new();
+    for &(rows, cols) in &[(1, 1), (7, 5), (33, 17), (300, 10)] {
+        let x = weights(rows, cols, 5);
+        for g in [QuantGranularity::PerTensor, QuantGranularity::PerChannel] {
+            let what = format!("{} {g:?} {rows}x{cols}", gpu.info().kind.name());
+            let want = quantize(&mut cpu, &x, [rows, cols], g);
+            let got = quantize(gpu, &x, [rows, cols], g);
+            check_round_trip(&what, &x, cols, &got);
+            assert_eq!(got.1, want.1, "{what}: scales (max and one multiply are exact)");
+            for (i, (&a, &b)) in got.0.iter().zip(&want.0).enumerate() {
+                // Only the division may differ in its last bit: a tie can move by one step.
+                let s = want.1[if want.1.len() == 1 { 0 } else { i % cols }];
+                let t = x[i] / s;
+                let near_tie = (t - t.trunc()).abs() - 0.5;
+                assert!(a == b || ((a as i32 - b as i32).abs() == 1 && near_tie.abs() < 1e-4), "{what}[{i}]: gpu {a}, cpu {b} ({t})");
             }
+            crate::common::assert_close(&what, &got.2, &want.2, 0.0);
         }
-    });
+    }
 }
+
+backend_tests!([gpu, cuda] quantize_matches_the_cpu);
 
 #[test]
 fn dequantize_of_i32_accumulators_matches_on_every_backend() {
@@ -203,6 +202,7 @@ fn dequantize_of_i32_accumulators_matches_on_every_backend() {
     with_gpu("dequantize_of_i32_accumulators_matches_on_every_backend", |gpu| {
         assert_eq!(run(gpu, &a, &b, &scales, (m, n, k)), want);
     });
+    cuda::with("dequantize_of_i32_accumulators_matches_on_every_backend", |c| assert_eq!(run(c, &a, &b, &scales, (m, n, k)), want));
 }
 
 #[test]
@@ -211,10 +211,12 @@ fn i8_tensors_round_trip_through_host_writes() {
     let mut cpu = CpuBackend::new();
     let t = i8_tensor(&mut cpu, &data, [1, data.len()]);
     assert_eq!(cpu.read_i8(&t).unwrap(), data);
-    with_gpu("i8_tensors_round_trip_through_host_writes", |gpu| {
-        let t = i8_tensor(gpu, &data, [1, data.len()]);
-        assert_eq!(gpu.read_i8(&t).unwrap(), data);
-    });
+    fn round_trip<B: Backend>(be: &mut B, data: &[i8]) -> Vec<i8> {
+        let t = i8_tensor(be, data, [1, data.len()]);
+        be.read_i8(&t).unwrap()
+    }
+    with_gpu("i8_tensors_round_trip_through_host_writes", |gpu| assert_eq!(round_trip(gpu, &data), data));
+    cuda::with("i8_tensors_round_trip_through_host_writes", |c| assert_eq!(round_trip(c, &data), data));
 }
 
 #[test]
@@ -246,11 +248,12 @@ fn quantize_with_given_scales_saturates_beyond_the_range() {
     assert!(want.iter().any(|&q| q.abs() == 127), "some values lie beyond a calibrated range");
     let cpu = run(&mut CpuBackend::new(), &x, &scales);
     assert_eq!(cpu, want);
-    with_gpu("quantize_with_given_scales_saturates_beyond_the_range", |gpu| {
-        let got = run(gpu, &x, &scales);
+    let check = |got: Vec<i8>| {
         let moved = got.iter().zip(&want).filter(|(a, b)| a != b).count();
         assert!(got.iter().zip(&want).all(|(&a, &b)| (a as i32 - b as i32).abs() <= 1) && moved <= 1, "gpu {got:?}\ncpu {want:?}");
-    });
+    };
+    with_gpu("quantize_with_given_scales_saturates_beyond_the_range", |gpu| check(run(gpu, &x, &scales)));
+    cuda::with("quantize_with_given_scales_saturates_beyond_the_range", |c| check(run(c, &x, &scales)));
 }
 
 /// The CPU's vectorised quantize (AVX-512 or AVX2 where the CPU has them, 16 values a step and
@@ -376,17 +379,16 @@ fn cpu_fused_int8_epilogue_equals_the_separate_ops_bit_for_bit() {
     }
 }
 
-#[test]
-fn gpu_fused_int8_epilogue_equals_the_separate_ops_and_the_cpu() {
-    with_gpu("gpu_fused_int8_epilogue_equals_the_separate_ops_and_the_cpu", |gpu| {
-        let mut cpu = CpuBackend::new();
-        each_fused_case(|what, a, b, dims, t, set, seed| {
-            let want = fused_bits(&mut cpu, true, a, b, dims, t, set, seed);
-            assert_eq!(fused_bits(gpu, true, a, b, dims, t, set, seed), want, "gpu fused vs cpu {what}");
-            assert_eq!(fused_bits(gpu, false, a, b, dims, t, set, seed), want, "gpu separate ops vs cpu {what}");
-        });
+fn fused_int8_epilogue_equals_the_separate_ops_and_the_cpu<B: Backend>(gpu: &mut B) {
+    let mut cpu = CpuBackend::new();
+    each_fused_case(|what, a, b, dims, t, set, seed| {
+        let want = fused_bits(&mut cpu, true, a, b, dims, t, set, seed);
+        assert_eq!(fused_bits(gpu, true, a, b, dims, t, set, seed), want, "fused vs cpu {what}");
+        assert_eq!(fused_bits(gpu, false, a, b, dims, t, set, seed), want, "separate ops vs cpu {what}");
     });
 }
+
+backend_tests!([gpu, cuda] fused_int8_epilogue_equals_the_separate_ops_and_the_cpu);
 
 /// Bad shapes and types are refused with an error that names the problem (no panic), the same
 /// on every backend; the output is left alone.
@@ -418,4 +420,5 @@ fn fused_int8_epilogue_refuses_bad_shapes_with_clear_errors() {
         assert!(err.contains("matmul_i8_dequant") && err.contains(want), "{err:?} should name the op and say {want:?}");
     }
     with_gpu("fused_int8_epilogue_refuses_bad_shapes_with_clear_errors", |gpu| assert_eq!(errors(gpu), cpu));
+    cuda::with("fused_int8_epilogue_refuses_bad_shapes_with_clear_errors", |c| assert_eq!(errors(c), cpu));
 }

@@ -13,7 +13,7 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DriverError,
 use super::blas::Blas;
 use super::kernels::Kernels;
 use crate::error::{Error, Result};
-use crate::tensor::{BackendBase, BackendInfo, BackendKind, DType, Ledger, MemCategory, MemoryReport, QuantOps, Shape, SharedLedger, Telemetry, TensorMeta, checks, memory_lock};
+use crate::tensor::{BackendBase, BackendInfo, BackendKind, DType, Ledger, MemCategory, MemoryReport, Shape, SharedLedger, Telemetry, TensorMeta, checks, memory_lock};
 
 /// The oldest driver accepted: the bindings are built for the CUDA 12.8 API (`cuda-12080`),
 /// and stream-ordered allocation needs 11.2; older 12.x drivers work for what is used here.
@@ -263,13 +263,6 @@ impl BackendBase for CudaBackend {
 
     fn info(&self) -> BackendInfo {
         self.info.clone()
-    }
-}
-
-/// int8 is not built on CUDA yet: the family's defaults refuse each op by name.
-impl QuantOps for CudaBackend {
-    fn quant_unavailable(&self) -> Option<String> {
-        Some("int8 is not built on the CUDA backend yet (cuBLASLt IMMA or __dp4a would run it); use --backend cpu or gpu".into())
     }
 }
 

@@ -18,7 +18,7 @@ pub(super) fn grid(n: u64) -> LaunchConfig {
 }
 
 /// The single block the fixed-order reductions run in.
-fn one_block() -> LaunchConfig {
+pub(super) fn one_block() -> LaunchConfig {
     LaunchConfig { grid_dim: (1, 1, 1), block_dim: (REDUCE_THREADS, 1, 1), shared_mem_bytes: 0 }
 }
 
@@ -33,7 +33,7 @@ impl CudaBackend {
         Ok(t)
     }
 
-    fn write_bytes(&mut self, t: &mut CudaTensor, bytes: &[u8]) -> Result<()> {
+    pub(super) fn write_bytes(&mut self, t: &mut CudaTensor, bytes: &[u8]) -> Result<()> {
         if bytes.len() != t.bytes() {
             return Err(Error::Internal(format!("write of {} bytes into a {}-byte CUDA tensor", bytes.len(), t.bytes())));
         }
@@ -44,7 +44,7 @@ impl CudaBackend {
     }
 
     /// The tensor's bytes, after everything queued before has run.
-    fn read_bytes(&mut self, t: &CudaTensor) -> Result<Vec<u8>> {
+    pub(super) fn read_bytes(&mut self, t: &CudaTensor) -> Result<Vec<u8>> {
         self.end_span()?;
         let mut out = vec![0u8; t.bytes()];
         if !out.is_empty() {

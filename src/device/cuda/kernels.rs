@@ -1,4 +1,4 @@
-//! The CUDA kernels: shaders/cuda/{core,amp,conv}.cu, each file compiled by NVRTC the first time one
+//! The CUDA kernels: shaders/cuda/{core,amp,conv,quant}.cu, each file compiled by NVRTC the first time one
 //! of its kernels runs and cached on disk (the PTX text, through `cache.rs`) per GPU, driver and
 //! source hash, so later runs skip NVRTC and only the driver's PTX→SASS step remains (which the
 //! driver caches itself).
@@ -12,13 +12,17 @@ use crate::cache::{CacheKey, DiskCache};
 use crate::error::{Error, Result};
 use crate::tensor::BackendInfo;
 
-/// The source files, in `Kernel::source` order; amp.cu and conv.cu each behind float16.cuh (the
-/// 16-bit rounding both use), as NVRTC compiles one text per module.
-const SOURCES: [(&str, &str); 3] = [
+/// The source files, in `Kernel::source` order; amp.cu, conv.cu and quant.cu each behind
+/// float16.cuh (the types and the 16-bit rounding), as NVRTC compiles one text per module.
+const SOURCES: [(&str, &str); 4] = [
     ("core.cu", include_str!("../../../shaders/cuda/core.cu")),
     ("amp.cu", concat!(include_str!("../../../shaders/cuda/float16.cuh"), include_str!("../../../shaders/cuda/amp.cu"))),
     ("conv.cu", concat!(include_str!("../../../shaders/cuda/float16.cuh"), include_str!("../../../shaders/cuda/conv.cu"))),
+    ("quant.cu", concat!(include_str!("../../../shaders/cuda/float16.cuh"), include_str!("../../../shaders/cuda/quant.cu"))),
 ];
+/// quant.cu's source index: compiled for compute capability 6.1 where the GPU has it, so the
+/// int8 GEMM's `dot4` is the dp4a instruction (the default target predates it).
+const QUANT_SOURCE: usize = 3;
 /// Threads of the single-block reductions (REDUCE_THREADS in core.cu).
 pub(super) const REDUCE_THREADS: u32 = 256;
 
@@ -52,10 +56,16 @@ pub enum Kernel {
     Col2im,
     MaxPool,
     MaxPoolBackward,
+    AbsmaxCols,
+    AbsmaxAll,
+    Quantize,
+    DequantizeI8,
+    DequantizeI32,
+    MatmulI8,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 27] = [
+    pub const ALL: [Kernel; 33] = [
         Kernel::BiasAdd,
         Kernel::Relu,
         Kernel::ReluBackward,
@@ -83,6 +93,12 @@ impl Kernel {
         Kernel::Col2im,
         Kernel::MaxPool,
         Kernel::MaxPoolBackward,
+        Kernel::AbsmaxCols,
+        Kernel::AbsmaxAll,
+        Kernel::Quantize,
+        Kernel::DequantizeI8,
+        Kernel::DequantizeI32,
+        Kernel::MatmulI8,
     ];
 
     pub fn name(self) -> &'static str {
@@ -114,15 +130,22 @@ impl Kernel {
             Kernel::Col2im => "col2im",
             Kernel::MaxPool => "max_pool",
             Kernel::MaxPoolBackward => "max_pool_backward",
+            Kernel::AbsmaxCols => "absmax_cols",
+            Kernel::AbsmaxAll => "absmax_all",
+            Kernel::Quantize => "quantize",
+            Kernel::DequantizeI8 => "dequantize_i8",
+            Kernel::DequantizeI32 => "dequantize_i32",
+            Kernel::MatmulI8 => "matmul_i8",
         }
     }
 
     /// Which of `SOURCES` holds it: amp.cu for the mixed-precision family, conv.cu for the
-    /// convolution ops, else core.cu.
+    /// convolution ops, quant.cu for int8, else core.cu.
     fn source(self) -> usize {
         match self {
             Kernel::CastTo16 | Kernel::CastFrom16 | Kernel::Epilogue16 | Kernel::UnscaleCheck | Kernel::SumCols16 | Kernel::ScaleByLossScale | Kernel::AmpUpdate | Kernel::ScalerUpdate => 1,
             Kernel::Im2col | Kernel::Im2col16 | Kernel::Col2im | Kernel::MaxPool | Kernel::MaxPoolBackward => 2,
+            Kernel::AbsmaxCols | Kernel::AbsmaxAll | Kernel::Quantize | Kernel::DequantizeI8 | Kernel::DequantizeI32 | Kernel::MatmulI8 => QUANT_SOURCE,
             _ => 0,
         }
     }
@@ -130,6 +153,7 @@ impl Kernel {
 
 /// The modules, each compiled on first use, and each function loaded from them once.
 pub struct Kernels {
+    cc: (i32, i32),
     cache_keys: [CacheKey; SOURCES.len()],
     modules: [Option<Arc<CudaModule>>; SOURCES.len()],
     functions: [Option<CudaFunction>; Kernel::ALL.len()],
@@ -138,7 +162,7 @@ pub struct Kernels {
 impl Kernels {
     pub fn new(info: &BackendInfo, (major, minor): (i32, i32)) -> Self {
         let key = |(file, src): (&str, &str)| CacheKey::new(&format!("cuda-ptx {file} crc32 {:08x} sm_{major}{minor}", crc32fast::hash(src.as_bytes())), info);
-        Kernels { cache_keys: SOURCES.map(key), modules: Default::default(), functions: Default::default() }
+        Kernels { cc: (major, minor), cache_keys: SOURCES.map(key), modules: Default::default(), functions: std::array::from_fn(|_| None) }
     }
 
     pub fn function(&mut self, ctx: &Arc<CudaContext>, k: Kernel) -> Result<CudaFunction> {
@@ -179,13 +203,18 @@ impl Kernels {
             ));
         }
         let (file, code) = SOURCES[src];
-        let opts = CompileOptions { name: Some(file.into()), ..Default::default() };
-        let ptx = cudarc::nvrtc::compile_ptx_with_opts(code, opts).map_err(|e| Error::Internal(format!("NVRTC could not compile shaders/cuda/{file}: {e}")))?.to_src();
+        let ptx = cudarc::nvrtc::compile_ptx_with_opts(code, options(src, self.cc)).map_err(|e| Error::Internal(format!("NVRTC could not compile shaders/cuda/{file}: {e}")))?.to_src();
         if let Some(c) = DiskCache::named("cuda-kernels.json") {
             let _ = c.put(&self.cache_keys[src], &ptx);
         }
         Ok(ptx)
     }
+}
+
+/// NVRTC's options for source `src` on a GPU of compute capability `cc`.
+fn options(src: usize, cc: (i32, i32)) -> CompileOptions {
+    let options = if src == QUANT_SOURCE && cc >= (6, 1) { vec!["--gpu-architecture=compute_61".to_string()] } else { Vec::new() };
+    CompileOptions { name: Some(SOURCES[src].0.into()), options, ..Default::default() }
 }
 
 #[cfg(test)]
@@ -203,11 +232,16 @@ mod tests {
             eprintln!("SKIPPED every_cuda_kernel_compiles_with_nvrtc: NVRTC (libnvrtc.so.12) was not found");
             return;
         }
-        for (i, (file, code)) in SOURCES.iter().enumerate() {
-            let opts = CompileOptions { name: Some((*file).into()), ..Default::default() };
-            let ptx = cudarc::nvrtc::compile_ptx_with_opts(code, opts).unwrap_or_else(|e| panic!("{file}: {e}")).to_src();
-            for k in Kernel::ALL.iter().filter(|k| k.source() == i) {
-                assert!(ptx.lines().any(|l| l.starts_with(".visible .entry") && l.contains(&format!(" {}(", k.name()))), "{file} defines no kernel {}", k.name());
+        // A GPU before and after dp4a (compute capability 6.1): quant.cu compiles both ways.
+        for cc in [(5, 2), (9, 0)] {
+            for (i, (file, code)) in SOURCES.iter().enumerate() {
+                let ptx = cudarc::nvrtc::compile_ptx_with_opts(code, options(i, cc)).unwrap_or_else(|e| panic!("{file} for sm_{}{}: {e}", cc.0, cc.1)).to_src();
+                for k in Kernel::ALL.iter().filter(|k| k.source() == i) {
+                    assert!(ptx.lines().any(|l| l.starts_with(".visible .entry") && l.contains(&format!(" {}(", k.name()))), "{file} defines no kernel {}", k.name());
+                }
+                if i == QUANT_SOURCE && cc >= (6, 1) {
+                    assert!(ptx.contains("dp4a"), "quant.cu for sm_{}{} does not use dp4a", cc.0, cc.1);
+                }
             }
         }
     }

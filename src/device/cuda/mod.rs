@@ -1,4 +1,4 @@
-//! The CUDA slot. With the `cuda` feature: the real backend (backend.rs, core.rs, amp.rs, conv.rs, kernels.rs,
+//! The CUDA slot. With the `cuda` feature: the real backend (backend.rs, core.rs, amp.rs, conv.rs, quant.rs, kernels.rs,
 //! blas.rs) over cudarc, which loads the driver, NVRTC and cuBLAS at run time, so the build
 //! needs no CUDA toolkit. Without it: an uninhabited `CudaBackend` (candle's dummy backend
 //! pattern, stub.rs) so every `match` over engines is written once, and opening it says how to
@@ -31,6 +31,8 @@ mod conv;
 mod core;
 #[cfg(feature = "cuda")]
 mod kernels;
+#[cfg(feature = "cuda")]
+mod quant;
 #[cfg(feature = "cuda")]
 pub use backend::{CudaBackend, CudaTensor, open, probe};
 
