@@ -232,9 +232,7 @@ impl Reducer {
             if i == last {
                 values.push(&mut vote);
             }
-            let t = Instant::now();
             peer.all_gather(&mut values, own, 1.0)?;
-            times.all_gather_s += t.elapsed().as_secs_f64();
         }
         // Every replica holds the owner's sum of the votes now (the vote rides with the values).
         self.stop_agreed = vote[0] > 0.0;
@@ -271,14 +269,13 @@ fn comm_thread(mut peer: RingPeer, jobs: Receiver<(Vec<f32>, f32)>, done: Sender
     peer
 }
 
-/// Where a sharded step's time went, summed over the buckets (seconds).
+/// Where a sharded step's time went before its all-gathers, summed over the buckets (seconds).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ShardTimes {
     /// In the reduce-scatters, waiting for the neighbours included.
     pub reduce_scatter_s: f64,
     /// In this replica's part of the optimizer step (the finishing pass's hook).
     pub update_s: f64,
-    pub all_gather_s: f64,
 }
 
 /// One parameter's value, gradient and optimizer state, in host memory the backend lends.

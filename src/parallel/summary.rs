@@ -117,8 +117,8 @@ pub(super) fn summarize(dp: &DpConfig, cfg: &TrainConfig, model: &MlpConfig, buc
 }
 
 /// Step `k` of every replica: its clock readings, the time from its backward's end to its
-/// gradients being reduced, plus a sharded step's all-gather (sync), and the part of that spent waiting for the slowest
-/// replica's backward (idle); the rest of sync is exposed communication.
+/// gradients being reduced plus a sharded step's all-gather (sync), and the part of that spent
+/// waiting for the slowest replica's backward (idle); the rest of sync is exposed communication.
 fn sync_and_idle(replicas: &[&[StepTimes]], k: usize) -> Vec<(StepTimes, f64, f64)> {
     let slowest = replicas.iter().map(|s| s[k].compute_end).fold(f64::MIN, f64::max);
     replicas

@@ -1,8 +1,7 @@
 //! The CNN's convolution ops on CUDA (`ConvOps`): shaders/cuda/conv.cu, one thread per output
 //! element; the convolution's GEMM is the backend's own cuBLAS matmul (matmul16 under autocast).
 
-use super::backend::CudaBackend;
-use super::backend::CudaTensor;
+use super::backend::{CudaBackend, CudaTensor};
 use super::core::{grid, u32_of};
 use super::kernels::Kernel;
 use crate::error::Result;
