@@ -213,16 +213,12 @@ impl Reducer {
                 grads.push(&mut vote);
             }
             let t = Instant::now();
-            let (own, update_s) = peer.reduce_scatter_with(&mut grads, inv, |at, mean, out| {
-                // A block lies inside one parameter (or is the vote, after the last one).
+            let update_s = peer.reduce_scatter(&mut grads, inv, |at, mean| {
+                // A block lies inside one parameter, or is the stop vote (finished where it
+                // lies, in `vote`, which the all-gather carries too).
                 let k = starts.partition_point(|&s| s <= at).saturating_sub(1);
-                match rest.get_mut(k).filter(|(v, _)| at < starts[k] + v.len()) {
-                    Some((value, state)) => {
-                        let r = at - starts[k]..at - starts[k] + mean.len();
-                        step_range(opt, step, value, mean, state, r.clone());
-                        out.copy_from_slice(&value[r]);
-                    }
-                    None => out.copy_from_slice(mean),
+                if let Some((value, state)) = rest.get_mut(k).filter(|(v, _)| at < starts[k] + v.len()) {
+                    step_range(opt, step, value, mean, state, at - starts[k]..at - starts[k] + mean.len());
                 }
             })?;
             times.reduce_scatter_s += t.elapsed().as_secs_f64() - update_s;
@@ -232,7 +228,7 @@ impl Reducer {
             if i == last {
                 values.push(&mut vote);
             }
-            peer.all_gather(&mut values, own, 1.0)?;
+            peer.all_gather(&mut values)?;
         }
         // Every replica holds the owner's sum of the votes now (the vote rides with the values).
         self.stop_agreed = vote[0] > 0.0;

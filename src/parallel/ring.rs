@@ -1,16 +1,25 @@
-//! Ring all-reduce, written by hand because it is the lesson: N ranks in a ring, each sending
-//! to the next and receiving from the previous. Reduce-scatter (N − 1 steps: each rank adds
-//! the partial sum it receives to its own chunk and passes it on) then all-gather (N − 1 steps:
-//! the finished chunks travel once round the ring). Each rank sends 2(N − 1)/N of the vector.
+//! Ring all-reduce, written by hand because it is the lesson: N ranks in a ring, each taking
+//! from the previous rank. Reduce-scatter (N − 1 steps: each rank adds the partial sum its
+//! neighbour holds to its own copy of that chunk) then all-gather (N − 1 steps: the finished
+//! chunks travel once round the ring). Each rank moves 2(N − 1)/N of the vector.
 //!
 //! Correct for any N and any length (chunk c is `[c·len/N, (c+1)·len/N)`, so chunks differ by
 //! at most one element and may be empty). The reduction order is fixed — chunk c is summed as
 //! `((g_c + g_{c+1}) + …) + g_{c−1}` whatever the threads' timing — so a run is bit-exact run
-//! to run. Messages travel over in-process channels (host staging); an optional simulated link
-//! holds each message for `latency + bytes / bandwidth` first, to show a slower interconnect.
+//! to run.
+//!
+//! The transport is shared memory, as NCCL's on one machine: the replicas are threads of one
+//! process, so a rank reads its neighbour's chunk where it lies (the gradient tensors on the
+//! CPU, the staged host buffer of a GPU replica) instead of receiving a copy — no buffer is
+//! filled, sent or copied back. Each rank publishes where its vector lies and how many steps
+//! it has finished; ranks move in lockstep with both neighbours, which is what keeps a chunk
+//! from being overwritten while the next rank still reads it (see `RingPeer::step`). An
+//! optional simulated link holds each step for `latency + bytes / bandwidth` first, to show a
+//! slower interconnect.
 
 use std::ops::Range;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError, channel};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -32,42 +41,62 @@ impl SimLink {
 /// How long a rank waits for its neighbour before it gives up (a replica that failed or hangs).
 pub const PEER_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// How long a rank polls for its neighbour's message before it sleeps. A sleeping thread takes
-/// tens of µs to wake on a VM (measured 40 µs a message on our 2-core VMs: a 1-element
-/// all-reduce took 81 µs), longer than most waits for a neighbour that is finishing its step.
+/// How long a rank spins on its neighbour's progress before it yields the core, and how long
+/// it yields before it sleeps between looks. A sleeping thread takes tens of µs to wake on a
+/// VM (40 µs a message on our 2-core VMs), longer than most waits for a neighbour that is
+/// finishing its step; a replica stuck for longer should not hold a core.
 const SPIN: Duration = Duration::from_micros(200);
+const YIELD: Duration = Duration::from_millis(5);
+const NAP: Duration = Duration::from_micros(200);
 
 /// Bytes and time this rank spent in all-reduce.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct CommStats {
     pub calls: u64,
+    /// Bytes this rank's neighbour took from it (what a link would carry).
     pub bytes_sent: u64,
     pub seconds: f64,
+}
+
+/// One segment of a rank's vector: its address and length, as the neighbour reads it.
+#[derive(Clone, Copy, Debug)]
+struct Seg {
+    addr: usize,
+    len: usize,
+}
+
+/// What a rank shows its neighbours.
+#[derive(Default)]
+struct Slot {
+    /// Steps this rank has finished, over all its calls (each call's first step publishes).
+    done: AtomicU64,
+    /// The rank is reading its previous neighbour's memory now.
+    reading: AtomicBool,
+    /// The rank has left the ring (an error, or its end dropped): its memory must not be read.
+    gone: AtomicBool,
+    /// The segments of the call in progress.
+    segs: Mutex<Vec<Seg>>,
 }
 
 /// One rank's end of the ring.
 pub struct RingPeer {
     pub rank: usize,
     pub n: usize,
-    to_next: Sender<Vec<f32>>,
-    from_prev: Receiver<Vec<f32>>,
+    slots: Arc<[Slot]>,
+    /// This rank's `done`, kept here too.
+    done: u64,
     link: Option<SimLink>,
     timeout: Duration,
     pub stats: CommStats,
-    /// Buffers earlier calls ended with, reused for a later call's first send: a fresh
-    /// megabyte-sized Vec per call costs page faults every time. A few, because the calls
-    /// alternate between gradient buckets and a few host values.
-    spares: Vec<Vec<f32>>,
+    /// This call's segments, and the previous rank's (buffers reused call to call).
+    mine: Vec<Seg>,
+    theirs: Vec<Seg>,
 }
 
 /// The N ends of a ring, rank order.
 pub fn ring(n: usize, link: Option<SimLink>) -> Vec<RingPeer> {
-    let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| channel::<Vec<f32>>()).unzip();
-    // Rank r receives on rxs[r]; rank r − 1 holds its sender.
-    rxs.into_iter()
-        .enumerate()
-        .map(|(rank, from_prev)| RingPeer { rank, n, to_next: txs[(rank + 1) % n].clone(), from_prev, link, timeout: PEER_TIMEOUT, stats: CommStats::default(), spares: Vec::new() })
-        .collect()
+    let slots: Arc<[Slot]> = (0..n).map(|_| Slot::default()).collect();
+    (0..n).map(|rank| RingPeer { rank, n, slots: slots.clone(), done: 0, link, timeout: PEER_TIMEOUT, stats: CommStats::default(), mine: Vec::new(), theirs: Vec::new() }).collect()
 }
 
 /// Chunk `c` of a vector of `len` elements cut into `n` near-equal chunks.
@@ -75,21 +104,98 @@ pub fn chunk(len: usize, n: usize, c: usize) -> Range<usize> {
     c * len / n..(c + 1) * len / n
 }
 
-/// Calls `f(piece, at)` for each piece of `range` of the concatenation of `segs`, in order, with
-/// `at` the piece's offset from `range.start`.
-fn pieces(segs: &mut [&mut [f32]], range: Range<usize>, mut f: impl FnMut(&mut [f32], usize)) {
-    let mut base = 0;
-    for seg in segs.iter_mut() {
-        let (lo, hi) = (base, base + seg.len());
-        base = hi;
-        let (a, b) = (range.start.max(lo), range.end.min(hi));
-        if a < b {
-            f(&mut seg[a - lo..b - lo], a - range.start);
+/// Calls `f(mine, theirs, len, at)` for each piece of `range` of two concatenations of
+/// segments, cut wherever a segment of either ends, `at` the piece's offset in the
+/// concatenation. Both must hold at least `range.end` elements.
+fn spans(mine: &[Seg], theirs: &[Seg], range: Range<usize>, mut f: impl FnMut(usize, usize, usize, usize)) {
+    let (mut a, mut b) = (Cursor::at(mine, range.start), Cursor::at(theirs, range.start));
+    let mut at = range.start;
+    while at < range.end {
+        let (Some(ma), Some(ta)) = (a.skip_empty(mine), b.skip_empty(theirs)) else { break };
+        let len = (mine[a.seg].len - a.off).min(theirs[b.seg].len - b.off).min(range.end - at);
+        f(ma, ta, len, at);
+        a.off += len;
+        b.off += len;
+        at += len;
+    }
+}
+
+/// A position in a concatenation of segments.
+struct Cursor {
+    seg: usize,
+    off: usize,
+}
+
+impl Cursor {
+    fn at(segs: &[Seg], pos: usize) -> Self {
+        let mut base = 0;
+        for (seg, s) in segs.iter().enumerate() {
+            if pos < base + s.len {
+                return Cursor { seg, off: pos - base };
+            }
+            base += s.len;
         }
-        if hi >= range.end {
-            break;
+        Cursor { seg: segs.len(), off: 0 }
+    }
+
+    /// The address of the element here, past any segment already used up.
+    fn skip_empty(&mut self, segs: &[Seg]) -> Option<usize> {
+        while self.seg < segs.len() && self.off == segs[self.seg].len {
+            self.seg += 1;
+            self.off = 0;
+        }
+        segs.get(self.seg).map(|s| s.addr + self.off * std::mem::size_of::<f32>())
+    }
+}
+
+/// Elements per block of the reduce-scatter's finishing pass: a few arrays of it stay in L1/L2.
+const BLOCK: usize = 2048;
+
+/// Leaves the ring cleanly when a call ends early (an error, or a panic unwinding): marks this
+/// rank gone, then waits until the next rank is not reading its memory, which the caller may
+/// free or overwrite as soon as the call returns.
+struct Leaving<'a> {
+    slots: &'a [Slot],
+    rank: usize,
+    armed: bool,
+}
+
+impl Drop for Leaving<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            leave(self.slots, self.rank);
         }
     }
+}
+
+fn leave(slots: &[Slot], rank: usize) {
+    slots[rank].gone.store(true, Ordering::SeqCst);
+    let next = &slots[(rank + 1) % slots.len()];
+    // The next rank checks `gone` after it says it is reading (both SeqCst), so either it
+    // saw `gone` and reads nothing, or this sees it reading and waits for the read to end.
+    while next.reading.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+}
+
+impl Drop for RingPeer {
+    fn drop(&mut self) {
+        leave(&self.slots, self.rank);
+    }
+}
+
+/// `addr..addr + len` elements of a published segment as a slice.
+///
+/// SAFETY: the range lies inside a segment published for the call in progress (`RingPeer::call`
+/// keeps its owner's borrow alive until every reader is done) and no rank writes it during
+/// this step (`RingPeer::step`'s lockstep).
+unsafe fn read_only<'a>(addr: usize, len: usize) -> &'a [f32] {
+    unsafe { std::slice::from_raw_parts(addr as *const f32, len) }
+}
+
+/// SAFETY: as `read_only`, and no other rank reads the range during this step either.
+unsafe fn writable<'a>(addr: usize, len: usize) -> &'a mut [f32] {
+    unsafe { std::slice::from_raw_parts_mut(addr as *mut f32, len) }
 }
 
 impl RingPeer {
@@ -113,109 +219,37 @@ impl RingPeer {
 
     /// `all_reduce_scaled` of the concatenation of `segs`, in place in each: a replica's
     /// gradient tensors, without staging them into one vector. The chunks are cut from the
-    /// concatenation, so the sums are those of the staged vector, bit for bit.
+    /// concatenation, so the sums are those of the one vector, bit for bit.
     pub fn all_reduce_segments(&mut self, segs: &mut [&mut [f32]], scale: f32) -> Result<()> {
-        if self.n > 1 {
-            // The all-gather passes on the unscaled sums the reduce-scatter ended with, each
-            // receiver scaling as it stores: one copy out of the data per call.
-            let (sums, _) = self.reduce_scatter_with(segs, scale, |_, _, _| {})?;
-            self.all_gather(segs, sums, scale)
-        } else {
-            let t0 = Instant::now();
-            if scale != 1.0 {
-                segs.iter_mut().for_each(|s| s.iter_mut().for_each(|d| *d *= scale));
-            }
-            self.count(t0);
-            Ok(())
-        }
+        let t0 = Instant::now();
+        self.call(segs, |p, len| {
+            p.reduce_scatter_steps(len, scale, &mut |_, _| {})?;
+            p.all_gather_steps(len)
+        })?;
+        self.count(t0, 0.0);
+        Ok(())
     }
 
     /// The first half of an all-reduce, with a hook for ZeRO-1. Afterwards this rank's own
     /// chunk of the concatenation of `segs` (`own_chunk`) holds the finished sums times
     /// `scale`, the bits `all_reduce_segments` stores there; the other chunks hold partial
     /// sums, not to be used. Block by block, as each block of the own chunk is finished (so
-    /// while it is in cache), `own(at, finished, out)` sees it: `at` its offset in the
-    /// concatenation, `finished` the block in `segs`, and `out` the same block of the returned
-    /// buffer, which holds the unscaled sums and may be overwritten (with the updated
-    /// parameters, for ZeRO-1). Returns that buffer, the one `all_gather` sends from, and the
-    /// seconds spent in `own`, which are not counted as communication.
-    pub fn reduce_scatter_with(&mut self, segs: &mut [&mut [f32]], scale: f32, mut own: impl FnMut(usize, &mut [f32], &mut [f32])) -> Result<(Vec<f32>, f64)> {
-        /// Elements per block of the finishing pass: a few arrays of it stay in L1/L2.
-        const BLOCK: usize = 2048;
+    /// while it is in cache), `own(at, finished)` sees it, `at` its offset in the
+    /// concatenation; a block never spans two segments. Returns the seconds spent in `own`,
+    /// which are not counted as communication.
+    pub fn reduce_scatter(&mut self, segs: &mut [&mut [f32]], scale: f32, mut own: impl FnMut(usize, &mut [f32])) -> Result<f64> {
         let t0 = Instant::now();
-        let finish = |sum: f32| if scale == 1.0 { sum } else { sum * scale };
-        let (n, r, len) = (self.n, self.rank, segs.iter().map(|s| s.len()).sum::<usize>());
-        let mut own_s = 0.0;
-        let own_range = self.own_chunk(len);
-        let mut carry: Option<Vec<f32>> = None;
-        if n == 1 {
-            // No neighbour: the own chunk is everything, and this rank's values are the sums.
-            let mut v = self.spare(len);
-            pieces(segs, 0..len, |part, _| v.extend_from_slice(part));
-            carry = Some(v);
-        }
-        // After step s, rank r holds the sum of s + 2 ranks' chunk r − s − 1. The chunk a rank
-        // sends is always the one it reduced (or received) the step before, so after the first
-        // send each received buffer travels on as it is.
-        for s in 0..n.saturating_sub(1) {
-            let out = match carry.take() {
-                Some(v) => v,
-                None => {
-                    let range = chunk(len, n, (r + n - s) % n);
-                    let mut v = self.spare(range.len());
-                    pieces(segs, range, |part, _| v.extend_from_slice(part));
-                    v
-                }
-            };
-            self.send(out)?;
-            let range = chunk(len, n, (r + 2 * n - s - 1) % n);
-            let mut got = self.recv(range.len())?;
-            if s + 2 < n {
-                pieces(segs, range, |part, at| got[at..][..part.len()].iter_mut().zip(part).for_each(|(g, d)| *g += *d));
-            }
-            carry = Some(got);
-        }
-        let mut got = carry.ok_or_else(|| Error::Internal("ring reduce-scatter: no chunk to pass on".into()))?;
-        // The last pass: chunk r + 1 is finished, stored and shown to `own`, block by block.
-        pieces(segs, own_range.clone(), |part, at| {
-            let len = part.len();
-            for (b, (dst, sums)) in part.chunks_mut(BLOCK).zip(got[at..][..len].chunks_mut(BLOCK)).enumerate() {
-                for (g, d) in sums.iter_mut().zip(dst.iter_mut()) {
-                    if n > 1 {
-                        *g += *d;
-                    }
-                    *d = finish(*g);
-                }
-                let t = Instant::now();
-                own(own_range.start + at + b * BLOCK, dst, sums);
-                own_s += t.elapsed().as_secs_f64();
-            }
-        });
-        self.stats.calls += 1;
-        self.stats.seconds += t0.elapsed().as_secs_f64() - own_s;
-        Ok((got, own_s))
+        let own_s = self.call(segs, |p, len| p.reduce_scatter_steps(len, scale, &mut own))?;
+        self.count(t0, own_s);
+        Ok(own_s)
     }
 
-    /// The second half: this rank's own chunk (`own`, as `reduce_scatter_with` returned it)
-    /// travels round the ring, each chunk stored times `scale` where it arrives, so every rank
-    /// ends with every rank's chunk in `segs`. Its own chunk in `segs` is left as it is.
-    pub fn all_gather(&mut self, segs: &mut [&mut [f32]], own: Vec<f32>, scale: f32) -> Result<()> {
+    /// The second half: each rank's own chunk of `segs` (as it left it after `reduce_scatter`)
+    /// travels round the ring, so every rank ends with every rank's chunk.
+    pub fn all_gather(&mut self, segs: &mut [&mut [f32]]) -> Result<()> {
         let t0 = Instant::now();
-        let finish = |v: f32| if scale == 1.0 { v } else { v * scale };
-        let (n, r, len) = (self.n, self.rank, segs.iter().map(|s| s.len()).sum::<usize>());
-        if own.len() != self.own_chunk(len).len() {
-            return Err(Error::Internal(format!("ring all-gather: replica {r} holds {} values for its chunk of {}", own.len(), self.own_chunk(len).len())));
-        }
-        let mut carry = own;
-        for s in 0..n - 1 {
-            self.send(carry)?;
-            let range = chunk(len, n, (r + n - s) % n);
-            let got = self.recv(range.len())?;
-            pieces(segs, range, |part, at| part.iter_mut().zip(&got[at..]).for_each(|(d, &g)| *d = finish(g)));
-            carry = got;
-        }
-        self.keep_spare(carry);
-        self.count(t0);
+        self.call(segs, |p, len| p.all_gather_steps(len))?;
+        self.count(t0, 0.0);
         Ok(())
     }
 
@@ -224,61 +258,162 @@ impl RingPeer {
         chunk(len, self.n, (self.rank + 1) % self.n)
     }
 
-    /// An empty buffer of at least `len` capacity, from the spares when one is big enough.
-    fn spare(&mut self, len: usize) -> Vec<f32> {
-        let mut v = match self.spares.iter().position(|b| b.capacity() >= len) {
-            Some(i) => self.spares.swap_remove(i),
-            None => Vec::with_capacity(len),
+    /// After step s, rank r holds the sum of s + 2 ranks' chunk r − s − 1, in place: it added
+    /// its own values to the partial sum the previous rank made of that chunk the step before.
+    /// The last step finishes chunk r + 1, block by block, each shown to `own`.
+    fn reduce_scatter_steps(&mut self, len: usize, scale: f32, own: &mut dyn FnMut(usize, &mut [f32])) -> Result<f64> {
+        let (n, r) = (self.n, self.rank);
+        let finish = |sum: f32| if scale == 1.0 { sum } else { sum * scale };
+        let mut own_s = 0.0;
+        let mut finishing = |m: &mut [f32], t: Option<&[f32]>, at: usize| {
+            for (b, block) in m.chunks_mut(BLOCK).enumerate() {
+                match t {
+                    Some(t) => block.iter_mut().zip(&t[b * BLOCK..]).for_each(|(m, t)| *m = finish(*t + *m)),
+                    None => block.iter_mut().for_each(|m| *m = finish(*m)),
+                }
+                let t0 = Instant::now();
+                own(at + b * BLOCK, block);
+                own_s += t0.elapsed().as_secs_f64();
+            }
         };
-        v.clear();
-        v
-    }
-
-    fn keep_spare(&mut self, v: Vec<f32>) {
-        self.spares.push(v);
-        if self.spares.len() > 4 {
-            let smallest = (0..self.spares.len()).min_by_key(|&i| self.spares[i].capacity()).unwrap_or(0);
-            self.spares.swap_remove(smallest);
+        if n == 1 {
+            // No neighbour: the own chunk is everything, and this rank's values are the sums.
+            // SAFETY: one rank, so no other thread sees its segments.
+            spans(&self.mine, &self.mine, 0..len, |m, _, l, at| finishing(unsafe { writable(m, l) }, None, at));
+            return Ok(own_s);
         }
+        for s in 0..n - 1 {
+            let range = chunk(len, n, (r + 2 * n - s - 1) % n);
+            let last = s + 2 == n;
+            self.step(range.len(), |mine, theirs| {
+                spans(mine, theirs, range, |m, t, l, at| {
+                    // SAFETY: chunk r − s − 1: the previous rank finished writing it the step
+                    // before and writes another now; the next rank reads another now.
+                    let (m, t) = unsafe { (writable(m, l), read_only(t, l)) };
+                    if last {
+                        finishing(m, Some(t), at);
+                    } else {
+                        m.iter_mut().zip(t).for_each(|(m, t)| *m = *t + *m);
+                    }
+                })
+            })?;
+        }
+        Ok(own_s)
     }
 
-    fn count(&mut self, t0: Instant) {
-        self.stats.calls += 1;
-        self.stats.seconds += t0.elapsed().as_secs_f64();
+    /// Step s: rank r copies chunk r − s, which the previous rank finished (s = 0) or copied
+    /// the step before.
+    fn all_gather_steps(&mut self, len: usize) -> Result<()> {
+        let (n, r) = (self.n, self.rank);
+        for s in 0..n.saturating_sub(1) {
+            let range = chunk(len, n, (r + n - s) % n);
+            self.step(range.len(), |mine, theirs| {
+                // SAFETY: as in the reduce-scatter: each rank writes one chunk per step, and
+                // never the one its next rank reads in that step.
+                spans(mine, theirs, range, |m, t, l, _| unsafe { writable(m, l).copy_from_slice(read_only(t, l)) })
+            })?;
+        }
+        Ok(())
     }
 
-    fn send(&mut self, part: Vec<f32>) -> Result<()> {
-        let bytes = std::mem::size_of_val(part.as_slice());
+    /// Runs one collective over `segs`: publishes where they lie (a step of its own, so the
+    /// next rank waits for it), runs `body`, then waits until the next rank has taken all it
+    /// needs from them, since the caller may change or free them once this returns. On an
+    /// error, or a panic, this rank leaves the ring (`Leaving`).
+    fn call<R>(&mut self, segs: &mut [&mut [f32]], body: impl FnOnce(&mut Self, usize) -> Result<R>) -> Result<R> {
+        self.mine.clear();
+        self.mine.extend(segs.iter_mut().map(|s| Seg { addr: s.as_mut_ptr() as usize, len: s.len() }));
+        let len = self.mine.iter().map(|s| s.len).sum();
+        if self.n == 1 {
+            return body(self, len);
+        }
+        let slots = self.slots.clone();
+        let mut leaving = Leaving { slots: &slots, rank: self.rank, armed: true };
+        {
+            // The next rank finished the last call (this rank waited for it), so it no longer
+            // looks at this slot.
+            let mut published = slots[self.rank].segs.lock().unwrap_or_else(|e| e.into_inner());
+            published.clear();
+            published.extend_from_slice(&self.mine);
+        }
+        self.finish_step();
+        let out = body(self, len)?;
+        self.wait((self.rank + 1) % self.n, self.done)?;
+        leaving.armed = false;
+        Ok(out)
+    }
+
+    /// One step of a call, moving `elements` from the previous rank: waits until both
+    /// neighbours have finished the step before — the previous rank's data for this step is
+    /// ready, and the next rank has taken what this step overwrites (each step writes a chunk
+    /// the next rank read in an earlier step, never the one it reads in this one) — then runs
+    /// `f(mine, theirs)` while this rank says it is reading.
+    fn step(&mut self, elements: usize, f: impl FnOnce(&[Seg], &[Seg])) -> Result<()> {
+        let (prev, next) = ((self.rank + self.n - 1) % self.n, (self.rank + 1) % self.n);
+        self.wait(prev, self.done)?;
+        self.wait(next, self.done)?;
+        let bytes = elements * std::mem::size_of::<f32>();
         if let Some(link) = self.link {
             std::thread::sleep(Duration::from_secs_f64(link.message_s(bytes)));
         }
+        let me = &self.slots[self.rank];
+        me.reading.store(true, Ordering::SeqCst);
+        if self.slots[prev].gone.load(Ordering::SeqCst) {
+            me.reading.store(false, Ordering::SeqCst);
+            return Err(self.peer_gone("previous"));
+        }
+        self.theirs.clear();
+        self.theirs.extend_from_slice(&self.slots[prev].segs.lock().unwrap_or_else(|e| e.into_inner()));
+        let (mine, theirs) = (self.mine.iter().map(|s| s.len).sum::<usize>(), self.theirs.iter().map(|s| s.len).sum::<usize>());
+        if mine != theirs {
+            me.reading.store(false, Ordering::SeqCst);
+            return Err(Error::Internal(format!("ring all-reduce: replica {} holds {mine} elements, replica {prev} {theirs} (the replicas disagree about the vector's length)", self.rank)));
+        }
+        f(&self.mine, &self.theirs);
+        me.reading.store(false, Ordering::SeqCst);
         self.stats.bytes_sent += bytes as u64;
-        self.to_next.send(part).map_err(|_| self.peer_gone("next"))
+        self.finish_step();
+        Ok(())
     }
 
-    fn recv(&mut self, want: usize) -> Result<Vec<f32>> {
-        let spin_until = Instant::now() + SPIN;
-        let polled = loop {
-            match self.from_prev.try_recv() {
-                Ok(v) => break Ok(v),
-                Err(TryRecvError::Disconnected) => break Err(RecvTimeoutError::Disconnected),
-                Err(TryRecvError::Empty) if Instant::now() < spin_until => std::hint::spin_loop(),
-                Err(TryRecvError::Empty) => break self.from_prev.recv_timeout(self.timeout),
+    fn finish_step(&mut self) {
+        self.done += 1;
+        self.slots[self.rank].done.store(self.done, Ordering::Release);
+    }
+
+    /// Waits until rank `who` has finished `target` steps: spinning, then yielding, then
+    /// napping; an error when it left the ring or took longer than the timeout.
+    fn wait(&self, who: usize, target: u64) -> Result<()> {
+        let slot = &self.slots[who];
+        let t0 = Instant::now();
+        loop {
+            if slot.done.load(Ordering::Acquire) >= target {
+                return Ok(());
             }
-        };
-        let got = polled.map_err(|e| match e {
-            RecvTimeoutError::Disconnected => self.peer_gone("previous"),
-            RecvTimeoutError::Timeout => Error::TrainingProcess(format!(
-                "replica {} waited {} s for replica {} in the all-reduce; a replica hangs or the replicas called all-reduce a different number of times",
-                self.rank,
-                self.timeout.as_secs(),
-                (self.rank + self.n - 1) % self.n
-            )),
-        })?;
-        if got.len() != want {
-            return Err(Error::Internal(format!("ring all-reduce: replica {} expected {want} elements, got {} (the replicas disagree about the vector's length)", self.rank, got.len())));
+            if slot.gone.load(Ordering::Acquire) {
+                return Err(self.peer_gone(if who == (self.rank + 1) % self.n { "next" } else { "previous" }));
+            }
+            let waited = t0.elapsed();
+            if waited > self.timeout {
+                return Err(Error::TrainingProcess(format!(
+                    "replica {} waited {} s for replica {who} in the all-reduce; a replica hangs or the replicas called all-reduce a different number of times",
+                    self.rank,
+                    self.timeout.as_secs()
+                )));
+            }
+            if waited < SPIN {
+                std::hint::spin_loop();
+            } else if waited < YIELD {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(NAP);
+            }
         }
-        Ok(got)
+    }
+
+    fn count(&mut self, t0: Instant, not_comm_s: f64) {
+        self.stats.calls += 1;
+        self.stats.seconds += t0.elapsed().as_secs_f64() - not_comm_s;
     }
 
     fn peer_gone(&self, which: &str) -> Error {
@@ -290,6 +425,20 @@ impl RingPeer {
 mod tests {
     use super::*;
 
+    /// Runs `f(peer, input)` for every rank of a ring on its own thread; returns every rank's
+    /// result, rank order.
+    fn on_ranks<I: Send, T: Send>(inputs: Vec<I>, f: impl Fn(RingPeer, I) -> T + Sync) -> Vec<T> {
+        let f = &f;
+        std::thread::scope(|s| {
+            let hs: Vec<_> = ring(inputs.len(), None).into_iter().zip(inputs).map(|(p, v)| s.spawn(move || f(p, v))).collect();
+            hs.into_iter().map(|h| h.join().expect("rank thread")).collect()
+        })
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
     /// Runs one all-reduce per rank on its own thread; returns every rank's result.
     fn reduce(inputs: Vec<Vec<f32>>) -> Vec<Vec<f32>> {
         reduce_scaled(inputs, 1.0, 1)
@@ -298,23 +447,13 @@ mod tests {
     /// `calls` scaled all-reduces per rank, each of the same inputs (the later calls reuse the
     /// ring's spare buffers); returns every rank's last result.
     fn reduce_scaled(inputs: Vec<Vec<f32>>, scale: f32, calls: usize) -> Vec<Vec<f32>> {
-        let peers = ring(inputs.len(), None);
-        std::thread::scope(|s| {
-            let hs: Vec<_> = peers
-                .into_iter()
-                .zip(inputs)
-                .map(|(mut p, v)| {
-                    s.spawn(move || {
-                        let mut out = v.clone();
-                        for _ in 0..calls {
-                            out.copy_from_slice(&v);
-                            p.all_reduce_scaled(&mut out, scale).expect("all-reduce");
-                        }
-                        out
-                    })
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().expect("rank thread")).collect()
+        on_ranks(inputs, |mut p, v| {
+            let mut out = v.clone();
+            for _ in 0..calls {
+                out.copy_from_slice(&v);
+                p.all_reduce_scaled(&mut out, scale).expect("all-reduce");
+            }
+            out
         })
     }
 
@@ -360,25 +499,15 @@ mod tests {
             let inputs: Vec<Vec<f32>> = (0..n).map(|r| (0..len).map(|i| ((i * 13 + r * 5) % 89) as f32 * 0.173 - 7.0).collect()).collect();
             let scale = 1.0 / n as f32;
             let want = reduce_scaled(inputs.clone(), scale, 1);
-            let peers = ring(n, None);
-            let got: Vec<Vec<f32>> = std::thread::scope(|s| {
-                let hs: Vec<_> = peers
-                    .into_iter()
-                    .zip(inputs)
-                    .map(|(mut p, mut v)| {
-                        s.spawn(move || {
-                            let (a, rest) = v.split_at_mut(100);
-                            let (empty, rest) = rest.split_at_mut(0);
-                            let (b, c) = rest.split_at_mut(1);
-                            p.all_reduce_segments(&mut [a, empty, b, c], scale).expect("all-reduce");
-                            v
-                        })
-                    })
-                    .collect();
-                hs.into_iter().map(|h| h.join().expect("rank thread")).collect()
+            let got = on_ranks(inputs, |mut p, mut v| {
+                let (a, rest) = v.split_at_mut(100);
+                let (empty, rest) = rest.split_at_mut(0);
+                let (b, c) = rest.split_at_mut(1);
+                p.all_reduce_segments(&mut [a, empty, b, c], scale).expect("all-reduce");
+                v
             });
             for (r, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert_eq!(g.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), w.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "n={n} rank {r}");
+                assert_eq!(bits(g), bits(w), "n={n} rank {r}");
             }
         }
     }
@@ -405,18 +534,16 @@ mod tests {
                                 let cut = v.len() / 3;
                                 let (a, b) = v.split_at_mut(cut);
                                 let mut seen = Vec::new();
-                                let (own, _) = p
-                                    .reduce_scatter_with(&mut [a, b], scale, |at, finished, out| {
-                                        for (i, (f, o)) in finished.iter_mut().zip(out.iter_mut()).enumerate() {
-                                            assert_eq!(f.to_bits(), want[at + i].to_bits(), "element {} of the own chunk", at + i);
-                                            seen.push(at + i);
-                                            *f += 1.0;
-                                            *o = *f;
-                                        }
-                                    })
-                                    .expect("reduce-scatter");
+                                p.reduce_scatter(&mut [a, b], scale, |at, finished| {
+                                    for (i, f) in finished.iter_mut().enumerate() {
+                                        assert_eq!(f.to_bits(), want[at + i].to_bits(), "element {} of the own chunk", at + i);
+                                        seen.push(at + i);
+                                        *f += 1.0;
+                                    }
+                                })
+                                .expect("reduce-scatter");
                                 let (a, b) = v.split_at_mut(cut);
-                                p.all_gather(&mut [a, b], own, 1.0).expect("all-gather");
+                                p.all_gather(&mut [a, b]).expect("all-gather");
                                 (seen, v)
                             })
                         })
@@ -458,22 +585,90 @@ mod tests {
 
     #[test]
     fn each_rank_sends_two_n_minus_one_over_n_of_the_vector() {
-        let peers = ring(4, None);
-        let stats: Vec<CommStats> = std::thread::scope(|s| {
-            let hs: Vec<_> = peers
-                .into_iter()
-                .map(|mut p| {
-                    s.spawn(move || {
-                        p.all_reduce(&mut vec![1.0; 400]).expect("all-reduce");
-                        p.stats
-                    })
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().expect("rank thread")).collect()
+        let stats = on_ranks(vec![(); 4], |mut p, ()| {
+            p.all_reduce(&mut vec![1.0; 400]).expect("all-reduce");
+            p.stats
         });
         for st in stats {
             assert_eq!(st.bytes_sent, 2 * 3 * 100 * 4);
         }
+    }
+
+    /// Hundreds of back-to-back calls, each rank rewriting its vector as soon as a call
+    /// returns: a rank that wrote a chunk before its neighbour had read it, or returned before
+    /// its neighbour was done with its memory, would leave a wrong sum somewhere.
+    #[test]
+    fn back_to_back_calls_never_read_a_rewritten_chunk() {
+        for n in 2..=4 {
+            let len = 4099;
+            let sums = on_ranks(vec![(); n], |mut p, ()| {
+                let mut v = vec![0.0f32; len];
+                (0..300).all(|call| {
+                    let value = |r: usize, j: usize| ((call * 7 + r * 3 + j) % 11) as f32;
+                    v.iter_mut().enumerate().for_each(|(j, x)| *x = value(p.rank, j));
+                    p.all_reduce(&mut v).expect("all-reduce");
+                    v.iter().enumerate().all(|(j, &x)| x == (0..n).map(|r| value(r, j)).sum::<f32>())
+                })
+            });
+            assert!(sums.iter().all(|&ok| ok), "n={n}: a call ended with a wrong sum on some rank: {sums:?}");
+        }
+    }
+
+    /// Ranks may cut the same vector into different segments: each reads its neighbour's
+    /// chunk across the neighbour's own cuts, and the sums stay the one vector's, bit for bit.
+    #[test]
+    fn ranks_with_different_cuts_reduce_as_the_one_vector() {
+        for n in 2..=4 {
+            let len = 97;
+            let inputs: Vec<Vec<f32>> = (0..n).map(|r| (0..len).map(|i| ((i * 17 + r * 3) % 61) as f32 * 0.311 - 9.0).collect()).collect();
+            let scale = 1.0 / n as f32;
+            let want = reduce_scaled(inputs.clone(), scale, 1);
+            let got = on_ranks(inputs, |mut p, mut v| {
+                // Rank r cuts at 1 + 13·r and 40 + r, so no two ranks cut alike.
+                let r = p.rank;
+                let (a, rest) = v.split_at_mut(1 + 13 * r);
+                let (b, c) = rest.split_at_mut(39 - 12 * r);
+                p.all_reduce_segments(&mut [a, b, c], scale).expect("all-reduce");
+                v
+            });
+            for (r, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(bits(g), bits(w), "n={n} rank {r}");
+            }
+        }
+    }
+
+    /// A rank whose vector is longer than its neighbour's gets an error naming both lengths;
+    /// the neighbour, whose own check fails too or who loses the rank, does not hang.
+    #[test]
+    fn ranks_that_disagree_about_the_length_fail_without_hanging() {
+        let errors = on_ranks(vec![10, 11], |p, len| {
+            let mut p = p.with_timeout(Duration::from_secs(10));
+            p.all_reduce(&mut vec![1.0; len]).expect_err("the lengths differ").to_string()
+        });
+        assert!(errors.iter().any(|e| e.contains("10") && e.contains("11") && e.contains("length")), "{errors:?}");
+    }
+
+    /// A rank that leaves between calls makes both its neighbours fail at once, not wait out
+    /// their timeout: its end says it is gone.
+    #[test]
+    fn a_rank_that_leaves_between_calls_stops_its_neighbours() {
+        let t0 = Instant::now();
+        let results = on_ranks(vec![(); 3], |p, ()| {
+            let mut p = p.with_timeout(Duration::from_secs(60));
+            let mut v = vec![1.0; 300];
+            p.all_reduce(&mut v)?;
+            assert_eq!(v, vec![3.0; 300]);
+            if p.rank == 2 {
+                return Ok(()); // drops its end
+            }
+            p.all_reduce(&mut v)
+        });
+        assert!(results[2].is_ok());
+        for r in 0..2 {
+            let e = results[r].as_ref().expect_err("its neighbour left").to_string();
+            assert!(e.contains(&format!("replica {r}")) && e.contains("neighbour"), "{e}");
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "the neighbours waited out their timeout");
     }
 
     #[test]
