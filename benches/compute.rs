@@ -231,9 +231,10 @@ fn distributed(quick: bool) {
     let cfg = TrainConfig { hidden: vec![512, 256], batch: 256, epochs: if quick { 1 } else { 3 }, lr: 0.05, log_every: 1000, ..Default::default() };
     let dp = |replicas, overlap, shard_optimizer| DpConfig { replicas, kind: ReplicaKind::Cpu { threads: 1 }, bucket_cap_mb: 25.0, overlap, shard_optimizer, link: None, timeline_steps: 0 };
     println!("Data parallel, MLP 784-512-256-10, global batch 256, CPU replicas × 1 thread (median of rounds, interleaved; speed-up derived)");
-    // 2 replicas with the all-reduce on a communication thread (overlap, the default), on the
-    // training thread (no thread beside the replicas on a 2-core machine), and inline with the
-    // optimizer step sharded (ZeRO-1: each replica updates half the parameters).
+    // 2 replicas with the all-reduce on a communication thread (overlap), on the training
+    // thread (inline, the exercise's default: no thread beside the replicas on a 2-core
+    // machine), and inline with the optimizer step sharded (ZeRO-1: each replica updates half
+    // the parameters).
     let runs = [(1, true, false, "1 replica"), (2, true, false, "2 replicas, overlap"), (2, false, false, "2 replicas, inline"), (2, false, true, "2 replicas, ZeRO-1")];
     let mut rate = vec![Vec::new(); runs.len()];
     let mut split = vec![Vec::new(); runs.len()];

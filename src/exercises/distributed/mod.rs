@@ -98,7 +98,7 @@ impl Exercise for Distributed {
             .add("threads_per_replica", "Threads per replica", "CPU replicas: threads each replica's GEMM and element-wise kernels use (replicas × threads must fit the cores)", settings::int(1, 1, 1024))
             .add("scaling", "Scaling", "strong: the same global batch split N ways · weak: the same batch per replica, so the global batch grows with N · both", settings::choice("strong", &["strong", "weak", "both"]))
             .add("bucket_cap_mb", "Bucket cap (MiB)", "PyTorch DDP's bucket_cap_mb: gradients are all-reduced in buckets of at most this size (25 = one bucket for these models; try 0.05 to see overlap)", settings::float(25.0, 0.001, parallel::bucket::MAX_CAP_MB))
-            .add("overlap", "Overlap", "All-reduce each bucket while backward computes the earlier layers", Value::Bool(true))
+            .add("overlap", "Overlap", "All-reduce each bucket on a communication thread while backward computes the earlier layers (off by default: on CPU replicas that use every core that thread takes a core from compute; try the small-buckets preset)", Value::Bool(false))
             .add("shard_optimizer", "Sharded optimizer (ZeRO-1)", "Reduce-scatter the gradients, let each replica update its 1/N of the parameters, all-gather them: the same bytes as an all-reduce, 1/N of the update each (CPU replicas, overlap off)", Value::Bool(false))
             .add("link", "Interconnect", "measured: this machine's host transfers · or a simulated link (each message waits latency + bytes / bandwidth): pcie4, nvlink4, 100gbe, 10gbe", settings::choice("measured", &["measured", "pcie4", "nvlink4", "100gbe", "10gbe"]));
         let s = s
