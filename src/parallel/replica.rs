@@ -70,7 +70,7 @@ pub struct ReplicaPlan<'a> {
     pub events: Sender<Msg>,
 }
 
-/// A measured link: per-message latency and bandwidth of this run's ring (host staging).
+/// A measured link: per-message latency and bandwidth of this run's ring (host memory).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct LinkProbe {
     pub latency_s: f64,
@@ -94,6 +94,9 @@ pub struct ReplicaOut {
     pub stopped_early: bool,
 }
 
+/// Gradient-sized all-reduces the probe times (after an untimed one); their median is used.
+pub const PROBE_CALLS: usize = 5;
+
 /// Times a few tiny and a few gradient-sized all-reduces before training: the ring's
 /// per-message latency and its bandwidth, measured on this machine (None for one replica).
 fn probe(peer: &mut RingPeer, elements: usize) -> Result<Option<LinkProbe>> {
@@ -110,15 +113,20 @@ fn probe(peer: &mut RingPeer, elements: usize) -> Result<Option<LinkProbe>> {
     }
     let latency_s = t.elapsed().as_secs_f64() / 20.0 / messages;
     let mut v = vec![0.0f32; elements.max(1)];
-    let t = Instant::now();
-    for _ in 0..3 {
-        peer.all_reduce(&mut v)?;
-    }
+    // One untimed: its writes fault the fresh vector's pages in, milliseconds on a VM that
+    // are not the link's (they made the measured bandwidth 20x too low).
+    peer.all_reduce(&mut v)?;
+    let mut calls: Vec<f64> = (0..PROBE_CALLS)
+        .map(|_| {
+            let t = Instant::now();
+            peer.all_reduce(&mut v).map(|_| t.elapsed().as_secs_f64())
+        })
+        .collect::<Result<_>>()?;
     // Take the per-message latency out, but never more than half the time: on a busy machine
     // the tiny messages' time is noisy, and the bandwidth must stay a plausible lower bound.
-    let total = t.elapsed().as_secs_f64();
-    let secs = (total - 3.0 * messages * latency_s).max(total / 2.0).max(1e-9);
-    let bytes = 3.0 * messages / peer.n as f64 * (v.len() * 4) as f64;
+    let call = crate::stats::median(&mut calls);
+    let secs = (call - messages * latency_s).max(call / 2.0).max(1e-9);
+    let bytes = messages / peer.n as f64 * (v.len() * 4) as f64;
     peer.stats = CommStats::default();
     Ok(Some(LinkProbe { latency_s, bytes_per_s: bytes / secs }))
 }

@@ -285,8 +285,8 @@ pub fn build(ex: &Distributed, s: &Settings, data: &Dataset, runs: Vec<Run>, sto
     }
     let mut figures = Vec::new();
     if let Some(pr) = ok.iter().find_map(|r| r.probe) {
-        figures.push(Figure { label: "ring latency per message (host staging)".into(), value: pr.latency_s * 1e6, unit: "µs".into(), provenance: p.derived("20 one-float all-reduces before training") });
-        figures.push(Figure { label: "ring bandwidth (host staging)".into(), value: pr.bytes_per_s / 1e9, unit: "GB/s".into(), provenance: p.derived("3 gradient-sized all-reduces before training, latency removed") });
+        figures.push(Figure { label: "ring latency per message (host memory)".into(), value: pr.latency_s * 1e6, unit: "µs".into(), provenance: p.derived("20 one-float all-reduces before training") });
+        figures.push(Figure { label: "ring bandwidth (host memory)".into(), value: pr.bytes_per_s / 1e9, unit: "GB/s".into(), provenance: p.derived(&format!("the median of {} gradient-sized all-reduces before training (after an untimed one), latency removed", crate::parallel::replica::PROBE_CALLS)) });
     }
     for mode in [Mode::Strong, Mode::Weak] {
         if let Some(big) = runs.iter().filter(|r| r.mode == mode && r.replicas > 1).filter_map(|r| r.result.as_ref().ok()).max_by_key(|r| r.replicas)
