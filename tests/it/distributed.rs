@@ -214,3 +214,27 @@ fn the_exercise_reports_scaling_with_provenance_timelines_and_a_verdict() {
     let t = r.table("Scaling").unwrap();
     assert!(matches!(&t.columns[col("wall time")].provenance, Some(Provenance::Simulated(m)) if m.contains("10 GbE")));
 }
+
+/// With several rounds, every replica count runs once per round, and the tables show the run
+/// whose throughput is the median of its rounds, which the report's note lists.
+#[test]
+fn rounds_report_each_counts_median_run() {
+    let ex = exercises::find("distributed").unwrap();
+    let mut s = ex.settings();
+    s.apply(&["replicas=1,2", "kind=cpu", "hidden=32", "epochs=1", "batch=64", "rounds=3", "pipeline_stages=0"].map(String::from)).unwrap();
+    let mut sink = CollectSink::default();
+    let r = ex.run(&s, &mut sink).unwrap();
+    let phases = sink.events.iter().filter(|e| matches!(e, Event::Phase(p) if p.contains("round"))).count();
+    assert_eq!(phases, 6, "two counts × three rounds");
+    let note = r.notes.iter().find(|n| n.contains("per round")).expect("a note with every round's throughput");
+    let t = r.table("Scaling").unwrap();
+    let col = t.columns.iter().position(|c| c.name == "throughput").unwrap();
+    for (row, n) in t.rows.iter().zip([1, 2]) {
+        let list = note.split(&format!("strong N={n}: ")).nth(1).expect("the count's rounds").split(';').next().unwrap().trim_end_matches('.');
+        let mut each: Vec<f64> = list.split(", ").map(|v| v.parse().unwrap()).collect();
+        assert_eq!(each.len(), 3, "{note}");
+        each.sort_by(f64::total_cmp);
+        let gpulab::report::Cell::Num(shown) = row[col] else { panic!("{row:?}") };
+        assert_eq!(shown.round(), each[1], "N={n}: the table shows the median round ({note})");
+    }
+}

@@ -100,6 +100,7 @@ impl Exercise for Distributed {
             .add("bucket_cap_mb", "Bucket cap (MiB)", "PyTorch DDP's bucket_cap_mb: gradients are all-reduced in buckets of at most this size (25 = one bucket for these models; try 0.05 to see overlap)", settings::float(25.0, 0.001, parallel::bucket::MAX_CAP_MB))
             .add("overlap", "Overlap", "All-reduce each bucket on a communication thread while backward computes the earlier layers (off by default: on CPU replicas that use every core that thread takes a core from compute; try the small-buckets preset)", Value::Bool(false))
             .add("shard_optimizer", "Sharded optimizer (ZeRO-1)", "Reduce-scatter the gradients, let each replica update its 1/N of the parameters, all-gather them: the same bytes as an all-reduce, 1/N of the update each (CPU replicas, overlap off)", Value::Bool(false))
+            .add("rounds", "Rounds", "Runs of every replica count, taken in turn (1, 2, 1, 2, …); the report uses each count's run with the median throughput, since a shared machine's speed drifts from run to run", settings::int(3, 1, 20))
             .add("link", "Interconnect", "measured: this machine's host transfers · or a simulated link (each message waits latency + bytes / bandwidth): pcie4, nvlink4, 100gbe, 10gbe", settings::choice("measured", &["measured", "pcie4", "nvlink4", "100gbe", "10gbe"]));
         let s = s
             .add("pipeline_stages", "Pipeline stages", "Pipeline parallel: the model's layers split over this many CPU stages of one thread each (0 = off; at most the layers and the cores)", settings::int(2, 0, parallel::MAX_REPLICAS as i64))
@@ -114,6 +115,7 @@ impl Exercise for Distributed {
     fn presets(&self) -> Vec<super::Preset> {
         use super::Preset;
         vec![
+            Preset::new("a model worth splitting", "MLP 784-512-256-10 at global batch 256 on 28×28 shapes: each replica gets milliseconds of compute per step, so the all-reduce and the fixed per-step costs weigh less than on the small default", &[("dataset", "shapes:res=28,n=8000,classes=4"), ("hidden", "512,256"), ("batch", "256")]),
             Preset::new("weak scaling", "The same batch per replica, so the global batch grows with the replicas (strong scaling splits one batch)", &[("scaling", "weak")]),
             Preset::new("a slow network (10 GbE)", "Gradients all-reduced over a simulated 10 GbE link: communication dominates the step", &[("link", "10gbe")]),
             Preset::new("ZeRO-1: sharded optimizer step", "Each replica updates only its 1/N of the parameters between a reduce-scatter and an all-gather, as DeepSpeed's ZeRO stage 1 does", &[("kind", "cpu"), ("overlap", "false"), ("shard_optimizer", "true")]),
@@ -148,28 +150,35 @@ impl Exercise for Distributed {
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
         self.validate(s)?;
         let data = common::load_dataset(s)?;
-        let mut runs: Vec<Run> = Vec::new();
-        for mode in modes(s)? {
-            for n in s.list("replicas")? {
+        let rounds = s.int("rounds")? as usize;
+        let replicas = s.list("replicas")?;
+        let sweep: Vec<(Mode, usize)> = modes(s)?.into_iter().flat_map(|m| replicas.iter().map(move |&n| (m, n as usize))).collect();
+        let mut tries: Vec<Vec<std::result::Result<DpReport, String>>> = vec![Vec::new(); sweep.len()];
+        'rounds: for round in 0..rounds {
+            for (i, &(mode, n)) in sweep.iter().enumerate() {
                 if sink.stop_requested() {
-                    break;
+                    break 'rounds;
                 }
-                let n = n as usize;
+                if tries[i].first().is_some_and(|r| r.is_err()) {
+                    continue; // it failed once; the same settings fail again
+                }
                 let (dp, global) = plan(s, mode, n)?;
                 let cfg = common::train_config(s, global)?;
                 let series = format!("{} N={n}", mode.name());
-                sink.emit(Event::Phase(format!("{series}: {}, global batch {global}", dp.kind.label(n))));
+                let of = if rounds > 1 { format!(" (round {}/{rounds})", round + 1) } else { String::new() };
+                sink.emit(Event::Phase(format!("{series}{of}: {}, global batch {global}", dp.kind.label(n))));
                 let mut lanes: Vec<Option<(Vec<parallel::StepTimes>, Vec<(f64, f64)>)>> = vec![None; n];
+                // The live charts follow the first round; later rounds only move the progress bar.
                 let mut watch = |m: Option<Msg>| {
                     match m {
-                        Some(Msg::Lanes { rank, steps, comm_spans }) => live_timeline(&mut *sink, &dp, global, &mut lanes, rank, steps, comm_spans),
-                        Some(m) => forward(&mut *sink, &series, m),
-                        None => {}
+                        Some(Msg::Lanes { rank, steps, comm_spans }) if round == 0 => live_timeline(&mut *sink, &dp, global, &mut lanes, rank, steps, comm_spans),
+                        Some(m @ Msg::Progress { .. }) => forward(&mut *sink, &series, m),
+                        Some(m) if round == 0 => forward(&mut *sink, &series, m),
+                        _ => {}
                     }
                     sink.stop_requested()
                 };
-                let result = parallel::train(&data, &cfg, &dp, &mut watch);
-                let result = match result {
+                let result = match parallel::train(&data, &cfg, &dp, &mut watch) {
                     Ok(r) => Ok(r),
                     // Settings no replica count can satisfy are the learner's to fix: say so.
                     Err(e @ (Error::InvalidConfig(_) | Error::CudaNotBuilt | Error::CudaUnavailable(_))) => return Err(e),
@@ -178,16 +187,54 @@ impl Exercise for Distributed {
                 if let Err(m) = &result {
                     sink.emit(Event::Log(format!("{series}: {m}")));
                 }
-                runs.push(Run { mode, replicas: n, result });
+                tries[i].push(result);
+                let runs = median_runs(&sweep, &tries);
                 sink.emit(Event::Table(report::scaling_table(&runs, s)?));
             }
         }
         let pipes = pipeline_report::sweep(s, &data, sink)?;
         let stopped = sink.stop_requested();
-        let mut report = report::build(self, s, &data, runs, stopped)?;
+        let note = rounds_note(&sweep, &tries);
+        let mut report = report::build(self, s, &data, median_runs(&sweep, &tries), stopped)?;
+        report.notes.extend(note);
         pipeline_report::add(&mut report, &pipes);
         Ok(report)
     }
+}
+
+/// Each replica count's run with the median throughput of its rounds (the lower of the two
+/// middle ones for an even count), or its error; counts that never ran are left out.
+fn median_runs(sweep: &[(Mode, usize)], tries: &[Vec<std::result::Result<DpReport, String>>]) -> Vec<Run> {
+    sweep
+        .iter()
+        .zip(tries)
+        .filter_map(|(&(mode, replicas), t)| {
+            let mut ok: Vec<&DpReport> = t.iter().filter_map(|r| r.as_ref().ok()).collect();
+            ok.sort_by(|a, b| a.samples_per_s.total_cmp(&b.samples_per_s));
+            let result = match ok.get(ok.len().saturating_sub(1) / 2) {
+                Some(r) => Ok((*r).clone()),
+                None => Err(t.first()?.as_ref().err()?.clone()),
+            };
+            Some(Run { mode, replicas, result })
+        })
+        .collect()
+}
+
+/// Says which run the tables show, with every round's throughput, when there were several.
+fn rounds_note(sweep: &[(Mode, usize)], tries: &[Vec<std::result::Result<DpReport, String>>]) -> Option<String> {
+    if tries.iter().all(|t| t.len() < 2) {
+        return None;
+    }
+    let each: Vec<String> = sweep
+        .iter()
+        .zip(tries)
+        .filter(|(_, t)| !t.is_empty())
+        .map(|(&(mode, n), t)| format!("{} N={n}: {}", mode.name(), t.iter().map(|r| r.as_ref().map_or("failed".to_string(), |r| format!("{:.0}", r.samples_per_s))).collect::<Vec<_>>().join(", ")))
+        .collect();
+    Some(format!(
+        "Every replica count ran once per round, in turn; the tables, charts and verdict use each count's run with the median throughput, since a shared machine's speed drifts from run to run. Samples/s per round (measured): {}.",
+        each.join("; ")
+    ))
 }
 
 /// Keeps replica `rank`'s first steps and, once every replica's have come, draws the run's
