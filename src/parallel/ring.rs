@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
-/// A simulated interconnect: every message waits `latency_s + bytes / bytes_per_s` before it
-/// is sent. Simulated, and labelled so wherever it is used.
+/// A simulated interconnect: every message (a step's chunk) waits `latency_s + bytes /
+/// bytes_per_s` before its receiver reads it. Simulated, and labelled so wherever it is used.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SimLink {
     pub bytes_per_s: f64,
@@ -444,8 +444,8 @@ mod tests {
         reduce_scaled(inputs, 1.0, 1)
     }
 
-    /// `calls` scaled all-reduces per rank, each of the same inputs (the later calls reuse the
-    /// ring's spare buffers); returns every rank's last result.
+    /// `calls` scaled all-reduces per rank, each of the same inputs (each call publishes the
+    /// vector anew); returns every rank's last result.
     fn reduce_scaled(inputs: Vec<Vec<f32>>, scale: f32, calls: usize) -> Vec<Vec<f32>> {
         on_ranks(inputs, |mut p, v| {
             let mut out = v.clone();
@@ -472,7 +472,7 @@ mod tests {
     }
 
     /// The mean formed inside the ring is the plain sum times 1/N bit for bit, on every rank,
-    /// also on repeated calls (which send from reused buffers).
+    /// also on repeated calls.
     #[test]
     fn a_scaled_all_reduce_equals_the_sum_times_the_scale_bit_for_bit() {
         for n in 1..=4 {
