@@ -53,7 +53,8 @@ const NAP: Duration = Duration::from_micros(200);
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct CommStats {
     pub calls: u64,
-    /// Bytes this rank's neighbour took from it (what a link would carry).
+    /// Bytes this rank took from its previous neighbour, what a link would carry; in a ring
+    /// every rank moves the same, so it is also what each rank's neighbour took from it.
     pub bytes_sent: u64,
     pub seconds: f64,
 }
@@ -83,8 +84,6 @@ pub struct RingPeer {
     pub rank: usize,
     pub n: usize,
     slots: Arc<[Slot]>,
-    /// This rank's `done`, kept here too.
-    done: u64,
     link: Option<SimLink>,
     timeout: Duration,
     pub stats: CommStats,
@@ -96,7 +95,7 @@ pub struct RingPeer {
 /// The N ends of a ring, rank order.
 pub fn ring(n: usize, link: Option<SimLink>) -> Vec<RingPeer> {
     let slots: Arc<[Slot]> = (0..n).map(|_| Slot::default()).collect();
-    (0..n).map(|rank| RingPeer { rank, n, slots: slots.clone(), done: 0, link, timeout: PEER_TIMEOUT, stats: CommStats::default(), mine: Vec::new(), theirs: Vec::new() }).collect()
+    (0..n).map(|rank| RingPeer { rank, n, slots: slots.clone(), link, timeout: PEER_TIMEOUT, stats: CommStats::default(), mine: Vec::new(), theirs: Vec::new() }).collect()
 }
 
 /// Chunk `c` of a vector of `len` elements cut into `n` near-equal chunks.
@@ -169,6 +168,8 @@ impl Drop for Leaving<'_> {
 }
 
 fn leave(slots: &[Slot], rank: usize) {
+    // A panic in the middle of a read (in `reduce_scatter`'s hook, say) leaves no reader.
+    slots[rank].reading.store(false, Ordering::SeqCst);
     slots[rank].gone.store(true, Ordering::SeqCst);
     let next = &slots[(rank + 1) % slots.len()];
     // The next rank checks `gone` after it says it is reading (both SeqCst), so either it
@@ -338,7 +339,7 @@ impl RingPeer {
         }
         self.finish_step();
         let out = body(self, len)?;
-        self.wait((self.rank + 1) % self.n, self.done)?;
+        self.wait((self.rank + 1) % self.n, self.steps_done())?;
         leaving.armed = false;
         Ok(out)
     }
@@ -350,8 +351,9 @@ impl RingPeer {
     /// `f(mine, theirs)` while this rank says it is reading.
     fn step(&mut self, elements: usize, f: impl FnOnce(&[Seg], &[Seg])) -> Result<()> {
         let (prev, next) = ((self.rank + self.n - 1) % self.n, (self.rank + 1) % self.n);
-        self.wait(prev, self.done)?;
-        self.wait(next, self.done)?;
+        let t = self.steps_done();
+        self.wait(prev, t)?;
+        self.wait(next, t)?;
         let bytes = elements * std::mem::size_of::<f32>();
         if let Some(link) = self.link {
             std::thread::sleep(Duration::from_secs_f64(link.message_s(bytes)));
@@ -376,9 +378,13 @@ impl RingPeer {
         Ok(())
     }
 
-    fn finish_step(&mut self) {
-        self.done += 1;
-        self.slots[self.rank].done.store(self.done, Ordering::Release);
+    /// Steps this rank has finished (only this rank's thread writes its count).
+    fn steps_done(&self) -> u64 {
+        self.slots[self.rank].done.load(Ordering::Relaxed)
+    }
+
+    fn finish_step(&self) {
+        self.slots[self.rank].done.fetch_add(1, Ordering::Release);
     }
 
     /// Waits until rank `who` has finished `target` steps: spinning, then yielding, then
@@ -632,6 +638,33 @@ mod tests {
                 assert_eq!(g.as_ref().map_err(|e| e.to_string()), Ok(&want), "trial {trial}, n={n}, rank {r}");
             }
         }
+    }
+
+    /// A rank whose reduce-scatter hook panics mid-read leaves the ring as it unwinds: its
+    /// neighbour gets an error and can drop its own end, instead of waiting forever for a
+    /// read that will never end.
+    #[test]
+    fn a_panic_inside_a_read_fails_the_neighbour_without_a_hang() {
+        // Threads of their own, not scoped ones, so that a hang fails the test by its deadline.
+        let (tx, rx) = std::sync::mpsc::channel();
+        for mut p in ring(2, None) {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut v = vec![1.0f32; 5000];
+                let out = if p.rank == 0 {
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.reduce_scatter(&mut [&mut v], 1.0, |_, _| panic!("the update failed"))));
+                    format!("unwound: {}", r.is_err())
+                } else {
+                    p.all_reduce(&mut v).map_or_else(|e| e.to_string(), |_| "no error".into())
+                };
+                drop(p);
+                let _ = tx.send(out);
+            });
+        }
+        let mut got: Vec<String> = (0..2).map(|_| rx.recv_timeout(Duration::from_secs(60)).expect("a rank hung leaving the ring")).collect();
+        got.sort();
+        assert!(got[0].contains("replica 1") && got[0].contains("neighbour"), "{got:?}");
+        assert_eq!(got[1], "unwound: true", "{got:?}");
     }
 
     /// Ranks may cut the same vector into different segments: each reads its neighbour's
