@@ -1,30 +1,16 @@
 //! gpulab: a lab that teaches how GPUs accelerate deep learning by measuring it.
 //!
-//! One headless core — tensors on a CPU, wgpu or CUDA backend, an MLP, a training loop, data
-//! sets — driven by a thin CLI and, with the default `gui` feature, a thin desktop lab.
-//! `ARCHITECTURE.md` at the repository root maps the modules, their layering and where every
-//! number on screen is computed.
+//! The workspace's crates follow the layers in `ARCHITECTURE.md`: `gpulab-core` (tensors,
+//! backends) ← `gpulab-systems` (model, training and the systems around it) ←
+//! `gpulab-exercises` (the ten labs) ← `gpulab-class` ← `gpulab-app` (the GUI face). This
+//! package is the CLI face (`src/main.rs`, `src/cli/`); its library only gathers the layers'
+//! modules under one name for the CLI, the integration tests and the benchmarks.
+
+pub use gpulab_core::{Error, Result, cache, device, error, fsutil, spans, stats, tensor, timing, with_backend};
+pub use gpulab_systems::{bench, checkpoint, data, nn, parallel, platform, profile, quant, report, serve, train};
+
+pub use gpulab_class as class;
+pub use gpulab_exercises as exercises;
 
 #[cfg(feature = "gui")]
-pub mod app;
-pub mod bench;
-pub mod cache;
-pub mod class;
-pub mod checkpoint;
-pub mod data;
-pub mod device;
-pub mod error;
-pub mod exercises;
-pub mod fsutil;
-pub mod nn;
-pub mod parallel;
-pub mod platform;
-pub mod profile;
-pub mod quant;
-pub mod report;
-pub mod serve;
-pub mod stats;
-pub mod tensor;
-pub mod train;
-
-pub use error::{Error, Result};
+pub use gpulab_app as app;

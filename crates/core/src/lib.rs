@@ -1,0 +1,15 @@
+//! gpulab-core: what every layer above builds on. The error type, statistics, durable writes,
+//! the disk cache, the span recorder, the op timer; tensors and their op families (`tensor`);
+//! the backends that run them (`device`: CPU, wgpu, CUDA behind the `cuda` feature). It knows
+//! nothing of models, training or exercises.
+
+pub mod cache;
+pub mod device;
+pub mod error;
+pub mod fsutil;
+pub mod spans;
+pub mod stats;
+pub mod tensor;
+pub mod timing;
+
+pub use error::{Error, Result};

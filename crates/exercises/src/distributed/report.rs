@@ -1,0 +1,340 @@
+//! Exercise 6's report: the scaling table, charts, the cost-model extrapolation and a verdict,
+//! each number with its provenance.
+
+use crate::common::report_for;
+use super::{Distributed, Mode, Run};
+use gpulab_systems::data::Dataset;
+use gpulab_core::error::Result;
+use crate::common::percent;
+use crate::settings::Settings;
+use gpulab_systems::parallel::{DpReport, SimLink, StepSplit, cost};
+use gpulab_systems::profile::verdict::{Bottleneck, communication_bound};
+use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
+
+/// Provenance of the timing figures: measured, unless a link preset slowed the messages.
+struct Prov {
+    link: Option<cost::Preset>,
+}
+
+impl Prov {
+    fn new(s: &Settings) -> Result<Self> {
+        Ok(Prov { link: cost::preset(&s.choice("link")?)? })
+    }
+    fn time(&self) -> Provenance {
+        match self.link {
+            Some(p) => Provenance::Simulated(format!("measured on a run whose every message waited as on {} (simulated link)", p.name)),
+            None => Provenance::Measured,
+        }
+    }
+    fn derived(&self, from: &str) -> Provenance {
+        match self.link {
+            Some(p) => Provenance::Simulated(format!("{from}, with the simulated {} link", p.name)),
+            None => Provenance::derived(from),
+        }
+    }
+}
+
+fn baseline(runs: &[Run], mode: Mode) -> Option<&DpReport> {
+    runs.iter().find(|r| r.mode == mode && r.replicas == 1).and_then(|r| r.result.as_ref().ok())
+}
+
+/// Speed-up over one replica in the same mode: throughput ratio (for strong scaling that is
+/// T₁ / T_N for the same work).
+fn speedup(runs: &[Run], mode: Mode, r: &DpReport) -> Option<f64> {
+    baseline(runs, mode).map(|b| r.samples_per_s / b.samples_per_s.max(1e-12))
+}
+
+pub fn scaling_table(runs: &[Run], s: &Settings) -> Result<Table> {
+    let p = Prov::new(s)?;
+    let clocks = "each replica's clock readings";
+    let columns = vec![
+        Column::text("scaling"),
+        Column::text("replicas"),
+        Column::num("global batch", "", 0, Provenance::Measured),
+        Column::num("per-replica batch", "", 0, Provenance::Measured),
+        Column::num("steps", "", 0, Provenance::Measured),
+        Column::num("wall time", "s", 3, p.time()),
+        Column::num("throughput", "samples/s", 0, p.time()),
+        Column::num("speed-up", "×", 2, p.derived("throughput over one replica's")),
+        Column::num("efficiency", "%", 1, p.derived("speed-up / N")),
+        Column::num("compute", "ms/step", 2, p.derived(clocks)),
+        Column::num("exposed communication", "ms/step", 2, p.derived(clocks)),
+        Column::num("idle", "ms/step", 2, p.derived(clocks)),
+        Column::num("data", "ms/step", 2, p.derived(clocks)),
+        Column::num("busy", "%", 1, p.derived("compute / step time")),
+        Column::num("all-reduce", "ms/step", 2, p.time()),
+        Column::num("gradient S", "KiB", 1, Provenance::derived("parameters × 4 bytes")),
+        Column::num("sent per replica", "KiB/step", 1, Provenance::Measured),
+        Column::num("buckets", "", 0, Provenance::derived("bucket_cap_mb and the layer sizes")),
+        Column::num("validation accuracy", "%", 2, Provenance::Measured),
+        Column::text("replicas identical"),
+    ];
+    let rows = runs
+        .iter()
+        .map(|run| {
+            let mut row: Vec<Cell> = vec![run.mode.name().into()];
+            match &run.result {
+                Ok(r) => {
+                    let sp = speedup(runs, run.mode, r);
+                    let step = r.split.total();
+                    row.extend([
+                        r.label.clone().into(),
+                        Cell::Num(r.global_batch as f64),
+                        Cell::Num(r.per_replica_batch as f64),
+                        Cell::Num(r.steps as f64),
+                        r.train_wall_s.into(),
+                        r.samples_per_s.into(),
+                        sp.into(),
+                        sp.map(|x| x / r.replicas as f64 * 100.0).into(),
+                        (r.split.compute_s * 1e3).into(),
+                        (r.split.exposed_comm_s * 1e3).into(),
+                        (r.split.idle_s * 1e3).into(),
+                        (r.split.data_s * 1e3).into(),
+                        (r.split.compute_s / step.max(1e-12) * 100.0).into(),
+                        (r.allreduce_s_per_step * 1e3).into(),
+                        (r.grad_bytes as f64 / 1024.0).into(),
+                        (r.bytes_sent_per_step / 1024.0).into(),
+                        Cell::Num(r.buckets as f64),
+                        (r.final_val_accuracy * 100.0).into(),
+                        if r.replicas_identical { "yes, bit for bit" } else { "NO" }.into(),
+                    ]);
+                }
+                Err(m) => {
+                    row.push(format!("{} replicas failed: {m}", run.replicas).into());
+                    row.extend(std::iter::repeat_n(Cell::Empty, 18));
+                }
+            }
+            row
+        })
+        .collect();
+    Ok(Table { title: "Scaling".into(), columns, rows })
+}
+
+/// The link the extrapolation uses besides the presets: this run's measured ring.
+fn measured_link(runs: &[Run]) -> Option<SimLink> {
+    runs.iter().filter_map(|r| r.result.as_ref().ok()).find_map(|r| r.probe).map(|p| SimLink { bytes_per_s: p.bytes_per_s, latency_s: p.latency_s })
+}
+
+/// The run whose measured compute feeds the extrapolation: the most replicas, weak first (a
+/// fixed per-GPU batch is what a larger cluster would run).
+fn reference(runs: &[Run]) -> Option<&DpReport> {
+    let ok = |m: Mode| runs.iter().filter(move |r| r.mode == m).filter_map(|r| r.result.as_ref().ok()).max_by_key(|r| r.replicas);
+    ok(Mode::Weak).or_else(|| ok(Mode::Strong))
+}
+
+fn extrapolation(runs: &[Run]) -> Option<(Table, Chart, String)> {
+    let r = reference(runs)?;
+    let (tc, bytes) = (r.split.compute_s, r.grad_bytes as f64);
+    let why = format!(
+        "ring cost model 2(N−1)/N·S/bandwidth + 2(N−1)·latency with this run's measured compute {:.2} ms/step at {} samples per replica and S = {:.1} KiB, nominal link figures, no overlap",
+        tc * 1e3,
+        r.per_replica_batch,
+        bytes / 1024.0
+    );
+    let mut links: Vec<(String, SimLink)> = cost::PRESETS.iter().map(|p| (p.name.to_string(), p.link)).collect();
+    if let Some(m) = measured_link(runs) {
+        links.push(("this machine's ring (measured link)".into(), m));
+    }
+    let sim = Provenance::Simulated(why.clone());
+    let mut columns = vec![Column::text("link"), Column::num("bandwidth", "GB/s", 2, sim.clone()), Column::num("latency", "µs", 1, sim.clone())];
+    columns.extend(cost::EXTRAPOLATE_TO.iter().map(|n| Column::num(&format!("N={n}"), "% efficiency", 1, sim.clone())));
+    let rows = links
+        .iter()
+        .map(|(name, l)| {
+            let mut row: Vec<Cell> = vec![name.clone().into(), (l.bytes_per_s / 1e9).into(), (l.latency_s * 1e6).into()];
+            row.extend(cost::EXTRAPOLATE_TO.iter().map(|&n| Cell::Num(cost::efficiency(n, tc, bytes, *l) * 100.0)));
+            row
+        })
+        .collect();
+    let chart = Chart {
+        id: "extrapolation".into(),
+        title: "Extrapolated scaling efficiency (simulated)".into(),
+        x_label: "GPUs N".into(),
+        y_label: "efficiency (%)".into(),
+        kind: ChartKind::Line,
+        log_x: true,
+        series: links
+            .iter()
+            .map(|(name, l)| Series { name: name.clone(), points: cost::EXTRAPOLATE_TO.iter().map(|&n| [n as f64, cost::efficiency(n, tc, bytes, *l) * 100.0]).collect(), provenance: sim.clone() })
+            .collect(),
+        markers: vec![],
+    };
+    Some((Table { title: "Beyond this machine (simulated)".into(), columns, rows }, chart, why))
+}
+
+fn charts(runs: &[Run], p: &Prov) -> Vec<Chart> {
+    let line = |id: &str, title: &str, y: &str| Chart { id: id.into(), title: title.into(), x_label: "replicas N".into(), y_label: y.into(), kind: ChartKind::Line, log_x: false, series: vec![], markers: vec![] };
+    let mut sp = line("speedup", "Speed-up over one replica", "speed-up (×)");
+    let mut split = Chart { kind: ChartKind::Bars, ..line("step_split", "Where a step's time goes", "ms per step") };
+    let ns: Vec<usize> = runs.iter().map(|r| r.replicas).collect();
+    for mode in [Mode::Strong, Mode::Weak] {
+        let ok: Vec<&DpReport> = runs.iter().filter(|r| r.mode == mode).filter_map(|r| r.result.as_ref().ok()).collect();
+        if ok.is_empty() {
+            continue;
+        }
+        let pts: Vec<[f64; 2]> = ok.iter().filter_map(|r| speedup(runs, mode, r).map(|x| [r.replicas as f64, x])).collect();
+        if !pts.is_empty() {
+            sp.series.push(Series { name: format!("{} scaling", mode.name()), points: pts, provenance: p.derived("throughput over one replica's") });
+        }
+        let parts: [(&str, fn(&DpReport) -> f64); 4] = [("compute", |r| r.split.compute_s), ("exposed communication", |r| r.split.exposed_comm_s), ("idle", |r| r.split.idle_s), ("data", |r| r.split.data_s)];
+        for (name, f) in parts {
+            split.series.push(Series { name: format!("{} · {name}", mode.name()), points: ok.iter().map(|r| [r.replicas as f64, f(r) * 1e3]).collect(), provenance: p.derived("each replica's clock readings") });
+        }
+    }
+    let max_n = ns.iter().copied().max().unwrap_or(1) as f64;
+    sp.series.push(Series { name: "ideal (speed-up = N)".into(), points: vec![[1.0, 1.0], [max_n, max_n]], provenance: Provenance::derived("the definition of linear scaling") });
+    vec![sp, split]
+}
+
+/// Exercise 7's communication-bound class applied to one run's step split (the same test and
+/// the same words): Some(sentence) when exposed all-reduce time dominates the step.
+fn communication_verdict(replicas: usize, split: &StepSplit) -> Option<String> {
+    let step = split.total();
+    communication_bound(split.exposed_comm_s, step).then(|| {
+        let b = Bottleneck::Communication;
+        format!(
+            "At N={} the run is {}: {:.2} ms of exposed all-reduce in a {:.2} ms step ({:.0}%, against {:.2} ms of compute). Suggested optimization: {}.",
+            replicas,
+            b.name(),
+            split.exposed_comm_s * 1e3,
+            step * 1e3,
+            split.exposed_comm_s / step * 100.0,
+            split.compute_s * 1e3,
+            b.optimization()
+        )
+    })
+}
+
+/// The verdict, from the numbers: how well the largest run scaled and where the time went.
+fn verdict(runs: &[Run], p: &Prov, s: &Settings) -> Result<Verdict> {
+    let mut v = Verdict::default();
+    let mut summary = Vec::new();
+    for mode in [Mode::Strong, Mode::Weak] {
+        let Some(base) = baseline(runs, mode) else { continue };
+        let Some(big) = runs.iter().filter(|r| r.mode == mode && r.replicas > 1).filter_map(|r| r.result.as_ref().ok()).max_by_key(|r| r.replicas) else { continue };
+        let n = big.replicas as f64;
+        let sp = big.samples_per_s / base.samples_per_s.max(1e-12);
+        let eff = sp / n;
+        summary.push(format!("{} scaling to {} ({}): {sp:.2}× one replica, {} efficiency.", mode.name(), big.replicas, big.label, percent(eff)));
+        // Per sample, one replica's step costs base/B₁; N replicas should take 1/N of that.
+        let per_sample = |r: &DpReport, f: fn(&gpulab_systems::parallel::StepSplit) -> f64| f(&r.split) / r.global_batch as f64;
+        let losses = [
+            ("exposed communication (the all-reduce not hidden behind compute)", per_sample(big, |x| x.exposed_comm_s)),
+            ("idle time waiting for the slowest replica", per_sample(big, |x| x.idle_s)),
+            ("compute that did not shrink with N (fixed per-step cost, smaller and less efficient matrix products)", per_sample(big, |x| x.compute_s) - per_sample(base, |x| x.compute_s) / n),
+            ("data gathering that did not shrink with N", per_sample(big, |x| x.data_s) - per_sample(base, |x| x.data_s) / n),
+        ];
+        let lost: f64 = losses.iter().map(|l| l.1.max(0.0)).sum();
+        if let Some((what, secs)) = losses.iter().max_by(|a, b| a.1.total_cmp(&b.1)) {
+            if eff < 0.8 && *secs > 0.0 {
+                summary.push(format!("The largest loss was {what}: {:.1}% of the time lost per sample.", secs / lost.max(1e-15) * 100.0));
+            }
+            for (w, x) in &losses {
+                v.evidence.push(format!("{} N={}: {w}: {:+.3} µs per sample.", mode.name(), big.replicas, x * 1e6));
+            }
+        }
+        if eff >= 0.8 {
+            v.evidence.push(format!("{} scaling kept at least 80% efficiency at N={}: compute per step dominates the all-reduce of {:.1} KiB.", mode.name(), big.replicas, big.grad_bytes as f64 / 1024.0));
+        } else if let Some(c) = communication_verdict(big.replicas, &big.split) {
+            summary.push(c);
+        }
+        if s.bool("overlap")? && big.buckets > 1 && big.allreduce_s_per_step > 0.0 {
+            let hidden = 1.0 - (big.split.exposed_comm_s / big.allreduce_s_per_step).min(1.0);
+            v.evidence.push(format!("Overlap with {} buckets hid {} of the {:.2} ms all-reduce per step behind backward.", big.buckets, percent(hidden), big.allreduce_s_per_step * 1e3));
+        }
+        if s.bool("shard_optimizer")? && big.replicas > 1 {
+            v.evidence.push(format!(
+                "The optimizer step was sharded (ZeRO-1): each of the {n} replicas updated its 1/{n} of the parameters between the gradients' reduce-scatter and the parameters' all-gather, and sent {:.1} KiB per step, as an all-reduce of S = {:.1} KiB does.",
+                big.bytes_sent_per_step / 1024.0,
+                big.grad_bytes as f64 / 1024.0,
+                n = big.replicas
+            ));
+        }
+        let d_acc = (big.final_val_accuracy - base.final_val_accuracy) * 100.0;
+        v.evidence.push(format!("Validation accuracy: {} with one replica, {} with {} ({d_acc:+.2} points).", percent(base.final_val_accuracy), percent(big.final_val_accuracy), big.replicas));
+    }
+    let ok: Vec<&DpReport> = runs.iter().filter_map(|r| r.result.as_ref().ok()).collect();
+    if ok.iter().all(|r| r.replicas_identical) && ok.iter().any(|r| r.replicas > 1) {
+        v.evidence.push(if s.bool("shard_optimizer")? {
+            "Every replica ended with bit-identical weights: each replica's updated part of them, all-gathered every step, kept them in step.".into()
+        } else {
+            "Every replica ended with bit-identical weights: the averaged gradients kept them in step without ever sending weights.".into()
+        });
+    } else if ok.iter().any(|r| !r.replicas_identical) {
+        summary.push("Replicas ended with DIFFERENT weights: the all-reduce did not give every replica the same sums.".into());
+    }
+    if let Some(l) = p.link {
+        v.evidence.push(format!("The interconnect was simulated as {}: every message waited latency + bytes / bandwidth.", l.name));
+    }
+    if summary.is_empty() {
+        summary.push("Include 1 and at least one larger replica count that finishes to see a speed-up.".into());
+    }
+    v.summary = summary.join(" ");
+    Ok(v)
+}
+
+pub fn build(ex: &Distributed, s: &Settings, data: &Dataset, runs: Vec<Run>, stopped_early: bool) -> Result<Report> {
+    let p = Prov::new(s)?;
+    let mut meta = Metadata::new(s.int("seed")? as u64);
+    meta.dataset = format!("{} — {}", data.name, data.source);
+    meta.hyperparameters = s.to_map();
+    let ok: Vec<&DpReport> = runs.iter().filter_map(|r| r.result.as_ref().ok()).collect();
+    if let Some(r) = ok.iter().max_by_key(|r| r.replicas) {
+        meta.backends = r.backends.clone();
+        meta.backends.dedup();
+    }
+    let mut figures = Vec::new();
+    if let Some(pr) = ok.iter().find_map(|r| r.probe) {
+        figures.push(Figure { label: "ring latency per message (host memory)".into(), value: pr.latency_s * 1e6, unit: "µs".into(), provenance: p.derived("20 one-float all-reduces before training") });
+        figures.push(Figure { label: "ring bandwidth (host memory)".into(), value: pr.bytes_per_s / 1e9, unit: "GB/s".into(), provenance: p.derived(&format!("the median of {} gradient-sized all-reduces before training (after an untimed one), latency removed", gpulab_systems::parallel::replica::PROBE_CALLS)) });
+    }
+    for mode in [Mode::Strong, Mode::Weak] {
+        if let Some(big) = runs.iter().filter(|r| r.mode == mode && r.replicas > 1).filter_map(|r| r.result.as_ref().ok()).max_by_key(|r| r.replicas)
+            && let Some(sp) = speedup(&runs, mode, big)
+        {
+            let what = format!("{} scaling, {}", mode.name(), big.label);
+            figures.push(Figure { label: format!("speed-up ({what})"), value: sp, unit: "×".into(), provenance: p.derived("throughput over one replica's") });
+            figures.push(Figure { label: format!("efficiency ({what})"), value: sp / big.replicas as f64 * 100.0, unit: "%".into(), provenance: p.derived("speed-up / N") });
+            figures.push(Figure { label: format!("all-reduce per step ({what})"), value: big.allreduce_s_per_step * 1e3, unit: "ms".into(), provenance: p.time() });
+        }
+    }
+    let mut tables = vec![scaling_table(&runs, s)?];
+    let mut charts = charts(&runs, &p);
+    let mut notes = Vec::new();
+    if let Some((t, c, why)) = extrapolation(&runs) {
+        tables.push(t);
+        charts.push(c);
+        notes.push(format!("Beyond this machine is simulated: {why}."));
+    }
+    let labels: Vec<&str> = ok.iter().map(|r| r.label.as_str()).collect();
+    if let Some(l) = labels.iter().find(|l| l.contains("one adapter")) {
+        notes.push(format!("Every figure here: {l}."));
+    }
+    notes.push("Each epoch takes only whole global batches (the remainder is dropped so every replica gets an equal shard); validation time is excluded from the wall time.".into());
+    let mut report = Report {
+        figures,
+        tables,
+        charts,
+        verdict: verdict(&runs, &p, s)?,
+        notes,
+        stopped_early,
+        timelines: ok.iter().map(|r| r.timeline.clone()).collect(),
+        ..report_for(ex, s, meta)
+    };
+    report.note_software_backends();
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposed_all_reduce_that_dominates_the_step_is_called_communication_bound() {
+        let split = |comm: f64| StepSplit { data_s: 0.1e-3, compute_s: 2e-3, exposed_comm_s: comm, idle_s: 0.2e-3 };
+        let v = communication_verdict(4, &split(3e-3)).expect("3 ms of 5.3 ms is communication-bound");
+        assert!(v.contains("N=4") && v.contains("communication-bound") && v.contains("57%"), "{v}");
+        assert!(communication_verdict(4, &split(0.3e-3)).is_none(), "0.3 ms of 2.6 ms is not");
+        assert!(communication_verdict(2, &StepSplit::default()).is_none(), "an empty split says nothing");
+    }
+}

@@ -1,0 +1,208 @@
+//! Exercise 8's tables, charts, figures and verdict, all from the runs' measured numbers.
+
+use crate::common::report_for;
+use super::InferenceBatching;
+use super::runs::RunResult;
+use crate::common::{MEMORY_CATEGORIES, peak};
+use crate::settings::Settings;
+use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
+use gpulab_systems::serve::HostModel;
+use gpulab_systems::serve::loadgen::Arrivals;
+use gpulab_core::tensor::MemoryReport;
+
+/// Everything the run measured.
+pub struct Measured {
+    pub model: HostModel,
+    pub statics: Vec<RunResult>,
+    pub dynamics: Vec<RunResult>,
+    /// Requests/s of the static run at max batch (the load levels' 100%).
+    pub capacity: f64,
+    pub inference_mem: MemoryReport,
+    pub training_mem: MemoryReport,
+}
+
+fn busy_col() -> Column {
+    Column::num("GPU busy", "%", 1, Provenance::derived("GPU timestamp queries over the run's wall time"))
+}
+
+pub fn static_table(runs: &[RunResult]) -> Table {
+    let columns = vec![
+        Column::num("batch", "", 0, Provenance::Measured),
+        Column::num("throughput", "requests/s", 0, Provenance::Measured),
+        Column::num("p50", "ms", 2, Provenance::Measured),
+        Column::num("p99", "ms", 2, Provenance::Measured),
+        Column::num("batch time", "ms", 3, Provenance::Measured),
+        busy_col(),
+        Column::num("requests", "", 0, Provenance::Measured),
+    ];
+    let rows = runs
+        .iter()
+        .map(|r| {
+            vec![
+                Cell::Num(r.policy.max_batch as f64),
+                r.summary.throughput_per_s.into(),
+                r.summary.p50_ms.into(),
+                r.summary.p99_ms.into(),
+                r.batch_ms().into(),
+                r.gpu_busy().map(|b| b * 100.0).into(),
+                Cell::Num(r.summary.ok as f64),
+            ]
+        })
+        .collect();
+    Table { title: "Static batching".into(), columns, rows }
+}
+
+fn offered(r: &RunResult) -> f64 {
+    match r.arrivals {
+        Arrivals::Open { rate_per_s } => rate_per_s,
+        Arrivals::Closed { .. } => f64::NAN,
+    }
+}
+
+fn meets(r: &RunResult, slo_ms: f64) -> bool {
+    !r.overloaded() && r.summary.ok > 0 && r.summary.p99_ms <= slo_ms
+}
+
+pub fn dynamic_table(runs: &[RunResult], slo_ms: f64) -> Table {
+    let columns = vec![
+        Column::text("run"),
+        Column::num("offered", "requests/s", 0, Provenance::derived("the capacity measured with static batches × the load level")),
+        Column::num("served", "requests/s", 0, Provenance::Measured),
+        Column::num("p50", "ms", 2, Provenance::Measured),
+        Column::num("p95", "ms", 2, Provenance::Measured),
+        Column::num("p99", "ms", 2, Provenance::Measured),
+        Column::num("mean batch", "", 2, Provenance::derived("samples / batches run")),
+        Column::num("queue wait", "ms", 2, Provenance::Measured),
+        Column::num("max queue", "requests", 0, Provenance::Measured),
+        Column::num("refused", "", 0, Provenance::Measured),
+        busy_col(),
+        Column::text(&format!("p99 ≤ {slo_ms} ms")),
+    ];
+    let rows = runs
+        .iter()
+        .map(|r| {
+            let verdict = if r.overloaded() { "overloaded" } else if meets(r, slo_ms) { "yes" } else { "no" };
+            vec![
+                r.label.clone().into(),
+                offered(r).into(),
+                r.summary.throughput_per_s.into(),
+                r.summary.p50_ms.into(),
+                r.summary.p95_ms.into(),
+                r.summary.p99_ms.into(),
+                r.mean_batch().into(),
+                r.summary.mean_queue_wait_ms.into(),
+                Cell::Num(r.max_depth as f64),
+                Cell::Num((r.summary.rejected + r.summary.unanswered) as f64),
+                r.gpu_busy().map(|b| b * 100.0).into(),
+                verdict.into(),
+            ]
+        })
+        .collect();
+    Table { title: "Dynamic batching sweep".into(), columns, rows }
+}
+
+fn memory_table(m: &Measured) -> Table {
+    let ledger = || Provenance::derived("gpulab's allocation ledger (peak bytes)");
+    let mut columns = vec![Column::text("category")];
+    columns.extend([Column::num("inference", "KiB", 1, ledger()), Column::num("training", "KiB", 1, ledger())]);
+    let mut rows: Vec<Vec<Cell>> = MEMORY_CATEGORIES
+        .iter()
+        .map(|&c| vec![c.name().into(), Cell::Num(peak(&m.inference_mem, c) as f64 / 1024.0), Cell::Num(peak(&m.training_mem, c) as f64 / 1024.0)])
+        .collect();
+    rows.push(vec!["total".into(), Cell::Num(m.inference_mem.total_peak as f64 / 1024.0), Cell::Num(m.training_mem.total_peak as f64 / 1024.0)]);
+    Table { title: "Memory: inference vs training (same batch)".into(), columns, rows }
+}
+
+fn charts(m: &Measured) -> Vec<Chart> {
+    let mut curve = Chart { id: "latency_throughput".into(), title: "Latency against throughput".into(), x_label: "served (requests/s)".into(), y_label: "latency (ms)".into(), kind: ChartKind::Line, log_x: false, series: vec![], markers: vec![] };
+    for (name, pick) in [("dynamic p50", 0), ("dynamic p99", 1)] {
+        let points = m.dynamics.iter().map(|r| [r.summary.throughput_per_s, if pick == 0 { r.summary.p50_ms } else { r.summary.p99_ms }]).collect();
+        curve.series.push(Series { name: name.into(), points, provenance: Provenance::Measured });
+    }
+    curve.series.push(Series { name: "static p99".into(), points: m.statics.iter().map(|r| [r.summary.throughput_per_s, r.summary.p99_ms]).collect(), provenance: Provenance::Measured });
+    let mut sizes = Chart { id: "formed_batches".into(), title: "Formed batch sizes (dynamic runs)".into(), x_label: "batch size".into(), y_label: "requests".into(), kind: ChartKind::Bars, log_x: false, series: vec![], markers: vec![] };
+    for r in &m.dynamics {
+        sizes.series.push(Series { name: r.label.clone(), points: r.summary.batch_sizes.iter().map(|(b, n)| [*b as f64, *n as f64]).collect(), provenance: Provenance::Measured });
+    }
+    vec![curve, sizes]
+}
+
+pub fn build(ex: &InferenceBatching, s: &Settings, meta: Metadata, m: Measured, stopped_early: bool) -> Report {
+    let slo = s.float("slo_p99_ms").unwrap_or(20.0);
+    let mut v = Verdict::default();
+    let mut figures = Vec::new();
+    let b1 = m.statics.iter().find(|r| r.policy.max_batch == 1);
+    let best = m.dynamics.iter().filter(|r| meets(r, slo)).max_by(|a, b| a.summary.throughput_per_s.total_cmp(&b.summary.throughput_per_s));
+    let mut summary = Vec::new();
+    if let Some(b1) = b1 {
+        figures.push(Figure { label: "batch-1 throughput (saturated)".into(), value: b1.summary.throughput_per_s, unit: "requests/s".into(), provenance: Provenance::Measured });
+        v.evidence.push(format!("Serving one request at a time saturated at {:.0} requests/s with p99 {:.2} ms; each batch took {:.3} ms.", b1.summary.throughput_per_s, b1.summary.p99_ms, b1.batch_ms()));
+    }
+    if let (Some(first), Some(last)) = (m.statics.first(), m.statics.last())
+        && first.policy.max_batch != last.policy.max_batch
+    {
+        let (b0, b1s) = (first.policy.max_batch as f64, last.policy.max_batch as f64);
+        let (t0, t1) = (first.batch_ms(), last.batch_ms());
+        let c = (t1 - t0) / (b1s - b0);
+        let fixed = t0 - c * b0;
+        if c > 0.0 && fixed > 0.0 {
+            v.evidence.push(format!(
+                "A batch of {} took {t0:.3} ms and one of {} took {t1:.3} ms: batch_time ≈ {fixed:.3} ms + {c:.4} ms × B, so {:.0}% of a batch-{} request's time is the fixed cost.",
+                first.policy.max_batch,
+                last.policy.max_batch,
+                (fixed / t0.max(1e-9) * 100.0).min(100.0),
+                first.policy.max_batch
+            ));
+        } else {
+            v.evidence.push(format!(
+                "A batch of {} took {t0:.3} ms and one of {} took {t1:.3} ms: at these sizes the batch time did not grow with B — it is all fixed cost (dispatch, submit, read-back), so a fuller batch is nearly free.",
+                first.policy.max_batch, last.policy.max_batch
+            ));
+        }
+    }
+    match best {
+        Some(r) => {
+            figures.push(Figure { label: format!("best throughput with p99 ≤ {slo} ms"), value: r.summary.throughput_per_s, unit: "requests/s".into(), provenance: Provenance::Measured });
+            summary.push(format!(
+                "Best setting under the p99 ≤ {slo} ms objective: max batch {}, max queue delay {} µs at {:.0} requests/s (p99 {:.2} ms, mean batch {:.1}).",
+                r.policy.max_batch,
+                r.policy.max_queue_delay_us,
+                r.summary.throughput_per_s,
+                r.summary.p99_ms,
+                r.mean_batch()
+            ));
+            if let Some(b1) = b1 {
+                let ratio = r.summary.throughput_per_s / b1.summary.throughput_per_s.max(1e-9);
+                figures.push(Figure { label: "dynamic / batch-1 throughput".into(), value: ratio, unit: "×".into(), provenance: Provenance::derived("the two measured throughputs") });
+                summary.push(format!("That is {ratio:.1}× what batch-1 serving sustains."));
+            }
+        }
+        None => summary.push(format!("No dynamic-batching run met p99 ≤ {slo} ms without overload; raise the objective, lower the load levels or the max queue delay.")),
+    }
+    if let Some(over) = m.dynamics.iter().find(|r| r.overloaded()) {
+        summary.push(format!("At {} the queue grew ({} waiting at most, {} refused or unanswered): more arrived than the server could run.", over.label, over.max_depth, over.summary.rejected + over.summary.unanswered));
+    }
+    if let (Some(lo), Some(hi)) = (m.dynamics.first(), m.dynamics.last())
+        && m.dynamics.len() > 1
+    {
+        v.evidence.push(format!("Mean formed batch went from {:.1} at {} to {:.1} at {}: the batcher fills batches as traffic rises.", lo.mean_batch(), lo.label, hi.mean_batch(), hi.label));
+    }
+    let (inf, tr) = (m.inference_mem.total_peak as f64, m.training_mem.total_peak as f64);
+    figures.push(Figure { label: "inference memory / training memory".into(), value: inf / tr.max(1.0), unit: "×".into(), provenance: Provenance::derived("gpulab's allocation ledger") });
+    v.evidence.push(format!("Serving at batch {} held {:.1} KiB against {:.1} KiB to train at the same batch: no gradients, no optimizer state, no activation gradients.", m.dynamics.first().map(|r| r.policy.max_batch).unwrap_or(0), inf / 1024.0, tr / 1024.0));
+    v.summary = summary.join(" ");
+    let mut tables = vec![static_table(&m.statics), dynamic_table(&m.dynamics, slo), memory_table(&m)];
+    tables.retain(|t| !t.rows.is_empty());
+    let mut report = Report {
+        figures,
+        tables,
+        charts: charts(&m),
+        verdict: v,
+        stopped_early,
+        ..report_for(ex, s, meta)
+    };
+    report.notes.push(format!("Model {} ({}), {}. Requests go in-process into the server's batcher and inference thread (the HTTP layer is measured by `gpulab loadgen`). Arrival times are generated (Poisson, seeded); every latency is measured from the scheduled arrival.", m.model.version, m.model.arch.describe(), m.model.source));
+    report.notes.push(format!("Capacity (the load levels' 100%) is the measured static throughput: {:.0} requests/s.", m.capacity));
+    report.note_software_backends();
+    report
+}

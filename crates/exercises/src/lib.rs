@@ -1,0 +1,98 @@
+//! The ten exercises behind one trait. The GUI, the CLI and the tests all drive
+//! `Exercise::run`, so whatever one shows, the others can produce and check.
+
+mod batch_sweep;
+mod checkpoint;
+mod common;
+mod cpu_vs_gpu;
+mod distributed;
+mod inference;
+mod input_pipeline;
+pub mod lessons;
+pub mod live;
+mod pipeline_common;
+mod platform;
+mod precision;
+pub mod presets;
+mod profiling;
+pub mod run_control;
+mod quantization;
+pub mod settings;
+pub mod sizing;
+pub mod sink;
+pub mod watch;
+
+pub use live::LiveChartSpec;
+pub use settings::{Setting, Settings, Value};
+pub use run_control::RunControl;
+pub use sink::{ChannelSink, CollectSink, Event, Sink};
+pub use lessons::{Card, check_yourself, without_check_yourself};
+pub use presets::Preset;
+/// `gpulab export torch --exercise distributed` (exercise 6's hand-off to PyTorch DDP).
+pub use distributed::torch_export;
+
+use gpulab_core::error::Result;
+use gpulab_systems::report::Report;
+
+pub trait Exercise: Send + Sync {
+    /// The id used on the command line, e.g. `cpu-vs-gpu`.
+    fn id(&self) -> &'static str;
+    /// 1–10, the order of the chapter.
+    fn number(&self) -> u32;
+    fn title(&self) -> &'static str;
+    /// The lesson's markdown.
+    fn lesson(&self) -> &'static str {
+        lessons::text(self.number())
+    }
+    /// The settings with their defaults (which finish in a few minutes on a 2-core machine).
+    fn settings(&self) -> Settings;
+    /// Checks the settings as a whole; `run` calls it too.
+    fn validate(&self, settings: &Settings) -> Result<()>;
+    /// Named presets (`presets::Preset`): the defaults with a few values changed to show one
+    /// thing ("big enough for a GPU"). The GUI offers them beside "Reset to defaults", the CLI as
+    /// `--preset NAME`; every one must pass `validate` (a test checks).
+    fn presets(&self) -> Vec<Preset> {
+        Vec::new()
+    }
+    /// The live charts `run` emits points for (`Event::Point { chart, .. }`), with their titles
+    /// and axes. Every chart id the exercise emits must be declared here (a test checks).
+    fn live_charts(&self) -> Vec<LiveChartSpec> {
+        Vec::new()
+    }
+    /// True when `run` honours the sink's `RunControl` (pause, step, speed): the lab then shows
+    /// those controls while it runs.
+    fn controllable(&self) -> bool {
+        false
+    }
+    /// The one figure that sums up a run of this exercise (the progress list, the class view):
+    /// by default the report's first figure.
+    fn key_figure<'r>(&self, report: &'r Report) -> Option<&'r gpulab_systems::report::Figure> {
+        report.figures.first()
+    }
+    /// Runs the lab, reporting to `sink`; returns the report (also when stopped early).
+    fn run(&self, settings: &Settings, sink: &mut dyn Sink) -> Result<Report>;
+}
+
+/// All ten, in the chapter's order.
+pub fn registry() -> Vec<Box<dyn Exercise>> {
+    let mut all: Vec<Box<dyn Exercise>> = vec![Box::new(cpu_vs_gpu::CpuVsGpu), Box::new(batch_sweep::BatchSweep)];
+    all.push(Box::new(precision::PrecisionLab));
+    all.push(Box::new(checkpoint::CheckpointLab));
+    all.extend([Box::new(input_pipeline::InputPipeline) as Box<dyn Exercise>, Box::new(profiling::Profiling)]);
+    all.push(Box::new(platform::PlatformLab));
+    all.push(Box::new(distributed::Distributed));
+    all.push(Box::new(inference::InferenceBatching));
+    all.push(Box::new(quantization::QuantizationLab));
+    all.sort_by_key(|e| e.number());
+    all
+}
+
+/// The exercise with this id (or number).
+pub fn find(id: &str) -> Option<Box<dyn Exercise>> {
+    registry().into_iter().find(|e| e.id() == id || e.number().to_string() == id)
+}
+
+/// The ids in order, for error messages.
+pub fn ids() -> Vec<&'static str> {
+    registry().iter().map(|e| e.id()).collect()
+}

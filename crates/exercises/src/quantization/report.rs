@@ -1,0 +1,213 @@
+//! Exercise 9's report: the side-by-side table, the calibration and per-layer tables, the
+//! per-layer charts and a verdict computed from the measured numbers.
+
+use super::measure::{BackendRun, Kind, Measured};
+use crate::common::{mib, peak, percent};
+use crate::cpu_vs_gpu::short_label;
+use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Provenance, Report, Series, Table, Verdict};
+use gpulab_core::tensor::{BackendKind, MemCategory};
+
+/// The ledger categories inference touches.
+const CATEGORIES: [MemCategory; 4] = [MemCategory::Parameters, MemCategory::Activations, MemCategory::Inputs, MemCategory::Other];
+
+fn ledger() -> Provenance {
+    Provenance::derived("gpulab's allocation ledger (peak bytes while building the model and running the latency batch)")
+}
+
+pub fn comparison_table(runs: &[BackendRun], batch: usize) -> Table {
+    let mut columns = vec![Column::text("backend"), Column::text("model"), Column::text("kernel"), Column::text("status")];
+    columns.extend([
+        Column::num("latency, batch 1", "ms", 3, Provenance::Measured),
+        Column::num(&format!("latency, batch {batch}"), "ms", 3, Provenance::Measured),
+        Column::num(&format!("throughput, batch {batch}"), "samples/s", 0, Provenance::derived("batch / latency")),
+        Column::num("weight bytes", "KiB", 1, Provenance::derived("the weight shapes × bytes per element (+ int8 scales)")),
+    ]);
+    columns.extend(CATEGORIES.iter().map(|c| Column::num(&format!("peak {}", c.name()), "KiB", 1, ledger())));
+    columns.extend([
+        Column::num("total peak", "MiB", 3, ledger()),
+        Column::num("validation accuracy", "%", 2, Provenance::Measured),
+        Column::num("same argmax as FP32", "%", 2, Provenance::Measured),
+    ]);
+    let mut rows = Vec::new();
+    for r in runs {
+        for v in &r.variants {
+            let mut row: Vec<Cell> = vec![short_label(&r.info).into(), v.kind.label().into(), v.kernel.clone().into()];
+            match &v.result {
+                Ok(m) => {
+                    row.push("ok".into());
+                    row.extend([(m.latency1_s * 1e3).into(), (m.latency_batch_s * 1e3).into(), (batch as f64 / m.latency_batch_s).into(), (m.weight_bytes as f64 / 1024.0).into()]);
+                    row.extend(CATEGORIES.iter().map(|c| Cell::Num(peak(&m.memory, *c) as f64 / 1024.0)));
+                    row.extend([mib(m.memory.total_peak).into(), (m.accuracy * 100.0).into(), (m.agreement * 100.0).into()]);
+                }
+                Err(e) => {
+                    row.push(format!("unavailable: {e}").into());
+                    row.extend(std::iter::repeat_n(Cell::Empty, columns.len() - 4));
+                }
+            }
+            rows.push(row);
+        }
+    }
+    Table { title: "FP32 vs FP16 vs INT8".into(), columns, rows }
+}
+
+fn observer_table(runs: &[BackendRun], samples: usize) -> Table {
+    let columns = vec![
+        Column::text("backend"),
+        Column::text("observer"),
+        Column::text("activation ranges per layer input"),
+        Column::num("validation accuracy", "%", 2, Provenance::Measured),
+        Column::num("same argmax as FP32", "%", 2, Provenance::Measured),
+    ];
+    let rows = runs
+        .iter()
+        .flat_map(|r| {
+            r.observers.iter().map(|o| {
+                let ranges = o.ranges.iter().map(|v| format!("{v:.3}")).collect::<Vec<_>>().join(", ");
+                vec![short_label(&r.info).into(), o.kind.name().into(), ranges.into(), (o.accuracy * 100.0).into(), (o.agreement * 100.0).into()]
+            })
+        })
+        .collect();
+    Table { title: format!("Calibration observers ({samples} samples, static scales, per-channel weights)"), columns, rows }
+}
+
+fn layer_table(runs: &[BackendRun]) -> Table {
+    let columns = vec![
+        Column::text("backend"),
+        Column::num("layer", "", 0, Provenance::derived("the model")),
+        Column::text("weight shape"),
+        Column::num("weight SQNR", "dB", 1, Provenance::derived("the f32 and dequantized int8 weights")),
+        Column::num("output SQNR", "dB", 1, Provenance::derived("this layer's output with every layer int8 vs all f32, on up to 256 validation samples")),
+        Column::num("max weight error", "", 6, Provenance::derived("max |w − q·s|")),
+        Column::num("max error / half step", "", 3, Provenance::derived("max |w − q·s| / (s/2), each weight against its channel's scale: ≤ 1 is within half a step")),
+        Column::num("accuracy, only this layer int8", "%", 2, Provenance::Measured),
+    ];
+    let rows = runs
+        .iter()
+        .flat_map(|r| {
+            r.layers.iter().enumerate().map(|(i, l)| {
+                vec![
+                    short_label(&r.info).into(),
+                    (i as f64).into(),
+                    format!("{}×{}", l.shape[0], l.shape[1]).into(),
+                    l.weight_sqnr.into(),
+                    l.output_sqnr.into(),
+                    l.max_weight_error.into(),
+                    l.half_step_ratio.into(),
+                    (l.only_this_accuracy * 100.0).into(),
+                ]
+            })
+        })
+        .collect();
+    Table { title: "Per layer (INT8 static, per-channel)".into(), columns, rows }
+}
+
+fn chart(id: &str, title: &str, y: &str) -> Chart {
+    Chart { id: id.into(), title: title.into(), x_label: "layer".into(), y_label: y.into(), kind: ChartKind::Line, log_x: false, series: vec![], markers: vec![] }
+}
+
+fn layer_charts(runs: &[BackendRun]) -> [Chart; 2] {
+    let mut sqnr = chart("layer_sqnr", "SQNR per layer (higher = closer to FP32)", "SQNR (dB)");
+    let mut sens = chart("layer_sensitivity", "Validation accuracy with only one layer in INT8", "accuracy (%)");
+    for r in runs {
+        let name = short_label(&r.info);
+        let pts = |f: &dyn Fn(&super::measure::LayerRow) -> Option<f64>| r.layers.iter().enumerate().filter_map(|(i, l)| f(l).map(|v| [i as f64, v])).collect::<Vec<_>>();
+        sqnr.series.push(Series { name: format!("{name}: layer output"), points: pts(&|l| l.output_sqnr), provenance: Provenance::derived("layer outputs, int8 vs f32") });
+        sqnr.series.push(Series { name: format!("{name}: weights"), points: pts(&|l| l.weight_sqnr), provenance: Provenance::derived("f32 vs dequantized weights") });
+        sens.series.push(Series { name: format!("{name}: only this layer int8"), points: pts(&|l| Some(l.only_this_accuracy * 100.0)), provenance: Provenance::Measured });
+        if let Some(f) = r.variant(Kind::F32) {
+            sens.series.push(Series { name: format!("{name}: all FP32"), points: (0..r.layers.len()).map(|i| [i as f64, f.accuracy * 100.0]).collect(), provenance: Provenance::Measured });
+        }
+    }
+    [sqnr, sens]
+}
+
+pub fn fill(report: &mut Report, runs: &[BackendRun], batch: usize, calib_samples: usize) {
+    report.tables.push(comparison_table(runs, batch));
+    report.tables.push(observer_table(runs, calib_samples));
+    report.tables.push(layer_table(runs));
+    report.charts.extend(layer_charts(runs));
+    for r in runs {
+        if let (Some(f), Some(q)) = (r.variant(Kind::F32), r.variant(Kind::headline())) {
+            let name = short_label(&r.info);
+            let d = Provenance::derived("the measured latencies");
+            report.figures.push(Figure { label: format!("{name}: INT8 / FP32 latency, batch {batch}"), value: q.latency_batch_s / f.latency_batch_s, unit: "×".into(), provenance: d.clone() });
+            report.figures.push(Figure { label: format!("{name}: INT8 / FP32 latency, batch 1"), value: q.latency1_s / f.latency1_s, unit: "×".into(), provenance: d });
+            report.figures.push(Figure { label: format!("{name}: accuracy drop, FP32 to INT8"), value: (f.accuracy - q.accuracy) * 100.0, unit: "pp".into(), provenance: Provenance::derived("the measured accuracies") });
+        }
+    }
+    report.verdict = verdict(runs, batch);
+}
+
+fn ratio_words(r: f64) -> String {
+    if r < 0.95 { format!("{:.2}× faster", 1.0 / r) } else if r > 1.05 { format!("{:.2}× slower", r) } else { "no faster".into() }
+}
+
+fn backend_verdict(r: &BackendRun, f: &Measured, q: &Measured, batch: usize) -> (String, Vec<String>) {
+    let name = short_label(&r.info);
+    let ratio = q.latency_batch_s / f.latency_batch_s;
+    let drop_pp = (f.accuracy - q.accuracy) * 100.0;
+    let mut summary = format!(
+        "On {name}, INT8 (static, per-channel) is {} than FP32 at batch {batch} ({:.3} vs {:.3} ms) and {} at batch 1, with weights at {:.0}% of FP32's bytes and validation accuracy {} ({:+.2} pp).",
+        ratio_words(ratio),
+        q.latency_batch_s * 1e3,
+        f.latency_batch_s * 1e3,
+        ratio_words(q.latency1_s / f.latency1_s),
+        q.weight_bytes as f64 / f.weight_bytes as f64 * 100.0,
+        percent(q.accuracy),
+        -drop_pp,
+    );
+    let mut evidence = vec![format!("{name}: the int8 GEMM kernel here is {}.", r.int8_kernel)];
+    if let Some(g) = &r.gemm {
+        let gr = g.int8_s / g.f32_s;
+        let [m, k, n] = g.mkn;
+        evidence.push(format!("{name}: the largest layer's GEMM alone ({m}×{k}·{k}×{n}) takes {:.3} ms in f32 and {:.3} ms in int8 ({:.2}×).", g.f32_s * 1e3, g.int8_s * 1e3, gr));
+        summary.push(' ');
+        summary.push_str(&if gr < 0.95 && ratio >= gr + 0.1 {
+            format!("Why: the int8 GEMM itself is {} here, but each layer adds a quantize pass over its activations (the dequantize rides in the GEMM's epilogue), which eats into that gain end to end.", ratio_words(gr))
+        } else if gr < 0.95 {
+            format!("Why: the int8 GEMM itself is {} here, and it dominates the forward pass.", ratio_words(gr))
+        } else if r.info.software {
+            format!("Why: the int8 GEMM itself is {} at this size: {name} emulates the packed dot product on your CPU's cores, so int8 saves memory but not time.", ratio_words(gr))
+        } else {
+            format!("Why: at this size ({m}×{k}·{k}×{n}) the int8 GEMM itself is {} on this backend, so int8 saves memory but not time; try wider layers and a larger model.", ratio_words(gr))
+        });
+    }
+    if r.info.kind == BackendKind::Cpu && !r.int8_kernel.contains("VNNI") {
+        evidence.push(format!("{name}: no VNNI int8 dot-product instructions were found on this CPU, so the int8 GEMM ran on the {} path.", r.int8_kernel));
+    }
+    (summary, evidence)
+}
+
+fn verdict(runs: &[BackendRun], batch: usize) -> Verdict {
+    let mut v = Verdict::default();
+    let mut summary = Vec::new();
+    for r in runs {
+        match (r.variant(Kind::F32), r.variant(Kind::headline())) {
+            (Some(f), Some(q)) => {
+                let (s, e) = backend_verdict(r, f, q, batch);
+                summary.push(s);
+                v.evidence.extend(e);
+            }
+            _ => summary.push(format!("{}: INT8 could not be compared with FP32 (see the status column).", short_label(&r.info))),
+        }
+        if let Some((i, l)) = r.layers.iter().enumerate().min_by(|a, b| a.1.only_this_accuracy.total_cmp(&b.1.only_this_accuracy)) {
+            let sqnr = l.output_sqnr.map_or("exact".into(), |d| format!("{d:.1} dB"));
+            v.evidence.push(format!(
+                "{}: the most sensitive layer is layer {i} ({}×{} weights): with only it in int8 the accuracy is {} (output SQNR {sqnr}).",
+                short_label(&r.info),
+                l.shape[0],
+                l.shape[1],
+                percent(l.only_this_accuracy)
+            ));
+        }
+        if let Some(best) = r.observers.iter().max_by(|a, b| a.accuracy.total_cmp(&b.accuracy)) {
+            let worst = r.observers.iter().min_by(|a, b| a.accuracy.total_cmp(&b.accuracy)).unwrap_or(best);
+            v.evidence.push(format!("{}: calibration observers range from {} ({}) to {} ({}).", short_label(&r.info), percent(worst.accuracy), worst.kind.name(), percent(best.accuracy), best.kind.name()));
+        }
+    }
+    if summary.is_empty() {
+        summary.push("No backend finished; see the status column.".into());
+    }
+    v.summary = summary.join(" ");
+    v
+}

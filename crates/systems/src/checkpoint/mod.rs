@@ -1,0 +1,19 @@
+//! Checkpoints that survive a real crash: safetensors files with the whole training state,
+//! written atomically, validated on load, and resumed from the newest one that validates.
+
+mod checkpointer;
+mod child;
+pub mod child_process;
+mod damage;
+pub mod format;
+mod model_state;
+mod protocol;
+pub mod store;
+
+pub use checkpointer::{Checkpointer, Policy};
+pub use damage::{Damage, damage};
+pub use gpulab_core::error::CheckpointError;
+pub use format::{Checkpoint, CheckpointMeta, NamedTensor};
+pub use model_state::{restore, snapshot};
+pub use child::{ChildSpec, run_child};
+pub use protocol::ChildEvent;

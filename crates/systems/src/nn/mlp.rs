@@ -1,0 +1,273 @@
+use serde::{Deserialize, Serialize};
+
+use super::cnn::{ConvConfig, ConvStem, StemWorkspace};
+use super::{Accumulators, Optimizer, he_normal};
+use gpulab_core::error::{Error, Result};
+use gpulab_core::tensor::{Backend, DType, MemCategory, TensorMeta};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MlpConfig {
+    /// Values per sample the model reads (a CNN's: its images, C·H·W).
+    pub input: usize,
+    pub hidden: Vec<usize>,
+    pub classes: usize,
+    /// Convolutions before the dense layers (a CNN); None for a plain MLP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conv: Option<ConvConfig>,
+}
+
+impl MlpConfig {
+    /// The dense layers' input: the convolutions' output for a CNN, else the model's input.
+    pub fn dense_input(&self) -> usize {
+        self.conv.as_ref().map_or(self.input, |c| c.out_features())
+    }
+
+    /// Dense layer widths from their input to the output, e.g. [784, 256, 128, 10].
+    pub fn widths(&self) -> Vec<usize> {
+        std::iter::once(self.dense_input()).chain(self.hidden.iter().copied()).chain(std::iter::once(self.classes)).collect()
+    }
+
+    pub fn parameter_count(&self) -> usize {
+        self.widths().windows(2).map(|w| w[0] * w[1] + w[1]).sum::<usize>() + self.conv.as_ref().map_or(0, |c| c.parameter_count())
+    }
+
+    /// Multiply-adds ×2 of one forward pass per sample (a CNN's convolutions included).
+    pub fn forward_flops_per_sample(&self) -> f64 {
+        self.widths().windows(2).map(|w| 2.0 * (w[0] * w[1]) as f64).sum::<f64>() + self.conv.as_ref().map_or(0.0, |c| c.forward_flops_per_sample())
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.input == 0 || self.classes < 2 || self.hidden.contains(&0) {
+            return Err(Error::InvalidConfig(format!(
+                "model widths {:?} must all be positive, with at least 2 classes",
+                self.widths()
+            )));
+        }
+        match &self.conv {
+            Some(c) if c.image.iter().product::<usize>() != self.input => {
+                Err(Error::InvalidConfig(format!("CNN images {:?} hold {} values, but the model's input is {}", c.image, c.image.iter().product::<usize>(), self.input)))
+            }
+            Some(c) => c.validate(),
+            None => Ok(()),
+        }
+    }
+
+    /// The model named with its kind: "MLP 784-256-128-10", or a CNN's `describe` (which starts
+    /// with "CNN"); what an error names when two models differ.
+    pub fn label(&self) -> String {
+        if self.conv.is_some() { self.describe() } else { format!("MLP {}", self.describe()) }
+    }
+
+    /// "784-256-128-10" for an MLP; "CNN 3x32x32 conv3x3 16-pool-conv3x3 32-pool-2048-10" for a CNN.
+    pub fn describe(&self) -> String {
+        let dense = self.widths().iter().map(|w| w.to_string()).collect::<Vec<_>>().join("-");
+        match &self.conv {
+            Some(c) => format!("CNN {} {}-{dense}", c.image.map(|v| v.to_string()).join("x"), c.describe()),
+            None => dense,
+        }
+    }
+}
+
+/// One trainable tensor with its gradient and optimizer state.
+pub struct Param<B: Backend> {
+    pub value: B::Tensor,
+    pub grad: B::Tensor,
+    pub state: Vec<B::Tensor>,
+}
+
+/// Weights `[in, out]` and bias `[1, out]` of each layer.
+pub struct Mlp<B: Backend> {
+    pub cfg: MlpConfig,
+    pub weights: Vec<Param<B>>,
+    pub biases: Vec<Param<B>>,
+    /// The convolutions of a CNN (`cfg.conv`), before the dense layers.
+    pub stem: Option<ConvStem<B>>,
+    pub optimizer: Optimizer,
+    /// Optimizer steps taken (AdamW's bias correction counts from 1).
+    pub step: u32,
+}
+
+/// How `Mlp::backward_layers` writes the parameter gradients.
+pub enum GradWrite<'t, B: Backend> {
+    /// Overwrite them: one batch per optimizer step.
+    Replace,
+    /// Add to them (gradient accumulation over micro-batches): weights through the matmul's
+    /// accumulate flag, biases as `ones` ([1, rows] of 1.0) · the output gradient, the same
+    /// column sums.
+    Add { ones: &'t B::Tensor },
+}
+
+/// Per-batch-size buffers: the input, labels, every layer's output and its gradient, and the
+/// running loss / correct-count accumulators that are read back only now and then.
+pub struct Workspace<B: Backend> {
+    pub batch: usize,
+    pub x: B::Tensor,
+    pub y: B::Tensor,
+    pub acts: Vec<B::Tensor>,
+    pub grads: Vec<B::Tensor>,
+    pub acc: Accumulators<B>,
+    /// A CNN's convolution buffers.
+    pub stem: Option<StemWorkspace<B>>,
+}
+
+impl<B: Backend> Workspace<B> {
+    pub fn new(b: &mut B, cfg: &MlpConfig, batch: usize, with_grads: bool) -> Result<Self> {
+        let widths = cfg.widths();
+        let mut acts = Vec::new();
+        let mut grads = Vec::new();
+        for &w in &widths[1..] {
+            acts.push(b.zeros([batch, w], DType::F32, MemCategory::Activations)?);
+            if with_grads {
+                grads.push(b.zeros([batch, w], DType::F32, MemCategory::Activations)?);
+            }
+        }
+        Ok(Workspace {
+            batch,
+            x: b.zeros([batch, cfg.input], DType::F32, MemCategory::Inputs)?,
+            y: b.zeros([1, batch], DType::U32, MemCategory::Inputs)?,
+            acts,
+            grads,
+            acc: Accumulators::new(b, batch, false)?,
+            stem: cfg.conv.as_ref().map(|c| StemWorkspace::new(b, c, batch, with_grads, DType::F32)).transpose()?,
+        })
+    }
+
+    /// The logits of the latest forward pass.
+    pub fn logits(&self) -> &B::Tensor {
+        self.acts.last().expect("a model has at least one layer")
+    }
+}
+
+impl<B: Backend> Mlp<B> {
+    /// Builds the model with He-initialised weights (same seed, same weights on every backend).
+    pub fn new(b: &mut B, cfg: MlpConfig, optimizer: Optimizer, seed: u64) -> Result<Self> {
+        Self::new_from_layer(b, cfg, optimizer, seed, 0)
+    }
+
+    /// `new` for the layers `first_layer…` of a larger model (a pipeline stage): each layer
+    /// gets the weights the whole model's layer of that index starts from.
+    pub fn new_from_layer(b: &mut B, cfg: MlpConfig, optimizer: Optimizer, seed: u64, first_layer: usize) -> Result<Self> {
+        cfg.validate()?;
+        let widths = cfg.widths();
+        let mut weights = Vec::new();
+        let mut biases = Vec::new();
+        for (layer, w) in widths.windows(2).enumerate() {
+            let init = he_normal(w[0], w[1], seed, first_layer + layer);
+            let weight = b.upload_f32(&init, [w[0], w[1]], MemCategory::Parameters)?;
+            weights.push(param(b, weight, &optimizer)?);
+            let bias = b.zeros([1, w[1]], DType::F32, MemCategory::Parameters)?;
+            biases.push(param(b, bias, &optimizer)?);
+        }
+        let stem = cfg.conv.as_ref().map(|c| ConvStem::new(b, c, &optimizer, seed)).transpose()?;
+        Ok(Mlp { cfg, weights, biases, stem, optimizer, step: 0 })
+    }
+
+    /// Forward pass of `ws.x` into `ws.acts` (the last one holds the logits).
+    pub fn forward(&self, b: &mut B, ws: &mut Workspace<B>) -> Result<()> {
+        if let Some(stem) = &self.stem {
+            let sw = ws.stem.as_mut().ok_or_else(|| Error::Internal("a CNN's forward on a workspace without convolution buffers".into()))?;
+            stem.forward(b, &ws.x, sw, None)?;
+        }
+        forward_layers(b, self.weights.iter().zip(&self.biases).map(|(w, bi)| (&w.value, &bi.value)), ws)
+    }
+
+    /// Loss (accumulated into `ws.loss_sum`), correct count, and gradients of every parameter.
+    pub fn backward(&mut self, b: &mut B, ws: &mut Workspace<B>) -> Result<()> {
+        self.backward_with(b, ws, |_, _, _| Ok(()))
+    }
+
+    /// `backward`, calling `ready(b, model, i)` as soon as layer `i`'s weight and bias
+    /// gradients are final (layers in backward order, last first), before the gradient flows
+    /// on to layer `i − 1`: data parallelism starts all-reducing a finished bucket there while
+    /// the rest of backward runs (overlap).
+    pub fn backward_with(&mut self, b: &mut B, ws: &mut Workspace<B>, ready: impl FnMut(&mut B, &Mlp<B>, usize) -> Result<()>) -> Result<()> {
+        let last = self.weights.len() - 1;
+        let scale = 1.0 / ws.batch as f32;
+        ws.acc.record(b, &ws.acts[last], &ws.y, Some(&mut ws.grads[last]), scale)?;
+        self.backward_layers(b, ws, GradWrite::Replace, None, ready)
+    }
+
+    /// Backward from the output gradient already in the last of `ws.grads` (the loss's, or
+    /// one a later pipeline stage sent): every parameter's gradient, written as `write` says,
+    /// and, when `input_grad` is given, the gradient of the input `ws.x` (what a pipeline
+    /// stage sends to the stage before it).
+    pub fn backward_layers(&mut self, b: &mut B, ws: &mut Workspace<B>, write: GradWrite<'_, B>, mut input_grad: Option<&mut B::Tensor>, mut ready: impl FnMut(&mut B, &Mlp<B>, usize) -> Result<()>) -> Result<()> {
+        let last = self.weights.len() - 1;
+        let add = matches!(write, GradWrite::Add { .. });
+        for i in (0..=last).rev() {
+            let input = if i == 0 { &ws.x } else { &ws.acts[i - 1] };
+            let input = match (i, ws.stem.as_ref()) {
+                (0, Some(sw)) => sw.output(),
+                _ => input,
+            };
+            b.matmul(input, &ws.grads[i], &mut self.weights[i].grad, true, false, add)?;
+            match &write {
+                GradWrite::Replace => b.sum_cols(&ws.grads[i], &mut self.biases[i].grad)?,
+                GradWrite::Add { ones } => b.matmul(ones, &ws.grads[i], &mut self.biases[i].grad, false, false, true)?,
+            }
+            ready(b, self, i)?;
+            if let (0, Some(stem), Some(sw)) = (i, self.stem.as_mut(), ws.stem.as_mut()) {
+                let out = sw.output_grad().ok_or_else(|| Error::Internal("CNN backward on a forward-only workspace".into()))?;
+                b.matmul(&ws.grads[0], &self.weights[0].value, out, false, true, false)?;
+                stem.backward(b, sw, None)?;
+            }
+            if i > 0 {
+                let (before, after) = ws.grads.split_at_mut(i);
+                b.matmul(&after[0], &self.weights[i].value, &mut before[i - 1], false, true, false)?;
+                b.relu_backward(&mut before[i - 1], &ws.acts[i - 1])?;
+            } else if let Some(g) = input_grad.as_deref_mut() {
+                b.matmul(&ws.grads[0], &self.weights[0].value, g, false, true, false)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One optimizer step over every parameter.
+    pub fn update(&mut self, b: &mut B) -> Result<()> {
+        self.step += 1;
+        let opt = self.optimizer;
+        let stem = self.stem.iter_mut().flat_map(|s| s.params_mut());
+        for p in self.weights.iter_mut().chain(self.biases.iter_mut()).chain(stem) {
+            match (opt, p.state.as_mut_slice()) {
+                (super::Optimizer::Sgd(hp), [v]) => b.sgd_step(&mut p.value, &p.grad, v, hp)?,
+                (super::Optimizer::AdamW(hp), [m, v]) => b.adamw_step(&mut p.value, &p.grad, m, v, hp, self.step)?,
+                _ => unreachable!("state_slots matches the optimizer"),
+            }
+        }
+        Ok(())
+    }
+
+    /// All parameter values, weights then biases per dense layer, then (a CNN) weights and
+    /// biases per convolution, read back to the host.
+    pub fn read_parameters(&self, b: &mut B) -> Result<Vec<Vec<f32>>> {
+        let stem = self.stem.iter().flat_map(|s| s.params());
+        self.weights.iter().zip(&self.biases).flat_map(|(w, bi)| [w, bi]).chain(stem).map(|p| b.read_f32(&p.value)).collect()
+    }
+}
+
+/// The forward pass over layers given as (weight `[in, out]`, bias `[1, out]`) pairs: matmul,
+/// bias, ReLU between layers, logits in the last of `ws.acts`. `Mlp::forward` and the
+/// inference server's weights-only model (serve/) both run this one function.
+pub fn forward_layers<'t, B: Backend + 't>(b: &mut B, layers: impl ExactSizeIterator<Item = (&'t B::Tensor, &'t B::Tensor)>, ws: &mut Workspace<B>) -> Result<()> {
+    let last = layers.len().checked_sub(1).ok_or_else(|| Error::InvalidConfig("a model needs at least one layer".into()))?;
+    for (i, (weight, bias)) in layers.enumerate() {
+        let (done, rest) = ws.acts.split_at_mut(i);
+        let first = ws.stem.as_ref().map_or(&ws.x, |s| s.output());
+        let input = if i == 0 { first } else { &done[i - 1] };
+        let out = &mut rest[0];
+        b.matmul(input, weight, out, false, false, false)?;
+        b.bias_add(out, bias)?;
+        if i < last {
+            b.relu(out)?;
+        }
+    }
+    Ok(())
+}
+
+/// A parameter with a zero gradient and zero optimizer state of its shape.
+pub(super) fn param<B: Backend>(b: &mut B, value: B::Tensor, opt: &Optimizer) -> Result<Param<B>> {
+    let shape = value.shape();
+    let grad = b.zeros(shape, DType::F32, MemCategory::Gradients)?;
+    let state = (0..opt.state_slots()).map(|_| b.zeros(shape, DType::F32, MemCategory::OptimizerState)).collect::<Result<_>>()?;
+    Ok(Param { value, grad, state })
+}

@@ -1,0 +1,134 @@
+//! Data parallelism, no GUI: N replicas of the MLP, each on its own thread and backend, train on
+//! shards of every global batch and average their gradients with a ring all-reduce written here
+//! (ring.rs) — bucketed like PyTorch DDP (bucket.rs), optionally overlapped with backward
+//! (reducer.rs), through the training loop's `TrainHooks::reduce_gradients` seam.
+//!
+//! Replicas: CPU replicas that split the cores (each its own rayon pool of k threads, which
+//! the CPU backend's GEMM and element-wise kernels use), N wgpu devices on one adapter (real
+//! synchronisation and transfer cost, no extra compute), one replica per wgpu adapter, and the
+//! CUDA slot (refused with the CUDA backend's own error until it lands).
+//!
+//! `pipeline.rs`: model and pipeline parallelism (GPipe micro-batches) on CPU stages.
+//!
+//! `cost.rs` holds the ring cost model and the link presets used to extrapolate, simulated.
+
+pub mod bucket;
+pub mod cost;
+pub mod pipeline;
+pub mod replica;
+pub mod reducer;
+pub mod ring;
+mod run;
+mod summary;
+
+pub use replica::{LinkProbe, Msg, ReplicaOut, StepTimes};
+pub use ring::SimLink;
+pub use run::train;
+pub use summary::{DpReport, ReplicaLanes, StepSplit, timeline};
+
+use gpulab_core::error::{Error, Result};
+
+/// Where the replicas run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicaKind {
+    /// CPU replicas, each with its own pool of `threads` threads.
+    Cpu { threads: usize },
+    /// N wgpu devices opened on the one (default) adapter.
+    GpuDevices,
+    /// One replica per wgpu adapter (adapter indices 0…N−1, as `gpulab info` lists them).
+    GpuAdapters,
+    /// N CUDA GPUs with NCCL: the slot, filled by the CUDA issue.
+    Cuda,
+}
+
+/// The most replicas a run may ask for: each is a thread with its own model copy.
+pub const MAX_REPLICAS: usize = 64;
+/// The most wgpu devices opened on one adapter.
+pub const MAX_DEVICES_PER_ADAPTER: usize = 8;
+
+impl ReplicaKind {
+    /// What the replicas are, as every figure that depends on them says.
+    pub fn label(&self, n: usize) -> String {
+        match self {
+            ReplicaKind::Cpu { threads } => format!("{n} CPU replica{} × {threads} thread{}: real parallel compute on split cores", if n == 1 { "" } else { "s" }, if *threads == 1 { "" } else { "s" }),
+            ReplicaKind::GpuDevices => format!("{n} device{} on one adapter: real synchronisation and transfer cost, no extra compute", if n == 1 { "" } else { "s" }),
+            ReplicaKind::GpuAdapters => format!("{n} wgpu adapter{}: one replica each, gradients through host memory", if n == 1 { "" } else { "s" }),
+            ReplicaKind::Cuda => format!("{n} CUDA GPUs with NCCL"),
+        }
+    }
+
+    /// The CPU cores this machine offers (what CPU replicas split).
+    pub fn cores() -> usize {
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    }
+}
+
+/// A data-parallel run's settings (the model and optimizer come from `TrainConfig`, whose
+/// `batch` is the global batch).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DpConfig {
+    pub replicas: usize,
+    pub kind: ReplicaKind,
+    /// PyTorch DDP's `bucket_cap_mb` (MiB).
+    pub bucket_cap_mb: f64,
+    /// All-reduce a bucket while backward computes the earlier layers.
+    pub overlap: bool,
+    /// ZeRO-1: reduce-scatter the gradients, update 1/N of the parameters on each replica,
+    /// all-gather them (CPU replicas with overlap off; `reducer.rs`).
+    pub shard_optimizer: bool,
+    /// A simulated interconnect; None = the measured host transfers.
+    pub link: Option<SimLink>,
+    /// Steps drawn in the timeline (the run's first ones).
+    pub timeline_steps: usize,
+}
+
+impl DpConfig {
+    /// Refuses what cannot run, naming the setting and the limit.
+    pub fn validate(&self, global_batch: usize, train_len: usize) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidConfig(m));
+        let n = self.replicas;
+        if n == 0 {
+            return bad("replicas must be at least 1".into());
+        }
+        if n > MAX_REPLICAS {
+            return bad(format!("replicas {n} is more than the limit of {MAX_REPLICAS}"));
+        }
+        if global_batch % n != 0 {
+            return bad(format!(
+                "batch {global_batch} does not divide by replicas {n}: every replica needs an equal shard of the global batch; use a multiple of {n}, e.g. {}",
+                (global_batch / n).max(1) * n
+            ));
+        }
+        if global_batch > train_len {
+            return bad(format!("the global batch {global_batch} is larger than the {train_len} training samples; lower batch or replicas"));
+        }
+        bucket::cap_bytes(self.bucket_cap_mb)?;
+        match self.kind {
+            ReplicaKind::Cpu { threads } => {
+                let cores = ReplicaKind::cores();
+                if threads == 0 {
+                    return bad("threads_per_replica must be at least 1".into());
+                }
+                if n * threads > cores {
+                    return bad(format!("replicas {n} × threads_per_replica {threads} = {} threads is more than the {cores} CPU cores of this machine; CPU replicas split the cores", n * threads));
+                }
+            }
+            ReplicaKind::GpuDevices if n > MAX_DEVICES_PER_ADAPTER => {
+                return bad(format!("replicas {n} is more than the {MAX_DEVICES_PER_ADAPTER} devices gpulab opens on one adapter"));
+            }
+            _ => {}
+        }
+        if self.shard_optimizer && !matches!(self.kind, ReplicaKind::Cpu { .. }) {
+            return bad("shard_optimizer needs kind=cpu: the sharded step updates each replica's part of the parameters in host memory, and wgpu or CUDA replicas keep theirs on the device".into());
+        }
+        if self.shard_optimizer && self.overlap {
+            return bad("shard_optimizer needs overlap=false: the sharded step reduce-scatters every gradient after backward, on the training thread".into());
+        }
+        if let Some(l) = self.link
+            && (!(l.bytes_per_s > 0.0 && l.bytes_per_s.is_finite()) || !(l.latency_s >= 0.0 && l.latency_s < 1.0))
+        {
+            return bad(format!("the simulated link needs a positive bandwidth and a latency in [0, 1) s, got {} B/s and {} s", l.bytes_per_s, l.latency_s));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,122 @@
+//! Opens the replicas' backends, runs one thread per replica and forwards their messages to
+//! the caller's thread (which owns the sink), then sums up what they measured.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use super::replica::{Msg, ReplicaOut, ReplicaPlan, run_replica};
+use super::summary::{DpReport, summarize};
+use super::{DpConfig, ReplicaKind, bucket, ring};
+use crate::data::Dataset;
+use gpulab_core::device::gpu::{GpuBackend, GpuSelector, adapters};
+use gpulab_core::device::{CpuBackend, cuda};
+use gpulab_core::error::{Error, Result};
+use crate::nn::MlpConfig;
+use crate::train::TrainConfig;
+
+/// A replica's backend, opened (GPU) or to be built on its own pool (CPU).
+enum Opened {
+    Cpu(rayon::ThreadPool),
+    Gpu(Box<GpuBackend>),
+}
+
+/// Opens every replica's backend on this thread, one after another: wgpu crashes on
+/// concurrent device creation (wgpu issue #10010).
+fn open(kind: ReplicaKind, n: usize) -> Result<Vec<Opened>> {
+    match kind {
+        ReplicaKind::Cpu { threads } => (0..n)
+            .map(|r| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .thread_name(move |i| format!("replica {r} worker {i}"))
+                    .build()
+                    .map(Opened::Cpu)
+                    .map_err(|e| Error::InvalidConfig(format!("could not start replica {r}'s {threads} threads: {e}")))
+            })
+            .collect(),
+        ReplicaKind::GpuDevices => (0..n).map(|_| GpuBackend::open(&GpuSelector::Auto, None).map(|g| Opened::Gpu(Box::new(g)))).collect(),
+        ReplicaKind::GpuAdapters => {
+            let found = adapters::enumerate(&adapters::instance()).len();
+            if n > found {
+                return Err(Error::InvalidConfig(format!("replicas {n} is more than the {found} wgpu adapters of this machine; use kind=gpu for N devices on one adapter")));
+            }
+            (0..n).map(|i| GpuBackend::open(&GpuSelector::Index(i), None).map(|g| Opened::Gpu(Box::new(g)))).collect()
+        }
+        // The CUDA build's own refusal first (no driver, no feature); with a GPU, NCCL replicas
+        // are what is missing.
+        ReplicaKind::Cuda => cuda::open(0, None).and_then(|_| {
+            Err(Error::UnsupportedOp { op: "data parallel", backend: "cuda".into(), why: "NCCL all-reduce between CUDA replicas is not built yet; use kind=cpu or kind=gpu".into() })
+        }),
+    }
+}
+
+/// Trains `cfg` (whose `batch` is the global batch) data-parallel as `dp` says. `watch` runs on
+/// this thread with each of the replicas' messages (None: a poll while none came, at least
+/// every 50 ms) and returns true to stop: every replica then stops after the same step.
+pub fn train(data: &Dataset, cfg: &TrainConfig, dp: &DpConfig, watch: &mut dyn FnMut(Option<Msg>) -> bool) -> Result<DpReport> {
+    cfg.validate()?;
+    dp.validate(cfg.batch, data.train_len())?;
+    if data.val_len() == 0 {
+        return Err(Error::InvalidConfig(format!("data set {} has an empty validation split", data.name)));
+    }
+    let model_cfg = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes, conv: None };
+    model_cfg.validate()?;
+    let buckets = bucket::plan(&model_cfg.widths(), bucket::cap_bytes(dp.bucket_cap_mb)?);
+    let opened = open(dp.kind, dp.replicas)?;
+    let peers = ring::ring(dp.replicas, dp.link);
+    let stop = AtomicBool::new(false);
+    let (tx, rx) = channel::<Msg>();
+    let origin = Instant::now();
+    let results: Vec<Result<ReplicaOut>> = std::thread::scope(|s| {
+        let mut handles = Vec::new();
+        for (rank, (backend, peer)) in opened.into_iter().zip(peers).enumerate() {
+            let plan = ReplicaPlan { rank, replicas: dp.replicas, data, cfg, buckets: buckets.clone(), overlap: dp.overlap, shard_optimizer: dp.shard_optimizer, timeline_steps: dp.timeline_steps, origin, stop: &stop, events: tx.clone() };
+            let h = std::thread::Builder::new().name(format!("replica {rank}")).spawn_scoped(s, move || match backend {
+                Opened::Cpu(pool) => pool.install(|| run_replica(&mut CpuBackend::new(), plan, peer)),
+                Opened::Gpu(mut g) => run_replica(&mut *g, plan, peer),
+            });
+            handles.push(h.map_err(|e| Error::TrainingProcess(format!("could not start replica {rank}'s thread: {e}"))));
+        }
+        drop(tx);
+        loop {
+            let msg = match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(m) => Some(m),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            if watch(msg) {
+                stop.store(true, Ordering::Relaxed);
+            }
+        }
+        handles
+            .into_iter()
+            .enumerate()
+            .map(|(rank, h)| h?.join().unwrap_or_else(|_| Err(Error::Internal(format!("replica {rank}'s thread panicked")))))
+            .collect()
+    });
+    let outs = first_cause(results)?;
+    Ok(summarize(dp, cfg, &model_cfg, &buckets, outs))
+}
+
+/// Every replica's result, or the error that started it: a replica that fails takes its
+/// neighbours down with "lost its neighbour" errors, which are consequences, not causes.
+fn first_cause(results: Vec<Result<ReplicaOut>>) -> Result<Vec<ReplicaOut>> {
+    let mut errors: Vec<Error> = Vec::new();
+    let mut outs = Vec::new();
+    for r in results {
+        match r {
+            Ok(o) => outs.push(o),
+            Err(e) => errors.push(e),
+        }
+    }
+    if errors.is_empty() {
+        return Ok(outs);
+    }
+    let consequence = |e: &Error| {
+        let m = e.to_string();
+        m.contains("neighbour") || m.contains("all-reduce thread stopped")
+    };
+    let pos = errors.iter().position(|e| !consequence(e)).unwrap_or(0);
+    Err(errors.swap_remove(pos))
+}

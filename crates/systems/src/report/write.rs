@@ -1,0 +1,143 @@
+//! Report writers: JSON (the whole report, re-readable), CSV (every chart series as long-format
+//! rows), Markdown (summary, tables, verdict) and HTML (everything, charts as SVG; html/). Files are written to a temporary name and
+//! renamed, so an interrupted export never leaves half a report.
+
+use std::path::{Path, PathBuf};
+
+use super::Report;
+use gpulab_core::error::{Error, Result};
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io { path: path.to_path_buf(), source }
+}
+
+fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("report");
+    let tmp = format!(".{name}.{}.tmp", std::process::id());
+    gpulab_core::fsutil::write_atomic(dir, &tmp, name, bytes).map(|_| ()).map_err(|(path, source)| Error::Io { path, source })
+}
+
+pub fn write_json(report: &Report, path: &Path) -> Result<()> {
+    let bytes = serde_json::to_vec_pretty(report).map_err(|e| Error::Report(format!("serialising it as JSON: {e}")))?;
+    atomic_write(path, &bytes)
+}
+
+pub fn read_json(path: &Path) -> Result<Report> {
+    let bytes = std::fs::read(path).map_err(io(path))?;
+    // A file that is not a report is bad data in that file, not a bad setting.
+    serde_json::from_slice(&bytes).map_err(|e| Error::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not a gpulab report ({e}); open a report.json written by gpulab")),
+    })
+}
+
+/// Every chart series as rows: chart, series, x, y, provenance.
+pub fn write_csv(report: &Report, path: &Path) -> Result<()> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let csv_err = |e: csv::Error| Error::Io { path: path.to_path_buf(), source: std::io::Error::other(e) };
+    w.write_record(["chart", "x_label", "y_label", "series", "x", "y", "provenance"]).map_err(csv_err)?;
+    for c in &report.charts {
+        for s in &c.series {
+            for [x, y] in &s.points {
+                w.write_record([&c.title, &c.x_label, &c.y_label, &s.name, &x.to_string(), &y.to_string(), &s.provenance.label()]).map_err(csv_err)?;
+            }
+        }
+    }
+    let bytes = w.into_inner().map_err(|e| Error::Io { path: path.to_path_buf(), source: std::io::Error::other(e.to_string()) })?;
+    atomic_write(path, &bytes)
+}
+
+pub fn markdown(report: &Report) -> String {
+    let mut md = format!("# {}\n\n", report.title);
+    if report.stopped_early {
+        md.push_str("**This run was stopped early; the figures cover only what finished.**\n\n");
+    }
+    md.push_str(&format!("## Verdict\n\n{}\n\n", report.verdict.summary));
+    for e in &report.verdict.evidence {
+        md.push_str(&format!("- {e}\n"));
+    }
+    for n in &report.notes {
+        md.push_str(&format!("\n> {n}\n"));
+    }
+    if !report.figures.is_empty() {
+        md.push_str("\n## Headline figures\n\n| figure | value | source |\n| --- | ---: | --- |\n");
+        for f in &report.figures {
+            md.push_str(&format!("| {} | {:.4} {} | {} |\n", f.label, f.value, f.unit, f.provenance.label()));
+        }
+    }
+    for t in &report.tables {
+        md.push_str(&format!("\n## {}\n\n", t.title));
+        let head: Vec<String> = t.columns.iter().map(|c| if c.unit.is_empty() { c.name.clone() } else { format!("{} ({})", c.name, c.unit) }).collect();
+        md.push_str(&format!("| {} |\n|{}\n", head.join(" | "), " --- |".repeat(t.columns.len())));
+        for r in &t.rows {
+            let cells: Vec<String> = r.iter().zip(&t.columns).map(|(c, col)| c.format(col).replace('|', "\\|")).collect();
+            md.push_str(&format!("| {} |\n", cells.join(" | ")));
+        }
+        let sources: Vec<String> = t.columns.iter().filter_map(|c| c.provenance.as_ref().map(|p| format!("{}: {}", c.name, p.label()))).collect();
+        if !sources.is_empty() {
+            md.push_str(&format!("\nSources — {}.\n", sources.join("; ")));
+        }
+    }
+    for c in &report.charts {
+        md.push_str(&format!("\n## Chart: {}\n\n{} against {}; the points are in report.csv.\n", c.title, c.y_label, c.x_label));
+        for s in &c.series {
+            md.push_str(&format!("- {} — {} points, {}\n", s.name, s.points.len(), s.provenance.label()));
+        }
+        for (x, label) in &c.markers {
+            md.push_str(&format!("- marker at {x}: {label}\n"));
+        }
+    }
+    let m = &report.metadata;
+    md.push_str(&format!(
+        "\n## Reproduce\n\n- gpulab {} · started {} · seed {}\n- precision {} · data set {}\n- host: {}\n",
+        m.gpulab_version, m.started_at, m.seed, m.precision, m.dataset, m.host
+    ));
+    for b in &m.backends {
+        md.push_str(&format!("- backend: {} · driver {}\n", b.label(), b.driver));
+    }
+    for (k, v) in &report.config {
+        md.push_str(&format!("- `{k}` = `{v}`\n"));
+    }
+    md
+}
+
+pub fn write_markdown(report: &Report, path: &Path) -> Result<()> {
+    atomic_write(path, markdown(report).as_bytes())
+}
+
+/// The index page of a `gpulab run all` folder (see `html::index_html`).
+pub fn write_index(path: &Path, heading: &str, rows: &[super::html::IndexRow]) -> Result<()> {
+    atomic_write(path, super::html::index_html(heading, rows).as_bytes())
+}
+
+pub fn write_html(report: &Report, path: &Path) -> Result<()> {
+    atomic_write(path, super::html::to_html(report).as_bytes())
+}
+
+/// Writes report.json, report.csv, report.md and report.html into `dir`; returns their paths.
+pub fn write_all(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
+    let paths = [dir.join("report.json"), dir.join("report.csv"), dir.join("report.md"), dir.join("report.html")];
+    write_json(report, &paths[0])?;
+    write_csv(report, &paths[1])?;
+    write_markdown(report, &paths[2])?;
+    write_html(report, &paths[3])?;
+    let mut paths = paths.to_vec();
+    // Each recorded timeline also goes out as a Chrome/Perfetto trace beside the report.
+    for t in &report.timelines {
+        let p = dir.join(crate::profile::trace::file_name(t));
+        let bytes = serde_json::to_vec(&crate::profile::trace::to_json(t)).map_err(|e| Error::Report(format!("serialising the trace {}: {e}", p.display())))?;
+        atomic_write(&p, &bytes)?;
+        paths.push(p);
+    }
+    for a in &report.attachments {
+        let plain = !a.file_name.is_empty() && !a.file_name.contains(['/', '\\']) && !a.file_name.starts_with('.');
+        if !plain {
+            return Err(Error::Report(format!("attachment name {:?} is not a plain file name", a.file_name)));
+        }
+        let p = dir.join(&a.file_name);
+        atomic_write(&p, if a.bytes.is_empty() { a.text.as_bytes() } else { &a.bytes })?;
+        paths.push(p);
+    }
+    Ok(paths)
+}

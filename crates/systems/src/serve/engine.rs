@@ -1,0 +1,220 @@
+//! The inference thread: it owns the backend (opened on this thread), the model's weights and
+//! one forward workspace per batch size (made on first use, then reused), takes batches from
+//! the batcher, runs them, and answers every request of the batch.
+
+use std::collections::HashMap;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use super::batcher::{Batches, Prediction, Request};
+use super::metrics::EngineMetrics;
+use super::model::{DeviceModel, HostModel};
+use gpulab_core::device::Device;
+use gpulab_core::error::{Error, Result};
+use crate::nn::Workspace;
+use gpulab_core::tensor::{Backend, BackendInfo, MemoryReport};
+use gpulab_core::with_backend;
+
+/// What the inference thread has done so far (a snapshot is a copy).
+#[derive(Clone, Debug, Default)]
+pub struct EngineTotals {
+    pub batches: u64,
+    pub samples: u64,
+    /// Wall time spent running batches (upload, forward, read-back), seconds. Measured.
+    pub compute_s: f64,
+    /// Device busy time from GPU timestamps, seconds; None where the backend cannot measure it.
+    pub gpu_busy_s: Option<f64>,
+    /// How many batches had each size. Measured.
+    pub batch_sizes: HashMap<usize, u64>,
+    pub failed_batches: u64,
+}
+
+/// Shared between the inference thread and whoever watches it.
+#[derive(Clone, Default)]
+pub struct EngineStats(Arc<Mutex<EngineTotals>>);
+
+impl EngineStats {
+    pub fn snapshot(&self) -> EngineTotals {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn add(&self, rows: usize, compute_s: f64, busy: Option<f64>, ok: bool) {
+        let mut t = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        t.batches += 1;
+        t.samples += rows as u64;
+        t.compute_s += compute_s;
+        if let Some(s) = busy {
+            *t.gpu_busy_s.get_or_insert(0.0) += s;
+        }
+        *t.batch_sizes.entry(rows).or_default() += 1;
+        if !ok {
+            t.failed_batches += 1;
+        }
+    }
+}
+
+/// What the thread reports once the backend is open and warmed up.
+#[derive(Clone, Debug)]
+pub struct EngineReady {
+    pub backend: BackendInfo,
+    /// The memory ledger with the weights and the max-batch workspace allocated.
+    pub memory: MemoryReport,
+}
+
+/// The running inference thread.
+pub struct Engine {
+    pub stats: EngineStats,
+    pub ready: EngineReady,
+    thread: JoinHandle<Result<()>>,
+}
+
+impl Engine {
+    /// Starts the thread, opens `device` on it, uploads the model and runs one batch of each
+    /// of sizes 1 and max batch (kernels compiled before the first request). Returns once it
+    /// serves, or the error that stopped it (e.g. `cuda`: CUDA unavailable).
+    pub fn start(device: Device, model: HostModel, batches: Batches, metrics: EngineMetrics) -> Result<Engine> {
+        let stats = EngineStats::default();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let st = stats.clone();
+        let thread = std::thread::Builder::new()
+            .name("gpulab-inference".into())
+            .spawn(move || {
+                gpulab_core::device::cpu::drive(|| {
+                    let mut engine = match device.open(None) {
+                        Ok(e) => e,
+                        Err(e) => {
+                            let msg = e.to_string();
+                            let _ = ready_tx.send(Err(e));
+                            return Err(Error::InvalidConfig(msg));
+                        }
+                    };
+                    with_backend!(&mut engine, b => serve_loop(b, &model, &batches, &st, &metrics, ready_tx))
+                })
+            })
+            .map_err(|e| Error::Internal(format!("could not start the inference thread: {e}")))?;
+        match ready_rx.recv() {
+            Ok(Ok(ready)) => Ok(Engine { stats, ready, thread }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => Err(match thread.join() {
+                Ok(Err(e)) => e,
+                _ => Error::Internal("the inference thread stopped while starting".into()),
+            }),
+        }
+    }
+
+    /// Waits for the thread to drain the queue and stop (it stops once every `Queue` is gone).
+    pub fn join(self) -> Result<EngineTotals> {
+        let stats = self.stats;
+        match self.thread.join() {
+            Ok(r) => r.map(|_| stats.snapshot()),
+            Err(_) => Err(Error::Internal("the inference thread panicked".into())),
+        }
+    }
+}
+
+/// Softmax of one row of logits, and its arg-max.
+pub fn softmax(logits: &[f32]) -> (usize, Vec<f32>) {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let e: Vec<f32> = logits.iter().map(|v| (v - max).exp()).collect();
+    let sum: f32 = e.iter().sum();
+    let p: Vec<f32> = e.iter().map(|v| v / sum).collect();
+    let class = p.iter().enumerate().fold(0, |best, (i, v)| if *v > p[best] { i } else { best });
+    (class, p)
+}
+
+struct Runner<B: Backend> {
+    model: DeviceModel<B>,
+    workspaces: HashMap<usize, Workspace<B>>,
+    xb: Vec<f32>,
+}
+
+impl<B: Backend> Runner<B> {
+    /// Logits of `inputs` (rows of `features`), through the workspace for that many rows.
+    fn run(&mut self, b: &mut B, inputs: &[&[f32]]) -> Result<Vec<f32>> {
+        let rows = inputs.len();
+        if !self.workspaces.contains_key(&rows) {
+            let ws = self.model.workspace(b, rows)?;
+            self.workspaces.insert(rows, ws);
+        }
+        let ws = self.workspaces.get_mut(&rows).expect("inserted above");
+        self.xb.clear();
+        inputs.iter().for_each(|x| self.xb.extend_from_slice(x));
+        b.write_f32(&mut ws.x, &self.xb)?;
+        self.model.forward(b, ws)?;
+        b.flush()?;
+        b.read_f32(ws.logits())
+    }
+}
+
+fn serve_loop<B: Backend>(
+    b: &mut B,
+    host: &HostModel,
+    batches: &Batches,
+    stats: &EngineStats,
+    metrics: &EngineMetrics,
+    ready_tx: mpsc::Sender<Result<EngineReady>>,
+) -> Result<()> {
+    let setup = |b: &mut B| -> Result<Runner<B>> {
+        b.prepare()?;
+        let model = DeviceModel::upload(b, host)?;
+        Ok(Runner { model, workspaces: HashMap::new(), xb: Vec::new() })
+    };
+    let mut runner = match setup(b) {
+        Ok(r) => r,
+        Err(e) => {
+            let msg = e.to_string();
+            let _ = ready_tx.send(Err(e));
+            return Err(Error::InvalidConfig(msg));
+        }
+    };
+    let features = host.arch.input;
+    let zero = vec![0.0f32; features];
+    let max = batches.policy().max_batch;
+    for rows in [1, max] {
+        let inputs = vec![zero.as_slice(); rows];
+        if let Err(e) = runner.run(b, &inputs) {
+            let msg = e.to_string();
+            let _ = ready_tx.send(Err(e));
+            return Err(Error::InvalidConfig(msg));
+        }
+    }
+    b.take_busy_seconds()?; // start the busy clock from zero
+    let _ = ready_tx.send(Ok(EngineReady { backend: b.info(), memory: b.memory() }));
+
+    let mut batch: Vec<Request> = Vec::with_capacity(max);
+    let classes = host.arch.classes;
+    while batches.next_batch(&mut batch).is_some() {
+        let start = Instant::now();
+        metrics.batch_formed(batch.len(), batches.depth());
+        let inputs: Vec<&[f32]> = batch.iter().map(|r| r.input.as_slice()).collect();
+        let result = runner.run(b, &inputs);
+        let compute_s = start.elapsed().as_secs_f64();
+        let busy = b.take_busy_seconds().unwrap_or(None);
+        let rows = batch.len();
+        stats.add(rows, compute_s, busy, result.is_ok());
+        metrics.batch_done(rows, compute_s, busy);
+        match result {
+            Ok(logits) => {
+                for (r, l) in batch.drain(..).zip(logits.chunks_exact(classes)) {
+                    let (class, probabilities) = softmax(l);
+                    let _ = r.reply.send(Ok(Prediction { class, probabilities, queue_wait: start - r.enqueued, batch_size: rows }));
+                }
+            }
+            Err(e) => {
+                let msg = format!("inference failed: {e}");
+                for r in batch.drain(..) {
+                    let _ = r.reply.send(Err(msg.clone()));
+                }
+                if matches!(e, Error::DeviceLost(_)) {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
+}

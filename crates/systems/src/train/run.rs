@@ -1,0 +1,264 @@
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::amp_step::{Amp, AmpReport};
+use super::f32_step::F32Phases;
+use super::feed::{Feed, Inline};
+use super::step::{Phases, Step};
+use super::{LoaderPosition, NoHooks, StepDone, TrainConfig, TrainEvent, TrainHooks, TrainSink};
+use crate::data::{Dataset, batcher};
+use gpulab_core::error::{Error, Result};
+use crate::nn::{Mlp, MlpConfig, Totals};
+use gpulab_core::spans::stage;
+use gpulab_core::tensor::{Backend, BackendInfo, MemoryReport};
+pub use gpulab_core::stats::median;
+
+/// One epoch's figures. Losses and accuracies are measured on this run's data; times are wall
+/// clock on this machine; `gpu_busy_s` is derived from GPU timestamp queries.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EpochSummary {
+    pub epoch: usize,
+    pub train_loss: f64,
+    pub train_accuracy: f64,
+    pub val_loss: f64,
+    pub val_accuracy: f64,
+    pub train_wall_s: f64,
+    pub samples_per_s: f64,
+    pub gpu_busy_s: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TrainReport {
+    pub backend: BackendInfo,
+    pub dataset: String,
+    pub dataset_source: String,
+    pub model: String,
+    pub parameters: usize,
+    pub config: TrainConfig,
+    pub epochs: Vec<EpochSummary>,
+    pub steps: u64,
+    /// Wall time of the training steps (validation excluded), seconds. Measured.
+    pub train_wall_s: f64,
+    /// Training samples per second over the whole run. Measured.
+    pub samples_per_s: f64,
+    /// Median step time over the read-back windows, ms. Measured.
+    pub median_step_ms: f64,
+    /// GPU busy time over the training steps. Derived from GPU timestamps; None where the
+    /// backend has none.
+    pub gpu_busy_s: Option<f64>,
+    /// gpu_busy_s / train_wall_s. Derived.
+    pub gpu_busy_fraction: Option<f64>,
+    pub final_val_accuracy: f64,
+    pub memory: MemoryReport,
+    pub stopped_early: bool,
+    /// Loss scale, skipped steps and gradient underflow of a mixed-precision run.
+    #[serde(default)]
+    pub amp: Option<AmpReport>,
+}
+
+/// Trains the model `cfg.model` names (an MLP or the small CNN) on `data` and evaluates it after every epoch.
+pub fn train<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mut dyn TrainSink) -> Result<TrainReport> {
+    train_with(b, data, cfg, sink, &mut NoHooks, &mut Inline)
+}
+
+/// `train`, with batches from `feed` and each step's stages reported to it.
+pub fn train_fed<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mut dyn TrainSink, feed: &mut dyn Feed<B>) -> Result<TrainReport> {
+    train_with(b, data, cfg, sink, &mut NoHooks, feed)
+}
+
+/// `train`, starting where `hooks` restore to and telling them after every step (checkpoints),
+/// with batches from `feed` and each step's stages reported to it (input pipeline, profiler).
+pub fn train_with<B: Backend>(
+    b: &mut B,
+    data: &Dataset,
+    cfg: &TrainConfig,
+    sink: &mut dyn TrainSink,
+    hooks: &mut dyn TrainHooks<B>,
+    feed: &mut dyn Feed<B>,
+) -> Result<TrainReport> {
+    cfg.validate()?;
+    if data.train_len() == 0 || data.val_len() == 0 {
+        return Err(Error::InvalidConfig(format!("data set {} has an empty train or validation split", data.name)));
+    }
+    let model_cfg = cfg.model.config(data.shape, data.features, &cfg.hidden, data.classes)?;
+    let mut model = Mlp::new(b, model_cfg.clone(), cfg.optimizer(), cfg.seed)?;
+    let n = data.train_len();
+    let batch = cfg.batch.min(n);
+    let steps_per_epoch = batcher::batches_per_epoch(n, batch, false) as u64;
+    let start = hooks.restore(b, &mut model)?.unwrap_or_default();
+    if start.epoch > cfg.epochs || start.batch >= steps_per_epoch as usize {
+        return Err(Error::InvalidConfig(format!("cannot resume at epoch {} batch {}: the run has {} epochs of {steps_per_epoch} batches", start.epoch, start.batch, cfg.epochs)));
+    }
+    sink.event(TrainEvent::Started { total_steps: steps_per_epoch * cfg.epochs as u64, steps_per_epoch });
+    let run = Run { data, cfg, sink, hooks, feed, model_cfg, start, n, batch, steps_per_epoch };
+    match Amp::new(b, &model, cfg.amp)? {
+        None => {
+            let step = Step::new(b, &model, F32Phases, batch)?;
+            run_steps(b, run, model, step)
+        }
+        Some(amp) => {
+            let step = Step::new(b, &model, amp, batch)?;
+            run_steps(b, run, model, step)
+        }
+    }
+}
+
+/// What `run_steps` needs from `train_with`.
+struct Run<'a, B: Backend> {
+    data: &'a Dataset,
+    cfg: &'a TrainConfig,
+    sink: &'a mut dyn TrainSink,
+    hooks: &'a mut dyn TrainHooks<B>,
+    feed: &'a mut dyn Feed<B>,
+    model_cfg: MlpConfig,
+    start: LoaderPosition,
+    n: usize,
+    batch: usize,
+    steps_per_epoch: u64,
+}
+
+/// The loop, once per precision (static dispatch through `P`).
+fn run_steps<B: Backend, P: Phases<B>>(b: &mut B, run: Run<'_, B>, mut model: Mlp<B>, mut steps: Step<B, P>) -> Result<TrainReport> {
+    let Run { data, cfg, sink, hooks, feed, model_cfg, start, n, batch, steps_per_epoch } = run;
+    if let Some(state) = hooks.restored_scaler() {
+        steps.restore_scaler(b, state)?;
+    }
+    let mut xb = Vec::new();
+    let mut yb = Vec::new();
+    let mut epochs = Vec::new();
+    let mut step: u64 = start.step;
+    let mut total_seen = 0usize;
+    let mut window_ms = Vec::new();
+    let (mut total_wall, mut total_busy, mut any_busy) = (0.0f64, 0.0f64, false);
+    let mut stopped_early = false;
+    steps.warm_up(b, &mut model, Some(n % batch).filter(|&r| r != 0 && n > batch))?;
+    b.take_busy_seconds()?; // start the GPU clock from zero
+
+    'epochs: for epoch in start.epoch..cfg.epochs {
+        let order = batcher::epoch_order(n, cfg.seed, epoch as u64);
+        let (mut ep_loss, mut ep_correct, mut ep_seen, mut ep_wall) = (0.0f64, 0u64, 0usize, 0.0f64);
+        // GPU busy seconds, taken per log window (the live chart) and summed for the epoch.
+        let mut ep_busy: Option<f64> = None;
+        let (mut win_steps, mut win_seen) = (0u64, 0usize);
+        let mut win_start = Instant::now();
+        let skip = if epoch == start.epoch { start.batch } else { 0 };
+        for (i, idx) in order.chunks(batch).enumerate().skip(skip) {
+            if sink.stop_requested() {
+                stopped_early = true;
+                break 'epochs;
+            }
+            let t0 = Instant::now();
+            feed.batch(data, epoch, idx, &mut xb, &mut yb)?;
+            let t1 = Instant::now();
+            feed.span(stage::DATA_WAIT, t0, t1);
+            let (x, y) = steps.inputs(b, &model, idx.len())?;
+            feed.upload(b, x, y, &xb, &yb)?;
+            let t2 = Instant::now();
+            feed.span(stage::UPLOAD, t1, t2);
+            steps.forward(b, &model)?;
+            steps.backward(b, &mut model)?;
+            hooks.reduce_gradients(b, &mut model)?; // the data-parallel seam (exercise 6)
+            steps.apply_update(b, &mut model, step + 1)?;
+            let t3 = Instant::now();
+            feed.span(stage::RECORD, t2, t3);
+            b.flush()?;
+            let t4 = Instant::now();
+            feed.span(stage::SUBMIT, t3, t4);
+            if feed.sync_each_step() {
+                b.sync()?;
+                feed.span(stage::WAIT, t4, Instant::now());
+            }
+            step += 1;
+            win_steps += 1;
+            win_seen += idx.len();
+            let last = i as u64 + 1 == steps_per_epoch;
+            if step % cfg.log_every as u64 == 0 || last {
+                // Reading back waits for the device; the window's wall time includes it.
+                let t5 = Instant::now();
+                let Totals { loss, correct, .. } = steps.take_totals(b)?;
+                feed.span(stage::READBACK, t5, Instant::now());
+                let secs = win_start.elapsed().as_secs_f64();
+                let win_busy = b.take_busy_seconds()?;
+                if let Some(s) = win_busy {
+                    *ep_busy.get_or_insert(0.0) += s;
+                }
+                window_ms.push(secs * 1e3 / win_steps as f64);
+                ep_wall += secs;
+                let mean = loss / win_seen as f64;
+                if !mean.is_finite() {
+                    return Err(Error::Diverged { step, loss: mean as f32 });
+                }
+                ep_loss += loss;
+                ep_correct += correct;
+                ep_seen += win_seen;
+                sink.event(TrainEvent::Progress {
+                    step,
+                    epoch,
+                    loss: mean,
+                    accuracy: correct as f64 / win_seen as f64,
+                    samples_per_s: win_seen as f64 / secs.max(1e-12),
+                    window_s: secs,
+                    gpu_busy_s: win_busy,
+                    memory: b.memory(),
+                });
+                (win_steps, win_seen) = (0, 0);
+                win_start = Instant::now();
+            }
+            let next = if last { LoaderPosition { step, epoch: epoch + 1, batch: 0 } } else { LoaderPosition { step, epoch, batch: i + 1 } };
+            let mut done = StepDone { next, epoch_end: last, run_end: last && epoch + 1 == cfg.epochs, scaler: None };
+            // Only a step the hooks will save reads the device state (a sync).
+            if hooks.wants_state(&done) {
+                done.scaler = steps.sync_state(b, &mut model)?;
+            }
+            hooks.after_step(b, &model, done)?;
+        }
+        // Work after the epoch's last window (a hook's checkpoint) still counts.
+        let busy = match (ep_busy, b.take_busy_seconds()?) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        let (val_loss, val_accuracy) = steps.evaluate(b, &model, data, batch)?;
+        b.take_busy_seconds()?; // validation is not part of the training figures
+        if let Some(s) = busy {
+            total_busy += s;
+            any_busy = true;
+        }
+        total_wall += ep_wall;
+        total_seen += ep_seen;
+        let summary = EpochSummary {
+            epoch,
+            train_loss: ep_loss / ep_seen.max(1) as f64,
+            train_accuracy: ep_correct as f64 / ep_seen.max(1) as f64,
+            val_loss,
+            val_accuracy,
+            train_wall_s: ep_wall,
+            samples_per_s: ep_seen as f64 / ep_wall.max(1e-12),
+            gpu_busy_s: busy,
+        };
+        sink.event(TrainEvent::Epoch(summary.clone()));
+        epochs.push(summary);
+    }
+
+    let seen = total_seen;
+    let gpu_busy_s = any_busy.then_some(total_busy);
+    Ok(TrainReport {
+        backend: b.info(),
+        dataset: data.name.clone(),
+        dataset_source: data.source.clone(),
+        model: model_cfg.describe(),
+        parameters: model_cfg.parameter_count(),
+        config: cfg.clone(),
+        steps: step,
+        train_wall_s: total_wall,
+        samples_per_s: seen as f64 / total_wall.max(1e-12),
+        median_step_ms: median(&mut window_ms),
+        gpu_busy_fraction: gpu_busy_s.map(|s| s / total_wall.max(1e-12)),
+        gpu_busy_s,
+        final_val_accuracy: epochs.last().map(|e| e.val_accuracy).unwrap_or(0.0),
+        epochs,
+        memory: b.memory(),
+        stopped_early,
+        amp: steps.into_amp_report(),
+    })
+}

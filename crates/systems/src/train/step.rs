@@ -1,0 +1,234 @@
+//! One training step cut into phases — forward, backward (fills every parameter's `.grad`),
+//! apply_update (the optimizer) — for either precision. The loop in `run.rs`, validation and
+//! the benchmark are written once against `Step<B, P>`; `P` (`F32Phases` or `Amp`) says how
+//! each phase runs. Data parallelism all-reduces the gradients between backward and
+//! apply_update; an inference server runs the forward phase alone (`predict`).
+
+use std::marker::PhantomData;
+
+use super::AmpReport;
+use crate::data::Dataset;
+use gpulab_core::error::{Error, Result};
+use crate::nn::{Accumulators, GradScalerState, Mlp, MlpConfig, Totals, take_totals, take_totals_with};
+use gpulab_core::tensor::{Backend, HostData};
+
+/// The buffers a pass over one batch size runs on.
+pub trait StepBuffers<B: Backend> {
+    fn rows(&self) -> usize;
+    /// The input and label tensors the next batch is written into.
+    fn inputs(&mut self) -> (&mut B::Tensor, &mut B::Tensor);
+    /// The logits of the latest forward pass (f32, `[rows, classes]`).
+    fn logits(&self) -> &B::Tensor;
+    fn accumulators(&mut self) -> &mut Accumulators<B>;
+    /// Adds the latest forward pass's loss and correct count, without gradients (validation).
+    fn score(&mut self, b: &mut B) -> Result<()>;
+}
+
+/// How one precision runs each phase of a step.
+pub trait Phases<B: Backend> {
+    type Buffers: StepBuffers<B>;
+    /// Buffers for `rows` samples; with gradient buffers when `training`.
+    fn buffers(&self, b: &mut B, cfg: &MlpConfig, rows: usize, training: bool) -> Result<Self::Buffers>;
+    /// Brings the weights the forward pass reads up to date with the model's (AMP casts its
+    /// 16-bit copies; f32 reads the model's own).
+    fn refresh_weights(&mut self, b: &mut B, model: &Mlp<B>) -> Result<()>;
+    /// Logits of `ws`'s inputs, with the weights of the last `refresh_weights`.
+    fn forward(&self, b: &mut B, model: &Mlp<B>, ws: &mut Self::Buffers) -> Result<()>;
+    /// Loss, correct count and every parameter's `.grad`, from the forward pass in `ws`.
+    fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut Self::Buffers) -> Result<()>;
+    /// The optimizer step from the parameters' `.grad` (step numbers count from 1).
+    fn apply_update(&mut self, b: &mut B, model: &mut Mlp<B>, step: u64) -> Result<()>;
+    /// Tensors read back with the totals at each log window (AMP: the loss scaler's state and
+    /// per-step log), in the same read-back.
+    fn window_tensors(&self) -> Vec<&B::Tensor> {
+        Vec::new()
+    }
+    /// Takes note of the totals and the `window_tensors` read back (AMP keeps the gradient
+    /// statistics and the scale history).
+    fn absorb(&mut self, _totals: &Totals, _window: &[HostData]) -> Result<()> {
+        Ok(())
+    }
+    /// Reads what a checkpoint needs from the device (a sync; AMP keeps its optimizer step count
+    /// and loss scaler there): updates `model.step` and returns the scaler's state, when this
+    /// precision scales.
+    fn sync_state(&mut self, _b: &mut B, _model: &mut Mlp<B>) -> Result<Option<GradScalerState>> {
+        Ok(None)
+    }
+    /// Continues scaling from a checkpoint's state. A state without a scaler to take it means
+    /// the checkpoint and this run disagree about precision: refused, not ignored.
+    fn restore_scaler(&mut self, _b: &mut B, _state: GradScalerState) -> Result<()> {
+        Err(no_scaler())
+    }
+    /// Compiles the update's kernels before the clock starts, changing nothing (AMP's are
+    /// compiled per 16-bit type on first use).
+    fn warm_up_update(&mut self, _b: &mut B, _model: &mut Mlp<B>) -> Result<()> {
+        Ok(())
+    }
+    fn into_amp_report(self) -> Option<AmpReport>;
+}
+
+/// A checkpoint's scaler state offered to a run that does not scale its loss.
+pub(super) fn no_scaler() -> Error {
+    Error::InvalidConfig("the checkpoint holds a loss scaler's state but this run does not scale its loss; resume with the checkpoint's precision".into())
+}
+
+/// The full-batch workspace and, once an epoch ends on a short batch, one for that size: the
+/// "which workspace for this many rows" choice, made in one place.
+pub struct ByRows<W> {
+    full: W,
+    tail: Option<W>,
+    on_tail: bool,
+}
+
+impl<W> ByRows<W> {
+    pub fn new(full: W) -> Self {
+        ByRows { full, tail: None, on_tail: false }
+    }
+
+    /// Makes the workspace for `rows` the current one, building a tail workspace with `make`
+    /// when neither fits.
+    pub fn select(&mut self, rows: usize, rows_of: impl Fn(&W) -> usize, make: impl FnOnce() -> Result<W>) -> Result<&mut W> {
+        self.on_tail = rows != rows_of(&self.full);
+        if self.on_tail && self.tail.as_ref().is_none_or(|t| rows_of(t) != rows) {
+            self.tail = Some(make()?);
+        }
+        Ok(self.current())
+    }
+
+    pub fn current(&mut self) -> &mut W {
+        match (self.on_tail, self.tail.as_mut()) {
+            (true, Some(t)) => t,
+            _ => &mut self.full,
+        }
+    }
+
+    pub fn current_ref(&self) -> &W {
+        match (self.on_tail, self.tail.as_ref()) {
+            (true, Some(t)) => t,
+            _ => &self.full,
+        }
+    }
+
+    pub fn full(&mut self) -> &mut W {
+        &mut self.full
+    }
+
+    pub fn all(&mut self) -> impl Iterator<Item = &mut W> {
+        std::iter::once(&mut self.full).chain(self.tail.as_mut())
+    }
+}
+
+/// A training step of precision `P` with its workspaces. Static dispatch: the loop is
+/// monomorphised per precision, and a step allocates nothing.
+pub struct Step<B: Backend, P: Phases<B>> {
+    pub phases: P,
+    ws: ByRows<P::Buffers>,
+    _backend: PhantomData<fn(&mut B)>,
+}
+
+impl<B: Backend, P: Phases<B>> Step<B, P> {
+    /// A step for batches of `batch` rows (a short last batch gets its own workspace).
+    pub fn new(b: &mut B, model: &Mlp<B>, phases: P, batch: usize) -> Result<Self> {
+        let full = phases.buffers(b, &model.cfg, batch, true)?;
+        Ok(Step { phases, ws: ByRows::new(full), _backend: PhantomData })
+    }
+
+    /// Compiles every kernel a step uses before the clock starts: one forward and backward
+    /// pass on the (zero) workspace touches them all and leaves the parameters unchanged. Its
+    /// totals are not the run's: read and dropped. With `tail_rows` (an epoch ending on a short
+    /// batch), the tail's workspace is built and passed through too: its shapes can select other
+    /// kernel variants (a GPU's vector loads depend on the row count), which would otherwise be
+    /// compiled in the middle of the timed run.
+    pub fn warm_up(&mut self, b: &mut B, model: &mut Mlp<B>, tail_rows: Option<usize>) -> Result<()> {
+        b.prepare()?;
+        self.phases.refresh_weights(b, model)?;
+        let full = self.ws.full();
+        self.phases.forward(b, model, full)?;
+        self.phases.backward(b, model, full)?;
+        take_totals(b, &mut [full.accumulators()])?;
+        self.phases.warm_up_update(b, model)?;
+        if let Some(rows) = tail_rows.filter(|&r| r > 0) {
+            self.inputs(b, model, rows)?;
+            let tail = self.ws.current();
+            self.phases.forward(b, model, tail)?;
+            self.phases.backward(b, model, tail)?;
+            take_totals(b, &mut [tail.accumulators()])?;
+        }
+        Ok(())
+    }
+
+    /// Selects the workspace for a batch of `rows` samples and returns its input tensors; the
+    /// phases that follow run on it.
+    pub fn inputs(&mut self, b: &mut B, model: &Mlp<B>, rows: usize) -> Result<(&mut B::Tensor, &mut B::Tensor)> {
+        let phases = &self.phases;
+        Ok(self.ws.select(rows, |w| w.rows(), || phases.buffers(b, &model.cfg, rows, true))?.inputs())
+    }
+
+    /// Forward phase: logits of the selected batch.
+    pub fn forward(&mut self, b: &mut B, model: &Mlp<B>) -> Result<()> {
+        self.phases.refresh_weights(b, model)?;
+        self.phases.forward(b, model, self.ws.current())
+    }
+
+    /// Backward phase: loss, correct count and every parameter's `.grad`.
+    pub fn backward(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<()> {
+        self.phases.backward(b, model, self.ws.current())
+    }
+
+    /// Update phase: the optimizer step (AMP: unscale, inf check, skip or step).
+    pub fn apply_update(&mut self, b: &mut B, model: &mut Mlp<B>, step: u64) -> Result<()> {
+        self.phases.apply_update(b, model, step)
+    }
+
+    /// The three phases in a row: one training step on the batch `inputs` selected.
+    pub fn train(&mut self, b: &mut B, model: &mut Mlp<B>, step: u64) -> Result<()> {
+        self.forward(b, model)?;
+        self.backward(b, model)?;
+        self.apply_update(b, model, step)
+    }
+
+    /// The logits of the selected workspace's latest forward pass.
+    pub fn logits(&self) -> &B::Tensor {
+        self.ws.current_ref().logits()
+    }
+
+    /// Totals since the last call, from every workspace in ONE batched read-back; resets them.
+    pub fn take_totals(&mut self, b: &mut B) -> Result<Totals> {
+        let mut accs: Vec<&mut Accumulators<B>> = self.ws.all().map(|w| w.accumulators()).collect();
+        let (t, window) = take_totals_with(b, &mut accs, &self.phases.window_tensors())?;
+        self.phases.absorb(&t, &window)?;
+        Ok(t)
+    }
+
+    /// Validation in this step's precision: mean loss and accuracy over the validation split.
+    pub fn evaluate(&mut self, b: &mut B, model: &Mlp<B>, data: &Dataset, batch: usize) -> Result<(f64, f64)> {
+        super::evaluate::evaluate(&mut self.phases, b, model, data, batch)
+    }
+
+    /// Forward-only buffers for `rows` samples (no gradient buffers), for `predict`.
+    pub fn predict_buffers(&self, b: &mut B, model: &Mlp<B>, rows: usize) -> Result<P::Buffers> {
+        self.phases.buffers(b, &model.cfg, rows, false)
+    }
+
+    /// Forward only — the inference server's path: the logits of the samples written into
+    /// `ws.inputs().0`, in this step's precision, with the model's current weights. Needs no
+    /// labels, computes no loss or gradient, and touches neither the model nor the totals.
+    pub fn predict<'w>(&mut self, b: &mut B, model: &Mlp<B>, ws: &'w mut P::Buffers) -> Result<&'w B::Tensor> {
+        self.phases.refresh_weights(b, model)?;
+        self.phases.forward(b, model, ws)?;
+        Ok(ws.logits())
+    }
+
+    /// What a checkpoint needs from the device (see `Phases::sync_state`).
+    pub fn sync_state(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<Option<GradScalerState>> {
+        self.phases.sync_state(b, model)
+    }
+
+    pub fn restore_scaler(&mut self, b: &mut B, state: GradScalerState) -> Result<()> {
+        self.phases.restore_scaler(b, state)
+    }
+
+    pub fn into_amp_report(self) -> Option<AmpReport> {
+        self.phases.into_amp_report()
+    }
+}
