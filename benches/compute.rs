@@ -3,10 +3,10 @@
 
 use gpulab::bench::{MatmulDType, TrainBenchConfig, bench_matmul, bench_train, bench_train_amp, random_matrix, time_op};
 use gpulab::device::{Bf16Path, CpuBackend, GpuBackend, GpuSelector};
-use gpulab::nn::{AmpConfig, Mlp, MlpConfig, Precision, Optimizer, OptimizerKind};
+use gpulab::nn::{AmpConfig, Mlp, MlpConfig, Optimizer, OptimizerKind, Precision};
 use gpulab::quant::{HostLayer, ObserverKind, QuantMlp, calibrate, quantize_model};
-use gpulab::tensor::{prelude::*, Dequant, MemCategory, matmul_i8_dequant_unfused};
 use gpulab::stats::median;
+use gpulab::tensor::{Dequant, MemCategory, matmul_i8_dequant_unfused, prelude::*};
 use gpulab::train::{F32Phases, Step};
 
 /// Medians of alternating rounds: FP32, static INT8 and dynamic INT8 seconds (measured), and
@@ -118,7 +118,9 @@ fn sections() {
     }
 
     if wanted("inference") {
-        println!("MLP 784-256-128-10 inference, FP32 vs INT8 forward, per-channel weights (medians of 7 alternating rounds, measured; int8/fp32 derived)");
+        println!(
+            "MLP 784-256-128-10 inference, FP32 vs INT8 forward, per-channel weights (medians of 7 alternating rounds, measured; int8/fp32 derived)"
+        );
         for batch in [1, 64] {
             let (rounds, runs) = if quick { (1, 1) } else { (7, 30) };
             let report = |name: &str, r: gpulab::Result<Latency>| match r {
@@ -163,7 +165,9 @@ fn sections() {
             conv: None,
         };
         let report = |r: gpulab::Result<gpulab::bench::TrainBenchRow>| match r {
-            Ok(r) => println!("  batch {:>4} {:>10.0} samples/s {:>8.3} ms/step  {}", r.batch, r.samples_per_s, r.step_ms_median, r.backend),
+            Ok(r) => {
+                println!("  batch {:>4} {:>10.0} samples/s {:>8.3} ms/step  {}", r.batch, r.samples_per_s, r.step_ms_median, r.backend)
+            }
             Err(e) => eprintln!("  batch {batch}: {e}"),
         };
         report(bench_train(&mut CpuBackend::new(), &cfg));
@@ -194,7 +198,10 @@ fn cpu_precision(quick: bool) {
         ("bf16 widened", Precision::BF16, Bf16Path::Widen),
         ("fp16 widened", Precision::F16, Bf16Path::Widen),
     ];
-    println!("CPU MLP training by precision (samples/s measured, median of rounds; ratios derived); bf16 kernel here: {}", Bf16Path::detect().name());
+    println!(
+        "CPU MLP training by precision (samples/s measured, median of rounds; ratios derived); bf16 kernel here: {}",
+        Bf16Path::detect().name()
+    );
     for (hidden, batch) in [(&[256, 128][..], 128), (&[1024, 1024][..], 128), (&[1024, 1024][..], 512)] {
         let mut rates = vec![Vec::new(); runs.len()];
         for _ in 0..if quick { 1 } else { 3 } {
@@ -228,14 +235,36 @@ fn distributed(quick: bool) {
         Ok(d) => d,
         Err(e) => return eprintln!("  distributed: {e}"),
     };
-    let cfg = TrainConfig { hidden: vec![512, 256], batch: 256, epochs: if quick { 1 } else { 3 }, lr: 0.05, log_every: 1000, ..Default::default() };
-    let dp = |replicas, overlap, shard_optimizer| DpConfig { replicas, kind: ReplicaKind::Cpu { threads: 1 }, bucket_cap_mb: 25.0, overlap, shard_optimizer, link: None, timeline_steps: 0 };
-    println!("Data parallel, MLP 784-512-256-10, global batch 256, CPU replicas × 1 thread (median of rounds, interleaved; speed-up derived)");
+    let cfg = TrainConfig {
+        hidden: vec![512, 256],
+        batch: 256,
+        epochs: if quick { 1 } else { 3 },
+        lr: 0.05,
+        log_every: 1000,
+        ..Default::default()
+    };
+    let dp = |replicas, overlap, shard_optimizer| DpConfig {
+        replicas,
+        kind: ReplicaKind::Cpu { threads: 1 },
+        bucket_cap_mb: 25.0,
+        overlap,
+        shard_optimizer,
+        link: None,
+        timeline_steps: 0,
+    };
+    println!(
+        "Data parallel, MLP 784-512-256-10, global batch 256, CPU replicas × 1 thread (median of rounds, interleaved; speed-up derived)"
+    );
     // 2 replicas with the all-reduce on a communication thread (overlap), on the training
     // thread (inline, the exercise's default: no thread beside the replicas on a 2-core
     // machine), and inline with the optimizer step sharded (ZeRO-1: each replica updates half
     // the parameters).
-    let runs = [(1, true, false, "1 replica"), (2, true, false, "2 replicas, overlap"), (2, false, false, "2 replicas, inline"), (2, false, true, "2 replicas, ZeRO-1")];
+    let runs = [
+        (1, true, false, "1 replica"),
+        (2, true, false, "2 replicas, overlap"),
+        (2, false, false, "2 replicas, inline"),
+        (2, false, true, "2 replicas, ZeRO-1"),
+    ];
     let mut rate = vec![Vec::new(); runs.len()];
     let mut split = vec![Vec::new(); runs.len()];
     for _ in 0..if quick { 1 } else { 7 } {

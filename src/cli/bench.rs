@@ -129,7 +129,8 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
             pb.suspend(|| println!("{line}"));
         }
     };
-    let mut rows = if cpu || gpu.is_some() { bench::bench_matmul(&a.sizes, &a.dtype, a.runs, cpu, gpu.as_deref_mut(), print) } else { Ok(Vec::new()) };
+    let mut rows =
+        if cpu || gpu.is_some() { bench::bench_matmul(&a.sizes, &a.dtype, a.runs, cpu, gpu.as_deref_mut(), print) } else { Ok(Vec::new()) };
     if let (Ok(done), Some(c)) = (&mut rows, cuda.as_mut()) {
         // TF32 (tensor cores, 10-bit mantissas) is opt-in: timed as its own f32 row, so its
         // speed and its larger error are both shown.
@@ -138,10 +139,12 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
         let mut r = bench::bench_matmul_on(c, "cuBLAS", &a.sizes, &a.dtype, a.runs, print);
         if a.dtype.contains(&MatmulDType::F32) {
             c.set_tf32(true);
-            r = r.and_then(|mut v| bench::bench_matmul_on(c, "cuBLAS TF32", &a.sizes, &[MatmulDType::F32], a.runs, print).map(|t| {
-                v.extend(t);
-                v
-            }));
+            r = r.and_then(|mut v| {
+                bench::bench_matmul_on(c, "cuBLAS TF32", &a.sizes, &[MatmulDType::F32], a.runs, print).map(|t| {
+                    v.extend(t);
+                    v
+                })
+            });
         }
         c.set_tf32(tf32_was);
         match r {
@@ -152,7 +155,10 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
     pb.finish_and_clear();
     let rows = rows?;
     if !a.json {
-        eprintln!("measured on this machine: median of {} runs each; GOP/s = 2n³ / time (FLOP/s for f32, f16 and bf16, integer OP/s for int8)", a.runs);
+        eprintln!(
+            "measured on this machine: median of {} runs each; GOP/s = 2n³ / time (FLOP/s for f32, f16 and bf16, integer OP/s for int8)",
+            a.runs
+        );
         ratios(&rows);
         if rows.iter().any(|r| r.software) {
             eprintln!("note: software GPU: runs on your CPU — its GFLOP/s are your CPU's, not a GPU's.");
@@ -167,7 +173,12 @@ fn ratios(rows: &[MatmulRow]) {
     let variant_row = |r: &MatmulRow| gpulab::device::gpu::Matmul16Variant::ALL.iter().any(|v| r.variant.starts_with(v.label()));
     let chosen = |r: &&MatmulRow| !variant_row(r) || r.variant.ends_with("(chosen)");
     for i8row in rows.iter().filter(|r| r.dtype != "f32").filter(chosen) {
-        let f32row = rows.iter().find(|r| r.dtype == "f32" && r.n == i8row.n && r.backend == i8row.backend && (r.variant == "gemm crate" || r.variant.ends_with("(chosen)")));
+        let f32row = rows.iter().find(|r| {
+            r.dtype == "f32"
+                && r.n == i8row.n
+                && r.backend == i8row.backend
+                && (r.variant == "gemm crate" || r.variant.ends_with("(chosen)"))
+        });
         if let Some(f) = f32row {
             eprintln!("n={:<5} {} / f32 = {:.2}x on {} (derived)", i8row.n, i8row.dtype, i8row.gflops / f.gflops, i8row.backend);
         }
@@ -179,7 +190,11 @@ fn bench_model(a: &TrainArgs) -> anyhow::Result<gpulab::nn::MlpConfig> {
     let kind: ModelKind = a.model.parse()?;
     let image = match &a.image {
         Some(s) => {
-            let dims: Vec<usize> = s.split('x').map(|d| d.trim().parse::<usize>()).collect::<Result<_, _>>().map_err(|_| anyhow::anyhow!("--image {s:?} is not CHANNELSxHEIGHTxWIDTH, e.g. 1x28x28"))?;
+            let dims: Vec<usize> = s
+                .split('x')
+                .map(|d| d.trim().parse::<usize>())
+                .collect::<Result<_, _>>()
+                .map_err(|_| anyhow::anyhow!("--image {s:?} is not CHANNELSxHEIGHTxWIDTH, e.g. 1x28x28"))?;
             <[usize; 3]>::try_from(dims).map_err(|_| anyhow::anyhow!("--image {s:?} is not CHANNELSxHEIGHTxWIDTH, e.g. 1x28x28"))?
         }
         None => {
@@ -188,7 +203,14 @@ fn bench_model(a: &TrainArgs) -> anyhow::Result<gpulab::nn::MlpConfig> {
         }
     };
     if kind == ModelKind::Cnn && image.iter().product::<usize>() != a.input {
-        anyhow::bail!("--model cnn on --image {}x{}x{} needs --input {} (it is {}); give both", image[0], image[1], image[2], image.iter().product::<usize>(), a.input);
+        anyhow::bail!(
+            "--model cnn on --image {}x{}x{} needs --input {} (it is {}); give both",
+            image[0],
+            image[1],
+            image[2],
+            image.iter().product::<usize>(),
+            a.input
+        );
     }
     Ok(kind.config(image, a.input, &a.hidden, a.classes)?)
 }
@@ -201,7 +223,16 @@ fn train(a: TrainArgs) -> anyhow::Result<()> {
     }
     let conv = bench_model(&a)?.conv;
     for &batch in &a.batch {
-        let cfg = TrainBenchConfig { input: a.input, hidden: a.hidden.clone(), classes: a.classes, batch, seconds: a.seconds, min_steps: 20, optimizer: OptimizerKind::Sgd, conv: conv.clone() };
+        let cfg = TrainBenchConfig {
+            input: a.input,
+            hidden: a.hidden.clone(),
+            classes: a.classes,
+            batch,
+            seconds: a.seconds,
+            min_steps: 20,
+            optimizer: OptimizerKind::Sgd,
+            conv: conv.clone(),
+        };
         let mut fp32_rate = None;
         for &p in &a.precision {
             let pb = progress::spinner(&format!("timing batch {batch} at {}", p.name()));
@@ -214,10 +245,20 @@ fn train(a: TrainArgs) -> anyhow::Result<()> {
             if a.json {
                 println!("{}", serde_json::to_string(&row)?);
             } else {
-                let ratio = fp32_rate.filter(|_| p != Precision::F32).map(|f| format!(" | {:.2}× fp32 (derived)", row.samples_per_s / f)).unwrap_or_default();
+                let ratio = fp32_rate
+                    .filter(|_| p != Precision::F32)
+                    .map(|f| format!(" | {:.2}× fp32 (derived)", row.samples_per_s / f))
+                    .unwrap_or_default();
                 println!(
                     "{} | {} | {:<16} | batch {:>4} | {:>9.0} samples/s | {:>8.3} ms/step (median) | {:>6.2} GFLOP/s (derived) | {} steps{ratio}",
-                    row.backend, if conv.is_some() { row.model.clone() } else { format!("MLP {}", row.model) }, row.precision, row.batch, row.samples_per_s, row.step_ms_median, row.gflops, row.steps
+                    row.backend,
+                    if conv.is_some() { row.model.clone() } else { format!("MLP {}", row.model) },
+                    row.precision,
+                    row.batch,
+                    row.samples_per_s,
+                    row.step_ms_median,
+                    row.gflops,
+                    row.steps
                 );
             }
         }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Args;
-use gpulab::checkpoint::{Policy, ChildEvent, ChildSpec, run_child};
+use gpulab::checkpoint::{ChildEvent, ChildSpec, Policy, run_child};
 use gpulab::train::TrainConfig;
 
 #[derive(Args)]
@@ -64,10 +64,14 @@ pub fn run(a: CheckpointArgs, backend: String, dataset: String, cfg: TrainConfig
     let mut emit = |ev: ChildEvent| match ev {
         ChildEvent::Backend { info } => eprintln!("training on {}", info.label()),
         ChildEvent::Skipped { path, reason, .. } => eprintln!("skipped {path}: {reason}"),
-        ChildEvent::Resumed { path, step, epoch, batch } => eprintln!("resumed from {path}: step {step}, epoch {} batch {batch}", epoch + 1),
+        ChildEvent::Resumed { path, step, epoch, batch } => {
+            eprintln!("resumed from {path}: step {step}, epoch {} batch {batch}", epoch + 1)
+        }
         ChildEvent::Fresh => eprintln!("starting at step 0"),
         ChildEvent::Saved { path, bytes, write_s, .. } => eprintln!("saved {path}: {bytes} bytes in {:.1} ms (measured)", write_s * 1e3),
-        ChildEvent::Epoch { epoch, val_loss, val_accuracy } => eprintln!("epoch {:>3}: val loss {val_loss:.4} acc {:5.1}% (measured)", epoch + 1, val_accuracy * 100.0),
+        ChildEvent::Epoch { epoch, val_loss, val_accuracy } => {
+            eprintln!("epoch {:>3}: val loss {val_loss:.4} acc {:5.1}% (measured)", epoch + 1, val_accuracy * 100.0)
+        }
         _ => {}
     };
     let report = run_child(&spec, &mut emit, request)?;

@@ -59,10 +59,19 @@ fn clip(s: String) -> String {
 /// The table as aligned text: the columns in `SHOWN`, long cells clipped.
 fn table_text(t: &Table) -> String {
     let idx: Vec<usize> = SHOWN.iter().filter_map(|n| t.columns.iter().position(|c| c.name == *n)).collect();
-    let head: Vec<String> = idx.iter().map(|&i| if t.columns[i].unit.is_empty() { t.columns[i].name.clone() } else { format!("{} ({})", t.columns[i].name, t.columns[i].unit) }).collect();
-    let rows: Vec<Vec<String>> = t.rows.iter().map(|r| idx.iter().map(|&i| clip(r.get(i).unwrap_or(&Cell::Empty).format(&t.columns[i]))).collect()).collect();
-    let widths: Vec<usize> = (0..idx.len()).map(|j| rows.iter().map(|r| r[j].chars().count()).chain([head[j].chars().count()]).max().unwrap_or(0)).collect();
-    let line = |cells: &[String]| cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string() + "\n";
+    let head: Vec<String> = idx
+        .iter()
+        .map(|&i| {
+            if t.columns[i].unit.is_empty() { t.columns[i].name.clone() } else { format!("{} ({})", t.columns[i].name, t.columns[i].unit) }
+        })
+        .collect();
+    let rows: Vec<Vec<String>> =
+        t.rows.iter().map(|r| idx.iter().map(|&i| clip(r.get(i).unwrap_or(&Cell::Empty).format(&t.columns[i]))).collect()).collect();
+    let widths: Vec<usize> =
+        (0..idx.len()).map(|j| rows.iter().map(|r| r[j].chars().count()).chain([head[j].chars().count()]).max().unwrap_or(0)).collect();
+    let line = |cells: &[String]| {
+        cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string() + "\n"
+    };
     let rule = widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("  ") + "\n";
     let mut out = format!("{}\n{}{rule}", t.title, line(&head));
     for r in &rows {

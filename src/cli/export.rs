@@ -29,7 +29,8 @@ pub struct TorchArgs {
 
 pub fn run(c: ExportCommand) -> anyhow::Result<()> {
     let ExportCommand::Torch(a) = c;
-    let ex = exercises::find(&a.exercise).ok_or_else(|| anyhow::anyhow!("--exercise: unknown exercise {:?}; known: {}", a.exercise, exercises::ids().join(", ")))?;
+    let ex = exercises::find(&a.exercise)
+        .ok_or_else(|| anyhow::anyhow!("--exercise: unknown exercise {:?}; known: {}", a.exercise, exercises::ids().join(", ")))?;
     if ex.id() != "distributed" {
         anyhow::bail!("--exercise: only `distributed` (exercise 6) can be exported to PyTorch, not {:?}", ex.id());
     }
@@ -41,6 +42,9 @@ pub fn run(c: ExportCommand) -> anyhow::Result<()> {
     }
     let first: Vec<String> = done.losses.iter().take(3).map(|l| format!("{l:.4}")).collect();
     println!("gpulab's first losses (CPU backend): {} …", first.join(", "));
-    println!("run it: cd {} && torchrun --nproc-per-node 2 train_ddp.py   (or `python train_ddp.py --compare` for one process)", a.out.display());
+    println!(
+        "run it: cd {} && torchrun --nproc-per-node 2 train_ddp.py   (or `python train_ddp.py --compare` for one process)",
+        a.out.display()
+    );
     Ok(())
 }

@@ -34,11 +34,23 @@ pub fn run(args: InfoArgs) -> anyhow::Result<()> {
         if a.software {
             println!("  NOTE:     software GPU: runs on your CPU — its speed is your CPU's, not a GPU's");
         }
-        let feats = if a.features.is_empty() { "none of the optional ones".to_string() } else { a.features.iter().map(|f| adapters::feature_label(f)).collect::<Vec<_>>().join(", ") };
+        let feats = if a.features.is_empty() {
+            "none of the optional ones".to_string()
+        } else {
+            a.features.iter().map(|f| adapters::feature_label(f)).collect::<Vec<_>>().join(", ")
+        };
         println!("  features: {feats}");
         let l = &a.limits;
-        println!("  limits:   max buffer {} MiB, max storage binding {} MiB, workgroup memory {} KiB,", l.max_buffer_size >> 20, l.max_storage_buffer_binding_size >> 20, l.max_compute_workgroup_storage_size >> 10);
-        println!("            {} invocations/workgroup, {} workgroups/dimension, {} storage buffers/stage", l.max_compute_invocations_per_workgroup, l.max_compute_workgroups_per_dimension, l.max_storage_buffers_per_shader_stage);
+        println!(
+            "  limits:   max buffer {} MiB, max storage binding {} MiB, workgroup memory {} KiB,",
+            l.max_buffer_size >> 20,
+            l.max_storage_buffer_binding_size >> 20,
+            l.max_compute_workgroup_storage_size >> 10
+        );
+        println!(
+            "            {} invocations/workgroup, {} workgroups/dimension, {} storage buffers/stage",
+            l.max_compute_invocations_per_workgroup, l.max_compute_workgroups_per_dimension, l.max_storage_buffers_per_shader_stage
+        );
     }
     if !telemetry.is_empty() {
         println!("\nGPU telemetry (measured, each with its source):");
@@ -69,7 +81,13 @@ fn telemetry() -> Vec<GpuReading> {
         .map(|n| telemetry::read(&n))
         .unwrap_or_default()
         .into_iter()
-        .map(|g| GpuReading { name: g.name, source: "NVML (the NVIDIA driver)".into(), busy_percent: g.utilization.map(f64::from), vram_used: g.memory_used, vram_total: g.memory_total })
+        .map(|g| GpuReading {
+            name: g.name,
+            source: "NVML (the NVIDIA driver)".into(),
+            busy_percent: g.utilization.map(f64::from),
+            vram_used: g.memory_used,
+            vram_total: g.memory_total,
+        })
         .collect();
     let mut sampler = FdinfoSampler::default();
     sampler.sample(std::path::Path::new("/proc/self/fdinfo")); // the first of two samples

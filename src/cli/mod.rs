@@ -106,7 +106,8 @@ fn open_lab(screenshot: Option<std::path::PathBuf>, exercise: Option<String>, fr
 /// A headless build has no window to open: say so and point at what it can do.
 #[cfg(not(feature = "gui"))]
 fn open_lab(screenshot: Option<std::path::PathBuf>, _exercise: Option<String>, _frames: u32) -> anyhow::Result<()> {
-    let what = if screenshot.is_some() { "--screenshot needs the lab window, but" } else { "gpulab with no subcommand opens the lab window, but" };
+    let what =
+        if screenshot.is_some() { "--screenshot needs the lab window, but" } else { "gpulab with no subcommand opens the lab window, but" };
     anyhow::bail!(
         "{what} this build has no GUI (built with --no-default-features). Use the headless commands — `gpulab list`, `gpulab run <exercise>`, `gpulab train`, `gpulab bench`, `gpulab info` (see `gpulab --help`) — or build with the default `gui` feature (`cargo build --release`) for the lab."
     )

@@ -81,14 +81,17 @@ impl Sink for CliSink {
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
     if a.id == "all" {
         if !a.set.is_empty() || a.scenario.is_some() || a.show_settings {
-            anyhow::bail!("`gpulab run all` runs every exercise with its defaults: --set, --scenario and --show-settings go with one exercise (`gpulab run ID`)");
+            anyhow::bail!(
+                "`gpulab run all` runs every exercise with its defaults: --set, --scenario and --show-settings go with one exercise (`gpulab run ID`)"
+            );
         }
         return super::run_all::run(a);
     }
     if a.backend.is_some() || !a.only.is_empty() {
         anyhow::bail!("--backend and --only go with `gpulab run all`; for one exercise use --set backend=… (see --show-settings)");
     }
-    let ex = exercises::find(&a.id).ok_or_else(|| anyhow::anyhow!("unknown exercise {:?}; known: {}", a.id, exercises::ids().join(", ")))?;
+    let ex =
+        exercises::find(&a.id).ok_or_else(|| anyhow::anyhow!("unknown exercise {:?}; known: {}", a.id, exercises::ids().join(", ")))?;
     let mut settings = match &a.preset {
         Some(name) => exercises::presets::find(ex.as_ref(), name)?.settings(ex.as_ref())?,
         None => ex.settings(),

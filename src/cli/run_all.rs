@@ -31,17 +31,34 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     for (i, ex) in selected.iter().enumerate() {
         eprintln!("[{}/{}] {} …", i + 1, selected.len(), ex.title());
         let t = Instant::now();
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_one(ex.as_ref(), a.backend.as_deref(), &a.out.join(ex.id()))))
-            .unwrap_or_else(|p| Err(anyhow::anyhow!("the exercise panicked: {}", panic_text(&p))));
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_one(ex.as_ref(), a.backend.as_deref(), &a.out.join(ex.id()))))
+                .unwrap_or_else(|p| Err(anyhow::anyhow!("the exercise panicked: {}", panic_text(&p))));
         let seconds = t.elapsed().as_secs_f64();
         let row = match result {
             Ok(r) => {
                 eprintln!("[{}/{}] {} finished in {seconds:.1} s: {}", i + 1, selected.len(), ex.id(), r.verdict.summary);
-                IndexRow { number: ex.number(), title: r.title.clone(), key_figure: ex.key_figure(&r).cloned(), verdict: r.verdict.summary.clone(), seconds, link: Some(format!("{}/report.html", ex.id())), error: None }
+                IndexRow {
+                    number: ex.number(),
+                    title: r.title.clone(),
+                    key_figure: ex.key_figure(&r).cloned(),
+                    verdict: r.verdict.summary.clone(),
+                    seconds,
+                    link: Some(format!("{}/report.html", ex.id())),
+                    error: None,
+                }
             }
             Err(e) => {
                 eprintln!("[{}/{}] {} FAILED after {seconds:.1} s: {e:#}", i + 1, selected.len(), ex.id());
-                IndexRow { number: ex.number(), title: format!("Exercise {} · {}", ex.number(), ex.title()), key_figure: None, verdict: String::new(), seconds, link: None, error: Some(format!("{e:#}")) }
+                IndexRow {
+                    number: ex.number(),
+                    title: format!("Exercise {} · {}", ex.number(), ex.title()),
+                    key_figure: None,
+                    verdict: String::new(),
+                    seconds,
+                    link: None,
+                    error: Some(format!("{e:#}")),
+                }
             }
         };
         rows.push(row);
@@ -50,7 +67,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let failed: Vec<String> = rows.iter().filter(|r| r.error.is_some()).map(|r| r.number.to_string()).collect();
     println!("ran {} exercise(s) in {:.1} s; wrote {}", rows.len(), total.elapsed().as_secs_f64(), index.display());
     if !failed.is_empty() {
-        anyhow::bail!("{} of {} exercises failed (numbers {}); index.html lists each with its error", failed.len(), rows.len(), failed.join(", "));
+        anyhow::bail!(
+            "{} of {} exercises failed (numbers {}); index.html lists each with its error",
+            failed.len(),
+            rows.len(),
+            failed.join(", ")
+        );
     }
     Ok(())
 }

@@ -55,17 +55,32 @@ fn preferred(s: &str) -> anyhow::Result<Vec<usize>> {
     if s.is_empty() || s.eq_ignore_ascii_case("none") {
         return Ok(Vec::new());
     }
-    s.split(',').map(|p| p.trim().parse::<usize>().map_err(|_| anyhow::anyhow!("--preferred-batch {s:?}: {p:?} is not a batch size; give sizes like 8,16 or none"))).collect()
+    s.split(',')
+        .map(|p| {
+            p.trim()
+                .parse::<usize>()
+                .map_err(|_| anyhow::anyhow!("--preferred-batch {s:?}: {p:?} is not a batch size; give sizes like 8,16 or none"))
+        })
+        .collect()
 }
 
 pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let device: Device = a.backend.parse()?;
-    let policy = BatchPolicy { max_batch: a.max_batch, preferred: preferred(&a.preferred_batch)?, max_queue_delay_us: a.max_queue_delay_us, queue_capacity: a.queue };
+    let policy = BatchPolicy {
+        max_batch: a.max_batch,
+        preferred: preferred(&a.preferred_batch)?,
+        max_queue_delay_us: a.max_queue_delay_us,
+        queue_capacity: a.queue,
+    };
     policy.validate()?;
     let source = match (a.model, a.int8_model) {
         (Some(p), _) => ModelSource::Checkpoint(p),
         (None, Some(p)) => ModelSource::Int8(p),
-        (None, None) => ModelSource::TrainFirst { dataset: a.dataset, cfg: TrainConfig { epochs: a.epochs, ..TrainConfig::default() }, backend: device.clone() },
+        (None, None) => ModelSource::TrainFirst {
+            dataset: a.dataset,
+            cfg: TrainConfig { epochs: a.epochs, ..TrainConfig::default() },
+            backend: device.clone(),
+        },
     };
     if matches!(source, ModelSource::TrainFirst { .. }) {
         eprintln!("training the model first…");
@@ -114,7 +129,8 @@ pub struct LoadgenArgs {
 }
 
 pub fn loadgen(a: LoadgenArgs) -> anyhow::Result<()> {
-    let duration: Duration = humantime::parse_duration(&a.duration).map_err(|e| anyhow::anyhow!("--duration {:?}: {e}; e.g. 10s or 500ms", a.duration))?;
+    let duration: Duration =
+        humantime::parse_duration(&a.duration).map_err(|e| anyhow::anyhow!("--duration {:?}: {e}; e.g. 10s or 500ms", a.duration))?;
     let arrivals = match (a.rate, a.concurrency) {
         (Some(r), _) => Arrivals::Open { rate_per_s: r },
         (None, Some(c)) => Arrivals::Closed { concurrency: c },

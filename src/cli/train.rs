@@ -98,16 +98,18 @@ fn run_with_progress<B: gpulab::tensor::Backend>(b: &mut B, data: &data::Dataset
             pb.set_position(step);
             pb.set_message(format!("loss {loss:.4} acc {:.1}%", accuracy * 100.0));
         }
-        TrainEvent::Epoch(e) => pb.suspend(|| eprintln!(
-            "epoch {:>3}: train loss {:.4} acc {:5.1}% | val loss {:.4} acc {:5.1}% | {:.0} samples/s{}",
-            e.epoch + 1,
-            e.train_loss,
-            e.train_accuracy * 100.0,
-            e.val_loss,
-            e.val_accuracy * 100.0,
-            e.samples_per_s,
-            e.gpu_busy_s.map(|s| format!(" | GPU busy {:.0}%", 100.0 * s / e.train_wall_s.max(1e-12))).unwrap_or_default()
-        )),
+        TrainEvent::Epoch(e) => pb.suspend(|| {
+            eprintln!(
+                "epoch {:>3}: train loss {:.4} acc {:5.1}% | val loss {:.4} acc {:5.1}% | {:.0} samples/s{}",
+                e.epoch + 1,
+                e.train_loss,
+                e.train_accuracy * 100.0,
+                e.val_loss,
+                e.val_accuracy * 100.0,
+                e.samples_per_s,
+                e.gpu_busy_s.map(|s| format!(" | GPU busy {:.0}%", 100.0 * s / e.train_wall_s.max(1e-12))).unwrap_or_default()
+            )
+        }),
     };
     let report = train::train(b, data, cfg, &mut sink);
     pb.finish_and_clear();
@@ -119,10 +121,23 @@ pub(super) fn print_summary(r: &TrainReport) {
     println!("data:           {} — {}", r.dataset, r.dataset_source);
     // A CNN's description starts with "CNN"; an MLP's is its widths.
     let model = if r.model.starts_with("CNN") { r.model.clone() } else { format!("MLP {}", r.model) };
-    println!("model:          {} ({} parameters), {:?}, batch {}, lr {}, {}", model, r.parameters, r.config.optimizer, r.config.batch, r.config.lr, r.config.amp.label());
+    println!(
+        "model:          {} ({} parameters), {:?}, batch {}, lr {}, {}",
+        model,
+        r.parameters,
+        r.config.optimizer,
+        r.config.batch,
+        r.config.lr,
+        r.config.amp.label()
+    );
     if let Some(a) = r.amp.as_ref().filter(|_| r.config.amp.scaling()) {
         let last = a.scale_history.last().map_or(f64::NAN, |s| s[1]);
-        println!("loss scale:     {} at the last step; {} of {} steps skipped for inf/NaN gradients (measured)", last, a.skipped_steps.len(), r.steps);
+        println!(
+            "loss scale:     {} at the last step; {} of {} steps skipped for inf/NaN gradients (measured)",
+            last,
+            a.skipped_steps.len(),
+            r.steps
+        );
     }
     if let Some(a) = &r.amp {
         println!("grad underflow: {:.2}% of nonzero 16-bit activation gradients rounded to zero (measured)", a.flushed_fraction() * 100.0);
@@ -133,7 +148,10 @@ pub(super) fn print_summary(r: &TrainReport) {
     println!("step time:      {:.3} ms median (measured, over read-back windows of {} steps)", r.median_step_ms, r.config.log_every);
     match (r.gpu_busy_s, r.gpu_busy_fraction) {
         (Some(s), Some(f)) => println!("GPU busy:       {:.2} s = {:.0}% of training time (derived from GPU timestamps)", s, f * 100.0),
-        _ => println!("GPU busy:       unavailable ({})", if r.backend.kind == gpulab::tensor::BackendKind::Cpu { "CPU backend" } else { "this adapter has no timestamp queries" }),
+        _ => println!(
+            "GPU busy:       unavailable ({})",
+            if r.backend.kind == gpulab::tensor::BackendKind::Cpu { "CPU backend" } else { "this adapter has no timestamp queries" }
+        ),
     }
     println!("peak memory:    {:.2} MiB (measured by gpulab's allocation ledger)", r.memory.total_peak as f64 / (1 << 20) as f64);
     for (cat, _, peak) in &r.memory.categories {

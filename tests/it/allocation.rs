@@ -3,7 +3,7 @@
 
 use gpulab::Error;
 use gpulab::device::CpuBackend;
-use gpulab::tensor::{prelude::*, DType, MemCategory as M};
+use gpulab::tensor::{DType, MemCategory as M, prelude::*};
 
 use crate::common::with_gpu;
 

@@ -6,7 +6,7 @@ use gpulab::data::{self, DatasetSpec};
 use gpulab::device::CpuBackend;
 use gpulab::device::gpu::{Matmul16Variant, tuning};
 use gpulab::nn::{AmpConfig, Precision};
-use gpulab::tensor::{prelude::*, DType, Epilogue, MemCategory as M, float16, scaler};
+use gpulab::tensor::{DType, Epilogue, MemCategory as M, float16, prelude::*, scaler};
 use gpulab::train::{NullSink, TrainConfig, train};
 
 use crate::common::{random, with_gpu};
@@ -30,7 +30,23 @@ fn sampled_f32() -> Vec<f32> {
         let mid = (a + b) / 2.0;
         v.extend([mid, -mid, f32::from_bits(mid.to_bits() + 1), f32::from_bits(mid.to_bits() - 1)]);
     }
-    v.extend([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, -f32::NAN, 65504.0, 65520.0, 65519.99, 1e-8, 3e-8, 5.96e-8, f32::MAX, f32::MIN_POSITIVE, 1e-45]);
+    v.extend([
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+        65504.0,
+        65520.0,
+        65519.99,
+        1e-8,
+        3e-8,
+        5.96e-8,
+        f32::MAX,
+        f32::MIN_POSITIVE,
+        1e-45,
+    ]);
     v
 }
 
@@ -148,7 +164,12 @@ fn check_matmul16_types<B: Backend>(b: &mut B, name: &str, types: &[DType]) {
                 let got = b.read_f32(&c).unwrap();
                 let err = rel_err(&got, &want);
                 let tol = if out == DType::F32 { 1e-5 } else { bound };
-                assert!(err <= tol, "{name} {} matmul {shape:?} ta={ta} tb={tb} into {}: rel err {err:.2e} > {tol:.0e}", dt.name(), out.name());
+                assert!(
+                    err <= tol,
+                    "{name} {} matmul {shape:?} ta={ta} tb={tb} into {}: rel err {err:.2e} > {tol:.0e}",
+                    dt.name(),
+                    out.name()
+                );
             }
         }
     }
@@ -239,7 +260,12 @@ fn fused_low_precision_ops_match_the_cpu() {
         let compare = |got: Vec<Vec<f32>>, backend: &str| {
             let names = ["bias+relu", "relu mask", "sum_cols", "stats", "unscale", "found (finite)", "found (inf)"];
             for ((g, w), what) in got.iter().zip(&want).zip(names) {
-                crate::common::assert_close(&format!("{backend} {} {what}", dt.name()), g, w, if what == "stats" || what.starts_with("found") { 0.0 } else { 2e-2 });
+                crate::common::assert_close(
+                    &format!("{backend} {} {what}", dt.name()),
+                    g,
+                    w,
+                    if what == "stats" || what.starts_with("found") { 0.0 } else { 2e-2 },
+                );
             }
         };
         with_gpu("fused_low_precision_ops_match_the_cpu", |gpu| {
@@ -271,9 +297,19 @@ fn coop_shader_validates_with_naga() {
         // (unpack2x16float needs SHADER_FLOAT16_IN_FLOAT32, a downlevel flag every Vulkan has).
         let f16 = Capabilities::SHADER_FLOAT16 | Capabilities::SHADER_FLOAT16_IN_FLOAT32;
         let caps = Capabilities::COOPERATIVE_MATRIX | f16;
-        let info = Validator::new(ValidationFlags::all(), caps).validate(&module).unwrap_or_else(|e| panic!("ta={ta} tb={tb}: {}", e.emit_to_string(&src)));
-        assert!(Validator::new(ValidationFlags::all(), f16).validate(&module).is_err(), "naga accepted cooperative matrices without the capability");
-        let restrict = BoundsCheckPolicies { index: BoundsCheckPolicy::Restrict, buffer: BoundsCheckPolicy::Restrict, image_load: BoundsCheckPolicy::Restrict, binding_array: BoundsCheckPolicy::Unchecked };
+        let info = Validator::new(ValidationFlags::all(), caps)
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("ta={ta} tb={tb}: {}", e.emit_to_string(&src)));
+        assert!(
+            Validator::new(ValidationFlags::all(), f16).validate(&module).is_err(),
+            "naga accepted cooperative matrices without the capability"
+        );
+        let restrict = BoundsCheckPolicies {
+            index: BoundsCheckPolicy::Restrict,
+            buffer: BoundsCheckPolicy::Restrict,
+            image_load: BoundsCheckPolicy::Restrict,
+            binding_array: BoundsCheckPolicy::Unchecked,
+        };
         for policies in [restrict, BoundsCheckPolicies { buffer: BoundsCheckPolicy::Unchecked, ..restrict }] {
             let options = spv::Options { lang_version: (1, 6), bounds_check_policies: policies, ..spv::Options::default() };
             let words = spv::write_vec(&module, &info, &options, None).unwrap_or_else(|e| panic!("ta={ta} tb={tb}: SPIR-V: {e}"));
@@ -316,14 +352,24 @@ fn coop_variant_is_offered_only_with_the_feature() {
 fn gpu_coop_matmul16_vs_f64_on_odd_shapes() {
     with_gpu("gpu_coop_matmul16_vs_f64_on_odd_shapes", |gpu| {
         if !gpu.has_coop16() {
-            eprintln!("skipped: {} has no cooperative matrix support (EXPERIMENTAL_COOPERATIVE_MATRIX with a 16×16×16 f16/f32 configuration)", gpu.summary().name);
+            eprintln!(
+                "skipped: {} has no cooperative matrix support (EXPERIMENTAL_COOPERATIVE_MATRIX with a 16×16×16 f16/f32 configuration)",
+                gpu.summary().name
+            );
             return;
         }
         let chosen = gpu.matmul16_variant(DType::F16).unwrap();
         gpu.set_matmul16_variant(DType::F16, Matmul16Variant::Coop);
         check_matmul16_types(gpu, "gpu coop", &[DType::F16]);
         let dt = DType::F16;
-        for ((m, n, k), ta, tb) in [((64, 64, 64), false, false), ((96, 160, 288), false, false), ((97, 161, 289), true, false), ((130, 66, 1000), false, true), ((33, 258, 95), true, true), ((256, 256, 256), false, false)] {
+        for ((m, n, k), ta, tb) in [
+            ((64, 64, 64), false, false),
+            ((96, 160, 288), false, false),
+            ((97, 161, 289), true, false),
+            ((130, 66, 1000), false, true),
+            ((33, 258, 95), true, true),
+            ((256, 256, 256), false, false),
+        ] {
             let a: Vec<f32> = random(m * k, 13, -1.0, 1.0).iter().map(|&v| float16::round(dt, v)).collect();
             let bm: Vec<f32> = random(k * n, 14, -1.0, 1.0).iter().map(|&v| float16::round(dt, v)).collect();
             let want = reference(&a, &bm, (m, n, k), ta, tb);
@@ -345,7 +391,12 @@ fn gpu_coop_matmul16_vs_f64_on_odd_shapes() {
             let got = fused_ops(gpu, dt, shape);
             let names = ["bias+relu", "relu mask", "sum_cols", "stats", "unscale", "found (finite)", "found (inf)"];
             for ((g, w), what) in got.iter().zip(&want).zip(names) {
-                crate::common::assert_close(&format!("gpu coop f16 {shape:?} {what}"), g, w, if what == "stats" || what.starts_with("found") { 0.0 } else { 2e-2 });
+                crate::common::assert_close(
+                    &format!("gpu coop f16 {shape:?} {what}"),
+                    g,
+                    w,
+                    if what == "stats" || what.starts_with("found") { 0.0 } else { 2e-2 },
+                );
             }
         }
         // The tuning's own agreement check admits it (a disagreeing kernel would time +inf).
@@ -368,8 +419,22 @@ fn check_training<B: Backend>(b: &mut B, name: &str) {
         let r = train(b, &data, &digits(AmpConfig::new(p)), &mut NullSink).unwrap();
         let d = (r.final_val_accuracy - fp32.final_val_accuracy) * 100.0;
         let a = r.amp.as_ref().unwrap();
-        eprintln!("{name} {}: {:.2}% vs FP32 {:.2}%, skipped {}, flushed {}/{}", p.name(), r.final_val_accuracy * 100.0, fp32.final_val_accuracy * 100.0, a.skipped_steps.len(), a.grad_elements_flushed, a.grad_elements_nonzero);
-        assert!(d.abs() <= 1.5, "{name} {}: {:.2}% vs FP32 {:.2}%", p.name(), r.final_val_accuracy * 100.0, fp32.final_val_accuracy * 100.0);
+        eprintln!(
+            "{name} {}: {:.2}% vs FP32 {:.2}%, skipped {}, flushed {}/{}",
+            p.name(),
+            r.final_val_accuracy * 100.0,
+            fp32.final_val_accuracy * 100.0,
+            a.skipped_steps.len(),
+            a.grad_elements_flushed,
+            a.grad_elements_nonzero
+        );
+        assert!(
+            d.abs() <= 1.5,
+            "{name} {}: {:.2}% vs FP32 {:.2}%",
+            p.name(),
+            r.final_val_accuracy * 100.0,
+            fp32.final_val_accuracy * 100.0
+        );
         let amp = r.amp.as_ref().expect("a mixed-precision run reports its scaler");
         assert_eq!(amp.scale_history.is_empty(), p == Precision::BF16, "{name}: BF16 runs unscaled, FP16 scaled");
         let act = |r: &gpulab::train::TrainReport| r.memory.categories.iter().find(|c| c.0 == M::Activations).unwrap().2;
@@ -469,8 +534,8 @@ mod grad_scaler {
 /// by name, never run in f32 behind the learner's back, while BF16 (plain u32 storage) trains.
 #[test]
 fn fp16_is_refused_by_name_without_shader_f16_and_bf16_still_trains() {
-    use wgpu::Features;
     use gpulab::device::{GpuBackend, GpuSelector};
+    use wgpu::Features;
     let mut g = match GpuBackend::open_withholding(&GpuSelector::Auto, None, Features::SHADER_F16) {
         Ok(g) => g,
         Err(e) => {

@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use gpulab::checkpoint::{CheckpointError, CheckpointMeta, Checkpointer, Damage, Policy, ChildEvent, ChildSpec, damage, format, restore, run_child, snapshot, store};
+use gpulab::checkpoint::{
+    CheckpointError, CheckpointMeta, Checkpointer, ChildEvent, ChildSpec, Damage, Policy, damage, format, restore, run_child, snapshot,
+    store,
+};
 use gpulab::nn::{MlpConfig, ModelKind, OptimizerKind};
 use gpulab::train::TrainConfig;
 
@@ -29,7 +32,8 @@ pub fn train(spec: &ChildSpec) -> (Vec<(u64, f64)>, Vec<ChildEvent>) {
     let mut events = Vec::new();
     let mut emit = |e: ChildEvent| events.push(e);
     run_child(spec, &mut emit, Arc::new(AtomicBool::new(false))).expect("training runs");
-    let losses = events.iter().filter_map(|e| if let ChildEvent::Step { step, loss, .. } = e { Some((*step, *loss)) } else { None }).collect();
+    let losses =
+        events.iter().filter_map(|e| if let ChildEvent::Step { step, loss, .. } = e { Some((*step, *loss)) } else { None }).collect();
     (losses, events)
 }
 
@@ -240,7 +244,11 @@ fn fp16_resume_restores_the_loss_scaler_and_matches_the_reference() {
     let ck = store::read(&newest(dir.path())).unwrap();
     assert_eq!(ck.meta.precision, "fp16");
     let state: GradScalerState = serde_json::from_value(ck.meta.grad_scaler.clone().expect("scaler state saved")).unwrap();
-    assert!(state != GradScalerState { scale: 1048576.0, growth_tracker: 0 }, "the scaler state should have moved by step {}: {state:?}", ck.meta.position.step);
+    assert!(
+        state != GradScalerState { scale: 1048576.0, growth_tracker: 0 },
+        "the scaler state should have moved by step {}: {state:?}",
+        ck.meta.position.step
+    );
 
     spec.resume = true;
     let (got, _) = train(&spec);
@@ -263,7 +271,11 @@ fn fp16_resume_restores_the_loss_scaler_and_matches_the_reference() {
 
 /// The files in `dir` and their bytes, to show a refused resume changed nothing.
 fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap()).map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap())).collect();
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+        .collect();
     v.sort();
     v
 }
@@ -283,7 +295,10 @@ fn a_cnn_checkpoint_and_an_mlp_run_refuse_each_other_and_leave_the_files() {
         let err = run_child(&spec, &mut emit, Arc::new(AtomicBool::new(false))).unwrap_err().to_string();
         // digits: 1×8×8 images; the CNN's dense head reads its 32×2×2 pooled maps.
         let (cnn, mlp) = ("CNN 1x8x8 conv3x3 16-pool-conv3x3 32-pool-128-24-16-10", "MLP 64-24-16-10");
-        assert!(err.contains("different model") && err.contains(cnn) && err.contains(mlp), "{written:?} checkpoint, {resumed:?} run: {err}");
+        assert!(
+            err.contains("different model") && err.contains(cnn) && err.contains(mlp),
+            "{written:?} checkpoint, {resumed:?} run: {err}"
+        );
         assert!(files(tmp.path()) == before, "the refused {resumed:?} resume changed the {written:?} checkpoints");
     }
 
@@ -297,7 +312,10 @@ fn a_cnn_checkpoint_and_an_mlp_run_refuse_each_other_and_leave_the_files() {
     other.conv.as_mut().unwrap().channels = vec![8, 16];
     match store::load(&p, &other, OptimizerKind::Sgd) {
         Err(CheckpointError::ArchitectureMismatch { expected, found, .. }) => {
-            assert!(expected.contains("conv3x3 8-pool-conv3x3 16-pool") && found.contains("conv3x3 16-pool-conv3x3 32-pool"), "{expected} / {found}");
+            assert!(
+                expected.contains("conv3x3 8-pool-conv3x3 16-pool") && found.contains("conv3x3 16-pool-conv3x3 32-pool"),
+                "{expected} / {found}"
+            );
         }
         other => panic!("expected ArchitectureMismatch, got {other:?}"),
     }
@@ -316,7 +334,10 @@ fn a_resume_with_another_optimizer_is_refused_and_leaves_the_files() {
         spec.resume = true;
         let mut emit = |_e: ChildEvent| {};
         let err = run_child(&spec, &mut emit, Arc::new(AtomicBool::new(false))).unwrap_err().to_string();
-        assert!(err.contains(&format!("optimizer {}", written.name())) && err.contains(&format!("uses {}", resumed.name())), "{written:?} checkpoint, {resumed:?} run: {err}");
+        assert!(
+            err.contains(&format!("optimizer {}", written.name())) && err.contains(&format!("uses {}", resumed.name())),
+            "{written:?} checkpoint, {resumed:?} run: {err}"
+        );
         assert!(files(tmp.path()) == before, "the refused {resumed:?} resume changed the {written:?} checkpoints");
     }
 }
@@ -373,7 +394,11 @@ fn a_cnn_checkpoint_round_trip_keeps_every_conv_tensor_and_its_optimizer_state()
         let dir = tempfile::tempdir().unwrap();
         let saved = store::save(dir.path(), &meta, &tensors).unwrap();
         let ck = store::load(&saved.path, &arch, kind).unwrap();
-        assert_eq!(ck.meta.architecture.conv.as_ref().map(|c| (c.image, c.channels.clone())), Some(([2, 8, 8], vec![16, 32])), "the recorded model is the CNN");
+        assert_eq!(
+            ck.meta.architecture.conv.as_ref().map(|c| (c.image, c.channels.clone())),
+            Some(([2, 8, 8], vec![16, 32])),
+            "the recorded model is the CNN"
+        );
         assert!(ck.tensors == tensors, "{kind:?}: tensors changed on the way through the file");
 
         let mut fresh = Mlp::new(&mut b, arch.clone(), opt, 2).unwrap();
@@ -382,7 +407,10 @@ fn a_cnn_checkpoint_round_trip_keeps_every_conv_tensor_and_its_optimizer_state()
         for (i, (p, q)) in old.params().zip(new.params()).enumerate() {
             for (s, (x, y)) in std::iter::once((&p.value, &q.value)).chain(p.state.iter().zip(&q.state)).enumerate() {
                 let (x, y) = (b.read_f32(x).unwrap(), b.read_f32(y).unwrap());
-                assert!(x.iter().zip(&y).all(|(u, v)| u.to_bits() == v.to_bits()), "{kind:?}: conv parameter {i}, tensor {s} (0 = value, then optimizer slots) differs after restore");
+                assert!(
+                    x.iter().zip(&y).all(|(u, v)| u.to_bits() == v.to_bits()),
+                    "{kind:?}: conv parameter {i}, tensor {s} (0 = value, then optimizer slots) differs after restore"
+                );
             }
         }
         assert!(snapshot(&mut b, &fresh).unwrap() == tensors, "{kind:?}: the restored model's state differs");
@@ -393,10 +421,21 @@ fn a_cnn_checkpoint_round_trip_keeps_every_conv_tensor_and_its_optimizer_state()
 /// checkpointing into `dir` every `every` steps: its (step, loss) per step.
 fn cnn_run<B: gpulab::tensor::Backend>(b: &mut B, dir: &Path, every: u64, resume: bool) -> Vec<(u64, f64)> {
     let data = gpulab::data::load(&"shapes:res=8,channels=2,n=200".parse().unwrap(), 3).unwrap();
-    let cfg = TrainConfig { model: ModelKind::Cnn, hidden: vec![16], batch: 16, epochs: 2, lr: 0.05, log_every: 1, ..TrainConfig::default() };
+    let cfg =
+        TrainConfig { model: ModelKind::Cnn, hidden: vec![16], batch: 16, epochs: 2, lr: 0.05, log_every: 1, ..TrainConfig::default() };
     let mut emit = |_e: ChildEvent| {};
     let policy = Policy { every_steps: every, every_epochs: 0, keep_last: 100, at_end: true };
-    let mut hooks = Checkpointer { dir: dir.into(), policy, resume, cfg: cfg.clone(), dataset: data.name.clone(), request: Arc::new(AtomicBool::new(false)), emit: &mut emit, scaler: None, saving: false };
+    let mut hooks = Checkpointer {
+        dir: dir.into(),
+        policy,
+        resume,
+        cfg: cfg.clone(),
+        dataset: data.name.clone(),
+        request: Arc::new(AtomicBool::new(false)),
+        emit: &mut emit,
+        scaler: None,
+        saving: false,
+    };
     let mut losses = Vec::new();
     let mut sink = |ev: gpulab::train::TrainEvent| {
         if let gpulab::train::TrainEvent::Progress { step, loss, .. } = ev {

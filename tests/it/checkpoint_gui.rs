@@ -14,7 +14,9 @@ fn exercise_5_crashes_resumes_and_shows_the_verdict() {
     h.get_by_label("5. Checkpointing through a real crash").click();
     h.step();
     assert_eq!(h.state().selected(), "checkpoint");
-    for (k, v) in [("backend", "cpu"), ("epochs", "1"), ("hidden", "16"), ("checkpoint_every", "6"), ("crash_at", "20"), ("corrupt", "truncate")] {
+    for (k, v) in
+        [("backend", "cpu"), ("epochs", "1"), ("hidden", "16"), ("checkpoint_every", "6"), ("crash_at", "20"), ("corrupt", "truncate")]
+    {
         h.state_mut().set_setting(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
     }
     h.step();

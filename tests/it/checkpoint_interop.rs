@@ -44,7 +44,10 @@ pub(crate) fn python_or_skip(test: &str) -> Option<String> {
     let py = python_with_safetensors();
     if py.is_none() {
         let required = std::env::var("GPULAB_REQUIRE_PYTHON").is_ok_and(|v| v == "1");
-        assert!(!required, "GPULAB_REQUIRE_PYTHON=1 but python3 with safetensors and numpy is not available (python3 -m pip install safetensors numpy)");
+        assert!(
+            !required,
+            "GPULAB_REQUIRE_PYTHON=1 but python3 with safetensors and numpy is not available (python3 -m pip install safetensors numpy)"
+        );
         eprintln!("SKIPPED {test}: no python3 with safetensors+numpy (set GPULAB_REQUIRE_PYTHON=1 to make this a failure)");
     }
     py

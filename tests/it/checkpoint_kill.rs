@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use gpulab::checkpoint::child_process::{Line, ChildProcess};
-use gpulab::checkpoint::{Policy, ChildEvent, ChildSpec, store};
+use gpulab::checkpoint::child_process::{ChildProcess, Line};
+use gpulab::checkpoint::{ChildEvent, ChildSpec, Policy, store};
 use gpulab::nn::OptimizerKind;
 use gpulab::train::TrainConfig;
 use rand::{Rng, SeedableRng};
@@ -18,7 +18,15 @@ fn spec(dir: &Path, every: u64) -> ChildSpec {
         backend: "cpu".into(),
         dataset: "digits".into(),
         // Wide enough that a checkpoint write takes a moment to land a kill in.
-        cfg: TrainConfig { hidden: vec![256, 256], batch: 48, epochs: 4, lr: 0.002, optimizer: OptimizerKind::AdamW, log_every: 1, ..TrainConfig::default() },
+        cfg: TrainConfig {
+            hidden: vec![256, 256],
+            batch: 48,
+            epochs: 4,
+            lr: 0.002,
+            optimizer: OptimizerKind::AdamW,
+            log_every: 1,
+            ..TrainConfig::default()
+        },
         dir: dir.into(),
         policy: Policy { every_steps: every, every_epochs: 0, keep_last: 2, at_end: true },
         resume: false,
@@ -119,7 +127,10 @@ fn sigkill_at_random_moments_twenty_times_then_resume_is_bit_exact() {
         if !killed {
             w.wait().unwrap();
         }
-        tmp_left += std::fs::read_dir(dir.path()).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with(".tmp-")).count();
+        tmp_left += std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with(".tmp-"))
+            .count();
         // Every checkpoint left behind validates: a kill never leaves a half-written one under a real name.
         for p in store::list(dir.path()).unwrap() {
             store::read(&p).unwrap_or_else(|e| panic!("round {round}: a kill left a bad checkpoint: {e}"));
@@ -153,7 +164,8 @@ fn sigkill_at_random_moments_twenty_times_then_resume_is_bit_exact() {
 fn a_parent_survives_garbage_and_a_child_that_dies_at_once() {
     // Not gpulab at all: `sh` prints garbage and exits non-zero.
     if cfg!(unix) {
-        let mut w = ChildProcess::spawn(Path::new("sh"), &["-c".into(), "echo not-json; echo '{\"event\":\"nope\"}'; exit 3".into()]).unwrap();
+        let mut w =
+            ChildProcess::spawn(Path::new("sh"), &["-c".into(), "echo not-json; echo '{\"event\":\"nope\"}'; exit 3".into()]).unwrap();
         let mut lines = Vec::new();
         while let Some(l) = w.next(Duration::from_secs(10)) {
             lines.push(l);
@@ -204,7 +216,16 @@ fn a_cnn_killed_mid_run_resumes_bit_exact_with_its_convolutions() {
     let cnn = |dir: &Path, every: u64| {
         let mut s = spec(dir, every);
         s.dataset = "shapes:res=8,channels=2,n=240".into();
-        s.cfg = TrainConfig { model: ModelKind::Cnn, hidden: vec![16], batch: 16, epochs: 2, lr: 0.002, optimizer: OptimizerKind::AdamW, log_every: 1, ..TrainConfig::default() };
+        s.cfg = TrainConfig {
+            model: ModelKind::Cnn,
+            hidden: vec![16],
+            batch: 16,
+            epochs: 2,
+            lr: 0.002,
+            optimizer: OptimizerKind::AdamW,
+            log_every: 1,
+            ..TrainConfig::default()
+        };
         s
     };
     let (ref_dir, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

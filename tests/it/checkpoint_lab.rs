@@ -21,7 +21,8 @@ fn figure(r: &Report, label: &str) -> f64 {
 
 #[test]
 fn crash_and_corrupted_latest_fall_back_and_stay_bit_exact() {
-    let (r, events) = run(&["backend=cpu", "epochs=2", "hidden=16", "checkpoint_every=5", "keep_last=3", "crash_at=23", "corrupt=flip-data"]);
+    let (r, events) =
+        run(&["backend=cpu", "epochs=2", "hidden=16", "checkpoint_every=5", "keep_last=3", "crash_at=23", "corrupt=flip-data"]);
     assert!(r.verdict.summary.contains("bit for bit"), "{}", r.verdict.summary);
     assert_eq!(figure(&r, "max absolute loss difference"), 0.0);
     // Crash after 23 (perhaps a step or two later); newest checkpoint corrupted, so the one before.
@@ -42,7 +43,19 @@ fn crash_and_corrupted_latest_fall_back_and_stay_bit_exact() {
 fn headless_cli_run_reports_the_comparison() {
     let out_dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_gpulab"))
-        .args(["run", "checkpoint", "--set", "backend=cpu", "--set", "epochs=1", "--set", "hidden=16", "--set", "checkpoint_every=7", "--out"])
+        .args([
+            "run",
+            "checkpoint",
+            "--set",
+            "backend=cpu",
+            "--set",
+            "epochs=1",
+            "--set",
+            "hidden=16",
+            "--set",
+            "checkpoint_every=7",
+            "--out",
+        ])
         .arg(out_dir.path())
         .output()
         .unwrap();
@@ -78,5 +91,9 @@ fn the_cnn_crashes_and_resumes_bit_exact_in_the_lab() {
     assert!(ck.meta.architecture.conv.is_some() && ck.tensors.contains_key("conv0.weight"), "{:?}", ck.meta.architecture);
     // The verdict names the model the child trained, as the checkpoint's metadata does.
     let label = ck.meta.architecture.label();
-    assert!(r.verdict.evidence.iter().any(|e| e.starts_with(&format!("The model: {label}, ")) && e.contains("SGD momentum")), "{label} not in {:?}", r.verdict.evidence);
+    assert!(
+        r.verdict.evidence.iter().any(|e| e.starts_with(&format!("The model: {label}, ")) && e.contains("SGD momentum")),
+        "{label} not in {:?}",
+        r.verdict.evidence
+    );
 }

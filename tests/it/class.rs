@@ -11,7 +11,15 @@ use gpulab::report::{self, Cell, ChartKind, Figure, Metadata, Provenance, Report
 use gpulab::tensor::{BackendInfo, BackendKind};
 
 fn backend(kind: BackendKind, name: &str, api: &str, driver: &str, software: bool) -> BackendInfo {
-    BackendInfo { kind, name: name.into(), api: api.into(), driver: driver.into(), device_type: "DiscreteGpu".into(), software, timestamps: true }
+    BackendInfo {
+        kind,
+        name: name.into(),
+        api: api.into(),
+        driver: driver.into(),
+        device_type: "DiscreteGpu".into(),
+        software,
+        timestamps: true,
+    }
 }
 
 fn fig(label: &str, value: f64, unit: &str, provenance: Provenance) -> Figure {
@@ -19,7 +27,8 @@ fn fig(label: &str, value: f64, unit: &str, provenance: Provenance) -> Figure {
 }
 
 fn report(exercise: &str, host: &str, started_at: &str, backends: Vec<BackendInfo>, figures: Vec<Figure>) -> Report {
-    let metadata = Metadata { gpulab_version: "0.1.0".into(), started_at: started_at.into(), host: host.into(), backends, ..Default::default() };
+    let metadata =
+        Metadata { gpulab_version: "0.1.0".into(), started_at: started_at.into(), host: host.into(), backends, ..Default::default() };
     Report { exercise: exercise.into(), title: exercise.into(), metadata, figures, ..Default::default() }
 }
 
@@ -53,7 +62,13 @@ pub(crate) fn class_folder() -> tempfile::TempDir {
     report::write_all(&ann, &root.join("ann")).unwrap();
     let warp = backend(BackendKind::Gpu, "Microsoft Basic Render Driver", "Dx12", "", true);
     let ben_host = "Intel Core i5 <script>alert(1)</script> (8 threads), windows";
-    let ben = report("cpu-vs-gpu", ben_host, "2026-11-30T10:00:00Z", vec![cpu("Intel Core i5"), warp.clone()], vec![fig("GPU / CPU training speed (Microsoft Basic Render Driver Dx12 (software GPU))", 0.5, "×", d())]);
+    let ben = report(
+        "cpu-vs-gpu",
+        ben_host,
+        "2026-11-30T10:00:00Z",
+        vec![cpu("Intel Core i5"), warp.clone()],
+        vec![fig("GPU / CPU training speed (Microsoft Basic Render Driver Dx12 (software GPU))", 0.5, "×", d())],
+    );
     report::write_json(&ben, &root.join("ben/exports/cpu-vs-gpu-report.json")).unwrap();
     let m = Provenance::Measured;
     let t = || Provenance::derived("the two measured throughputs");
@@ -115,7 +130,9 @@ pub(crate) fn check_class(c: &Class) {
     assert_eq!(c.skipped.len(), 4, "{:?}", c.skipped);
     assert!(reason(c, "junk/report.json").starts_with("not JSON"), "{}", reason(c, "junk/report.json"));
     assert!(reason(c, "junk/notes-report.json").starts_with("not JSON"));
-    assert!(reason(c, "junk/package-report.json").contains("not a gpulab report") && reason(c, "junk/package-report.json").contains("exercise"));
+    assert!(
+        reason(c, "junk/package-report.json").contains("not a gpulab report") && reason(c, "junk/package-report.json").contains("exercise")
+    );
     let future = c.skipped.iter().find(|s| s.reason.contains("warp-drive")).expect("the unknown exercise is skipped");
     assert!(future.reason.contains("does not have") && future.reason.contains("cpu-vs-gpu"), "{}", future.reason);
     // report.csv, report.md and other files are not reports and are not listed.
@@ -182,7 +199,15 @@ fn class_exports_hold_every_row_escaped() {
     assert!(!html.contains("src=") && !html.contains("<link"), "no external resources");
     assert_eq!(html.matches("<svg").count(), 2, "one chart per exercise");
     assert_eq!(html.matches("<rect").count(), 3, "one bar per report");
-    for text in ["Exercise 1 · CPU vs GPU", "GPU / CPU training speed (NVIDIA GeForce RTX 3060 Vulkan)", "fp16 + GradScaler speed-up over FP32", "derived from the two measured training times", "Skipped files", "not JSON", "warp-drive"] {
+    for text in [
+        "Exercise 1 · CPU vs GPU",
+        "GPU / CPU training speed (NVIDIA GeForce RTX 3060 Vulkan)",
+        "fp16 + GradScaler speed-up over FP32",
+        "derived from the two measured training times",
+        "Skipped files",
+        "not JSON",
+        "warp-drive",
+    ] {
         assert!(html.contains(text), "class.html lacks {text:?}");
     }
     assert!(html.contains(&rel("ann/report.json")) && html.contains(&rel("junk/package-report.json")));
@@ -217,7 +242,18 @@ fn gpulab_class_prints_the_tables_and_writes_the_files() {
     let o = Command::new(env!("CARGO_BIN_EXE_gpulab")).arg("class").arg(dir.path()).arg("--out").arg(out.path()).output().unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&o.stderr));
-    for text in ["3 reports from 2 exercises", "Exercise 1 · CPU vs GPU", "Exercise 3 ·", "NVIDIA GeForce RTX 3060", "Skipped files", "not JSON", "not a gpulab report", "warp-drive", "class.csv", "class.html"] {
+    for text in [
+        "3 reports from 2 exercises",
+        "Exercise 1 · CPU vs GPU",
+        "Exercise 3 ·",
+        "NVIDIA GeForce RTX 3060",
+        "Skipped files",
+        "not JSON",
+        "not a gpulab report",
+        "warp-drive",
+        "class.csv",
+        "class.html",
+    ] {
         assert!(stdout.contains(text), "stdout lacks {text:?}:\n{stdout}");
     }
     assert!(stdout.contains(&rel("ben/exports/cpu-vs-gpu-report.json")));

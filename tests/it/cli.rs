@@ -93,7 +93,25 @@ fn bench_matmul_f16_rows_sit_beside_f32() {
 
 #[test]
 fn bench_train_json_has_samples_per_second() {
-    let out = gpulab(&["bench", "train", "--backend", "cpu", "--input", "20", "--hidden", "16", "--classes", "3", "--batch", "8,16", "--precision", "fp32,bf16", "--seconds", "0.05", "--json"]);
+    let out = gpulab(&[
+        "bench",
+        "train",
+        "--backend",
+        "cpu",
+        "--input",
+        "20",
+        "--hidden",
+        "16",
+        "--classes",
+        "3",
+        "--batch",
+        "8,16",
+        "--precision",
+        "fp32,bf16",
+        "--seconds",
+        "0.05",
+        "--json",
+    ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let precisions: Vec<&str> = rows.iter().map(|r| r["precision"].as_str().unwrap()).collect();
@@ -120,7 +138,10 @@ fn bench_train_times_the_cnn_and_names_a_mismatched_image() {
     assert!(flops_per_sample(&cnn) > 10.0 * flops_per_sample(&mlp), "{cnn} vs {mlp}");
     let rgb = row(&["--model", "cnn", "--input", "768", "--image", "3x16x16"]);
     assert!(rgb["model"].as_str().unwrap().starts_with("CNN 3x16x16"), "{rgb}");
-    fails_with(&["bench", "train", "--model", "cnn", "--input", "784", "--image", "3x28x28", "--seconds", "0.05"], &["--image 3x28x28", "--input 2352"]);
+    fails_with(
+        &["bench", "train", "--model", "cnn", "--input", "784", "--image", "3x28x28", "--seconds", "0.05"],
+        &["--image 3x28x28", "--input 2352"],
+    );
     fails_with(&["bench", "train", "--model", "cnn", "--image", "28x28", "--seconds", "0.05"], &["CHANNELSxHEIGHTxWIDTH"]);
     fails_with(&["bench", "train", "--model", "rnn", "--seconds", "0.05"], &["rnn"]);
 }
@@ -151,7 +172,12 @@ fn train_fp16_reports_its_loss_scale_and_a_bad_precision_is_named() {
 fn printing_into_a_closed_pipe_ends_quietly() {
     use std::process::Stdio;
     for args in [&["lesson", "1"][..], &["list"][..]] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_gpulab")).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("the binary runs");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gpulab"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the binary runs");
         // Closed long before the process has loaded and parsed its arguments.
         drop(child.stdout.take());
         let out = child.wait_with_output().expect("gpulab ends");
@@ -172,7 +198,21 @@ fn list_prints_one_line_per_exercise_starting_with_its_id() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     let ids: Vec<&str> = text.lines().map(|l| l.split_whitespace().next().unwrap()).collect();
-    assert_eq!(ids, ["cpu-vs-gpu", "batch-sweep", "precision", "input-pipeline", "checkpoint", "distributed", "profiling", "inference-batching", "quantization", "platform"]);
+    assert_eq!(
+        ids,
+        [
+            "cpu-vs-gpu",
+            "batch-sweep",
+            "precision",
+            "input-pipeline",
+            "checkpoint",
+            "distributed",
+            "profiling",
+            "inference-batching",
+            "quantization",
+            "platform"
+        ]
+    );
 }
 
 #[test]
@@ -180,8 +220,18 @@ fn run_writes_the_four_report_files() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("r");
     let out = gpulab(&[
-        "run", "batch-sweep", "--set", "backend=cpu", "--set", "dataset=digits", "--set", "epochs=1", "--set", "batch_sizes=32,64",
-        "--out", out_dir.to_str().unwrap(),
+        "run",
+        "batch-sweep",
+        "--set",
+        "backend=cpu",
+        "--set",
+        "dataset=digits",
+        "--set",
+        "epochs=1",
+        "--set",
+        "batch_sizes=32,64",
+        "--out",
+        out_dir.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     for f in ["report.json", "report.csv", "report.md", "report.html"] {
@@ -195,7 +245,10 @@ fn run_refuses_unknown_ids_and_bad_settings() {
     fails_with(&["run", "warp-drive"], &["unknown exercise", "cpu-vs-gpu"]);
     fails_with(&["run", "cpu-vs-gpu", "--set", "batch=0"], &["batch", "outside"]);
     fails_with(&["run", "cpu-vs-gpu", "--set", "epochs"], &["key=value"]);
-    fails_with(&["run", "distributed", "--set", "replicas=1,3", "--set", "batch=100", "--set", "kind=gpu", "--set", "pipeline_stages=0"], &["batch 100", "replicas 3"]);
+    fails_with(
+        &["run", "distributed", "--set", "replicas=1,3", "--set", "batch=100", "--set", "kind=gpu", "--set", "pipeline_stages=0"],
+        &["batch 100", "replicas 3"],
+    );
     fails_with(&["run", "distributed", "--set", "batch=100", "--set", "kind=cpu"], &["batch 100", "micro_batches 8"]);
     fails_with(&["run", "platform", "--set", "scenario_file=/no/such.json"], &["scenario_file", "cannot read"]);
     fails_with(&["run", "precision", "--set", "precisions=fp8"], &["unknown precision"]);
@@ -206,8 +259,18 @@ fn run_precision_headless_on_the_cpu() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("p");
     let out = gpulab(&[
-        "run", "precision", "--set", "backend=cpu", "--set", "epochs=1", "--set", "hidden=32", "--set", "demo_epochs=1",
-        "--out", out_dir.to_str().unwrap(),
+        "run",
+        "precision",
+        "--set",
+        "backend=cpu",
+        "--set",
+        "epochs=1",
+        "--set",
+        "hidden=32",
+        "--set",
+        "demo_epochs=1",
+        "--out",
+        out_dir.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
@@ -227,7 +290,8 @@ fn run_platform_writes_a_scenario_that_replays_the_same_report() {
     let scenario = a.join("scenario.json");
     assert!(String::from_utf8_lossy(&out.stdout).contains("scenario.json"));
     let file = format!("scenario_file={}", scenario.display());
-    let out = gpulab(&["run", "platform", "--set", &file, "--set", "sweep_points=4", "--set", "sweep_runs=3", "--out", b.to_str().unwrap()]);
+    let out =
+        gpulab(&["run", "platform", "--set", &file, "--set", "sweep_points=4", "--set", "sweep_runs=3", "--out", b.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let read = |d: &std::path::Path| gpulab::report::read_json(&d.join("report.json")).unwrap();
     let (ra, rb) = (read(&a), read(&b));
@@ -241,13 +305,27 @@ fn run_platform_writes_a_scenario_that_replays_the_same_report() {
 fn run_distributed_headless_on_cpu_replicas_writes_the_report_and_traces() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("dp");
-    let out = gpulab(&["run", "distributed", "--set", "replicas=1,2", "--set", "kind=cpu", "--set", "hidden=32", "--set", "epochs=1", "--out", out_dir.to_str().unwrap()]);
+    let out = gpulab(&[
+        "run",
+        "distributed",
+        "--set",
+        "replicas=1,2",
+        "--set",
+        "kind=cpu",
+        "--set",
+        "hidden=32",
+        "--set",
+        "epochs=1",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
     for want in ["Scaling", "2 CPU replicas × 1 thread", "Beyond this machine (simulated)", "speed-up", "Pipeline parallel"] {
         assert!(md.contains(want), "{want:?} missing from report.md");
     }
-    let traces = std::fs::read_dir(&out_dir).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("trace-")).count();
+    let traces =
+        std::fs::read_dir(&out_dir).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("trace-")).count();
     assert_eq!(traces, 6, "one Perfetto trace per run: 2 data-parallel, 4 pipelined (M = 1, 2, 4, 8)");
 }
 
@@ -256,19 +334,24 @@ fn run_platform_scenario_flag_replays_byte_for_byte() {
     let dir = tempfile::tempdir().unwrap();
     let small = ["--set", "sweep_points=4", "--set", "sweep_runs=3"];
     let a = dir.path().join("a");
-    let out = gpulab(&[&["run", "platform", "--set", "scenario=black-friday", "--set", "duration_h=3", "--out", a.to_str().unwrap()][..], &small].concat());
+    let out = gpulab(
+        &[&["run", "platform", "--set", "scenario=black-friday", "--set", "duration_h=3", "--out", a.to_str().unwrap()][..], &small]
+            .concat(),
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let scenario = a.join("scenario.json");
     let replay = |name: &str| {
         let d = dir.path().join(name);
-        let out = gpulab(&[&["run", "platform", "--scenario", scenario.to_str().unwrap(), "--out", d.to_str().unwrap()][..], &small].concat());
+        let out =
+            gpulab(&[&["run", "platform", "--scenario", scenario.to_str().unwrap(), "--out", d.to_str().unwrap()][..], &small].concat());
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         d
     };
     let (b, c) = (replay("b"), replay("c"));
     let file = |d: &std::path::Path, f: &str| std::fs::read_to_string(d.join(f)).unwrap();
     // Two replays: every file byte-identical but for the run's start time.
-    let clockless = |t: String| t.lines().filter(|l| !l.contains("started_at") && !l.contains(" · started ")).collect::<Vec<_>>().join("\n");
+    let clockless =
+        |t: String| t.lines().filter(|l| !l.contains("started_at") && !l.contains(" · started ")).collect::<Vec<_>>().join("\n");
     for f in ["report.json", "report.md", "report.csv"] {
         assert_eq!(clockless(file(&b, f)), clockless(file(&c, f)), "{f} differs between replays");
     }
@@ -307,7 +390,10 @@ fn run_preset_applies_before_set_and_unknown_presets_list_the_valid() {
     // --set overrides the preset's own value too.
     let out = gpulab(&["run", "2", "--preset", "force an out-of-memory", "--set", "vram_budget_mib=0", "--show-settings"]);
     assert!(String::from_utf8_lossy(&out.stdout).lines().any(|l| l.starts_with("vram_budget_mib") && l.contains("= 0 ")));
-    fails_with(&["run", "cpu-vs-gpu", "--preset", "warp speed"], &["no preset \"warp speed\"", "as in the lesson", "big enough for a GPU", "scaled to this adapter"]);
+    fails_with(
+        &["run", "cpu-vs-gpu", "--preset", "warp speed"],
+        &["no preset \"warp speed\"", "as in the lesson", "big enough for a GPU", "scaled to this adapter"],
+    );
 }
 
 #[test]
@@ -324,18 +410,46 @@ fn show_settings_lists_the_presets_with_their_values() {
 fn size_auto_uses_the_cached_peak_on_the_second_run() {
     let dir = tempfile::tempdir().unwrap();
     let args = |out: &str| {
-        vec!["run", "batch-sweep", "--preset", "scaled to this adapter", "--set", "backend=cpu", "--set", "dataset=digits", "--set", "batch_sizes=128", "--set", "target_s=1", "--set", "epochs=1", "--out", out]
-            .into_iter()
-            .map(String::from)
-            .collect::<Vec<_>>()
+        vec![
+            "run",
+            "batch-sweep",
+            "--preset",
+            "scaled to this adapter",
+            "--set",
+            "backend=cpu",
+            "--set",
+            "dataset=digits",
+            "--set",
+            "batch_sizes=128",
+            "--set",
+            "target_s=1",
+            "--set",
+            "epochs=1",
+            "--out",
+            out,
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>()
     };
     let mut peaks = Vec::new();
     for name in ["a", "b"] {
         let out_dir = dir.path().join(name);
-        let out = Command::new(env!("CARGO_BIN_EXE_gpulab")).args(args(out_dir.to_str().unwrap())).env("GPULAB_CACHE_DIR", dir.path().join("cache")).env("XDG_RUNTIME_DIR", std::env::temp_dir()).output().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_gpulab"))
+            .args(args(out_dir.to_str().unwrap()))
+            .env("GPULAB_CACHE_DIR", dir.path().join("cache"))
+            .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let report: serde_json::Value = serde_json::from_slice(&std::fs::read(out_dir.join("report.json")).unwrap()).unwrap();
-        let peak = report["figures"].as_array().unwrap().iter().find(|f| f["label"].as_str().unwrap().contains("matmul peak")).cloned().expect("a peak figure");
+        let peak = report["figures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["label"].as_str().unwrap().contains("matmul peak"))
+            .cloned()
+            .expect("a peak figure");
         peaks.push(peak);
     }
     assert_eq!(peaks[0]["provenance"]["kind"], "measured", "{}", peaks[0]);

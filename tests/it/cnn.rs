@@ -7,7 +7,7 @@
 use gpulab::data::{self, DatasetSpec};
 use gpulab::device::CpuBackend;
 use gpulab::nn::{ConvConfig, Mlp, MlpConfig, ModelKind, Optimizer, OptimizerKind, Precision, Workspace};
-use gpulab::tensor::{prelude::*, DType, ImageGeom, MemCategory as M, float16};
+use gpulab::tensor::{DType, ImageGeom, MemCategory as M, float16, prelude::*};
 use gpulab::train::{NullSink, TrainConfig, TrainEvent, train};
 
 use crate::common::{assert_close, backend_tests, random};
@@ -172,7 +172,9 @@ fn cpu_max_pool_and_its_backward_match_a_direct_pool() {
                     for ox in 0..p.width {
                         let at = |dy: usize, dx: usize| ((n * g.height + 2 * oy + dy) * g.width + 2 * ox + dx) * g.channels + ch;
                         // The first maximum in reading order wins.
-                        let win = [at(0, 0), at(0, 1), at(1, 0), at(1, 1)].into_iter().fold(at(0, 0), |best, j| if x[j] > x[best] { j } else { best });
+                        let win = [at(0, 0), at(0, 1), at(1, 0), at(1, 1)]
+                            .into_iter()
+                            .fold(at(0, 0), |best, j| if x[j] > x[best] { j } else { best });
                         let o = ((n * g.channels + ch) * p.height + oy) * p.width + ox;
                         assert_eq!((arg[o] as usize, out[o]), (win, x[win]), "{g:?} output {o}");
                         want_grad[win] = grad_out[o];
@@ -338,8 +340,21 @@ fn check_autocast_cnn<B: Backend>(b: &mut B, name: &str) {
         let cfg = TrainConfig { amp: gpulab::nn::AmpConfig::new(p), ..cnn_config(4, 10) };
         b.reset_memory_peaks();
         let r = train(b, &data, &cfg, &mut NullSink).unwrap();
-        eprintln!("{name} CNN {}: {:.1}% vs FP32 {:.1}%; activations {} vs {} bytes", p.name(), r.final_val_accuracy * 100.0, fp32.final_val_accuracy * 100.0, act(&r), act(&fp32));
-        assert!(r.final_val_accuracy >= 0.6 && (r.final_val_accuracy - fp32.final_val_accuracy).abs() <= 0.08, "{name} CNN {}: {:.3} vs FP32 {:.3}", p.name(), r.final_val_accuracy, fp32.final_val_accuracy);
+        eprintln!(
+            "{name} CNN {}: {:.1}% vs FP32 {:.1}%; activations {} vs {} bytes",
+            p.name(),
+            r.final_val_accuracy * 100.0,
+            fp32.final_val_accuracy * 100.0,
+            act(&r),
+            act(&fp32)
+        );
+        assert!(
+            r.final_val_accuracy >= 0.6 && (r.final_val_accuracy - fp32.final_val_accuracy).abs() <= 0.08,
+            "{name} CNN {}: {:.3} vs FP32 {:.3}",
+            p.name(),
+            r.final_val_accuracy,
+            fp32.final_val_accuracy
+        );
         assert!((act(&r) as f64) < 0.9 * act(&fp32) as f64, "{name} CNN {}: activations {} vs FP32 {}", p.name(), act(&r), act(&fp32));
         assert_eq!(r.amp.as_ref().unwrap().scale_history.is_empty(), p == Precision::BF16);
     }

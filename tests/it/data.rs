@@ -8,10 +8,7 @@ use gpulab::data::batcher::{batches_per_epoch, epoch_order, gather};
 use gpulab::data::{self, DataError, Dataset, DatasetSpec, ShapesConfig};
 
 fn assert_unit_range(xs: &[f32]) {
-    assert!(
-        xs.iter().all(|v| (0.0..=1.0).contains(v)),
-        "a feature is outside [0, 1]"
-    );
+    assert!(xs.iter().all(|v| (0.0..=1.0).contains(v)), "a feature is outside [0, 1]");
 }
 
 fn class_counts(y: &[u32], classes: usize) -> Vec<usize> {
@@ -37,10 +34,7 @@ fn digits_sizes_ranges_and_split() {
     assert_eq!(d.name, "digits");
     assert!(d.source.contains("CC BY 4.0"));
     assert_eq!((d.features, d.shape, d.classes), (64, [1, 8, 8], 10));
-    assert_eq!(
-        d.class_names,
-        (0..10).map(|c| c.to_string()).collect::<Vec<_>>()
-    );
+    assert_eq!(d.class_names, (0..10).map(|c| c.to_string()).collect::<Vec<_>>());
     assert_eq!(d.train_len() + d.val_len(), 1797);
     assert_eq!((d.train_len(), d.val_len()), (1442, 355));
     assert_eq!(d.train_x.len(), d.train_len() * 64);
@@ -78,10 +72,7 @@ fn shapes(cfg: ShapesConfig, seed: u64) -> Dataset {
 
 #[test]
 fn shapes_seed_determines_data() {
-    let cfg = ShapesConfig {
-        n: 200,
-        ..Default::default()
-    };
+    let cfg = ShapesConfig { n: 200, ..Default::default() };
     let a = shapes(cfg.clone(), 5);
     let b = shapes(cfg.clone(), 5);
     let c = shapes(cfg, 6);
@@ -94,20 +85,8 @@ fn shapes_seed_determines_data() {
 fn shapes_sizes_ranges_and_balance() {
     for cfg in [
         ShapesConfig::default(),
-        ShapesConfig {
-            res: 32,
-            channels: 3,
-            n: 503,
-            noise: 0.2,
-            classes: 3,
-        },
-        ShapesConfig {
-            res: 8,
-            channels: 4,
-            n: 10,
-            noise: 0.0,
-            classes: 2,
-        },
+        ShapesConfig { res: 32, channels: 3, n: 503, noise: 0.2, classes: 3 },
+        ShapesConfig { res: 8, channels: 4, n: 10, noise: 0.0, classes: 2 },
     ] {
         let d = shapes(cfg.clone(), 42);
         let f = cfg.channels * cfg.res * cfg.res;
@@ -139,23 +118,11 @@ fn shapes_sizes_ranges_and_balance() {
 
 #[test]
 fn shapes_colour_varies_across_channels() {
-    let cfg = ShapesConfig {
-        channels: 3,
-        noise: 0.0,
-        n: 50,
-        ..Default::default()
-    };
+    let cfg = ShapesConfig { channels: 3, noise: 0.0, n: 50, ..Default::default() };
     let d = shapes(cfg, 3);
     let plane = 16 * 16;
-    let differs = d
-        .train_x
-        .chunks(3 * plane)
-        .filter(|img| img[..plane] != img[plane..2 * plane])
-        .count();
-    assert!(
-        differs > 30,
-        "only {differs} of 40 images have distinct channels"
-    );
+    let differs = d.train_x.chunks(3 * plane).filter(|img| img[..plane] != img[plane..2 * plane]).count();
+    assert!(differs > 30, "only {differs} of 40 images have distinct channels");
 }
 
 /// A cheap guard against a generator that draws nothing useful. Nearest class
@@ -178,15 +145,8 @@ fn shapes_are_learnable() {
         .chunks(f)
         .zip(&d.val_y)
         .filter(|&(img, &y)| {
-            let dist = |c: &Vec<f64>| {
-                c.iter()
-                    .zip(img)
-                    .map(|(a, &b)| (a - b as f64).powi(2))
-                    .sum::<f64>()
-            };
-            let best = (0..d.classes)
-                .min_by(|&a, &b| dist(&centroid[a]).total_cmp(&dist(&centroid[b])))
-                .unwrap();
+            let dist = |c: &Vec<f64>| c.iter().zip(img).map(|(a, &b)| (a - b as f64).powi(2)).sum::<f64>();
+            let best = (0..d.classes).min_by(|&a, &b| dist(&centroid[a]).total_cmp(&dist(&centroid[b]))).unwrap();
             best == y as usize
         })
         .count();
@@ -199,49 +159,17 @@ const CENTROID_MIN_ACC: f64 = 0.4;
 fn shapes_invalid_configs_are_errors() {
     let ok = ShapesConfig::default();
     for bad in [
-        ShapesConfig {
-            res: 7,
-            ..ok.clone()
-        },
-        ShapesConfig {
-            res: 257,
-            ..ok.clone()
-        },
-        ShapesConfig {
-            channels: 0,
-            ..ok.clone()
-        },
-        ShapesConfig {
-            channels: 5,
-            ..ok.clone()
-        },
+        ShapesConfig { res: 7, ..ok.clone() },
+        ShapesConfig { res: 257, ..ok.clone() },
+        ShapesConfig { channels: 0, ..ok.clone() },
+        ShapesConfig { channels: 5, ..ok.clone() },
         ShapesConfig { n: 9, ..ok.clone() },
-        ShapesConfig {
-            noise: -0.1,
-            ..ok.clone()
-        },
-        ShapesConfig {
-            noise: 1.5,
-            ..ok.clone()
-        },
-        ShapesConfig {
-            noise: f32::NAN,
-            ..ok.clone()
-        },
-        ShapesConfig {
-            classes: 1,
-            ..ok.clone()
-        },
-        ShapesConfig {
-            classes: 5,
-            ..ok.clone()
-        },
-        ShapesConfig {
-            res: 256,
-            channels: 4,
-            n: 1 << 20,
-            ..ok.clone()
-        },
+        ShapesConfig { noise: -0.1, ..ok.clone() },
+        ShapesConfig { noise: 1.5, ..ok.clone() },
+        ShapesConfig { noise: f32::NAN, ..ok.clone() },
+        ShapesConfig { classes: 1, ..ok.clone() },
+        ShapesConfig { classes: 5, ..ok.clone() },
+        ShapesConfig { res: 256, channels: 4, n: 1 << 20, ..ok.clone() },
     ] {
         let err = data::load(&DatasetSpec::Shapes(bad.clone()), 0).unwrap_err();
         assert!(matches!(err, DataError::Invalid(_)), "{bad:?} gave {err}");
@@ -340,11 +268,7 @@ fn idx_bad_magic() {
     let mut bytes = images(12, 4, 3);
     bytes[3] = 0x01;
     let msg = idx_error("train-images-idx3-ubyte", &bytes);
-    assert_msg(
-        &msg,
-        "train-images-idx3-ubyte",
-        &["magic", "0x00000803", "0x00000801"],
-    );
+    assert_msg(&msg, "train-images-idx3-ubyte", &["magic", "0x00000803", "0x00000801"]);
     // A gzip file without the .gz suffix gets a hint.
     let msg = idx_error("train-labels-idx1-ubyte", &gzip(&labels(12)));
     assert_msg(&msg, "train-labels-idx1-ubyte", &["magic", "gzip"]);
@@ -353,11 +277,7 @@ fn idx_bad_magic() {
 #[test]
 fn idx_truncated_header() {
     let msg = idx_error("t10k-images-idx3-ubyte", &images(5, 4, 3)[..10]);
-    assert_msg(
-        &msg,
-        "t10k-images-idx3-ubyte",
-        &["truncated header", "expected 16 bytes, found 10"],
-    );
+    assert_msg(&msg, "t10k-images-idx3-ubyte", &["truncated header", "expected 16 bytes, found 10"]);
     let msg = idx_error("t10k-labels-idx1-ubyte", &[0, 0]);
     assert_msg(&msg, "t10k-labels-idx1-ubyte", &["truncated header"]);
 }
@@ -366,17 +286,9 @@ fn idx_truncated_header() {
 fn idx_truncated_data() {
     let bytes = images(12, 4, 3); // 16 + 144 bytes
     let msg = idx_error("train-images-idx3-ubyte", &bytes[..100]);
-    assert_msg(
-        &msg,
-        "train-images-idx3-ubyte",
-        &["truncated", "needs 160 bytes, found 100"],
-    );
+    assert_msg(&msg, "train-images-idx3-ubyte", &["truncated", "needs 160 bytes, found 100"]);
     let msg = idx_error("train-images-idx3-ubyte.gz", &gzip(&bytes[..100]));
-    assert_msg(
-        &msg,
-        "train-images-idx3-ubyte.gz",
-        &["truncated", "needs 160 bytes, found 100"],
-    );
+    assert_msg(&msg, "train-images-idx3-ubyte.gz", &["truncated", "needs 160 bytes, found 100"]);
 }
 
 #[test]
@@ -390,11 +302,7 @@ fn idx_trailing_data() {
 #[test]
 fn idx_count_mismatch() {
     let msg = idx_error("t10k-labels-idx1-ubyte", &labels(4));
-    assert_msg(
-        &msg,
-        "t10k-labels-idx1-ubyte",
-        &["count mismatch", "4 labels", "5 images"],
-    );
+    assert_msg(&msg, "t10k-labels-idx1-ubyte", &["count mismatch", "4 labels", "5 images"]);
 }
 
 #[test]
@@ -402,19 +310,12 @@ fn idx_label_out_of_range() {
     let mut bytes = labels(12);
     bytes[8 + 3] = 10;
     let msg = idx_error("train-labels-idx1-ubyte", &bytes);
-    assert_msg(
-        &msg,
-        "train-labels-idx1-ubyte",
-        &["out of range", "value 10", "index 3"],
-    );
+    assert_msg(&msg, "train-labels-idx1-ubyte", &["out of range", "value 10", "index 3"]);
 }
 
 #[test]
 fn idx_zero_images() {
-    let msg = idx_error(
-        "train-images-idx3-ubyte",
-        &idx_bytes(0x803, &[0, 28, 28], &[]),
-    );
+    let msg = idx_error("train-images-idx3-ubyte", &idx_bytes(0x803, &[0, 28, 28], &[]));
     assert_msg(&msg, "train-images-idx3-ubyte", &["zero images"]);
 }
 
@@ -423,11 +324,7 @@ fn idx_missing_file() {
     let dir = valid_dir(false);
     std::fs::remove_file(dir.path().join("t10k-labels-idx1-ubyte")).unwrap();
     let msg = load_idx(dir.path()).unwrap_err().to_string();
-    assert_msg(
-        &msg,
-        "t10k-labels-idx1-ubyte",
-        &["missing", "t10k-labels-idx1-ubyte.gz"],
-    );
+    assert_msg(&msg, "t10k-labels-idx1-ubyte", &["missing", "t10k-labels-idx1-ubyte.gz"]);
     let msg = load_idx(&dir.path().join("nope")).unwrap_err().to_string();
     assert!(msg.contains("nope"), "{msg}");
 }
@@ -441,16 +338,9 @@ fn idx_huge_header_claim_is_refused_before_allocating() {
     assert_msg(&msg, "train-images-idx3-ubyte", &["truncated", "found 100"]);
     // The same claim inside a small gzip file.
     let msg = idx_error("train-images-idx3-ubyte.gz", &gzip(&bytes));
-    assert_msg(
-        &msg,
-        "train-images-idx3-ubyte.gz",
-        &["truncated", "4000000000x28x28"],
-    );
+    assert_msg(&msg, "train-images-idx3-ubyte.gz", &["truncated", "4000000000x28x28"]);
     // Dimensions whose product overflows u64.
-    let msg = idx_error(
-        "train-images-idx3-ubyte",
-        &idx_bytes(0x803, &[u32::MAX; 3], &[]),
-    );
+    let msg = idx_error("train-images-idx3-ubyte", &idx_bytes(0x803, &[u32::MAX; 3], &[]));
     assert_msg(&msg, "train-images-idx3-ubyte", &["impossibly large"]);
 }
 
@@ -463,21 +353,14 @@ fn idx_corrupt_gzip() {
     let msg = idx_error("train-images-idx3-ubyte.gz", &bytes);
     assert_msg(&msg, "train-images-idx3-ubyte.gz", &["corrupt gzip"]);
     // Not gzip at all.
-    let msg = idx_error(
-        "train-images-idx3-ubyte.gz",
-        b"this is not gzip data at all, honest",
-    );
+    let msg = idx_error("train-images-idx3-ubyte.gz", b"this is not gzip data at all, honest");
     assert_msg(&msg, "train-images-idx3-ubyte.gz", &["corrupt gzip"]);
 }
 
 #[test]
 fn idx_image_size_mismatch() {
     let msg = idx_error("t10k-images-idx3-ubyte", &images(5, 3, 4));
-    assert_msg(
-        &msg,
-        "t10k-images-idx3-ubyte",
-        &["size mismatch", "3x4", "4x3"],
-    );
+    assert_msg(&msg, "t10k-images-idx3-ubyte", &["size mismatch", "3x4", "4x3"]);
 }
 
 // ---------------------------------------------------------------- batcher
@@ -525,23 +408,10 @@ fn spec_parses_valid_forms() {
     let p = |s: &str| s.parse::<DatasetSpec>().unwrap();
     assert_eq!(p("digits"), DatasetSpec::Digits);
     assert_eq!(p("shapes"), DatasetSpec::Shapes(ShapesConfig::default()));
-    assert_eq!(
-        p("shapes:res=32,channels=3"),
-        DatasetSpec::Shapes(ShapesConfig {
-            res: 32,
-            channels: 3,
-            ..Default::default()
-        })
-    );
+    assert_eq!(p("shapes:res=32,channels=3"), DatasetSpec::Shapes(ShapesConfig { res: 32, channels: 3, ..Default::default() }));
     assert_eq!(
         p("shapes:res=32,channels=3,n=20000,noise=0.2,classes=3"),
-        DatasetSpec::Shapes(ShapesConfig {
-            res: 32,
-            channels: 3,
-            n: 20000,
-            noise: 0.2,
-            classes: 3
-        })
+        DatasetSpec::Shapes(ShapesConfig { res: 32, channels: 3, n: 20000, noise: 0.2, classes: 3 })
     );
     assert_eq!(p("idx:/tmp/x"), DatasetSpec::Idx("/tmp/x".into()));
     assert_eq!(p("idx:C:\\mnist"), DatasetSpec::Idx("C:\\mnist".into()));
@@ -568,21 +438,12 @@ fn spec_rejects_bad_forms_with_help() {
         assert!(msg.contains(word), "{s}: {msg}");
     }
     let msg = "nope".parse::<DatasetSpec>().unwrap_err().to_string();
-    assert!(
-        msg.contains("digits") && msg.contains("shapes:res=") && msg.contains("idx:DIR"),
-        "{msg}"
-    );
+    assert!(msg.contains("digits") && msg.contains("shapes:res=") && msg.contains("idx:DIR"), "{msg}");
 }
 
 #[test]
 fn spec_display_round_trips() {
-    for s in [
-        "digits",
-        "shapes",
-        "shapes:res=32,channels=3",
-        "shapes:n=20000,noise=0.2,classes=2",
-        "idx:/tmp/x",
-    ] {
+    for s in ["digits", "shapes", "shapes:res=32,channels=3", "shapes:n=20000,noise=0.2,classes=2", "idx:/tmp/x"] {
         let spec: DatasetSpec = s.parse().unwrap();
         assert_eq!(spec.to_string(), s);
         assert_eq!(spec.to_string().parse::<DatasetSpec>().unwrap(), spec);

@@ -99,7 +99,11 @@ fn the_sharded_optimizer_step_trains_the_bits_of_the_full_step() {
             for lane in ["replica 0", "replica 1"] {
                 let comm: Vec<_> = sharded.timeline.spans.iter().filter(|s| s.lane == lane && s.name == "communication").collect();
                 // Per step: the reduce-scatter (unless it hid entirely in idle) and the all-gather.
-                assert!(comm.len() >= sharded.timeline.spans.iter().filter(|s| s.lane == lane && s.name == "data").count(), "{lane}: {} communication spans", comm.len());
+                assert!(
+                    comm.len() >= sharded.timeline.spans.iter().filter(|s| s.lane == lane && s.name == "data").count(),
+                    "{lane}: {} communication spans",
+                    comm.len()
+                );
             }
         }
     }
@@ -121,7 +125,11 @@ fn bad_settings_name_the_setting_and_the_limit() {
     refuse(&cfg(4096), &cpu(1), &["4096", "training samples"]);
     refuse(&cfg(64), &dp(1, ReplicaKind::Cpu { threads: 1 }, 0.0, false), &["bucket_cap_mb"]);
     refuse(&cfg(64), &dp(2, ReplicaKind::Cuda, 25.0, false), &["CUDA"]);
-    refuse(&cfg(64), &DpConfig { shard_optimizer: true, ..dp(2, ReplicaKind::Cpu { threads: 1 }, 25.0, true) }, &["shard_optimizer", "overlap=false"]);
+    refuse(
+        &cfg(64),
+        &DpConfig { shard_optimizer: true, ..dp(2, ReplicaKind::Cpu { threads: 1 }, 25.0, true) },
+        &["shard_optimizer", "overlap=false"],
+    );
     refuse(&cfg(64), &DpConfig { shard_optimizer: true, ..dp(2, ReplicaKind::GpuDevices, 25.0, false) }, &["shard_optimizer", "kind=cpu"]);
     // Through the exercise's settings too.
     let ex = exercises::find("distributed").unwrap();
@@ -172,7 +180,8 @@ fn wgpu_devices_on_one_adapter_train_what_the_cpu_trains() {
 fn the_exercise_reports_scaling_with_provenance_timelines_and_a_verdict() {
     let ex = exercises::find("distributed").unwrap();
     let mut s = ex.settings();
-    s.apply(&["replicas=1,2", "kind=cpu", "hidden=32", "epochs=1", "batch=64", "scaling=both", "bucket_cap_mb=0.01"].map(String::from)).unwrap();
+    s.apply(&["replicas=1,2", "kind=cpu", "hidden=32", "epochs=1", "batch=64", "scaling=both", "bucket_cap_mb=0.01"].map(String::from))
+        .unwrap();
     let mut sink = CollectSink::default();
     let r = ex.run(&s, &mut sink).unwrap();
     let t = r.table("Scaling").unwrap();
@@ -200,7 +209,8 @@ fn the_exercise_reports_scaling_with_provenance_timelines_and_a_verdict() {
     assert!(sink.events.iter().any(|e| matches!(e, Event::Point { chart, .. } if chart == "replica_split")));
     // Every timeline of the report was drawn live first, under the same title, and the live
     // one of a 2-replica run has both replicas' compute lanes.
-    let live: Vec<&gpulab::profile::spans::Timeline> = sink.events.iter().filter_map(|e| if let Event::Timeline(t) = e { Some(&**t) } else { None }).collect();
+    let live: Vec<&gpulab::profile::spans::Timeline> =
+        sink.events.iter().filter_map(|e| if let Event::Timeline(t) = e { Some(&**t) } else { None }).collect();
     let mut live_titles: Vec<&str> = live.iter().map(|t| t.title.as_str()).collect();
     let mut report_titles: Vec<&str> = r.timelines.iter().map(|t| t.title.as_str()).collect();
     live_titles.sort();
@@ -230,7 +240,8 @@ fn rounds_report_each_counts_median_run() {
     let t = r.table("Scaling").unwrap();
     let col = t.columns.iter().position(|c| c.name == "throughput").unwrap();
     for (row, n) in t.rows.iter().zip([1, 2]) {
-        let list = note.split(&format!("strong N={n}: ")).nth(1).expect("the count's rounds").split(';').next().unwrap().trim_end_matches('.');
+        let list =
+            note.split(&format!("strong N={n}: ")).nth(1).expect("the count's rounds").split(';').next().unwrap().trim_end_matches('.');
         let mut each: Vec<f64> = list.split(", ").map(|v| v.parse().unwrap()).collect();
         assert_eq!(each.len(), 3, "{note}");
         each.sort_by(f64::total_cmp);

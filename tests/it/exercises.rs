@@ -31,7 +31,21 @@ fn text(c: &Cell) -> String {
 fn registry_lists_the_ten_in_order_with_lessons() {
     let all = exercises::registry();
     let ids: Vec<_> = all.iter().map(|e| e.id()).collect();
-    assert_eq!(ids, ["cpu-vs-gpu", "batch-sweep", "precision", "input-pipeline", "checkpoint", "distributed", "profiling", "inference-batching", "quantization", "platform"]);
+    assert_eq!(
+        ids,
+        [
+            "cpu-vs-gpu",
+            "batch-sweep",
+            "precision",
+            "input-pipeline",
+            "checkpoint",
+            "distributed",
+            "profiling",
+            "inference-batching",
+            "quantization",
+            "platform"
+        ]
+    );
     for (i, e) in all.iter().enumerate() {
         assert_eq!(e.number() as usize, i + 1);
         assert!(e.lesson().starts_with(&format!("# {} ", i + 1)), "lesson {} heading", i + 1);
@@ -73,7 +87,10 @@ fn cpu_vs_gpu_runs_to_a_computed_verdict() {
 #[test]
 fn batch_sweep_reports_memory_and_an_out_of_memory_row_then_continues() {
     // 0.6 MiB fits batch 16 of the digits MLP but not batch 2048; batch 32 after it must still run.
-    let s = settings("batch-sweep", &["backend=cpu", "dataset=digits", "hidden=64", "epochs=1", "batch_sizes=16,2048,32", "vram_budget_mib=0.6"]);
+    let s = settings(
+        "batch-sweep",
+        &["backend=cpu", "dataset=digits", "hidden=64", "epochs=1", "batch_sizes=16,2048,32", "vram_budget_mib=0.6"],
+    );
     let (r, _) = run("batch-sweep", &s);
     let t = r.table("Batch sizes").unwrap();
     let status: Vec<String> = t.rows.iter().map(|row| text(&row[1])).collect();
@@ -84,20 +101,29 @@ fn batch_sweep_reports_memory_and_an_out_of_memory_row_then_continues() {
     assert!(r.verdict.evidence.iter().any(|e| e.contains("reduce the batch size")));
     // Activations grow with the batch; parameters do not.
     let col = |name: &str| t.columns.iter().position(|c| c.name == name).unwrap();
-    let num = |row: usize, c: usize| match t.rows[row][c] { Cell::Num(v) => v, _ => panic!("not a number") };
+    let num = |row: usize, c: usize| match t.rows[row][c] {
+        Cell::Num(v) => v,
+        _ => panic!("not a number"),
+    };
     assert_eq!(num(0, col("parameters")), num(2, col("parameters")));
     assert!(num(2, col("activations")) > num(0, col("activations")));
     assert!(r.notes.iter().any(|n| n.contains("simulated")));
     // The key figure is the highest measured throughput, of the batch size the table shows.
     let key = exercises::find("batch-sweep").unwrap().key_figure(&r).cloned().expect("a key figure");
     let tp = col("throughput");
-    let best = (0..t.rows.len()).filter_map(|i| match t.rows[i][tp] { Cell::Num(v) => Some(v), _ => None }).fold(f64::MIN, f64::max);
+    let best = (0..t.rows.len())
+        .filter_map(|i| match t.rows[i][tp] {
+            Cell::Num(v) => Some(v),
+            _ => None,
+        })
+        .fold(f64::MIN, f64::max);
     assert!(key.label.starts_with("highest throughput") && key.value == best, "{key:?} vs {best}");
 }
 
 #[test]
 fn batch_sweep_trains_the_cnn_and_names_it() {
-    let s = settings("batch-sweep", &["backend=cpu", "model=cnn", "dataset=shapes:res=8,n=200", "hidden=16", "epochs=1", "batch_sizes=8,32"]);
+    let s =
+        settings("batch-sweep", &["backend=cpu", "model=cnn", "dataset=shapes:res=8,n=200", "hidden=16", "epochs=1", "batch_sizes=8,32"]);
     let (r, _) = run("batch-sweep", &s);
     let t = r.table("Batch sizes").unwrap();
     assert!(t.rows.iter().all(|row| text(&row[1]) == "ok"), "{:?}", t.rows);
@@ -159,7 +185,10 @@ fn reports_round_trip_through_json_and_write_all_four_files() {
     assert_eq!(paths.len(), 4);
     assert_eq!(report::read_json(&paths[0]).unwrap(), r);
     let html = std::fs::read_to_string(&paths[3]).unwrap();
-    assert!(html.contains(&report::html::escape(&r.verdict.summary)) && html.matches("class=\"chart\"").count() == r.charts.len(), "report.html has the verdict and every chart");
+    assert!(
+        html.contains(&report::html::escape(&r.verdict.summary)) && html.matches("class=\"chart\"").count() == r.charts.len(),
+        "report.html has the verdict and every chart"
+    );
     let csv = std::fs::read_to_string(&paths[1]).unwrap();
     assert!(csv.starts_with("chart,x_label,y_label,series,x,y,provenance") && csv.contains("measured"));
     let md = std::fs::read_to_string(&paths[2]).unwrap();

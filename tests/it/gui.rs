@@ -57,21 +57,39 @@ pub(crate) fn run_to_end(h: &mut Harness<'static, GpulabApp>, timeout: Duration)
     for c in &v.live {
         let spec = v.chart_spec(&c.id);
         for s in &c.series {
-            assert_eq!(s.provenance, spec.provenance, "{}: chart {} series {} has another provenance than declared", v.exercise, c.id, s.name);
+            assert_eq!(
+                s.provenance, spec.provenance,
+                "{}: chart {} series {} has another provenance than declared",
+                v.exercise, c.id, s.name
+            );
         }
     }
 }
 
 /// The exercises the GUI tests run to the end through `run_to_end` (which checks their live
 /// charts against their declarations).
-const RUN_BY_GUI_TESTS: [&str; 10] = ["cpu-vs-gpu", "batch-sweep", "precision", "checkpoint", "input-pipeline", "distributed", "profiling", "inference-batching", "quantization", "platform"];
+const RUN_BY_GUI_TESTS: [&str; 10] = [
+    "cpu-vs-gpu",
+    "batch-sweep",
+    "precision",
+    "checkpoint",
+    "input-pipeline",
+    "distributed",
+    "profiling",
+    "inference-batching",
+    "quantization",
+    "platform",
+];
 
 /// A new exercise needs a GUI run test (and with it the live-chart check).
 #[test]
 fn every_exercise_is_run_by_a_gui_test() {
     let all: Vec<&str> = gpulab::exercises::registry().iter().map(|e| e.id()).collect();
     for id in &all {
-        assert!(RUN_BY_GUI_TESTS.contains(id), "exercise {id} has no GUI test that runs it through run_to_end; add one and list it in RUN_BY_GUI_TESTS");
+        assert!(
+            RUN_BY_GUI_TESTS.contains(id),
+            "exercise {id} has no GUI test that runs it through run_to_end; add one and list it in RUN_BY_GUI_TESTS"
+        );
     }
     for id in RUN_BY_GUI_TESTS {
         assert!(all.contains(&id), "RUN_BY_GUI_TESTS lists {id}, which is not an exercise");
@@ -281,7 +299,15 @@ fn exercises_4_and_7_run_to_their_verdicts_with_timelines() {
         h.get_by_label(label).click();
         h.step();
         assert_eq!(h.state().selected(), id);
-        for (k, v) in [("backend", backend), ("dataset", "shapes:res=8,n=240"), ("hidden", "16"), ("batch", "32"), ("epochs", "1"), ("storage_latency_ms", "1"), ("decode_passes", "1")] {
+        for (k, v) in [
+            ("backend", backend),
+            ("dataset", "shapes:res=8,n=240"),
+            ("hidden", "16"),
+            ("batch", "32"),
+            ("epochs", "1"),
+            ("storage_latency_ms", "1"),
+            ("decode_passes", "1"),
+        ] {
             h.state_mut().set_setting(k, v).unwrap_or_else(|e| panic!("{id}: {k}={v}: {e}"));
         }
         h.step();
@@ -309,7 +335,17 @@ fn exercise_7_applies_the_suggested_fix_with_one_click_and_compares() {
     h.step();
     let backend = if gpu { "gpu" } else { "cpu" };
     // 5 ms of simulated storage per sample on one worker without prefetch: input-bound.
-    for (k, v) in [("backend", backend), ("dataset", "shapes:res=8,n=240"), ("hidden", "16"), ("batch", "32"), ("epochs", "1"), ("storage_latency_ms", "5"), ("decode_passes", "0"), ("measure_again", "false"), ("precision", "bf16")] {
+    for (k, v) in [
+        ("backend", backend),
+        ("dataset", "shapes:res=8,n=240"),
+        ("hidden", "16"),
+        ("batch", "32"),
+        ("epochs", "1"),
+        ("storage_latency_ms", "5"),
+        ("decode_passes", "0"),
+        ("measure_again", "false"),
+        ("precision", "bf16"),
+    ] {
         h.state_mut().set_setting(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
     }
     h.step();
@@ -394,7 +430,10 @@ fn exercise_6_trains_replicas_to_a_verdict_with_per_replica_timelines() {
     assert!(h.query_all_by_label_contains("Lanes, top to bottom: ").count() > 0, "the timeline is not shown");
     assert_provenance_shown(&h, &report);
     let v = h.state().run_view().expect("a run view");
-    assert!(v.live.iter().any(|c| c.id == "replica_split" && c.series.iter().any(|s| s.name.contains("replica 1"))), "the live per-replica chart has no replica 1");
+    assert!(
+        v.live.iter().any(|c| c.id == "replica_split" && c.series.iter().any(|s| s.name.contains("replica 1"))),
+        "the live per-replica chart has no replica 1"
+    );
     // The lab got every timeline while the run went on (drawn under "Timelines so far" until
     // the report replaced them), under the report's titles.
     let mut live: Vec<&str> = v.timelines.iter().map(|t| t.title.as_str()).collect();
@@ -410,7 +449,15 @@ fn exercise_8_serves_batches_to_a_verdict() {
     h.get_by_label("8. Inference batching and dynamic batching").click();
     h.step();
     assert_eq!(h.state().selected(), "inference-batching");
-    for (k, v) in [("backend", "cpu"), ("train_epochs", "1"), ("static_batches", "1,4"), ("max_batch", "4"), ("preferred_batch", "4"), ("load_levels", "30"), ("run_seconds", "0.5")] {
+    for (k, v) in [
+        ("backend", "cpu"),
+        ("train_epochs", "1"),
+        ("static_batches", "1,4"),
+        ("max_batch", "4"),
+        ("preferred_batch", "4"),
+        ("load_levels", "30"),
+        ("run_seconds", "0.5"),
+    ] {
         h.state_mut().set_setting(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
     }
     h.step();
@@ -456,7 +503,16 @@ fn the_platform_diagram_pauses_steps_and_shows_a_box_settings_on_click() {
     assert!(h.state().is_running());
     h.get_by_role_and_label(Role::Button, "Resume");
     h.get_by_role_and_label(Role::Button, "Step");
-    for stage in ["Object storage", "Training data", "GPU training cluster", "Checkpoint storage", "Model registry", "GPU inference cluster", "API gateway", "Monitoring"] {
+    for stage in [
+        "Object storage",
+        "Training data",
+        "GPU training cluster",
+        "Checkpoint storage",
+        "Model registry",
+        "GPU inference cluster",
+        "API gateway",
+        "Monitoring",
+    ] {
         assert!(h.query_all_by_label(stage).count() > 0, "no box {stage}");
     }
     h.get_by_role_and_label(Role::Button, "GPU inference cluster").click();

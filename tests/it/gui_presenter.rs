@@ -14,9 +14,11 @@ use gpulab::app::{GpulabApp, Saved, Theme};
 use crate::gui::{MemStorage, harness, run_to_end};
 
 fn harness_with(saved: Saved) -> Harness<'static, GpulabApp> {
-    Harness::builder().allow_missing_glyphs().with_size(eframe::egui::vec2(1920.0, 1400.0)).build_eframe(move |cc| GpulabApp::with_state(&cc.egui_ctx, saved.clone(), None, None))
+    Harness::builder()
+        .allow_missing_glyphs()
+        .with_size(eframe::egui::vec2(1920.0, 1400.0))
+        .build_eframe(move |cc| GpulabApp::with_state(&cc.egui_ctx, saved.clone(), None, None))
 }
-
 
 /// Saves the app as eframe does on exit and reads the state back as a restart would.
 fn save_and_restore(h: &mut Harness<'static, GpulabApp>) -> Saved {

@@ -15,7 +15,9 @@ fn require_chromium() -> bool {
 
 /// The Chromium binary on PATH, or None with the reason printed (a failure when required).
 fn chromium_or_skip(test: &str) -> Option<&'static str> {
-    let found = ["chromium", "chromium-browser"].into_iter().find(|c| Command::new(c).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success()));
+    let found = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|c| Command::new(c).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success()));
     if found.is_none() {
         assert!(!require_chromium(), "GPULAB_REQUIRE_CHROMIUM=1 but no chromium on PATH (Debian: apt-get install chromium)");
         eprintln!("SKIPPED {test}: no chromium on PATH (set GPULAB_REQUIRE_CHROMIUM=1 to make this a failure)");
@@ -67,7 +69,8 @@ fn report_html_renders_in_headless_chromium_with_every_chart_sized() {
     assert!(!html.contains("<script"), "report.html needs no script");
 
     let shot = dir.path().join("shot.png");
-    let out = chromium(bin, &dir.path().join("profile"), &[format!("--screenshot={}", shot.display()), "--window-size=1000,2400".into()], &page);
+    let out =
+        chromium(bin, &dir.path().join("profile"), &[format!("--screenshot={}", shot.display()), "--window-size=1000,2400".into()], &page);
     assert!(out.status.success(), "chromium --screenshot failed: {}", String::from_utf8_lossy(&out.stderr));
     let bytes = std::fs::read(&shot).unwrap_or_else(|e| panic!("no screenshot at {}: {e}", shot.display()));
     let mut reader = png::Decoder::new(std::io::Cursor::new(&bytes)).read_info().expect("a PNG");
@@ -93,7 +96,8 @@ fn report_html_renders_in_headless_chromium_with_every_chart_sized() {
         })
         .collect();
     for c in &report.charts {
-        let (_, w, h) = sizes.iter().find(|s| s.0 == c.id).unwrap_or_else(|| panic!("chart {} has no <svg> in the rendered page: {sizes:?}", c.id));
+        let (_, w, h) =
+            sizes.iter().find(|s| s.0 == c.id).unwrap_or_else(|| panic!("chart {} has no <svg> in the rendered page: {sizes:?}", c.id));
         assert!(*w > 100.0 && *h > 100.0, "chart {} is laid out at {w}×{h}", c.id);
     }
     assert_eq!(sizes.len(), report.charts.len() + report.timelines.len(), "one <svg> per chart and timeline: {sizes:?}");
@@ -103,7 +107,12 @@ fn report_html_renders_in_headless_chromium_with_every_chart_sized() {
 fn local_links(page: &Path) -> Vec<PathBuf> {
     let html = std::fs::read_to_string(page).unwrap();
     let base = page.parent().unwrap();
-    html.split("href=\"").skip(1).filter_map(|p| p.split('"').next()).filter(|l| !l.starts_with('#') && !l.contains("://")).map(|l| base.join(l)).collect()
+    html.split("href=\"")
+        .skip(1)
+        .filter_map(|p| p.split('"').next())
+        .filter(|l| !l.starts_with('#') && !l.contains("://"))
+        .map(|l| base.join(l))
+        .collect()
 }
 
 /// `gpulab ARGS --out OUT`.
@@ -147,7 +156,11 @@ fn run_all_lists_a_failing_exercise_and_runs_the_rest() {
     assert!(dir.path().join("platform/report.html").is_file());
 
     let bad = gpulab(&["run", "all", "--only", "nope"], dir.path());
-    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--only: no exercise \"nope\""), "{}", String::from_utf8_lossy(&bad.stderr));
+    assert!(
+        !bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--only: no exercise \"nope\""),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
     let mixed = gpulab(&["run", "cpu-vs-gpu", "--backend", "cpu"], dir.path());
     assert!(!mixed.status.success() && String::from_utf8_lossy(&mixed.stderr).contains("--backend and --only go with `gpulab run all`"));
 }

@@ -21,16 +21,40 @@ fn the_binary_reads_lessons_and_trains_from_any_directory() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("CPU vs GPU") && text.len() > 2000, "lesson 1 is not the embedded lesson: {:.200}", text);
     let bad = gpulab_in(dir.path()).args(["lesson", "nope"]).output().expect("gpulab lesson runs");
-    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("gpulab list"), "an unknown lesson id must fail naming `gpulab list`");
+    assert!(
+        !bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("gpulab list"),
+        "an unknown lesson id must fail naming `gpulab list`"
+    );
 
-    let args = ["run", "cpu-vs-gpu", "--set", "backends=cpu", "--set", "epochs=1", "--set", "sweep_sizes=32", "--set", "sweep_runs=1", "--out", "report"];
+    let args = [
+        "run",
+        "cpu-vs-gpu",
+        "--set",
+        "backends=cpu",
+        "--set",
+        "epochs=1",
+        "--set",
+        "sweep_sizes=32",
+        "--set",
+        "sweep_runs=1",
+        "--out",
+        "report",
+    ];
     let out = gpulab_in(dir.path()).args(args).env("GPULAB_CACHE_DIR", dir.path().join("cache")).output().expect("gpulab run runs");
     assert!(out.status.success(), "training from {} failed: {}", dir.path().display(), String::from_utf8_lossy(&out.stderr));
-    let report = std::fs::read_to_string(dir.path().join("report/report.json")).expect("report.json written relative to the working directory");
+    let report =
+        std::fs::read_to_string(dir.path().join("report/report.json")).expect("report.json written relative to the working directory");
     let v: serde_json::Value = serde_json::from_str(&report).expect("report.json is JSON");
-    let trained = v["tables"].as_array().and_then(|t| t.iter().find(|t| t["title"] == "Training")).and_then(|t| t["rows"].as_array()).map_or(0, |r| r.len());
+    let trained = v["tables"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["title"] == "Training"))
+        .and_then(|t| t["rows"].as_array())
+        .map_or(0, |r| r.len());
     assert_eq!(trained, 1, "the report has no training row for the CPU: {report:.400}");
-    assert!(v["verdict"]["summary"].as_str().is_some_and(|s| s.contains("CPU")), "the verdict does not speak of the CPU run: {report:.400}");
+    assert!(
+        v["verdict"]["summary"].as_str().is_some_and(|s| s.contains("CPU")),
+        "the verdict does not speak of the CPU run: {report:.400}"
+    );
 }
 
 #[test]
@@ -39,7 +63,10 @@ fn the_window_icon_is_the_embedded_256_px_drawing() {
     assert_eq!((icon.width, icon.height), (256, 256));
     assert_eq!(icon.rgba.len(), 256 * 256 * 4);
     let opaque = icon.rgba.chunks(4).filter(|p| p[3] == 255).count();
-    assert!(opaque > 256 * 256 / 2 && opaque < 256 * 256, "the icon should be mostly opaque with transparent corners ({opaque} opaque pixels)");
+    assert!(
+        opaque > 256 * 256 / 2 && opaque < 256 * 256,
+        "the icon should be mostly opaque with transparent corners ({opaque} opaque pixels)"
+    );
 }
 
 #[test]
@@ -89,8 +116,12 @@ fn without_a_vulkan_driver_the_lab_opens_shows_the_fix_and_runs_exercise_1_on_th
     let err = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(status.success(), "the lab without a Vulkan driver failed ({status}):\n{err}");
     assert!(std::fs::metadata(&shot).is_ok_and(|m| m.len() > 1000), "no screenshot:\n{err}");
-    let shown = err.lines().find(|l| l.contains("driver notice shown:")).unwrap_or_else(|| panic!("the lab showed no driver notice:\n{err}"));
-    assert!(shown.contains("No Vulkan GPU driver") || shown.contains("No GPU adapter"), "the notice does not say the driver is missing: {shown}");
+    let shown =
+        err.lines().find(|l| l.contains("driver notice shown:")).unwrap_or_else(|| panic!("the lab showed no driver notice:\n{err}"));
+    assert!(
+        shown.contains("No Vulkan GPU driver") || shown.contains("No GPU adapter"),
+        "the notice does not say the driver is missing: {shown}"
+    );
     if cfg!(target_os = "linux") {
         assert!(shown.contains("apt install libvulkan1 mesa-vulkan-drivers"), "the notice does not show the Debian fix first: {shown}");
     }

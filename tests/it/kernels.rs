@@ -4,7 +4,7 @@
 
 use gpulab::device::CpuBackend;
 use gpulab::device::gpu::{GpuBackend, MatmulVariant};
-use gpulab::tensor::{prelude::*, AdamW, DType, MemCategory as M, Sgd};
+use gpulab::tensor::{AdamW, DType, MemCategory as M, Sgd, prelude::*};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -16,7 +16,16 @@ fn nan(n: usize) -> Vec<f32> {
     vec![f32::NAN; n]
 }
 
-fn matmul<B: Backend>(b: &mut B, a: &[f32], bm: &[f32], c0: &[f32], (m, n, k): (usize, usize, usize), ta: bool, tb: bool, acc: bool) -> Vec<f32> {
+fn matmul<B: Backend>(
+    b: &mut B,
+    a: &[f32],
+    bm: &[f32],
+    c0: &[f32],
+    (m, n, k): (usize, usize, usize),
+    ta: bool,
+    tb: bool,
+    acc: bool,
+) -> Vec<f32> {
     let a = b.upload_f32(a, if ta { [k, m] } else { [m, k] }, M::Inputs).unwrap();
     let bm = b.upload_f32(bm, if tb { [n, k] } else { [k, n] }, M::Inputs).unwrap();
     let mut c = b.upload_f32(c0, [m, n], M::Activations).unwrap();
@@ -256,7 +265,9 @@ fn shape_mismatches_are_errors<B: Backend>(b: &mut B) {
 /// A backend with one GEMM (CUDA's cuBLAS) against the CPU on odd shapes and every transpose
 /// and accumulate combination; the wgpu variants have their own tests above.
 fn matmul_odd_shapes_match_cpu<B: Backend>(b: &mut B) {
-    for (i, (m, n, k)) in [(1, 1, 1), (17, 33, 9), (64, 64, 64), (65, 31, 129), (3, 200, 7), (130, 1, 70), (5, 4, 0)].into_iter().enumerate() {
+    for (i, (m, n, k)) in
+        [(1, 1, 1), (17, 33, 9), (64, 64, 64), (65, 31, 129), (3, 200, 7), (130, 1, 70), (5, 4, 0)].into_iter().enumerate()
+    {
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
             for acc in [false, true] {
                 let seed = 40 + i as u64;

@@ -63,7 +63,6 @@ fn show_answer_opens_the_answer_and_hide_answer_closes_it() {
     }
 }
 
-
 #[test]
 fn a_finished_run_is_marked_in_the_sidebar_and_survives_a_restart() {
     let mut h = harness_with(Saved::default());

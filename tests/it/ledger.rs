@@ -2,7 +2,7 @@
 //! read like a real out-of-memory.
 
 use gpulab::device::CpuBackend;
-use gpulab::tensor::{prelude::*, DType, MemCategory as M};
+use gpulab::tensor::{DType, MemCategory as M, prelude::*};
 
 use crate::common::with_gpu;
 

@@ -18,9 +18,9 @@ mod distributed;
 mod exercises;
 #[cfg(feature = "gui")]
 mod gui;
-mod html_report;
 #[cfg(feature = "gui")]
 mod gui_presenter;
+mod html_report;
 mod install;
 mod kernels;
 #[cfg(feature = "gui")]
@@ -31,13 +31,13 @@ mod pipeline_labs;
 mod pipeline_parallel;
 mod platform;
 mod precision;
-mod scaler;
 mod presets;
 mod profiler;
 mod quant;
-mod quant_model;
-mod serve;
 mod quant_lab;
+mod quant_model;
+mod scaler;
+mod serve;
 mod step;
 mod torch_export;
 mod training;

@@ -16,7 +16,10 @@ fn backend() -> &'static str {
 /// Small enough for a few seconds on llvmpipe.
 fn tiny(id: &str, extra: &[&str]) -> Settings {
     let mut s = exercises::find(id).unwrap().settings();
-    let mut pairs: Vec<String> = ["dataset=shapes:res=8,n=300", "hidden=32", "batch=32", "storage_latency_ms=0.5", "decode_passes=1"].iter().map(|p| p.to_string()).collect();
+    let mut pairs: Vec<String> = ["dataset=shapes:res=8,n=300", "hidden=32", "batch=32", "storage_latency_ms=0.5", "decode_passes=1"]
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
     pairs.push(format!("backend={}", backend()));
     pairs.extend(extra.iter().map(|p| p.to_string()));
     s.apply(&pairs).unwrap();
@@ -46,7 +49,12 @@ fn input_pipeline_sweeps_one_change_at_a_time() {
     };
     let text = |row: usize, name: &str| format!("{:?}", t.rows[row][col(name)]);
     assert!(text(0, "bottleneck (computed)").contains("input"), "the slow run is {}", text(0, "bottleneck (computed)"));
-    assert!(num(3, "data wait per step") < num(0, "data wait per step") / 2.0, "data wait {} -> {}", num(0, "data wait per step"), num(3, "data wait per step"));
+    assert!(
+        num(3, "data wait per step") < num(0, "data wait per step") / 2.0,
+        "data wait {} -> {}",
+        num(0, "data wait per step"),
+        num(3, "data wait per step")
+    );
     assert!(num(3, "cache hits") > 0.0, "the cached run read nothing from its cache");
     for id in ["samples_per_s", "data_wait"] {
         assert!(r.chart(id).is_some_and(|c| c.series.len() == 4), "chart {id}");
@@ -76,14 +84,23 @@ fn cli_run_profiling_writes_the_trace_beside_the_report() {
     let out = dir.path().join("out");
     let mut args: Vec<String> = ["run", "profiling", "--out"].iter().map(|s| s.to_string()).collect();
     args.push(out.display().to_string());
-    for p in ["dataset=shapes:res=8,n=200", "hidden=16", "batch=32", "epochs=1", "measure_again=false", "storage_latency_ms=0", "decode_passes=0"] {
+    for p in [
+        "dataset=shapes:res=8,n=200",
+        "hidden=16",
+        "batch=32",
+        "epochs=1",
+        "measure_again=false",
+        "storage_latency_ms=0",
+        "decode_passes=0",
+    ] {
         args.extend(["--set".to_string(), p.to_string()]);
     }
     args.extend(["--set".to_string(), format!("backend={}", backend())]);
     let o = Command::new(env!("CARGO_BIN_EXE_gpulab")).args(&args).env("XDG_RUNTIME_DIR", std::env::temp_dir()).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let trace = out.join("trace-1-as-set.json");
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap_or_else(|e| panic!("{}: {e}", trace.display()))).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&trace).unwrap_or_else(|e| panic!("{}: {e}", trace.display()))).unwrap();
     assert!(v["traceEvents"].as_array().unwrap().iter().any(|e| e["ph"] == "X"));
     assert!(String::from_utf8_lossy(&o.stdout).contains("trace-1-as-set.json"));
     assert!(out.join("report.json").exists());

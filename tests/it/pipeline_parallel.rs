@@ -46,10 +46,13 @@ fn pipe(stages: usize, micro_batches: usize) -> PipeConfig {
 
 fn max_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
     assert_eq!(a.len(), b.len());
-    a.iter().zip(b).flat_map(|(x, y)| {
-        assert_eq!(x.len(), y.len());
-        x.iter().zip(y).map(|(p, q)| (p - q).abs())
-    }).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .flat_map(|(x, y)| {
+            assert_eq!(x.len(), y.len());
+            x.iter().zip(y).map(|(p, q)| (p - q).abs())
+        })
+        .fold(0.0, f32::max)
 }
 
 #[test]

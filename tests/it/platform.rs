@@ -4,7 +4,7 @@
 
 use gpulab::exercises::{self, CollectSink, Event, Settings};
 use gpulab::platform::scenario::{BatchTime, Scenario, ServiceTime, Signal, Spike};
-use gpulab::platform::{self, training, ServingResult};
+use gpulab::platform::{self, ServingResult, training};
 use gpulab::report::{Provenance, Report};
 
 fn sim(sc: &Scenario) -> ServingResult {
@@ -69,7 +69,12 @@ fn every_request_is_accounted_for_at_every_sample() {
         let r = sim(&sc);
         assert!(r.samples.len() > 800, "{preset}");
         for s in &r.samples {
-            assert_eq!(s.arrived_total, s.served_total + s.rejected_total + s.timed_out_total + s.in_flight, "{preset} at {} h: {s:?}", s.t_h);
+            assert_eq!(
+                s.arrived_total,
+                s.served_total + s.rejected_total + s.timed_out_total + s.in_flight,
+                "{preset} at {} h: {s:?}",
+                s.t_h
+            );
         }
         let t = &r.totals;
         assert!(t.served > 0 && t.max_alive <= sc.autoscaler.max_workers, "{preset}: {t:?}");
@@ -127,7 +132,12 @@ fn the_autoscaler_follows_a_step_within_its_cooldowns_and_never_exceeds_max() {
     let r = sim(&sc);
     for s in &r.samples {
         assert!(s.ready + s.starting <= 12, "more than max workers at {} h: {s:?}", s.t_h);
-        assert_eq!(s.arrived_total, s.served_total + s.rejected_total + s.timed_out_total + s.in_flight, "scale-down dropped work at {} h", s.t_h);
+        assert_eq!(
+            s.arrived_total,
+            s.served_total + s.rejected_total + s.timed_out_total + s.in_flight,
+            "scale-down dropped work at {} h",
+            s.t_h
+        );
     }
     // The step needs 8 workers at least; the controller sees it at its next look and the new
     // workers serve after one cold start.
@@ -161,7 +171,13 @@ fn the_young_daly_optimum_matches_a_brute_force_sweep() {
         assert!((best.tau_h - daly).abs() <= step + 1e-9, "{preset}: sweep minimum at {} h, Daly {daly} h, step {step} h", best.tau_h);
         // And the simulated means follow Daly's expected-time formula.
         for p in &points {
-            assert!((p.mean.wall_h / p.expected_wall_h - 1.0).abs() < 0.03, "{preset} at {} h: {} against {}", p.tau_h, p.mean.wall_h, p.expected_wall_h);
+            assert!(
+                (p.mean.wall_h / p.expected_wall_h - 1.0).abs() < 0.03,
+                "{preset} at {} h: {} against {}",
+                p.tau_h,
+                p.mean.wall_h,
+                p.expected_wall_h
+            );
         }
     }
 }
@@ -252,12 +268,22 @@ fn a_good_release_is_promoted_and_stopping_keeps_what_ran() {
 }
 
 /// The chapter's chain, in order: the diagram must name every stage.
-const STAGES: [&str; 8] = ["Object storage", "Training data", "GPU training cluster", "Checkpoint storage", "Model registry", "GPU inference cluster", "API gateway", "Monitoring"];
+const STAGES: [&str; 8] = [
+    "Object storage",
+    "Training data",
+    "GPU training cluster",
+    "Checkpoint storage",
+    "Model registry",
+    "GPU inference cluster",
+    "API gateway",
+    "Monitoring",
+];
 
 #[test]
 fn the_architecture_diagram_goes_live_and_exports_well_formed_svg_naming_every_stage() {
     let (r, events) = run(&settings(&[&SMALL[..], &["scenario=bad-release", "duration_h=12"]].concat()));
-    let diagrams: Vec<&gpulab::report::Diagram> = events.iter().filter_map(|e| if let Event::Diagram(d) = e { Some(&**d) } else { None }).collect();
+    let diagrams: Vec<&gpulab::report::Diagram> =
+        events.iter().filter_map(|e| if let Event::Diagram(d) = e { Some(&**d) } else { None }).collect();
     assert!(diagrams.len() > 10, "the diagram is re-emitted as the simulation advances: {}", diagrams.len());
     let last = diagrams.last().unwrap();
     let labels: Vec<&str> = last.nodes.iter().map(|n| n.label.as_str()).collect();
@@ -287,7 +313,8 @@ fn the_architecture_diagram_goes_live_and_exports_well_formed_svg_naming_every_s
 #[test]
 fn monitoring_alerts_cover_four_layers_and_fire_on_the_spike() {
     let alerts = |preset: &str, max_workers: &str| {
-        let (r, _) = run(&settings(&[&SMALL[..2], &["sweep_runs=3", &format!("scenario={preset}"), "duration_h=14", max_workers]].concat()));
+        let (r, _) =
+            run(&settings(&[&SMALL[..2], &["sweep_runs=3", &format!("scenario={preset}"), "duration_h=14", max_workers]].concat()));
         let t = r.table("Monitoring alerts").expect("an alerts table").clone();
         let layers: Vec<String> = t.rows.iter().map(|row| format!("{:?}", row[0])).collect();
         assert_eq!(t.rows.len(), 4, "{layers:?}");
@@ -323,8 +350,8 @@ fn object_storage_bandwidth_can_bound_training_and_old_files_still_load() {
 #[test]
 fn pause_holds_the_run_step_advances_it_and_pacing_changes_no_number() {
     use gpulab::exercises::{ChannelSink, RunControl};
-    use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
     use std::time::{Duration, Instant};
     let s = settings(&SMALL);
     let control = Arc::new(RunControl::new(0.0));
@@ -405,7 +432,10 @@ fn calibration_measures_this_machine_labels_it_and_the_scenario_replays_it_exact
     assert!(events.iter().any(|e| matches!(e, Event::Log(m) if m.starts_with("calibration: checkpoint write"))));
     // The measured inputs are figures labelled measured, and the inputs table names their source.
     let labelled: Vec<_> = r.figures.iter().filter(|f| f.provenance == Provenance::Measured).map(|f| f.label.as_str()).collect();
-    assert!(labelled.contains(&"calibration: batch time at batch 1") && labelled.contains(&"calibration: checkpoint write time"), "{labelled:?}");
+    assert!(
+        labelled.contains(&"calibration: batch time at batch 1") && labelled.contains(&"calibration: checkpoint write time"),
+        "{labelled:?}"
+    );
     let inputs = r.table("Simulation inputs and their sources").unwrap();
     assert!(inputs.rows[0][2] == sc.pool.curve_source.as_str().into(), "{:?}", inputs.rows);
     // Replaying scenario.json measures nothing and gives the same simulation, byte for byte.

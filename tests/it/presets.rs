@@ -85,7 +85,11 @@ fn size_auto_reports_the_widths_it_chose_from_the_measured_peak() {
     let peak = report.figures.iter().find(|f| f.label.contains("matmul peak")).expect("the peak that sized the model");
     assert!(peak.value > 0.0 && peak.unit == "GFLOP/s", "{peak:?}");
     // Measured now, or read from the cache of an earlier measurement: never a bare number.
-    assert!(matches!(&peak.provenance, Provenance::Measured) || matches!(&peak.provenance, Provenance::Derived(f) if f.contains("cached")), "{:?}", peak.provenance);
+    assert!(
+        matches!(&peak.provenance, Provenance::Measured) || matches!(&peak.provenance, Provenance::Derived(f) if f.contains("cached")),
+        "{:?}",
+        peak.provenance
+    );
     let widths: Vec<f64> = report.figures.iter().filter(|f| f.label.starts_with("auto-sized hidden layer")).map(|f| f.value).collect();
     assert_eq!(widths.len(), 2, "{:?}", report.figures);
     // The report's config holds the widths the run trained with.

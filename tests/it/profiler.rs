@@ -20,7 +20,13 @@ fn setup() -> (Arc<data::Dataset>, TrainConfig) {
 }
 
 fn pipe(workers: usize, latency_ms: f64) -> PipelineConfig {
-    PipelineConfig { num_workers: workers, prefetch_factor: 1, cache: true, pin_memory: workers % 2 == 0, cost: SourceCost { storage_latency_ms: latency_ms, decode_passes: 1, rotate_deg: 5.0, noise: 0.02 } }
+    PipelineConfig {
+        num_workers: workers,
+        prefetch_factor: 1,
+        cache: true,
+        pin_memory: workers % 2 == 0,
+        cost: SourceCost { storage_latency_ms: latency_ms, decode_passes: 1, rotate_deg: 5.0, noise: 0.02 },
+    }
 }
 
 /// On every lane, two spans either do not overlap or one holds the other.
@@ -48,9 +54,15 @@ fn check_trace(t: &Timeline) {
     let events = v["traceEvents"].as_array().unwrap();
     for (i, lane) in t.lanes.iter().enumerate() {
         let tid = i as u64 + 1;
-        assert!(events.iter().any(|e| e["ph"] == "M" && e["name"] == "thread_name" && e["tid"] == tid && e["args"]["name"] == lane.as_str()), "no thread_name for {lane}");
+        assert!(
+            events.iter().any(|e| e["ph"] == "M" && e["name"] == "thread_name" && e["tid"] == tid && e["args"]["name"] == lane.as_str()),
+            "no thread_name for {lane}"
+        );
         if lane != GPU || t.lane_spans(GPU).next().is_some() {
-            assert!(events.iter().any(|e| e["ph"] == "X" && e["tid"] == tid && e["dur"].as_f64().is_some()), "no complete events on {lane}");
+            assert!(
+                events.iter().any(|e| e["ph"] == "X" && e["tid"] == tid && e["dur"].as_f64().is_some()),
+                "no complete events on {lane}"
+            );
         }
     }
 }
@@ -60,7 +72,9 @@ fn cpu_run_spans_nest_and_the_trace_has_every_lane() {
     let (data, cfg) = setup();
     for workers in [0, 2] {
         let mut engine = gpulab::device::Engine::Cpu(CpuBackend::with_budget(None));
-        let r = gpulab::profile::session::profile_training(&mut engine, data.clone(), &cfg, &pipe(workers, 0.0), "cpu", None, &mut NullSink).unwrap();
+        let r =
+            gpulab::profile::session::profile_training(&mut engine, data.clone(), &cfg, &pipe(workers, 0.0), "cpu", None, &mut NullSink)
+                .unwrap();
         assert_nested_or_disjoint(&r.timeline);
         let lanes = &r.timeline.lanes;
         assert_eq!(lanes.iter().filter(|l| l.starts_with("loader worker")).count(), workers, "{lanes:?}");
@@ -79,7 +93,11 @@ fn cpu_run_spans_nest_and_the_trace_has_every_lane() {
         if workers == 0 {
             assert_eq!(r.cache.hits, 320, "the second epoch came from the cache");
         } else {
-            assert!(r.cache.hits >= 320 - 32 * workers as u64, "the second epoch came from the cache, but for the batches in flight: {:?}", r.cache);
+            assert!(
+                r.cache.hits >= 320 - 32 * workers as u64,
+                "the second epoch came from the cache, but for the batches in flight: {:?}",
+                r.cache
+            );
         }
         check_trace(&r.timeline);
     }
@@ -97,7 +115,11 @@ fn gpu_kernel_timestamps_are_present_monotonic_and_after_their_submit() {
         let t = &r.timeline;
         let kernels: Vec<&Span> = t.lane_spans(GPU).collect();
         assert!(!kernels.is_empty(), "no GPU kernel times ({})", t.gpu_note);
-        assert!(kernels.iter().any(|k| k.name.starts_with("Matmul")), "no matmul among {:?}", kernels.iter().map(|k| &k.name).collect::<Vec<_>>());
+        assert!(
+            kernels.iter().any(|k| k.name.starts_with("Matmul")),
+            "no matmul among {:?}",
+            kernels.iter().map(|k| &k.name).collect::<Vec<_>>()
+        );
         // Kernels run one after another on the queue: monotonic starts, no overlap.
         for w in kernels.windows(2) {
             assert!(w[1].start_s >= w[0].end_s - 1e-7, "kernel {:?} starts before {:?} ends", w[1], w[0]);
@@ -116,7 +138,7 @@ fn gpu_kernel_timestamps_are_present_monotonic_and_after_their_submit() {
         assert!(busy > 0.0, "profiling mode must still count GPU busy time");
         // The normal mode comes back after profiling: new work records no per-kernel times
         // but still counts busy time.
-        use gpulab::tensor::{prelude::*, DType, MemCategory};
+        use gpulab::tensor::{DType, MemCategory, prelude::*};
         let a = g.upload_f32(&[1.0; 64 * 64], [64, 64], MemCategory::Other).unwrap();
         let mut c = g.zeros([64, 64], DType::F32, MemCategory::Other).unwrap();
         g.take_busy_seconds().unwrap();

@@ -4,7 +4,7 @@
 //! dequantize epilogue fused equal bit for bit to the separate ops, on each backend and across.
 
 use gpulab::device::CpuBackend;
-use gpulab::tensor::{prelude::*, DType, Dequant, MemCategory as M, QuantGranularity, matmul_i8_dequant_unfused};
+use gpulab::tensor::{DType, Dequant, MemCategory as M, QuantGranularity, matmul_i8_dequant_unfused, prelude::*};
 use rand::{Rng, SeedableRng};
 
 use crate::common::{backend_tests, cuda, random, with_gpu};
@@ -46,7 +46,8 @@ fn matmul_i8<B: Backend>(be: &mut B, a: &[i8], b: &[i8], (m, n, k): (usize, usiz
     be.read_i32(&c).unwrap()
 }
 
-const SHAPES: [(usize, usize, usize); 8] = [(1, 1, 1), (3, 5, 7), (17, 33, 9), (32, 64, 64), (65, 31, 129), (3, 200, 7), (130, 1, 70), (7, 9, 1)];
+const SHAPES: [(usize, usize, usize); 8] =
+    [(1, 1, 1), (3, 5, 7), (17, 33, 9), (32, 64, 64), (65, 31, 129), (3, 200, 7), (130, 1, 70), (7, 9, 1)];
 
 #[test]
 fn cpu_int8_gemm_is_exact_on_both_kernels() {
@@ -62,7 +63,11 @@ fn cpu_int8_gemm_is_exact_on_both_kernels() {
         for (s, &(m, n, k)) in SHAPES.iter().enumerate() {
             for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
                 let (a, b) = (random_i8(m * k, s as u64), random_i8(k * n, 100 + s as u64));
-                assert_eq!(matmul_i8(&mut cpu, &a, &b, (m, n, k), ta, tb), naive(&a, &b, (m, n, k), ta, tb), "portable={portable} {m}x{n}x{k} ta={ta} tb={tb}");
+                assert_eq!(
+                    matmul_i8(&mut cpu, &a, &b, (m, n, k), ta, tb),
+                    naive(&a, &b, (m, n, k), ta, tb),
+                    "portable={portable} {m}x{n}x{k} ta={ta} tb={tb}"
+                );
             }
         }
     }
@@ -289,7 +294,8 @@ fn cpu_vectorised_quantize_equals_the_scalar_rule_on_odd_shapes_and_special_valu
 /// Odd shapes for the fused epilogue: 1, 7, 33, 65 are not multiples of the GPU's 4×4 register
 /// block or 32×32 workgroup tile, nor of the CPU's 4-row / 64-column VNNI tile; k = 33 and 65
 /// leave a partial group of four.
-const FUSED_SHAPES: [(usize, usize, usize); 8] = [(1, 1, 1), (7, 33, 65), (65, 7, 33), (33, 65, 7), (1, 65, 33), (65, 1, 7), (64, 256, 784), (70, 130, 0)];
+const FUSED_SHAPES: [(usize, usize, usize); 8] =
+    [(1, 1, 1), (7, 33, 65), (65, 7, 33), (33, 65, 7), (1, 65, 33), (65, 1, 7), (64, 256, 784), (70, 130, 0)];
 
 /// One epilogue setting: per-column scales?, a bias?, ReLU?, a dynamic activation scale on
 /// the device (`ACT`, multiplied into the scales)?
@@ -305,7 +311,16 @@ const ACT: f32 = 0.0213;
 /// The f32 bits of op(a)·op(b) finished by the epilogue, fused (`matmul_i8_dequant`) or as the
 /// separate ops (`matmul_i8_dequant_unfused`), into an output filled with NaN first.
 #[allow(clippy::too_many_arguments)]
-fn fused_bits<B: Backend>(be: &mut B, fused: bool, a: &[i8], b: &[i8], (m, n, k): (usize, usize, usize), (ta, tb): (bool, bool), (per_col, with_bias, relu, act): Setting, seed: u64) -> Vec<u32> {
+fn fused_bits<B: Backend>(
+    be: &mut B,
+    fused: bool,
+    a: &[i8],
+    b: &[i8],
+    (m, n, k): (usize, usize, usize),
+    (ta, tb): (bool, bool),
+    (per_col, with_bias, relu, act): Setting,
+    seed: u64,
+) -> Vec<u32> {
     let at = i8_tensor(be, a, if ta { [k, m] } else { [m, k] });
     let bt = i8_tensor(be, b, if tb { [n, k] } else { [k, n] });
     let scales = if per_col { random(n, seed, 1e-4, 2e-2) } else { vec![3.7e-3] };
@@ -326,8 +341,12 @@ fn fused_bits<B: Backend>(be: &mut B, fused: bool, a: &[i8], b: &[i8], (m, n, k)
 fn each_fused_case(mut check: impl FnMut(&str, &[i8], &[i8], (usize, usize, usize), (bool, bool), Setting, u64)) {
     for (s, &(m, n, k)) in FUSED_SHAPES.iter().enumerate() {
         // −127..127 as quantize produces (the GEMM itself is exact on −128 too).
-        let (a, b) = (random_i8(m * k, 40 + s as u64).iter().map(|&v| v.max(-127)).collect::<Vec<_>>(), random_i8(k * n, 80 + s as u64).iter().map(|&v| v.max(-127)).collect::<Vec<_>>());
-        let transposes: &[(bool, bool)] = if m * n * k > 100_000 { &[(false, false)] } else { &[(false, false), (true, false), (false, true), (true, true)] };
+        let (a, b) = (
+            random_i8(m * k, 40 + s as u64).iter().map(|&v| v.max(-127)).collect::<Vec<_>>(),
+            random_i8(k * n, 80 + s as u64).iter().map(|&v| v.max(-127)).collect::<Vec<_>>(),
+        );
+        let transposes: &[(bool, bool)] =
+            if m * n * k > 100_000 { &[(false, false)] } else { &[(false, false), (true, false), (false, true), (true, true)] };
         for &t in transposes {
             for set in settings() {
                 let what = format!("{m}x{n}x{k} ta={} tb={} per_col={} bias={} relu={} act={}", t.0, t.1, set.0, set.1, set.2, set.3);
@@ -416,7 +435,14 @@ fn fused_int8_epilogue_refuses_bad_shapes_with_clear_errors() {
         errs.into_iter().map(|r| r.expect_err("a bad call must be refused").to_string()).collect()
     }
     let cpu = errors(&mut CpuBackend::new());
-    for (err, want) in cpu.iter().zip(["scales [1, 3]", "bias [1, 3]", "output is [4, 2], expected [2, 4]", "inner dimensions differ", "writes an f32 output, got i32", "activation scale is one value, [1, 1], got [1, 4]"]) {
+    for (err, want) in cpu.iter().zip([
+        "scales [1, 3]",
+        "bias [1, 3]",
+        "output is [4, 2], expected [2, 4]",
+        "inner dimensions differ",
+        "writes an f32 output, got i32",
+        "activation scale is one value, [1, 1], got [1, 4]",
+    ]) {
         assert!(err.contains("matmul_i8_dequant") && err.contains(want), "{err:?} should name the op and say {want:?}");
     }
     with_gpu("fused_int8_epilogue_refuses_bad_shapes_with_clear_errors", |gpu| assert_eq!(errors(gpu), cpu));

@@ -9,7 +9,7 @@ use gpulab::device::CpuBackend;
 use gpulab::exercises::{self, CollectSink, Settings};
 use gpulab::quant::{self, ActScales, QuantMlp, export, metrics};
 use gpulab::report::{Cell, Report};
-use gpulab::tensor::{prelude::*, MemCategory, QuantGranularity};
+use gpulab::tensor::{MemCategory, QuantGranularity, prelude::*};
 
 use crate::checkpoint::{small_spec, train};
 use crate::checkpoint_interop::{SCRIPT, python_or_skip};
@@ -110,7 +110,12 @@ fn int8_keeps_accuracy_within_a_point_on_digits_and_shapes_with_the_default_cali
 fn calibration_is_deterministic_per_seed() {
     let ranges = |seed: &str| {
         let r = run(&quick(&[&format!("seed={seed}"), "epochs=1", "calibration_samples=100"])).unwrap();
-        r.table("Calibration observers (100 samples, static scales, per-channel weights)").unwrap().rows.iter().map(|row| text(&row[2])).collect::<Vec<_>>()
+        r.table("Calibration observers (100 samples, static scales, per-channel weights)")
+            .unwrap()
+            .rows
+            .iter()
+            .map(|row| text(&row[2]))
+            .collect::<Vec<_>>()
     };
     let a = ranges("7");
     assert_eq!(a.len(), 3, "min/max, 99.9 and 99.99");
@@ -152,7 +157,10 @@ fn quantization_from_an_exercise_5_checkpoint_and_bad_input_is_refused_by_name()
     let cnn = gpulab::checkpoint::store::list(&cnn_dir).unwrap().remove(0);
     let e = err(&[&format!("checkpoint={}", cnn.display())]);
     assert!(e.contains("CNN 1x8x8") && e.contains("MLP's checkpoint"), "{e}");
-    let e = gpulab::serve::load_model(&gpulab::serve::ModelSource::Checkpoint(cnn.clone())).err().expect("a CNN checkpoint is not served").to_string();
+    let e = gpulab::serve::load_model(&gpulab::serve::ModelSource::Checkpoint(cnn.clone()))
+        .err()
+        .expect("a CNN checkpoint is not served")
+        .to_string();
     assert!(e.contains("CNN 1x8x8") && e.contains("inference server"), "{e}");
 
     // A damaged or foreign file is refused by quant::load with its name and the reason.
@@ -185,6 +193,9 @@ fn python_safetensors_reads_the_int8_model() {
         assert_eq!(tensors[&format!("layers.{i}.bias")]["dtype"], "float32");
     }
     let meta = &v["metadata"];
-    assert_eq!((meta["format"].as_str(), meta["weights"].as_str(), meta["activations"].as_str()), (Some("gpulab-int8/1"), Some("per-channel"), Some("static")));
+    assert_eq!(
+        (meta["format"].as_str(), meta["weights"].as_str(), meta["activations"].as_str()),
+        (Some("gpulab-int8/1"), Some("per-channel"), Some("static"))
+    );
     assert_eq!(meta["widths"], "[64,128,64,10]");
 }

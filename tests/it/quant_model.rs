@@ -6,7 +6,7 @@ use gpulab::data::{self, DatasetSpec};
 use gpulab::device::CpuBackend;
 use gpulab::nn::{Mlp, MlpConfig, Optimizer, OptimizerKind};
 use gpulab::quant::{HostLayer, ObserverKind, QuantMlp, calibrate};
-use gpulab::tensor::{prelude::*, MemCategory as M};
+use gpulab::tensor::{MemCategory as M, prelude::*};
 use gpulab::train::{F32Phases, Step};
 
 use crate::common::with_gpu;
@@ -104,7 +104,13 @@ fn calibration_is_deterministic_and_refuses_bad_settings() {
     assert!(err(calibrate(&mut cpu, &layers, &calib[..10], 32, ObserverKind::MinMax)).contains("at least one sample"));
     let other_model = HostLayer::from_parameters(&[vec![0.0; 6], vec![0.0; 3]], &[2, 4]).unwrap_err().to_string();
     assert!(other_model.contains("2→4"), "{other_model}");
-    assert!(QuantMlp::new(&mut cpu, &layers, &a[..2]).err().map(|e| e.to_string()).unwrap_or_default().contains("2 activation ranges for 3 layers"));
+    assert!(
+        QuantMlp::new(&mut cpu, &layers, &a[..2])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+            .contains("2 activation ranges for 3 layers")
+    );
 }
 
 /// The int8 forward pass on the host, from the quantized model alone: per layer, the input's
@@ -130,7 +136,7 @@ fn host_int8_logits(m: &gpulab::quant::QuantizedModel, x: &[f32], rows: usize) -
 }
 
 fn check_against_host<B: Backend>(b: &mut B, layers: &[HostLayer], calib: &[f32], x: &[f32], rows: usize, who: &str) {
-    use gpulab::quant::{export, quantize_model, QuantMlp};
+    use gpulab::quant::{QuantMlp, export, quantize_model};
     use gpulab::tensor::QuantGranularity as G;
     let ranges = calibrate(b, layers, calib, 64, ObserverKind::Percentile(99.9)).unwrap();
     for weights in [G::PerChannel, G::PerTensor] {
@@ -161,12 +167,14 @@ fn static_dynamic_per_channel_and_per_tensor_int8_match_a_host_reference_on_ever
     let x = &data.val_x[..rows * data.features];
     let calib = &data.train_x[..128 * data.features];
     check_against_host(&mut CpuBackend::new(), &layers, calib, x, rows, "cpu");
-    with_gpu("static_dynamic_per_channel_and_per_tensor_int8_match_a_host_reference_on_every_backend", |g| check_against_host(g, &layers, calib, x, rows, "gpu"));
+    with_gpu("static_dynamic_per_channel_and_per_tensor_int8_match_a_host_reference_on_every_backend", |g| {
+        check_against_host(g, &layers, calib, x, rows, "gpu")
+    });
 }
 
 #[test]
 fn one_layer_int8_and_fp16_inference_stay_close_to_fp32() {
-    use gpulab::quant::{metrics, quantize_model, FloatMlp, QuantMlp};
+    use gpulab::quant::{FloatMlp, QuantMlp, metrics, quantize_model};
     let (layers, data) = trained();
     let rows = data.val_len();
     let fp32 = f32_logits(&layers, &data.val_x, rows);

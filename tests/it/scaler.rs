@@ -26,7 +26,13 @@ fn config() -> GradScalerConfig {
 }
 
 fn rule(c: GradScalerConfig) -> ScalerRule {
-    ScalerRule { scaling: true, growth_factor: c.growth_factor, backoff_factor: c.backoff_factor, growth_interval: c.growth_interval, min_scale: c.min_scale }
+    ScalerRule {
+        scaling: true,
+        growth_factor: c.growth_factor,
+        backoff_factor: c.backoff_factor,
+        growth_interval: c.growth_interval,
+        min_scale: c.min_scale,
+    }
 }
 
 fn grads(step: u64) -> Vec<f32> {
@@ -49,7 +55,8 @@ fn sequence<B: Backend>(b: &mut B, adam: bool, dt: DType) {
     let n = SHAPE[0] * SHAPE[1];
     let init = random(n, 7, -1.0, 1.0);
     let slots_n = if adam { 2 } else { 1 };
-    let (sgd, adamw) = (Sgd { lr: 0.05, momentum: 0.9, weight_decay: 1e-3 }, AdamW { lr: 1e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 1e-2 });
+    let (sgd, adamw) =
+        (Sgd { lr: 0.05, momentum: 0.9, weight_decay: 1e-3 }, AdamW { lr: 1e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 1e-2 });
 
     // Sync-free: nothing read back until the end.
     let mut p = b.upload_f32(&init, SHAPE, M::Parameters).unwrap();
@@ -101,7 +108,13 @@ fn sequence<B: Backend>(b: &mut B, adam: bool, dt: DType) {
     assert_eq!(skipped, BAD.to_vec(), "{what}: the reference skips the injected steps");
     assert_eq!(words[word::SKIPPED] as usize, skipped.len(), "{what}: skipped count");
     assert_eq!(words[word::STEPS], taken, "{what}: optimizer steps (AdamW's t)");
-    assert_eq!(f32::from_bits(words[word::SCALE]).to_bits(), host.scale().to_bits(), "{what}: final scale {} vs {}", f32::from_bits(words[word::SCALE]), host.scale());
+    assert_eq!(
+        f32::from_bits(words[word::SCALE]).to_bits(),
+        host.scale().to_bits(),
+        "{what}: final scale {} vs {}",
+        f32::from_bits(words[word::SCALE]),
+        host.scale()
+    );
     assert_eq!(words[word::INV_SCALE], host.inv_scale().to_bits(), "{what}: inv_scale");
     assert_eq!(words[word::TRACKER], host.state.growth_tracker, "{what}: growth tracker");
     assert_eq!(words[word::FOUND_INF], 0, "{what}: the flag is cleared after each step");
@@ -129,13 +142,24 @@ fn scaler_update_reciprocal_is_exact<B: Backend>(b: &mut B) {
     let mut state = b.zeros([1, scaler::STATE_WORDS], DType::U32, M::Other).unwrap();
     let mut log = b.zeros([1, 1], DType::U32, M::Other).unwrap();
     let keep = ScalerRule { scaling: true, growth_factor: 2.0, backoff_factor: 0.5, growth_interval: u32::MAX, min_scale: 1e-30 };
-    let scales: Vec<f32> = random(300, 5, 0.0, 1.0).into_iter().enumerate().map(|(i, u)| (1.0 + u) * 2f32.powi(i as i32 % 200 - 60)).chain([3.0, 1e10, 65536.0, 1e30, 0.7]).collect();
+    let scales: Vec<f32> = random(300, 5, 0.0, 1.0)
+        .into_iter()
+        .enumerate()
+        .map(|(i, u)| (1.0 + u) * 2f32.powi(i as i32 % 200 - 60))
+        .chain([3.0, 1e10, 65536.0, 1e30, 0.7])
+        .collect();
     for s in scales {
         b.write_u32(&mut state, &scaler::state_words(s, 0, 0)).unwrap();
         b.scaler_update(&mut state, keep, &mut log, 0).unwrap();
         let w = b.read_u32(&state).unwrap();
         assert_eq!(w[word::SCALE], s.to_bits(), "no growth or backoff for {s}");
-        assert_eq!(w[word::INV_SCALE], scaler::inv_scale(s).to_bits(), "1/{s}: {} vs {}", f32::from_bits(w[word::INV_SCALE]), scaler::inv_scale(s));
+        assert_eq!(
+            w[word::INV_SCALE],
+            scaler::inv_scale(s).to_bits(),
+            "1/{s}: {} vs {}",
+            f32::from_bits(w[word::INV_SCALE]),
+            scaler::inv_scale(s)
+        );
     }
 }
 

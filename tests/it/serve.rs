@@ -19,7 +19,12 @@ use super::common::{random, require_gpu};
 /// A model of odd widths with random weights.
 fn model() -> HostModel {
     let arch = MlpConfig { input: 13, hidden: vec![17, 9], classes: 5, conv: None };
-    let layers = arch.widths().windows(2).enumerate().map(|(i, w)| (random(w[0] * w[1], 10 + i as u64, -0.5, 0.5), random(w[1], 20 + i as u64, -0.1, 0.1))).collect();
+    let layers = arch
+        .widths()
+        .windows(2)
+        .enumerate()
+        .map(|(i, w)| (random(w[0] * w[1], 10 + i as u64, -0.5, 0.5), random(w[1], 20 + i as u64, -0.1, 0.1)))
+        .collect();
     HostModel { arch, layers, version: "test-1".into(), source: "random weights".into(), int8: None }
 }
 
@@ -112,7 +117,8 @@ fn a_full_queue_refuses_at_once_and_a_checked_input_names_the_problem() {
 #[test]
 fn batches_respect_max_batch_and_max_queue_delay() {
     let delay = Duration::from_millis(5);
-    let (q, batches) = batcher::queue(BatchPolicy { max_batch: 6, preferred: vec![4], max_queue_delay_us: 5000, queue_capacity: 10_000 }, 1);
+    let (q, batches) =
+        batcher::queue(BatchPolicy { max_batch: 6, preferred: vec![4], max_queue_delay_us: 5000, queue_capacity: 10_000 }, 1);
     let producer = std::thread::spawn(move || {
         let gaps = random(600, 7, 0.0, 400.0);
         let mut rxs = Vec::new();
@@ -236,11 +242,15 @@ fn a_full_server_answers_503_with_retry_after_at_once() {
     let mut saw_503 = false;
     for _round in 0..20 {
         let replies: Vec<(Reply, Duration)> = std::thread::scope(|s| {
-            let hs: Vec<_> = (0..48).map(|_| s.spawn(|| {
-                let t0 = Instant::now();
-                let r = http(server.addr, "POST", "/v1/predict", &big);
-                (r, t0.elapsed())
-            })).collect();
+            let hs: Vec<_> = (0..48)
+                .map(|_| {
+                    s.spawn(|| {
+                        let t0 = Instant::now();
+                        let r = http(server.addr, "POST", "/v1/predict", &big);
+                        (r, t0.elapsed())
+                    })
+                })
+                .collect();
             hs.into_iter().map(|h| h.join().unwrap()).collect()
         });
         for (r, took) in &replies {
@@ -265,7 +275,13 @@ fn a_full_server_answers_503_with_retry_after_at_once() {
 fn shutdown_answers_every_accepted_request_and_the_loadgen_bounds_itself() {
     let mut server = start(BatchPolicy { max_batch: 8, preferred: vec![], max_queue_delay_us: 20_000, queue_capacity: 100_000 }, 1 << 20);
     let url = format!("http://{}", server.addr);
-    let spec = LoadSpec { arrivals: Arrivals::Open { rate_per_s: 400.0 }, duration: Duration::from_secs(30), max_requests: 100_000, drain: Duration::from_secs(20), seed: 9 };
+    let spec = LoadSpec {
+        arrivals: Arrivals::Open { rate_per_s: 400.0 },
+        duration: Duration::from_secs(30),
+        max_requests: 100_000,
+        drain: Duration::from_secs(20),
+        seed: 9,
+    };
     let target = Target::http(&url).unwrap();
     let inputs = loadgen::random_inputs(13, 16, 1);
     let load = std::thread::spawn(move || loadgen::run(&target, &inputs, &spec).unwrap());
@@ -280,7 +296,10 @@ fn shutdown_answers_every_accepted_request_and_the_loadgen_bounds_itself() {
     assert_eq!(totals.samples as usize, s.ok, "every sample the engine ran reached its client");
     // After the listener closed, requests fail to connect; none was accepted and dropped.
     assert_eq!(s.unanswered, 0);
-    assert!(result.samples.iter().filter(|x| x.outcome == Outcome::Failed).all(|x| x.due_s > 1.0), "failures only after the shutdown began");
+    assert!(
+        result.samples.iter().filter(|x| x.outcome == Outcome::Failed).all(|x| x.due_s > 1.0),
+        "failures only after the shutdown began"
+    );
     assert!(result.wall_s < 30.0 + 20.0 + 5.0, "the load generator is bounded in time");
 }
 
@@ -290,7 +309,13 @@ fn in_process_open_loop_counts_latency_from_the_scheduled_arrival() {
     let (queue, batches) = batcher::queue(policy(16, 2000, 4096), 13);
     let metrics = ServerMetrics::new("t", "t", false).unwrap();
     let engine = Engine::start(Device::Cpu, m, batches, metrics.engine.clone()).unwrap();
-    let spec = LoadSpec { arrivals: Arrivals::Open { rate_per_s: 300.0 }, duration: Duration::from_secs(1), max_requests: 150, drain: Duration::from_secs(10), seed: 2 };
+    let spec = LoadSpec {
+        arrivals: Arrivals::Open { rate_per_s: 300.0 },
+        duration: Duration::from_secs(1),
+        max_requests: 150,
+        drain: Duration::from_secs(10),
+        seed: 2,
+    };
     let r = loadgen::run(&Target::InProcess(queue.clone()), &loadgen::random_inputs(13, 8, 4), &spec).unwrap();
     let s = r.summary();
     assert!(s.sent <= 150 && s.sent > 0);
@@ -355,7 +380,20 @@ fn exercise_8_measures_static_and_dynamic_batching_to_a_computed_verdict() {
     let ex = exercises::find("inference-batching").unwrap();
     let mut s = ex.settings();
     let set = |s: &mut gpulab::exercises::Settings, pairs: &[&str]| s.apply(&pairs.iter().map(|p| p.to_string()).collect::<Vec<_>>());
-    set(&mut s, &["backend=cpu", "train_epochs=1", "static_batches=1,4", "max_batch=4", "preferred_batch=4", "load_levels=30,300", "run_seconds=0.5", "slo_p99_ms=1000"]).unwrap();
+    set(
+        &mut s,
+        &[
+            "backend=cpu",
+            "train_epochs=1",
+            "static_batches=1,4",
+            "max_batch=4",
+            "preferred_batch=4",
+            "load_levels=30,300",
+            "run_seconds=0.5",
+            "slo_p99_ms=1000",
+        ],
+    )
+    .unwrap();
     let mut bad = s.clone();
     set(&mut bad, &["preferred_batch=8"]).unwrap();
     assert!(ex.validate(&bad).unwrap_err().to_string().contains("preferred batch size 8"));
@@ -384,7 +422,9 @@ fn served_int8_matches_quant_mlp(device: Device) {
     use gpulab::quant::{HostLayer, ObserverKind, QuantMlp, calibrate, export, quantize_model};
     use gpulab::tensor::{MemCategory, QuantGranularity, prelude::*};
     let host = model();
-    let layers = HostLayer::from_parameters(&host.layers.iter().flat_map(|(w, b)| [w.clone(), b.clone()]).collect::<Vec<_>>(), &host.arch.widths()).unwrap();
+    let layers =
+        HostLayer::from_parameters(&host.layers.iter().flat_map(|(w, b)| [w.clone(), b.clone()]).collect::<Vec<_>>(), &host.arch.widths())
+            .unwrap();
     let inputs = loadgen::random_inputs(13, 60, 5);
     let flat: Vec<f32> = inputs.concat();
     let cpu = &mut gpulab::device::CpuBackend::new();
@@ -430,7 +470,8 @@ fn served_int8_matches_quant_mlp(device: Device) {
     std::fs::write(&cut, &bytes[..bytes.len() - 7]).unwrap();
     let e = gpulab::serve::load_model(&gpulab::serve::ModelSource::Int8(cut)).unwrap_err().to_string();
     assert!(e.contains("cut.int8.safetensors"), "{e}");
-    let missing = gpulab::serve::load_model(&gpulab::serve::ModelSource::Int8(tmp.path().join("absent.safetensors"))).unwrap_err().to_string();
+    let missing =
+        gpulab::serve::load_model(&gpulab::serve::ModelSource::Int8(tmp.path().join("absent.safetensors"))).unwrap_err().to_string();
     assert!(missing.contains("absent.safetensors"), "{missing}");
 }
 

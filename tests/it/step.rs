@@ -12,7 +12,19 @@ use crate::common::{random, with_gpu};
 /// Tensors of every dtype and odd sizes (a lone 16-bit element shares its word with padding).
 fn mixed<B: Backend>(b: &mut B) -> Vec<B::Tensor> {
     let mut ts = Vec::new();
-    for (i, (shape, dt)) in [([3, 5], DType::F32), ([1, 7], DType::U32), ([1, 1], DType::F16), ([5, 3], DType::BF16), ([0, 4], DType::F32), ([1, 1], DType::U32), ([33, 9], DType::F16), ([65, 17], DType::F32)].into_iter().enumerate() {
+    for (i, (shape, dt)) in [
+        ([3, 5], DType::F32),
+        ([1, 7], DType::U32),
+        ([1, 1], DType::F16),
+        ([5, 3], DType::BF16),
+        ([0, 4], DType::F32),
+        ([1, 1], DType::U32),
+        ([33, 9], DType::F16),
+        ([65, 17], DType::F32),
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let n = shape[0] * shape[1];
         let mut t = b.zeros(shape, dt, MemCategory::Other).unwrap();
         if dt == DType::U32 {
@@ -47,7 +59,11 @@ fn read_many_matches_single_reads<B: Backend>(b: &mut B, one_staging: bool) {
     }
     assert_eq!(got.len(), ts.len());
     for (i, (t, g)) in ts.iter().zip(&got).enumerate() {
-        let want = if gpulab::tensor::TensorMeta::dtype(t) == DType::U32 { HostData::U32(b.read_u32(t).unwrap()) } else { HostData::F32(b.read_f32(t).unwrap()) };
+        let want = if gpulab::tensor::TensorMeta::dtype(t) == DType::U32 {
+            HostData::U32(b.read_u32(t).unwrap())
+        } else {
+            HostData::F32(b.read_f32(t).unwrap())
+        };
         assert_eq!(g, &want, "tensor {i}");
     }
     assert!(b.read_many(&[]).unwrap().is_empty());
@@ -162,7 +178,16 @@ fn reduce_gradients_runs_between_backward_and_update() {
 
     let data = data::load(&DatasetSpec::Digits, 5).unwrap();
     for precision in [Precision::F32, Precision::F16] {
-        let cfg = TrainConfig { hidden: vec![16], batch: 100, epochs: 1, lr: 0.5, momentum: 0.0, log_every: 5, amp: AmpConfig::new(precision), ..TrainConfig::default() };
+        let cfg = TrainConfig {
+            hidden: vec![16],
+            batch: 100,
+            epochs: 1,
+            lr: 0.5,
+            momentum: 0.0,
+            log_every: 5,
+            amp: AmpConfig::new(precision),
+            ..TrainConfig::default()
+        };
         let mut hooks = ZeroGrads::default();
         let report = train_with(&mut CpuBackend::new(), &data, &cfg, &mut NullSink, &mut hooks, &mut Inline).unwrap();
         assert_eq!(hooks.calls, report.steps, "{precision:?}: called once per step");

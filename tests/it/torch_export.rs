@@ -107,13 +107,25 @@ fn python_reads_the_export_and_torch_reproduces_gpulabs_first_losses() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("'layers.0.weight'"));
 
     if !Command::new(&py).args(["-c", "import torch"]).output().is_ok_and(|o| o.status.success()) {
-        eprintln!("SKIPPED running train_ddp.py: PyTorch is not installed (`{py} -c \"import torch\"` fails); the files parse and the script compiles");
+        eprintln!(
+            "SKIPPED running train_ddp.py: PyTorch is not installed (`{py} -c \"import torch\"` fails); the files parse and the script compiles"
+        );
         return;
     }
     let steps = torch_export::REFERENCE_STEPS.to_string();
-    let run = Command::new(&py).current_dir(tmp.path()).args(["train_ddp.py", "--compare", "--max-steps", &steps]).env_remove("MASTER_ADDR").output().unwrap();
+    let run = Command::new(&py)
+        .current_dir(tmp.path())
+        .args(["train_ddp.py", "--compare", "--max-steps", &steps])
+        .env_remove("MASTER_ADDR")
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(run.status.success(), "train_ddp.py --compare failed (tolerance {}):\n{stdout}\n{}", torch_export::COMPARE_TOLERANCE, String::from_utf8_lossy(&run.stderr));
+    assert!(
+        run.status.success(),
+        "train_ddp.py --compare failed (tolerance {}):\n{stdout}\n{}",
+        torch_export::COMPARE_TOLERANCE,
+        String::from_utf8_lossy(&run.stderr)
+    );
     assert!(stdout.contains(&format!("compare: {steps} steps")), "{stdout}");
     eprintln!("{}", stdout.lines().filter(|l| l.starts_with("compare:")).collect::<Vec<_>>().join("\n"));
 
@@ -126,7 +138,11 @@ fn python_reads_the_export_and_torch_reproduces_gpulabs_first_losses() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(run.status.success(), "torchrun --nproc-per-node 2 train_ddp.py --compare failed:\n{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+    assert!(
+        run.status.success(),
+        "torchrun --nproc-per-node 2 train_ddp.py --compare failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     assert!(stdout.contains("world size 2 (gloo)") && stdout.contains(&format!("compare: {steps} steps")), "{stdout}");
     eprintln!("torchrun, 2 processes: {}", stdout.lines().filter(|l| l.starts_with("compare:")).collect::<Vec<_>>().join("\n"));
 }

@@ -39,12 +39,24 @@ fn bf16_products(b: &mut CpuBackend, (m, n, k): (usize, usize, usize), ta: bool,
 fn cpu_bf16_native_paths_match_the_widening_path_with_every_epilogue() {
     let native: Vec<Bf16Path> = [Bf16Path::Amx, Bf16Path::Avx512Bf16].into_iter().filter(|p| p.available()).collect();
     if native.is_empty() {
-        eprintln!("this CPU has neither AMX nor AVX-512 BF16 ({}): only the widening path runs, checked in amp.rs", CpuBackend::new().bf16_path().name());
+        eprintln!(
+            "this CPU has neither AMX nor AVX-512 BF16 ({}): only the widening path runs, checked in amp.rs",
+            CpuBackend::new().bf16_path().name()
+        );
         return;
     }
     let best = CpuBackend::new();
     assert!(best.info().driver.contains(native[0].name()), "the backend names its bf16 kernel: {}", best.info().driver);
-    for (path, (shape, ta, tb)) in native.iter().flat_map(|&p| [((1, 1, 1), false, false), ((7, 65, 33), false, false), ((70, 130, 9), true, false), ((25, 200, 257), false, true), ((49, 64, 128), true, true)].map(|c| (p, c))) {
+    for (path, (shape, ta, tb)) in native.iter().flat_map(|&p| {
+        [
+            ((1, 1, 1), false, false),
+            ((7, 65, 33), false, false),
+            ((70, 130, 9), true, false),
+            ((25, 200, 257), false, true),
+            ((49, 64, 128), true, true),
+        ]
+        .map(|c| (p, c))
+    }) {
         let got = bf16_products(&mut CpuBackend::new().with_bf16_path(path), shape, ta, tb);
         let want = bf16_products(&mut CpuBackend::new().with_bf16_path(Bf16Path::Widen), shape, ta, tb);
         // f32 outputs: only the summation order differs (k ≤ 257 terms of |x| ≤ 1).
@@ -67,10 +79,13 @@ fn cpu_bf16_native_paths_match_the_widening_path_with_every_epilogue() {
 
 /// Points on `chart`: (series, x, y).
 fn points(events: &[Event], chart: &str) -> Vec<(String, f64, f64)> {
-    events.iter().filter_map(|e| match e {
-        Event::Point { chart: c, series, x, y, .. } if c == chart => Some((series.clone(), *x, *y)),
-        _ => None,
-    }).collect()
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Point { chart: c, series, x, y, .. } if c == chart => Some((series.clone(), *x, *y)),
+            _ => None,
+        })
+        .collect()
 }
 
 fn backend() -> &'static str {
@@ -83,10 +98,28 @@ fn profiling_charts_gpu_busy_and_memory_live_and_reports_memory_by_category() {
     let ex = exercises::find("profiling").unwrap();
     let mut s = ex.settings();
     let dev = backend();
-    s.apply(&["dataset=shapes:res=8,n=300", "hidden=32", "batch=32", "storage_latency_ms=0", "decode_passes=0", "epochs=1", "log_every=2", "measure_again=false", &format!("backend={dev}")].map(String::from)).unwrap();
+    s.apply(
+        &[
+            "dataset=shapes:res=8,n=300",
+            "hidden=32",
+            "batch=32",
+            "storage_latency_ms=0",
+            "decode_passes=0",
+            "epochs=1",
+            "log_every=2",
+            "measure_again=false",
+            &format!("backend={dev}"),
+        ]
+        .map(String::from),
+    )
+    .unwrap();
     let mut sink = CollectSink::default();
     let r = ex.run(&s, &mut sink).unwrap();
-    assert!(live::undeclared_ids(&ex.live_charts(), &sink.events).is_empty(), "{:?}", live::undeclared_ids(&ex.live_charts(), &sink.events));
+    assert!(
+        live::undeclared_ids(&ex.live_charts(), &sink.events).is_empty(),
+        "{:?}",
+        live::undeclared_ids(&ex.live_charts(), &sink.events)
+    );
     let mem = points(&sink.events, "memory");
     assert!(mem.iter().any(|p| p.0.ends_with("parameters") && p.2 > 0.0), "{mem:?}");
     assert!(mem.iter().any(|p| p.0.ends_with("activations")), "{mem:?}");
@@ -95,7 +128,11 @@ fn profiling_charts_gpu_busy_and_memory_live_and_reports_memory_by_category() {
     assert_eq!(!busy.is_empty(), timestamps, "busy % exactly where the backend has GPU timestamps");
     assert!(busy.iter().all(|p| (0.0..=100.0).contains(&p.2)), "{busy:?}");
     let chart = r.chart("memory_over_run").unwrap();
-    assert!(chart.series.iter().any(|s| s.name == "parameters" && s.points.len() >= 2), "{:?}", chart.series.iter().map(|s| &s.name).collect::<Vec<_>>());
+    assert!(
+        chart.series.iter().any(|s| s.name == "parameters" && s.points.len() >= 2),
+        "{:?}",
+        chart.series.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
     let t = r.table("Peak memory by category (ledger)").unwrap();
     assert!(t.rows.iter().any(|row| format!("{:?}", row[0]).contains("activations")));
     let last = t.rows.last().unwrap();
@@ -106,7 +143,8 @@ fn profiling_charts_gpu_busy_and_memory_live_and_reports_memory_by_category() {
 fn precision_on_the_cpu_charts_memory_per_precision_and_no_busy() {
     let ex = exercises::find("precision").unwrap();
     let mut s = ex.settings();
-    s.apply(&["backend=cpu", "precisions=fp32,bf16", "underflow_demo=false", "epochs=1", "hidden=32", "log_every=5"].map(String::from)).unwrap();
+    s.apply(&["backend=cpu", "precisions=fp32,bf16", "underflow_demo=false", "epochs=1", "hidden=32", "log_every=5"].map(String::from))
+        .unwrap();
     let mut sink = CollectSink::default();
     ex.run(&s, &mut sink).unwrap();
     assert!(live::undeclared_ids(&ex.live_charts(), &sink.events).is_empty());

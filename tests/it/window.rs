@@ -8,9 +8,13 @@ use std::time::{Duration, Instant};
 /// Whether a display is there for a real window; without one, a skip with a reason (a failure
 /// under GPULAB_REQUIRE_DISPLAY=1).
 pub(crate) fn has_display(test: &str) -> bool {
-    let has_display = std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty()) || std::env::var_os("WAYLAND_DISPLAY").is_some_and(|d| !d.is_empty());
+    let has_display =
+        std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty()) || std::env::var_os("WAYLAND_DISPLAY").is_some_and(|d| !d.is_empty());
     if !has_display {
-        assert!(std::env::var("GPULAB_REQUIRE_DISPLAY").map_or(true, |v| v != "1"), "GPULAB_REQUIRE_DISPLAY=1 but neither DISPLAY nor WAYLAND_DISPLAY is set");
+        assert!(
+            std::env::var("GPULAB_REQUIRE_DISPLAY").map_or(true, |v| v != "1"),
+            "GPULAB_REQUIRE_DISPLAY=1 but neither DISPLAY nor WAYLAND_DISPLAY is set"
+        );
         eprintln!("{test}: skipped — no DISPLAY (run under xvfb-run, or set GPULAB_REQUIRE_DISPLAY=1 to make this a failure)");
     }
     has_display

@@ -35,14 +35,12 @@ impl LessonParts {
         }
         match found {
             None => LessonParts { before: markdown.to_string(), ..Default::default() },
-            Some((at, line)) => {
-                LessonParts {
-                    before: markdown[..at].to_string(),
-                    heading: line.trim_start_matches('#').trim().to_string(),
-                    cards: lessons::parse_cards(&markdown[at..]),
-                    after: lessons::without_check_yourself(&markdown[at..]),
-                }
-            }
+            Some((at, line)) => LessonParts {
+                before: markdown[..at].to_string(),
+                heading: line.trim_start_matches('#').trim().to_string(),
+                cards: lessons::parse_cards(&markdown[at..]),
+                after: lessons::without_check_yourself(&markdown[at..]),
+            },
         }
     }
 }

@@ -110,21 +110,26 @@ pub fn show(ui: &mut egui::Ui, c: &ChartView<'_>, salt: &str, height: f32) {
     match c.kind {
         ChartKind::Line => {
             if log_x {
-                plot = plot
-                    .x_axis_formatter(|m, _| short_num(10f64.powf(m.value)))
-                    .label_formatter(|h| {
-                        let (name, p) = match h {
-                            HoverPosition::NearDataPoint { plot_name, position, .. } => (*plot_name, *position),
-                            HoverPosition::Elsewhere { position } => ("", *position),
-                        };
-                        Some(format!("{}{}x = {}\ny = {}", name, if name.is_empty() { "" } else { "\n" }, short_num(10f64.powf(p.x)), short_num(p.y)))
-                    });
+                plot = plot.x_axis_formatter(|m, _| short_num(10f64.powf(m.value))).label_formatter(|h| {
+                    let (name, p) = match h {
+                        HoverPosition::NearDataPoint { plot_name, position, .. } => (*plot_name, *position),
+                        HoverPosition::Elsewhere { position } => ("", *position),
+                    };
+                    Some(format!(
+                        "{}{}x = {}\ny = {}",
+                        name,
+                        if name.is_empty() { "" } else { "\n" },
+                        short_num(10f64.powf(p.x)),
+                        short_num(p.y)
+                    ))
+                });
             }
             let series = &c.series;
             let markers = c.markers;
             plot.show(ui, |pui| {
                 for (i, (name, pts, prov)) in series.iter().enumerate() {
-                    let pts: Vec<[f64; 2]> = decimate(pts, MAX_DRAWN).into_iter().filter(|p| !log_x || p[0] > 0.0).map(|p| [tx(p[0]), p[1]]).collect();
+                    let pts: Vec<[f64; 2]> =
+                        decimate(pts, MAX_DRAWN).into_iter().filter(|p| !log_x || p[0] > 0.0).map(|p| [tx(p[0]), p[1]]).collect();
                     // A lone point (e.g. one kernel on the roofline) is a marker, not a line.
                     let colour = theme::series_color(&visuals, i);
                     if pts.len() == 1 {
@@ -158,7 +163,11 @@ pub fn show(ui: &mut egui::Ui, c: &ChartView<'_>, salt: &str, height: f32) {
             let xl = c.x_label.clone();
             plot = plot.x_axis_formatter(move |m, _| {
                 let g = m.value.round();
-                if (m.value - g).abs() < 1e-6 && g >= 0.0 && (g as usize) < xs2.len() { format!("{} {}", xl, group_label(xs2[g as usize])) } else { String::new() }
+                if (m.value - g).abs() < 1e-6 && g >= 0.0 && (g as usize) < xs2.len() {
+                    format!("{} {}", xl, group_label(xs2[g as usize]))
+                } else {
+                    String::new()
+                }
             });
             let series = &c.series;
             plot.show(ui, |pui| {
@@ -167,7 +176,11 @@ pub fn show(ui: &mut egui::Ui, c: &ChartView<'_>, salt: &str, height: f32) {
                         .iter()
                         .filter_map(|p| {
                             let g = xs.iter().position(|x| *x == p[0])? as f64;
-                            Some(Bar::new(g + (si as f64 - (n - 1.0) / 2.0) * w, p[1]).width(w * 0.95).name(format!("{name}: {} ({})", short_num(p[1]), prov.short())))
+                            Some(Bar::new(g + (si as f64 - (n - 1.0) / 2.0) * w, p[1]).width(w * 0.95).name(format!(
+                                "{name}: {} ({})",
+                                short_num(p[1]),
+                                prov.short()
+                            )))
                         })
                         .collect();
                     let chart = BarChart::new(format!("{name} ({})", prov.short()), bars);

@@ -94,33 +94,45 @@ impl GpulabApp {
                     v.status = Some(Ok(format!("wrote {}", list.join(", "))));
                 }
                 ClassMsg::Loaded(Err(e)) | ClassMsg::Exported(Err(e)) => v.status = Some(Err(e)),
-                ClassMsg::NoDialog(what) => v.status = Some(Err(format!("No dialog opened for {what} (no file-dialog portal, or cancelled). Type a folder path, or use “Write both to ./gpulab-reports”."))),
+                ClassMsg::NoDialog(what) => {
+                    v.status = Some(Err(format!(
+                        "No dialog opened for {what} (no file-dialog portal, or cancelled). Type a folder path, or use “Write both to ./gpulab-reports”."
+                    )))
+                }
             }
         }
     }
 
     fn class_folder_dialog(&mut self) {
         self.class.open = true;
-        self.class_job("waiting for the folder dialog…", || match rfd::FileDialog::new().set_title("Open a folder of reports").pick_folder() {
-            None => ClassMsg::NoDialog("opening a folder"),
-            Some(d) => load(d),
+        self.class_job("waiting for the folder dialog…", || {
+            match rfd::FileDialog::new().set_title("Open a folder of reports").pick_folder() {
+                None => ClassMsg::NoDialog("opening a folder"),
+                Some(d) => load(d),
+            }
         });
     }
 
     fn class_export_dialog(&mut self, name: &'static str) {
         let Some(c) = self.class.class.clone() else { return };
-        self.class_job("waiting for the save dialog…", move || match rfd::FileDialog::new().set_title("Export the class view").set_file_name(name).save_file() {
-            None => ClassMsg::NoDialog("exporting"),
-            Some(p) => {
-                let res = if name.ends_with(".csv") { gpulab_class::write_csv(&c, &p) } else { gpulab_class::write_html(&c, &p) };
-                ClassMsg::Exported(res.map(|p| vec![p]).map_err(|e| e.to_string()))
+        self.class_job("waiting for the save dialog…", move || {
+            match rfd::FileDialog::new().set_title("Export the class view").set_file_name(name).save_file() {
+                None => ClassMsg::NoDialog("exporting"),
+                Some(p) => {
+                    let res = if name.ends_with(".csv") { gpulab_class::write_csv(&c, &p) } else { gpulab_class::write_html(&c, &p) };
+                    ClassMsg::Exported(res.map(|p| vec![p]).map_err(|e| e.to_string()))
+                }
             }
         });
     }
 
     /// The toolbar button.
     pub(super) fn class_button(&mut self, ui: &mut egui::Ui) {
-        if ui.add_enabled(self.class.busy.is_none(), egui::Button::new("Open a folder of reports…")).on_hover_text("A class view: every report.json below a folder, a table and chart per exercise").clicked() {
+        if ui
+            .add_enabled(self.class.busy.is_none(), egui::Button::new("Open a folder of reports…"))
+            .on_hover_text("A class view: every report.json below a folder, a table and chart per exercise")
+            .clicked()
+        {
             self.class_folder_dialog();
         }
     }
@@ -149,10 +161,15 @@ impl GpulabApp {
                 self.open_class_folder(p);
             }
             let has = self.class.class.is_some() && !busy;
-            if ui.add_enabled(has, egui::Button::new("Export CSV…")).on_hover_text("class.csv: one long table, a row per report").clicked() {
+            if ui.add_enabled(has, egui::Button::new("Export CSV…")).on_hover_text("class.csv: one long table, a row per report").clicked()
+            {
                 self.class_export_dialog("class.csv");
             }
-            if ui.add_enabled(has, egui::Button::new("Export HTML…")).on_hover_text("class.html: tables and bar charts in one self-contained page").clicked() {
+            if ui
+                .add_enabled(has, egui::Button::new("Export HTML…"))
+                .on_hover_text("class.html: tables and bar charts in one self-contained page")
+                .clicked()
+            {
                 self.class_export_dialog("class.html");
             }
             if ui.add_enabled(has, egui::Button::new("Write both to ./gpulab-reports")).clicked() {

@@ -9,7 +9,8 @@ use gpulab_exercises::RunControl;
 use gpulab_systems::report::{Diagram, edge_points};
 
 /// Speeds offered, as (label, simulated seconds per wall second; 0 = as fast as possible).
-pub const SPEEDS: [(&str, f64); 5] = [("1 min/s", 60.0), ("10 min/s", 600.0), ("1 h/s", 3600.0), ("6 h/s", 21_600.0), ("as fast as possible", 0.0)];
+pub const SPEEDS: [(&str, f64); 5] =
+    [("1 min/s", 60.0), ("10 min/s", 600.0), ("1 h/s", 3600.0), ("6 h/s", 21_600.0), ("as fast as possible", 0.0)];
 
 const LINE_H: f32 = 15.0;
 /// Narrowest grid cell, pixels: below it box text would be cut.
@@ -32,7 +33,13 @@ pub fn show(ui: &mut egui::Ui, d: &Diagram, salt: &str) {
         let box_h = 8.0 + LINE_H * d.max_lines() as f32;
         let cell_h = box_h + 28.0;
         let (area, _) = ui.allocate_exact_size(Vec2::new(width, cell_h * rows as f32), Sense::hover());
-        let boxes: Vec<Rect> = d.nodes.iter().map(|n| Rect::from_min_size(area.min + Vec2::new(cell_w * n.col as f32 + 4.0, cell_h * n.row as f32 + 8.0), Vec2::new(box_w, box_h))).collect();
+        let boxes: Vec<Rect> = d
+            .nodes
+            .iter()
+            .map(|n| {
+                Rect::from_min_size(area.min + Vec2::new(cell_w * n.col as f32 + 4.0, cell_h * n.row as f32 + 8.0), Vec2::new(box_w, box_h))
+            })
+            .collect();
         let painter = ui.painter_at(area);
         let visuals = ui.visuals().clone();
         let arrow = Stroke::new(1.5, visuals.text_color());
@@ -44,11 +51,20 @@ pub fn show(ui: &mut egui::Ui, d: &Diagram, salt: &str) {
             painter.line_segment([p, q], arrow);
             let dir = (q - p).normalized();
             let side = Vec2::new(-dir.y, dir.x);
-            painter.add(egui::Shape::convex_polygon(vec![q, q - dir * 9.0 + side * 4.5, q - dir * 9.0 - side * 4.5], visuals.text_color(), Stroke::NONE));
+            painter.add(egui::Shape::convex_polygon(
+                vec![q, q - dir * 9.0 + side * 4.5, q - dir * 9.0 - side * 4.5],
+                visuals.text_color(),
+                Stroke::NONE,
+            ));
         }
         let small = FontId::proportional(12.0);
         for (n, r) in d.nodes.iter().zip(&boxes) {
-            let full = [n.label.clone()].into_iter().chain(n.metrics.iter().cloned()).chain(n.alerts.iter().map(|a| format!("⚠ {a}"))).collect::<Vec<_>>().join("\n");
+            let full = [n.label.clone()]
+                .into_iter()
+                .chain(n.metrics.iter().cloned())
+                .chain(n.alerts.iter().map(|a| format!("⚠ {a}")))
+                .collect::<Vec<_>>()
+                .join("\n");
             let resp = ui.interact(*r, ui.scope_id().with(("diagram-node", salt, &n.id)), Sense::click()).on_hover_text(full);
             let label = n.label.clone();
             resp.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Button, true, &label));
@@ -59,7 +75,11 @@ pub fn show(ui: &mut egui::Ui, d: &Diagram, salt: &str) {
                 (false, true) => Color32::from_rgb(80, 36, 36),
                 (false, false) => Color32::from_rgb(253, 232, 230),
             };
-            let stroke = if is_sel || resp.hovered() { Stroke::new(2.5, visuals.selection.bg_fill) } else { Stroke::new(1.0, visuals.widgets.noninteractive.fg_stroke.color) };
+            let stroke = if is_sel || resp.hovered() {
+                Stroke::new(2.5, visuals.selection.bg_fill)
+            } else {
+                Stroke::new(1.0, visuals.widgets.noninteractive.fg_stroke.color)
+            };
             painter.rect(*r, 6.0, fill, stroke, StrokeKind::Inside);
             let mut y = r.min.y + 4.0;
             let x = r.min.x + 6.0;

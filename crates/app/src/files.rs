@@ -109,10 +109,18 @@ impl GpulabApp {
     pub(super) fn file_bar(&mut self, ui: &mut egui::Ui) {
         ui.horizontal_wrapped(|ui| {
             let busy = self.file_busy.is_some();
-            if ui.add_enabled(!busy, egui::Button::new("Export report…")).on_hover_text("Save report.json/.csv/.md (pick a folder name, or a file ending in .json, .csv or .md)").clicked() {
+            if ui
+                .add_enabled(!busy, egui::Button::new("Export report…"))
+                .on_hover_text("Save report.json/.csv/.md (pick a folder name, or a file ending in .json, .csv or .md)")
+                .clicked()
+            {
                 self.export_dialog();
             }
-            let tip = super::shortcuts::tip(ui.ctx(), "Write all three files into ./gpulab-reports/<exercise>-<time>/ without a dialog", &super::shortcuts::EXPORT);
+            let tip = super::shortcuts::tip(
+                ui.ctx(),
+                "Write all three files into ./gpulab-reports/<exercise>-<time>/ without a dialog",
+                &super::shortcuts::EXPORT,
+            );
             if ui.add_enabled(!busy, egui::Button::new("Write to ./gpulab-reports")).on_hover_text(tip).clicked() {
                 self.export_default();
             }
@@ -125,7 +133,9 @@ impl GpulabApp {
         });
         ui.horizontal(|ui| {
             let label = ui.label("or compare with path:").id;
-            let r = ui.add(egui::TextEdit::singleline(&mut self.compare_path).hint_text("…/report.json").desired_width(220.0)).labelled_by(label);
+            let r = ui
+                .add(egui::TextEdit::singleline(&mut self.compare_path).hint_text("…/report.json").desired_width(220.0))
+                .labelled_by(label);
             let go = ui.add_enabled(self.file_busy.is_none() && !self.compare_path.trim().is_empty(), egui::Button::new("Load")).clicked();
             if go || (r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) && !self.compare_path.trim().is_empty()) {
                 self.compare_path();

@@ -19,7 +19,13 @@ pub struct FrameStats {
 impl FrameStats {
     /// `keep_running`: remember every frame drawn during a run (screenshot mode's report).
     pub fn new(keep_running: bool) -> Self {
-        FrameStats { recent: VecDeque::with_capacity(WINDOW), started: Instant::now(), first_frame: None, running_ms: Vec::new(), keep_running }
+        FrameStats {
+            recent: VecDeque::with_capacity(WINDOW),
+            started: Instant::now(),
+            first_frame: None,
+            running_ms: Vec::new(),
+            keep_running,
+        }
     }
 
     pub fn record(&mut self, ms: f64, running: bool) {

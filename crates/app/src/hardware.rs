@@ -100,31 +100,48 @@ impl Hardware {
             }
             Some(list) => {
                 for a in list {
-                    egui::CollapsingHeader::new(RichText::new(format!("#{} {}", a.index, a.name)).strong()).id_salt(("adapter", a.index)).default_open(true).show(ui, |ui| {
-                        if a.software {
-                            ui.colored_label(ui.visuals().warn_fg_color, "Warning: software GPU: runs on your CPU — its numbers are your CPU's, not a GPU's");
-                        }
-                        egui::Grid::new(("adapter-grid", a.index)).num_columns(2).striped(true).show(ui, |ui| {
-                            let mut row = |k: &str, v: String| {
-                                ui.label(k);
-                                ui.add(egui::Label::new(v).wrap());
-                                ui.end_row();
-                            };
-                            row("backend", a.backend.clone());
-                            row("device type", a.device_type.clone());
-                            row("driver", format!("{} {}", a.driver, a.driver_info).trim().to_string());
-                            row("use as", format!("gpu:{}", a.index));
-                            row("features", if a.features.is_empty() { "none of the optional ones".into() } else { a.features.iter().map(|f| gpulab_core::device::gpu::adapters::feature_label(f)).collect::<Vec<_>>().join(", ") });
-                            let l = &a.limits;
-                            row("max buffer", bytes(l.max_buffer_size));
-                            row("max storage binding", bytes(l.max_storage_buffer_binding_size));
-                            row("workgroup storage", bytes(l.max_compute_workgroup_storage_size as u64));
-                            row("invocations / workgroup", l.max_compute_invocations_per_workgroup.to_string());
-                            row("workgroup size x", l.max_compute_workgroup_size_x.to_string());
-                            row("workgroups / dimension", l.max_compute_workgroups_per_dimension.to_string());
-                            row("storage buffers / stage", l.max_storage_buffers_per_shader_stage.to_string());
+                    egui::CollapsingHeader::new(RichText::new(format!("#{} {}", a.index, a.name)).strong())
+                        .id_salt(("adapter", a.index))
+                        .default_open(true)
+                        .show(ui, |ui| {
+                            if a.software {
+                                ui.colored_label(
+                                    ui.visuals().warn_fg_color,
+                                    "Warning: software GPU: runs on your CPU — its numbers are your CPU's, not a GPU's",
+                                );
+                            }
+                            egui::Grid::new(("adapter-grid", a.index)).num_columns(2).striped(true).show(ui, |ui| {
+                                let mut row = |k: &str, v: String| {
+                                    ui.label(k);
+                                    ui.add(egui::Label::new(v).wrap());
+                                    ui.end_row();
+                                };
+                                row("backend", a.backend.clone());
+                                row("device type", a.device_type.clone());
+                                row("driver", format!("{} {}", a.driver, a.driver_info).trim().to_string());
+                                row("use as", format!("gpu:{}", a.index));
+                                row(
+                                    "features",
+                                    if a.features.is_empty() {
+                                        "none of the optional ones".into()
+                                    } else {
+                                        a.features
+                                            .iter()
+                                            .map(|f| gpulab_core::device::gpu::adapters::feature_label(f))
+                                            .collect::<Vec<_>>()
+                                            .join(", ")
+                                    },
+                                );
+                                let l = &a.limits;
+                                row("max buffer", bytes(l.max_buffer_size));
+                                row("max storage binding", bytes(l.max_storage_buffer_binding_size));
+                                row("workgroup storage", bytes(l.max_compute_workgroup_storage_size as u64));
+                                row("invocations / workgroup", l.max_compute_invocations_per_workgroup.to_string());
+                                row("workgroup size x", l.max_compute_workgroup_size_x.to_string());
+                                row("workgroups / dimension", l.max_compute_workgroups_per_dimension.to_string());
+                                row("storage buffers / stage", l.max_storage_buffers_per_shader_stage.to_string());
+                            });
                         });
-                    });
                 }
             }
         }
@@ -190,11 +207,14 @@ pub fn notice_ui(ui: &mut egui::Ui, n: &DriverNotice, fixes_open: bool) {
     };
     ui.label(RichText::new(&n.headline).color(colour).strong());
     ui.add(egui::Label::new(&n.why).wrap());
-    egui::CollapsingHeader::new(format!("How to fix it on {}", std::env::consts::OS)).id_salt("driver-fixes").default_open(fixes_open).show(ui, |ui| {
-        for f in &n.fixes {
-            ui.add(egui::Label::new(format!("• {f}")).wrap());
-        }
-    });
+    egui::CollapsingHeader::new(format!("How to fix it on {}", std::env::consts::OS))
+        .id_salt("driver-fixes")
+        .default_open(fixes_open)
+        .show(ui, |ui| {
+            for f in &n.fixes {
+                ui.add(egui::Label::new(format!("• {f}")).wrap());
+            }
+        });
 }
 
 fn sample_loop(weak: Weak<Mutex<Live>>, ctx: egui::Context) {
@@ -223,7 +243,6 @@ fn sample_loop(weak: Weak<Mutex<Live>>, ctx: egui::Context) {
         std::thread::sleep(Duration::from_millis(1000));
     }
 }
-
 
 pub fn bytes(b: u64) -> String {
     const K: f64 = 1024.0;

@@ -186,28 +186,30 @@ impl Job {
         let stop = Arc::new(AtomicBool::new(false));
         let id = exercise.to_string();
         let stop2 = stop.clone();
-        let handle = std::thread::Builder::new()
-            .name(format!("gpulab-run-{id}"))
-            .spawn(move || {
-                let done_tx = tx.clone();
-                let mut sink = ChannelSink { tx, stop: stop2, wake, control: control2 };
-                let outcome = gpulab_core::device::cpu::drive(|| {
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match exercises::find(&id) {
-                        Some(ex) => ex.run(&settings, &mut sink).map_err(|e| e.to_string()),
-                        None => Err(format!("no exercise {id:?}")),
-                    }))
-                });
-                let ev = match outcome {
-                    Ok(Ok(report)) => Event::Finished(Box::new(report)),
-                    Ok(Err(msg)) => Event::Failed(msg),
-                    Err(p) => {
-                        let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "unknown panic".into());
-                        Event::Failed(format!("the run crashed: {msg}"))
-                    }
-                };
-                let _ = done_tx.send(ev);
-                (sink.wake)();
+        let handle = std::thread::Builder::new().name(format!("gpulab-run-{id}")).spawn(move || {
+            let done_tx = tx.clone();
+            let mut sink = ChannelSink { tx, stop: stop2, wake, control: control2 };
+            let outcome = gpulab_core::device::cpu::drive(|| {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match exercises::find(&id) {
+                    Some(ex) => ex.run(&settings, &mut sink).map_err(|e| e.to_string()),
+                    None => Err(format!("no exercise {id:?}")),
+                }))
             });
+            let ev = match outcome {
+                Ok(Ok(report)) => Event::Finished(Box::new(report)),
+                Ok(Err(msg)) => Event::Failed(msg),
+                Err(p) => {
+                    let msg = p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| "unknown panic".into());
+                    Event::Failed(format!("the run crashed: {msg}"))
+                }
+            };
+            let _ = done_tx.send(ev);
+            (sink.wake)();
+        });
         let (handle, early_fail) = match handle {
             Ok(h) => (Some(h), None),
             Err(e) => (None, Some(format!("could not start a worker thread: {e}"))),

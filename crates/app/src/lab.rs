@@ -68,7 +68,11 @@ pub struct GpulabApp {
 impl GpulabApp {
     /// Builds the app; `exercise` (id or number) overrides the saved selection.
     pub fn new(cc: &eframe::CreationContext<'_>, exercise: Option<&str>, screenshot: Option<ScreenshotPlan>) -> Self {
-        let saved: Saved = if screenshot.is_none() { cc.storage.and_then(|s| eframe::get_value(s, eframe::APP_KEY)).unwrap_or_default() } else { Saved::default() };
+        let saved: Saved = if screenshot.is_none() {
+            cc.storage.and_then(|s| eframe::get_value(s, eframe::APP_KEY)).unwrap_or_default()
+        } else {
+            Saved::default()
+        };
         Self::with_state(&cc.egui_ctx, saved, exercise, screenshot)
     }
 
@@ -115,7 +119,8 @@ impl GpulabApp {
             merged.insert(ex.id().to_string(), s);
         }
         app.saved.settings = merged;
-        let want = exercise.and_then(|e| app.exercises.iter().find(|x| x.id() == e || x.number().to_string() == e)).map(|x| x.id().to_string());
+        let want =
+            exercise.and_then(|e| app.exercises.iter().find(|x| x.id() == e || x.number().to_string() == e)).map(|x| x.id().to_string());
         if let Some(id) = want {
             app.saved.selected = id;
         }
@@ -311,7 +316,11 @@ impl eframe::App for GpulabApp {
                     .size_range(80.0..=size.y * 0.8)
                     .show(ui, |ui| self.results_panel(ui));
             } else {
-                egui::Panel::right("results").resizable(true).default_size((size.x * 0.42).max(420.0)).size_range(320.0..=size.x * 0.65).show(ui, |ui| self.results_panel(ui));
+                egui::Panel::right("results")
+                    .resizable(true)
+                    .default_size((size.x * 0.42).max(420.0))
+                    .size_range(320.0..=size.x * 0.65)
+                    .show(ui, |ui| self.results_panel(ui));
             }
             egui::CentralPanel::default().show(ui, |ui| {
                 let ex = &self.exercises[ex_idx];

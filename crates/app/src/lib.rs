@@ -22,8 +22,8 @@ mod hardware;
 mod job;
 mod lab;
 mod panels;
-mod progress;
 mod presenter;
+mod progress;
 mod results;
 mod screenshot;
 mod settings_panel;
@@ -36,8 +36,8 @@ use std::sync::{Arc, Mutex};
 
 pub use job::{RunView, Status};
 pub use lab::{GpulabApp, Saved};
-pub use progress::{KeyFigure, Progress, RunMark};
 pub use presenter::{MAX_SCALE, MIN_SCALE, Presenter};
+pub use progress::{KeyFigure, Progress, RunMark};
 pub use screenshot::ScreenshotPlan;
 pub use theme::Theme;
 
@@ -79,7 +79,11 @@ pub fn run(opts: AppOptions) -> gpulab_core::Result<()> {
     let native = eframe::NativeOptions {
         renderer: eframe::Renderer::Wgpu,
         viewport: {
-            let v = egui::ViewportBuilder::default().with_title("gpulab").with_app_id(APP_ID).with_inner_size(env.size).with_min_inner_size([720.0, 480.0]);
+            let v = egui::ViewportBuilder::default()
+                .with_title("gpulab")
+                .with_app_id(APP_ID)
+                .with_inner_size(env.size)
+                .with_min_inner_size([720.0, 480.0]);
             match window_icon() {
                 Some(icon) => v.with_icon(Arc::new(icon)),
                 None => v,

@@ -16,7 +16,11 @@ use super::timeline;
 impl GpulabApp {
     pub(super) fn exercise_list(&mut self, ui: &mut egui::Ui) {
         ui.add_space(4.0);
-        ui.heading("Exercises").on_hover_text(format!("{} / {}: previous / next exercise", ui.ctx().format_shortcut(&shortcuts::PREVIOUS), ui.ctx().format_shortcut(&shortcuts::NEXT)));
+        ui.heading("Exercises").on_hover_text(format!(
+            "{} / {}: previous / next exercise",
+            ui.ctx().format_shortcut(&shortcuts::PREVIOUS),
+            ui.ctx().format_shortcut(&shortcuts::NEXT)
+        ));
         ui.add_space(4.0);
         let mut clicked = None;
         for ex in &self.exercises {
@@ -78,13 +82,16 @@ impl GpulabApp {
                     }
                 }
                 ui.add_space(6.0);
-                egui::CollapsingHeader::new(format!("Log ({} lines)", v.logs.len())).id_salt(("log", &id)).default_open(true).show(ui, |ui| {
-                    egui::ScrollArea::vertical().id_salt(("log-scroll", &id)).max_height(110.0).stick_to_bottom(true).show(ui, |ui| {
-                        for l in &v.logs {
-                            ui.add(egui::Label::new(RichText::new(l).monospace().small()).wrap());
-                        }
-                    });
-                });
+                egui::CollapsingHeader::new(format!("Log ({} lines)", v.logs.len())).id_salt(("log", &id)).default_open(true).show(
+                    ui,
+                    |ui| {
+                        egui::ScrollArea::vertical().id_salt(("log-scroll", &id)).max_height(110.0).stick_to_bottom(true).show(ui, |ui| {
+                            for l in &v.logs {
+                                ui.add(egui::Label::new(RichText::new(l).monospace().small()).wrap());
+                            }
+                        });
+                    },
+                );
             }
             ui.add_space(8.0);
             ui.separator();
@@ -116,11 +123,17 @@ impl GpulabApp {
         let this_running = self.job.as_ref().is_some_and(|j| j.exercise == id);
         let ctx = ui.ctx().clone();
         let can_run = self.job.is_none() && valid.is_ok();
-        let run = ui.add_enabled(can_run, egui::Button::new(RichText::new("Run").strong()).min_size(egui::vec2(80.0, 26.0))).on_hover_text(tip(&ctx, "Run the exercise with these settings", &shortcuts::RUN));
+        let run = ui
+            .add_enabled(can_run, egui::Button::new(RichText::new("Run").strong()).min_size(egui::vec2(80.0, 26.0)))
+            .on_hover_text(tip(&ctx, "Run the exercise with these settings", &shortcuts::RUN));
         if run.clicked() {
             self.start_run();
         }
-        if ui.add_enabled(this_running, egui::Button::new("Stop").min_size(egui::vec2(80.0, 26.0))).on_hover_text(tip(&ctx, "Stop the run; what ran so far is reported", &shortcuts::STOP)).clicked() {
+        if ui
+            .add_enabled(this_running, egui::Button::new("Stop").min_size(egui::vec2(80.0, 26.0)))
+            .on_hover_text(tip(&ctx, "Stop the run; what ran so far is reported", &shortcuts::STOP))
+            .clicked()
+        {
             self.stop_run();
         }
         if let Some(other) = self.job.as_ref().filter(|j| j.exercise != id) {
@@ -222,7 +235,10 @@ impl GpulabApp {
                     ui.small(RichText::new("no GPU adapter found — CPU only").color(ui.visuals().warn_fg_color));
                 }
                 Some(a) => {
-                    let names: Vec<String> = a.iter().map(|a| if a.software { format!("{} (software GPU: runs on your CPU)", a.name) } else { a.name.clone() }).collect();
+                    let names: Vec<String> = a
+                        .iter()
+                        .map(|a| if a.software { format!("{} (software GPU: runs on your CPU)", a.name) } else { a.name.clone() })
+                        .collect();
                     ui.small(format!("GPU: {}", names.join(", ")));
                 }
             }

@@ -50,7 +50,12 @@ pub fn from_env() -> gpulab_core::Result<Presenter> {
         };
     }
     if let Ok(v) = std::env::var("GPULAB_SCREENSHOT_SCALE") {
-        p.ui_scale = v.trim().parse::<f32>().ok().filter(|s| (MIN_SCALE..=MAX_SCALE).contains(s)).ok_or_else(|| bad("GPULAB_SCREENSHOT_SCALE", &v, &format!("a number from {MIN_SCALE} to {MAX_SCALE}")))?;
+        p.ui_scale = v
+            .trim()
+            .parse::<f32>()
+            .ok()
+            .filter(|s| (MIN_SCALE..=MAX_SCALE).contains(s))
+            .ok_or_else(|| bad("GPULAB_SCREENSHOT_SCALE", &v, &format!("a number from {MIN_SCALE} to {MAX_SCALE}")))?;
     }
     if let Ok(v) = std::env::var("GPULAB_SCREENSHOT_STAGE") {
         p.stage = match v.trim() {
@@ -123,26 +128,46 @@ impl GpulabApp {
     pub(super) fn presenter_toolbar(&mut self, ui: &mut egui::Ui) {
         let ctx = ui.ctx().clone();
         let p = &mut self.saved.presenter;
-        ui.toggle_value(&mut p.stage, "Stage").on_hover_text(tip(&ctx, "Stage layout: hide the lesson and settings so the charts, figures and verdict fill the screen", &shortcuts::STAGE));
+        ui.toggle_value(&mut p.stage, "Stage").on_hover_text(tip(
+            &ctx,
+            "Stage layout: hide the lesson and settings so the charts, figures and verdict fill the screen",
+            &shortcuts::STAGE,
+        ));
         let mut projector = p.theme == Theme::Projector;
-        if ui.toggle_value(&mut projector, "Projector theme").on_hover_text("Black on white with thick lines and strong chart colours, for projectors and bright rooms").changed() {
+        if ui
+            .toggle_value(&mut projector, "Projector theme")
+            .on_hover_text("Black on white with thick lines and strong chart colours, for projectors and bright rooms")
+            .changed()
+        {
             self.set_theme(if projector { Theme::Projector } else { Theme::Dark });
         }
         ui.separator();
         let scale = self.saved.presenter.ui_scale;
         let pct = (scale * 100.0).round();
         // Icon-only and number buttons get a spoken label for screen readers (and tests).
-        let plus = ui.add_enabled(scale < MAX_SCALE - 1e-3, egui::Button::new("+")).on_hover_text(tip(&ctx, "Larger", &egui::gui_zoom::kb_shortcuts::ZOOM_IN));
+        let plus = ui.add_enabled(scale < MAX_SCALE - 1e-3, egui::Button::new("+")).on_hover_text(tip(
+            &ctx,
+            "Larger",
+            &egui::gui_zoom::kb_shortcuts::ZOOM_IN,
+        ));
         plus.widget_info(|| WidgetInfo::labeled(Role::Button, plus.enabled(), "Zoom in"));
         if plus.clicked() {
             self.step_scale(1);
         }
-        let reset = ui.button(RichText::new(format!("{pct:.0}%")).monospace()).on_hover_text(tip(&ctx, "UI scale; click for 100%", &egui::gui_zoom::kb_shortcuts::ZOOM_RESET));
+        let reset = ui.button(RichText::new(format!("{pct:.0}%")).monospace()).on_hover_text(tip(
+            &ctx,
+            "UI scale; click for 100%",
+            &egui::gui_zoom::kb_shortcuts::ZOOM_RESET,
+        ));
         reset.widget_info(|| WidgetInfo::labeled(Role::Button, true, format!("UI scale {pct:.0}%: reset to 100%")));
         if reset.clicked() {
             self.step_scale(0);
         }
-        let minus = ui.add_enabled(scale > MIN_SCALE + 1e-3, egui::Button::new("−")).on_hover_text(tip(&ctx, "Smaller", &egui::gui_zoom::kb_shortcuts::ZOOM_OUT));
+        let minus = ui.add_enabled(scale > MIN_SCALE + 1e-3, egui::Button::new("−")).on_hover_text(tip(
+            &ctx,
+            "Smaller",
+            &egui::gui_zoom::kb_shortcuts::ZOOM_OUT,
+        ));
         minus.widget_info(|| WidgetInfo::labeled(Role::Button, minus.enabled(), "Zoom out"));
         if minus.clicked() {
             self.step_scale(-1);

@@ -50,7 +50,12 @@ impl RunMark {
         RunMark {
             finished_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             stopped_early: report.stopped_early,
-            figure: figure.map(|f| KeyFigure { label: f.label.clone(), value: f.value, unit: f.unit.clone(), provenance: f.provenance.clone() }),
+            figure: figure.map(|f| KeyFigure {
+                label: f.label.clone(),
+                value: f.value,
+                unit: f.unit.clone(),
+                provenance: f.provenance.clone(),
+            }),
         }
     }
 
@@ -114,7 +119,8 @@ impl GpulabApp {
         ui.add_space(8.0);
         let n = self.saved.progress.runs.len();
         ui.small(format!("{n} of {} exercises run", self.exercises.len()));
-        if ui.small_button("Clear progress").on_hover_text("Forget which exercises you have run (the reports you exported stay)").clicked() {
+        if ui.small_button("Clear progress").on_hover_text("Forget which exercises you have run (the reports you exported stay)").clicked()
+        {
             self.clear_progress();
         }
     }

@@ -33,10 +33,12 @@ pub fn notes(ui: &mut egui::Ui, r: &Report) {
     for n in &r.notes {
         let software = n.to_lowercase().contains("software gpu");
         let warn = ui.visuals().warn_fg_color;
-        let frame = egui::Frame::group(ui.style()).stroke(egui::Stroke::new(1.0, if software { warn } else { ui.visuals().weak_text_color() }));
+        let frame =
+            egui::Frame::group(ui.style()).stroke(egui::Stroke::new(1.0, if software { warn } else { ui.visuals().weak_text_color() }));
         frame.show(ui, |ui| {
             ui.set_width(ui.available_width());
-            let text = if software { RichText::new(format!("Warning: {n}")).color(warn).strong() } else { RichText::new(format!("Note: {n}")) };
+            let text =
+                if software { RichText::new(format!("Warning: {n}")).color(warn).strong() } else { RichText::new(format!("Note: {n}")) };
             ui.add(egui::Label::new(text).wrap());
         });
     }
@@ -82,7 +84,11 @@ pub fn table(ui: &mut egui::Ui, t: &Table, salt: &str) {
                     let cell = row.get(i).unwrap_or(&Cell::Empty);
                     let text = cell.format(c);
                     let bad = text.contains("OUT OF MEMORY") || text.starts_with("failed");
-                    let shown = if text.chars().count() > MAX_CELL_CHARS { format!("{}…", text.chars().take(MAX_CELL_CHARS).collect::<String>()) } else { text.clone() };
+                    let shown = if text.chars().count() > MAX_CELL_CHARS {
+                        format!("{}…", text.chars().take(MAX_CELL_CHARS).collect::<String>())
+                    } else {
+                        text.clone()
+                    };
                     let rich = if bad { RichText::new(shown).color(ui.visuals().error_fg_color) } else { RichText::new(shown) };
                     let resp = ui.label(rich);
                     if text.chars().count() > MAX_CELL_CHARS {
@@ -111,6 +117,7 @@ pub fn report(ui: &mut egui::Ui, r: &Report, salt: &str) {
 
 /// One line that says what a report was run on.
 pub fn provenance_line(r: &Report) -> String {
-    let backends: Vec<String> = r.metadata.backends.iter().map(|b| if b.software { format!("{} (software GPU)", b.name) } else { b.name.clone() }).collect();
+    let backends: Vec<String> =
+        r.metadata.backends.iter().map(|b| if b.software { format!("{} (software GPU)", b.name) } else { b.name.clone() }).collect();
     format!("{} · {} · {}", r.metadata.started_at, if backends.is_empty() { "—".into() } else { backends.join(", ") }, r.metadata.host)
 }

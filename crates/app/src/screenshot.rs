@@ -44,7 +44,9 @@ impl ShotEnv {
         let mut size = [1280.0f32, 800.0];
         if let Ok(s) = std::env::var("GPULAB_SCREENSHOT_SIZE") {
             let parsed = s.split_once('x').and_then(|(w, h)| Some([w.trim().parse::<f32>().ok()?, h.trim().parse::<f32>().ok()?]));
-            size = parsed.filter(|[w, h]| *w >= 1.0 && *h >= 1.0).ok_or_else(|| Error::Screenshot(format!("GPULAB_SCREENSHOT_SIZE={s:?} is not WIDTHxHEIGHT, e.g. 1280x800")))?;
+            size = parsed
+                .filter(|[w, h]| *w >= 1.0 && *h >= 1.0)
+                .ok_or_else(|| Error::Screenshot(format!("GPULAB_SCREENSHOT_SIZE={s:?} is not WIDTHxHEIGHT, e.g. 1280x800")))?;
         }
         let autorun = std::env::var("GPULAB_SCREENSHOT_RUN").is_ok_and(|v| v == "1");
         let mut sets = Vec::new();

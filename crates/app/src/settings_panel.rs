@@ -38,7 +38,11 @@ impl GpulabApp {
                 })
                 .response
                 .labelled_by(lab_id)
-                .on_hover_text(active.and_then(|n| all.iter().find(|p| p.name == n)).map_or("Named settings that show one thing; choosing one starts from the defaults", |p| p.description));
+                .on_hover_text(
+                    active
+                        .and_then(|n| all.iter().find(|p| p.name == n))
+                        .map_or("Named settings that show one thing; choosing one starts from the defaults", |p| p.description),
+                );
         });
         if let Some(p) = chosen
             && let Err(e) = self.apply_preset(p.name)
@@ -51,7 +55,8 @@ impl GpulabApp {
     /// preset's values), as choosing it in the dropdown does.
     pub fn apply_preset(&mut self, name: &str) -> gpulab_core::Result<()> {
         let id = self.saved.selected.clone();
-        let ex = self.exercises.iter().find(|e| e.id() == id).ok_or_else(|| gpulab_core::Error::InvalidConfig(format!("no exercise {id}")))?;
+        let ex =
+            self.exercises.iter().find(|e| e.id() == id).ok_or_else(|| gpulab_core::Error::InvalidConfig(format!("no exercise {id}")))?;
         let settings = presets::find(ex.as_ref(), name)?.settings(ex.as_ref())?;
         self.saved.settings.insert(id.clone(), settings);
         self.edits.retain(|k, _| k.0 != id);
@@ -84,14 +89,24 @@ impl GpulabApp {
                         match &s.value {
                             Value::Int { value, min, max } => {
                                 let mut v = *value;
-                                if ui.add(egui::DragValue::new(&mut v).range(*min..=*max)).labelled_by(lab_id).on_hover_text(&s.help).changed() {
+                                if ui
+                                    .add(egui::DragValue::new(&mut v).range(*min..=*max))
+                                    .labelled_by(lab_id)
+                                    .on_hover_text(&s.help)
+                                    .changed()
+                                {
                                     new_text = Some(v.to_string());
                                 }
                             }
                             Value::Float { value, min, max } => {
                                 let mut v = *value;
                                 let speed = ((max - min).abs() / 1000.0).clamp(1e-4, 1.0);
-                                if ui.add(egui::DragValue::new(&mut v).range(*min..=*max).speed(speed).max_decimals(6)).labelled_by(lab_id).on_hover_text(&s.help).changed() {
+                                if ui
+                                    .add(egui::DragValue::new(&mut v).range(*min..=*max).speed(speed).max_decimals(6))
+                                    .labelled_by(lab_id)
+                                    .on_hover_text(&s.help)
+                                    .changed()
+                                {
                                     new_text = Some(v.to_string());
                                 }
                             }
@@ -122,7 +137,10 @@ impl GpulabApp {
                             }
                             Value::List { .. } | Value::Text(_) => {
                                 let mut text = edits.get(&ek).cloned().unwrap_or_else(|| s.value.to_text());
-                                let r = ui.add(egui::TextEdit::singleline(&mut text).desired_width(180.0)).labelled_by(lab_id).on_hover_text(&s.help);
+                                let r = ui
+                                    .add(egui::TextEdit::singleline(&mut text).desired_width(180.0))
+                                    .labelled_by(lab_id)
+                                    .on_hover_text(&s.help);
                                 if r.changed() {
                                     edits.insert(ek.clone(), text.clone());
                                     new_text = Some(text);
@@ -202,6 +220,10 @@ fn devices(ui: &mut egui::Ui, list: &[String], adapters: Option<&[AdapterSummary
 /// cannot use it (`device::cuda::unavailable`), or, in a CUDA build, that a run checks for the
 /// device (probing the driver here would block the UI thread).
 fn cuda_entry() -> (String, String) {
-    let why = if cuda::BUILT { "NVIDIA GPU through CUDA; a run that cannot open it says why".to_string() } else { cuda::unavailable().to_string() };
+    let why = if cuda::BUILT {
+        "NVIDIA GPU through CUDA; a run that cannot open it says why".to_string()
+    } else {
+        cuda::unavailable().to_string()
+    };
     (Device::Cuda(0).to_string(), why)
 }

@@ -132,7 +132,15 @@ mod tests {
         assert!(!v.dark_mode);
         assert_eq!(v.text_color(), Color32::BLACK);
         // WCAG AA for normal text is 4.5:1; every text colour the lab uses on the panel passes.
-        for (name, c) in [("warn", v.warn_fg_color), ("error", v.error_fg_color), ("weak", v.weak_text_color()), ("marker", marker(&v)), ("good", good(&v)), ("info", info(&v)), ("link", v.hyperlink_color)] {
+        for (name, c) in [
+            ("warn", v.warn_fg_color),
+            ("error", v.error_fg_color),
+            ("weak", v.weak_text_color()),
+            ("marker", marker(&v)),
+            ("good", good(&v)),
+            ("info", info(&v)),
+            ("link", v.hyperlink_color),
+        ] {
             let r = contrast(c, v.panel_fill);
             assert!(r >= 4.5, "{name} {c:?} has contrast {r:.2} on the panel");
         }

@@ -19,7 +19,16 @@ fn color(v: &egui::Visuals, name: &str, lane: &str) -> Color32 {
     if lane == GPU {
         return theme::on_background(v, Color32::from_rgb(90, 190, 110));
     }
-    const PALETTE: [(u8, u8, u8); 8] = [(230, 160, 60), (200, 120, 200), (220, 80, 70), (80, 160, 230), (120, 120, 230), (160, 160, 160), (110, 110, 110), (190, 190, 120)];
+    const PALETTE: [(u8, u8, u8); 8] = [
+        (230, 160, 60),
+        (200, 120, 200),
+        (220, 80, 70),
+        (80, 160, 230),
+        (120, 120, 230),
+        (160, 160, 160),
+        (110, 110, 110),
+        (190, 190, 120),
+    ];
     // FNV-1a: stable across runs and builds, unlike the std hasher.
     let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3));
     let (r, g, b) = PALETTE[(h % PALETTE.len() as u64) as usize];
@@ -36,14 +45,21 @@ pub fn show_all(ui: &mut egui::Ui, r: &Report, salt: &str) {
     ui.small("One lane per thread or queue, one bar per span. Drag to pan, ctrl+scroll to zoom, hover a bar for its duration; the time axes are linked. Gaps on the GPU lane are the GPU waiting.");
     let last = r.timelines.len() - 1;
     for (i, t) in r.timelines.iter().enumerate() {
-        egui::CollapsingHeader::new(RichText::new(&t.title).strong()).id_salt(("timeline", salt, i)).default_open(i == 0 || i == last).show(ui, |ui| show(ui, t, salt));
+        egui::CollapsingHeader::new(RichText::new(&t.title).strong())
+            .id_salt(("timeline", salt, i))
+            .default_open(i == 0 || i == last)
+            .show(ui, |ui| show(ui, t, salt));
     }
 }
 
 pub fn show(ui: &mut egui::Ui, t: &Timeline, salt: &str) {
     let (t0, t1) = t.extent();
     let gpu: Vec<_> = t.lane_spans(GPU).collect();
-    let busy = if gpu.is_empty() { "no GPU kernel times".to_string() } else { format!("GPU busy {:.0}% of the span shown (derived from timestamps)", union_length(&gpu) / (t1 - t0).max(1e-12) * 100.0) };
+    let busy = if gpu.is_empty() {
+        "no GPU kernel times".to_string()
+    } else {
+        format!("GPU busy {:.0}% of the span shown (derived from timestamps)", union_length(&gpu) / (t1 - t0).max(1e-12) * 100.0)
+    };
     ui.small(format!("{:.1} ms · {} spans · {busy}", (t1 - t0) * 1e3, t.spans.len()));
     ui.small(format!("Lanes, top to bottom: {}", t.lanes.join(" · ")));
     if !t.gpu_note.is_empty() {
@@ -86,11 +102,27 @@ pub fn show(ui: &mut egui::Ui, t: &Timeline, salt: &str) {
                 .filter(|s| if *lane_kind == GPU { s.lane == GPU } else { s.lane != GPU && s.name == *name })
                 .filter_map(|s| {
                     let y = y_of(&s.lane)?;
-                    let label = if s.lane == GPU { format!("{}: {:.1} µs", s.name, s.duration() * 1e6) } else { format!("{} · {}: {:.2} ms", s.lane, s.name, s.duration() * 1e3) };
-                    Some(Bar::new(y, s.duration() * 1e3).base_offset((s.start_s - t0) * 1e3).width(0.7).name(label).fill(color(&visuals, &s.name, &s.lane)).stroke(egui::Stroke::NONE))
+                    let label = if s.lane == GPU {
+                        format!("{}: {:.1} µs", s.name, s.duration() * 1e6)
+                    } else {
+                        format!("{} · {}: {:.2} ms", s.lane, s.name, s.duration() * 1e3)
+                    };
+                    Some(
+                        Bar::new(y, s.duration() * 1e3)
+                            .base_offset((s.start_s - t0) * 1e3)
+                            .width(0.7)
+                            .name(label)
+                            .fill(color(&visuals, &s.name, &s.lane))
+                            .stroke(egui::Stroke::NONE),
+                    )
                 })
                 .collect();
-            pui.bar_chart(BarChart::new(*name, bars).horizontal().color(color(&visuals, name, lane_kind)).element_formatter(Box::new(|b, _| b.name.clone())));
+            pui.bar_chart(
+                BarChart::new(*name, bars)
+                    .horizontal()
+                    .color(color(&visuals, name, lane_kind))
+                    .element_formatter(Box::new(|b, _| b.name.clone())),
+            );
         }
     });
 }

@@ -88,7 +88,10 @@ pub fn write_html(class: &Class, path: &Path) -> Result<PathBuf> {
 }
 
 fn split(path: &Path) -> Result<(&Path, &str)> {
-    let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| Error::InvalidConfig(format!("{} names no file to write", path.display())))?;
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| Error::InvalidConfig(format!("{} names no file to write", path.display())))?;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     Ok((dir, name))
 }

@@ -59,7 +59,8 @@ fn group(h: &mut String, g: &ExerciseGroup) {
 fn table(h: &mut String, t: &Table) {
     h.push_str("<table>\n<tr>");
     for c in &t.columns {
-        let sub: Vec<String> = [c.unit.clone(), c.provenance.as_ref().map(|p| p.label()).unwrap_or_default()].into_iter().filter(|s| !s.is_empty()).collect();
+        let sub: Vec<String> =
+            [c.unit.clone(), c.provenance.as_ref().map(|p| p.label()).unwrap_or_default()].into_iter().filter(|s| !s.is_empty()).collect();
         if sub.is_empty() {
             let _ = write!(h, "<th>{}</th>", escape(&c.name));
         } else {
@@ -85,7 +86,8 @@ fn bar_svg(h: &mut String, c: &Chart, g: &ExerciseGroup) {
     const LABEL_W: f64 = 330.0;
     const VALUE_W: f64 = 230.0;
     const ROW: f64 = 24.0;
-    let mut bars: Vec<(usize, f64, &Provenance)> = c.series.iter().flat_map(|s| s.points.iter().map(move |p| (p[0] as usize, p[1], &s.provenance))).collect();
+    let mut bars: Vec<(usize, f64, &Provenance)> =
+        c.series.iter().flat_map(|s| s.points.iter().map(move |p| (p[0] as usize, p[1], &s.provenance))).collect();
     bars.sort_by_key(|b| b.0);
     let lo = bars.iter().map(|b| b.1).fold(0.0, f64::min);
     let mut hi = bars.iter().map(|b| b.1).fold(0.0, f64::max);
@@ -106,7 +108,8 @@ fn bar_svg(h: &mut String, c: &Chart, g: &ExerciseGroup) {
         let y = 5.0 + row as f64 * ROW;
         let machine = g.rows.get(n.wrapping_sub(1)).map(|r| r.machine()).unwrap_or_default();
         let full = format!("{n}. {machine}");
-        let shown: String = if full.chars().count() > 46 { format!("{}…", full.chars().take(45).collect::<String>()) } else { full.clone() };
+        let shown: String =
+            if full.chars().count() > 46 { format!("{}…", full.chars().take(45).collect::<String>()) } else { full.clone() };
         let (a, b) = (x(0.0).min(x(*v)), x(0.0).max(x(*v)));
         let shown_value = format!("{} {} ({})", value(*v), c.y_label, p.short());
         let _ = writeln!(
@@ -128,4 +131,3 @@ fn bar_svg(h: &mut String, c: &Chart, g: &ExerciseGroup) {
     }
     let _ = writeln!(h, "<line x1=\"{:.1}\" y1=\"0\" x2=\"{:.1}\" y2=\"{height}\" stroke=\"#555\"/>\n</svg>\n</figure>", x(0.0), x(0.0));
 }
-

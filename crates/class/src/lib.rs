@@ -13,8 +13,8 @@ mod scan;
 use std::path::{Path, PathBuf};
 
 use gpulab_core::error::Result;
-use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Report, Series, Table};
 use gpulab_core::tensor::BackendKind;
+use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Report, Series, Table};
 
 pub use export::{CSV_HEADER, csv_text, write_all, write_csv, write_html};
 pub use html::html_page;
@@ -77,7 +77,8 @@ impl MachineRow {
     fn from_report(file: String, r: &Report, key: Option<&Figure>) -> Self {
         let m = &r.metadata;
         let gpus: Vec<_> = m.backends.iter().filter(|b| b.kind != BackendKind::Cpu).collect();
-        let mut adapters: Vec<String> = gpus.iter().map(|b| if b.software { format!("{} (software GPU: runs on your CPU)", b.name) } else { b.name.clone() }).collect();
+        let mut adapters: Vec<String> =
+            gpus.iter().map(|b| if b.software { format!("{} (software GPU: runs on your CPU)", b.name) } else { b.name.clone() }).collect();
         adapters.dedup();
         let mut drivers: Vec<String> = gpus.iter().map(|b| b.driver.trim().to_string()).filter(|d| !d.is_empty()).collect();
         drivers.dedup();
@@ -162,7 +163,8 @@ impl ExerciseGroup {
         let unit = self.unit();
         let provenance = common(self.keys().map(|f| f.provenance.clone()));
         let values: Vec<f64> = self.keys().map(|f| f.value).collect();
-        let value_col = Column { name: "value".into(), unit: unit.clone().unwrap_or_default(), decimals: decimals_for(&values), provenance };
+        let value_col =
+            Column { name: "value".into(), unit: unit.clone().unwrap_or_default(), decimals: decimals_for(&values), provenance };
         // The key figure right after the machine, so it shows without scrolling sideways.
         let columns = vec![
             Column::text("#"),
@@ -187,7 +189,11 @@ impl ExerciseGroup {
                 let (label, value, source) = match &r.key {
                     Some(f) if unit.is_some() => (Cell::from(f.label.as_str()), Cell::Num(f.value), Cell::Text(f.provenance.label())),
                     // Units differ between rows: each value carries its own.
-                    Some(f) => (Cell::from(f.label.as_str()), Cell::Text(format!("{:.*} {}", decimals_for(&[f.value]), f.value, f.unit)), Cell::Text(f.provenance.label())),
+                    Some(f) => (
+                        Cell::from(f.label.as_str()),
+                        Cell::Text(format!("{:.*} {}", decimals_for(&[f.value]), f.value, f.unit)),
+                        Cell::Text(f.provenance.label()),
+                    ),
                     None => (Cell::from("none in this report"), Cell::Empty, Cell::Empty),
                 };
                 vec![
@@ -284,7 +290,12 @@ mod tests {
     /// table and stays out of the chart; a report without figures shows an empty value.
     #[test]
     fn mixed_units_and_missing_key_figures() {
-        let g = ExerciseGroup { id: "x".into(), number: 1, title: "X".into(), rows: vec![row("a", Some((2.5, "×"))), row("b", Some((120.0, "requests/s"))), row("c", None)] };
+        let g = ExerciseGroup {
+            id: "x".into(),
+            number: 1,
+            title: "X".into(),
+            rows: vec![row("a", Some((2.5, "×"))), row("b", Some((120.0, "requests/s"))), row("c", None)],
+        };
         assert_eq!(g.unit(), None);
         let t = g.table();
         let v = t.columns.iter().position(|c| c.name == "value").unwrap();

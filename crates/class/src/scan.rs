@@ -59,7 +59,12 @@ pub(super) fn read(dir: &Path) -> Result<Class> {
         match read_one(entry.path(), &registry) {
             Ok((r, ex)) => {
                 let row = MachineRow::from_report(file, &r, ex.key_figure(&r));
-                let g = groups.entry(ex.number()).or_insert_with(|| ExerciseGroup { id: ex.id().into(), number: ex.number(), title: ex.title().into(), rows: Vec::new() });
+                let g = groups.entry(ex.number()).or_insert_with(|| ExerciseGroup {
+                    id: ex.id().into(),
+                    number: ex.number(),
+                    title: ex.title().into(),
+                    rows: Vec::new(),
+                });
                 g.rows.push(row);
             }
             Err(reason) => class.skipped.push(Skipped { file, reason }),
@@ -86,7 +91,12 @@ fn read_one<'e>(path: &Path, registry: &'e [Box<dyn Exercise>]) -> std::result::
         Some(ex) => Ok((r, ex.as_ref())),
         None => {
             let ids: Vec<&str> = registry.iter().map(|x| x.id()).collect();
-            Err(format!("a report of exercise {:?}, which this gpulab ({}) does not have (it has {})", r.exercise, env!("CARGO_PKG_VERSION"), ids.join(", ")))
+            Err(format!(
+                "a report of exercise {:?}, which this gpulab ({}) does not have (it has {})",
+                r.exercise,
+                env!("CARGO_PKG_VERSION"),
+                ids.join(", ")
+            ))
         }
     }
 }
@@ -95,10 +105,12 @@ fn read_one<'e>(path: &Path, registry: &'e [Box<dyn Exercise>]) -> std::result::
 /// unreadable.
 fn why_not(path: &Path, e: Error) -> String {
     match e {
-        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::InvalidData => match std::fs::read(path).map(|b| serde_json::from_slice::<serde::de::IgnoredAny>(&b)) {
-            Ok(Err(j)) => format!("not JSON: {j}"),
-            _ => format!("JSON, but {source}"),
-        },
+        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::InvalidData => {
+            match std::fs::read(path).map(|b| serde_json::from_slice::<serde::de::IgnoredAny>(&b)) {
+                Ok(Err(j)) => format!("not JSON: {j}"),
+                _ => format!("JSON, but {source}"),
+            }
+        }
         Error::Io { source, .. } => format!("unreadable: {source}"),
         other => other.to_string(),
     }

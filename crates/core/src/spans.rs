@@ -125,7 +125,17 @@ impl Timeline {
         if !lanes.iter().any(|l| l == GPU) {
             lanes.push(GPU.into());
         }
-        let rank = |l: &str| if l.starts_with("loader") { 0 } else if l == MAIN { 1 } else if l == GPU { 3 } else { 2 };
+        let rank = |l: &str| {
+            if l.starts_with("loader") {
+                0
+            } else if l == MAIN {
+                1
+            } else if l == GPU {
+                3
+            } else {
+                2
+            }
+        };
         lanes.sort_by(|a, b| rank(a).cmp(&rank(b)).then(a.cmp(b)));
         Timeline { title: title.into(), lanes, spans, gpu_note }
     }

@@ -2,16 +2,16 @@
 //! category comes from the ledger; a VRAM budget makes a batch that does not fit fail like a
 //! real out-of-memory, and the sweep goes on.
 
-use crate::common::report_for;
 use super::common::{self, MEMORY_CATEGORIES, mib, peak, percent};
 use super::settings::{self, Settings};
 use super::sink::{Event, Sink, TrainBridge};
 use super::{Exercise, Preset};
+use crate::common::report_for;
 use gpulab_core::error::{Error, Result};
-use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
-use gpulab_core::tensor::{prelude::*, MemCategory};
-use gpulab_systems::train::{self, TrainReport};
+use gpulab_core::tensor::{MemCategory, prelude::*};
 use gpulab_core::with_backend;
+use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
+use gpulab_systems::train::{self, TrainReport};
 
 pub struct BatchSweep;
 
@@ -58,8 +58,14 @@ impl Exercise for BatchSweep {
     fn presets(&self) -> Vec<Preset> {
         let mut p = super::sizing::presets(
             "The lesson's small model at batch 16 to 128",
-            ("A 2048-wide MLP on 64×64 colour shapes at batch 32 to 1024: the batch sizes where a GPU's throughput keeps climbing", &[("batch_sizes", "32,128,512,1024"), ("epochs", "2")]),
-            ("The model sized from the backend's measured peak (cached per adapter) so the sweep's training takes about 30 s anywhere", &[("batch_sizes", "32,128,512"), ("target_s", "30")]),
+            (
+                "A 2048-wide MLP on 64×64 colour shapes at batch 32 to 1024: the batch sizes where a GPU's throughput keeps climbing",
+                &[("batch_sizes", "32,128,512,1024"), ("epochs", "2")],
+            ),
+            (
+                "The model sized from the backend's measured peak (cached per adapter) so the sweep's training takes about 30 s anywhere",
+                &[("batch_sizes", "32,128,512"), ("target_s", "30")],
+            ),
         );
         p.push(Preset::new(
             "force an out-of-memory",
@@ -147,7 +153,13 @@ fn results_table(outcomes: &[(u64, Outcome)]) -> Table {
                     row.push(if r.stopped_early { "stopped" } else { "ok" }.into());
                     row.extend(MEMORY_CATEGORIES.iter().map(|c| Cell::Num(peak(&r.memory, *c) as f64 / 1024.0)));
                     let epoch_s = r.epochs.iter().map(|e| e.train_wall_s).sum::<f64>() / r.epochs.len().max(1) as f64;
-                    row.extend([mib(r.memory.total_peak).into(), r.samples_per_s.into(), epoch_s.into(), Cell::Num(r.steps as f64), (r.final_val_accuracy * 100.0).into()]);
+                    row.extend([
+                        mib(r.memory.total_peak).into(),
+                        r.samples_per_s.into(),
+                        epoch_s.into(),
+                        Cell::Num(r.steps as f64),
+                        (r.final_val_accuracy * 100.0).into(),
+                    ]);
                 }
                 Outcome::OutOfMemory(m) => {
                     row.push(format!("OUT OF MEMORY: {m}").into());
@@ -164,7 +176,14 @@ fn results_table(outcomes: &[(u64, Outcome)]) -> Table {
     Table { title: "Batch sizes".into(), columns, rows }
 }
 
-fn build_report(ex: &BatchSweep, s: &Settings, meta: Metadata, outcomes: &[(u64, Outcome)], budget: Option<u64>, stopped_early: bool) -> Report {
+fn build_report(
+    ex: &BatchSweep,
+    s: &Settings,
+    meta: Metadata,
+    outcomes: &[(u64, Outcome)],
+    budget: Option<u64>,
+    stopped_early: bool,
+) -> Report {
     let trained: Vec<(u64, &TrainReport)> = outcomes
         .iter()
         .filter_map(|(b, o)| match o {
@@ -172,11 +191,28 @@ fn build_report(ex: &BatchSweep, s: &Settings, meta: Metadata, outcomes: &[(u64,
             _ => None,
         })
         .collect();
-    let line = |id: &str, title: &str, y: &str| Chart { id: id.into(), title: title.into(), x_label: "batch size".into(), y_label: y.into(), kind: ChartKind::Line, log_x: true, series: vec![], markers: vec![] };
+    let line = |id: &str, title: &str, y: &str| Chart {
+        id: id.into(),
+        title: title.into(),
+        x_label: "batch size".into(),
+        y_label: y.into(),
+        kind: ChartKind::Line,
+        log_x: true,
+        series: vec![],
+        markers: vec![],
+    };
     let mut throughput = line("throughput", "Throughput", "samples/s");
-    throughput.series.push(Series { name: "throughput".into(), points: trained.iter().map(|(b, r)| [*b as f64, r.samples_per_s]).collect(), provenance: Provenance::Measured });
+    throughput.series.push(Series {
+        name: "throughput".into(),
+        points: trained.iter().map(|(b, r)| [*b as f64, r.samples_per_s]).collect(),
+        provenance: Provenance::Measured,
+    });
     let mut accuracy = line("accuracy_by_batch", "Validation accuracy after the epoch budget", "accuracy (%)");
-    accuracy.series.push(Series { name: "validation accuracy".into(), points: trained.iter().map(|(b, r)| [*b as f64, r.final_val_accuracy * 100.0]).collect(), provenance: Provenance::Measured });
+    accuracy.series.push(Series {
+        name: "validation accuracy".into(),
+        points: trained.iter().map(|(b, r)| [*b as f64, r.final_val_accuracy * 100.0]).collect(),
+        provenance: Provenance::Measured,
+    });
     let mut memory = Chart { kind: ChartKind::Bars, log_x: false, ..line("memory", "Peak memory by category", "KiB") };
     for c in MEMORY_CATEGORIES {
         memory.series.push(Series {
@@ -194,7 +230,12 @@ fn build_report(ex: &BatchSweep, s: &Settings, meta: Metadata, outcomes: &[(u64,
     let mut figures = Vec::new();
     if let Some((best_b, best)) = trained.iter().max_by(|a, b| a.1.samples_per_s.total_cmp(&b.1.samples_per_s)) {
         summary.push(format!("Batch {best_b} gave the highest throughput, {:.0} samples/s.", best.samples_per_s));
-        figures.push(Figure { label: format!("highest throughput (batch {best_b})"), value: best.samples_per_s, unit: "samples/s".into(), provenance: Provenance::Measured });
+        figures.push(Figure {
+            label: format!("highest throughput (batch {best_b})"),
+            value: best.samples_per_s,
+            unit: "samples/s".into(),
+            provenance: Provenance::Measured,
+        });
         if let (Some((half_b, lo)), Some((hi_b, hi))) = (trained.first(), trained.last())
             && half_b != hi_b
         {
@@ -213,7 +254,11 @@ fn build_report(ex: &BatchSweep, s: &Settings, meta: Metadata, outcomes: &[(u64,
             } else {
                 v.evidence.push(format!("Accuracy after the epoch budget moved by {d_acc:+.2} points between batch {half_b} and {hi_b}."));
             }
-            let fixed = |r: &TrainReport| peak(&r.memory, MemCategory::Parameters) + peak(&r.memory, MemCategory::Gradients) + peak(&r.memory, MemCategory::OptimizerState);
+            let fixed = |r: &TrainReport| {
+                peak(&r.memory, MemCategory::Parameters)
+                    + peak(&r.memory, MemCategory::Gradients)
+                    + peak(&r.memory, MemCategory::OptimizerState)
+            };
             let varying = |r: &TrainReport| peak(&r.memory, MemCategory::Activations) + peak(&r.memory, MemCategory::Inputs);
             let per_sample = (varying(hi) as f64 - varying(lo) as f64) / (*hi_b as f64 - *half_b as f64);
             v.evidence.push(format!(
@@ -225,7 +270,8 @@ fn build_report(ex: &BatchSweep, s: &Settings, meta: Metadata, outcomes: &[(u64,
     }
     for (b, o) in outcomes {
         if let Outcome::OutOfMemory(m) = o {
-            summary.push(format!("Batch {b} did not fit{}.", budget.map(|x| format!(" in the {:.2} MiB budget", mib(x))).unwrap_or_default()));
+            summary
+                .push(format!("Batch {b} did not fit{}.", budget.map(|x| format!(" in the {:.2} MiB budget", mib(x))).unwrap_or_default()));
             v.evidence.push(format!("Batch {b}: {m}"));
         }
     }

@@ -1,30 +1,45 @@
 //! Settings and helpers the training exercises share.
 
-use super::live::LiveChartSpec;
 use super::Exercise;
+use super::live::LiveChartSpec;
 use super::settings::{self, Settings, Value};
-use gpulab_systems::data::{self, Dataset, DatasetSpec};
 use gpulab_core::error::Result;
+use gpulab_core::tensor::{MemCategory, MemoryReport};
+use gpulab_systems::data::{self, Dataset, DatasetSpec};
 use gpulab_systems::nn::{ModelKind, OptimizerKind};
 use gpulab_systems::report::{CheckCard, Metadata, Report};
-use gpulab_core::tensor::{MemCategory, MemoryReport};
 use gpulab_systems::train::TrainConfig;
 
 /// The "backend" setting of a single-backend exercise (read it with `Settings::one_device`).
 pub fn one_backend(s: Settings) -> Settings {
-    s.add("backend", "Backend", "Where to train: cpu, gpu, gpu:N, gpu:NAME, cuda[:N] (a --features cuda build)", Value::Devices(vec!["gpu".into()]))
+    s.add(
+        "backend",
+        "Backend",
+        "Where to train: cpu, gpu, gpu:N, gpu:NAME, cuda[:N] (a --features cuda build)",
+        Value::Devices(vec!["gpu".into()]),
+    )
 }
 
 /// The model and data settings every training exercise has.
 pub fn training_settings(s: Settings, dataset: &str, hidden: &[u64], batch: i64, epochs: i64) -> Settings {
-    s.add("dataset", "Data set", "digits (embedded), shapes[:res=16,channels=1,n=4000,noise=0.1] (generated), or idx:DIR (MNIST files you have)", Value::Text(dataset.into()))
-        .add("hidden", "Hidden layers", "Widths of the hidden layers, e.g. 256,128", settings::list(hidden, 1, 16384))
-        .add("batch", "Batch size", "Samples per training step", settings::int(batch, 1, 65536))
-        .add("epochs", "Epochs", "Passes over the training data", settings::int(epochs, 1, 1000))
-        .add("lr", "Learning rate", "Optimizer step size: around 0.05 for SGD, 0.001 for AdamW", settings::float(0.05, 1e-6, 10.0))
-        .add("optimizer", "Optimizer", "SGD with momentum 0.9, or AdamW", settings::choice("sgd", &["sgd", "adamw"]))
-        .add("seed", "Seed", "Same seed, same data order and initial weights on every backend", settings::int(42, 0, i64::MAX))
-        .add("log_every", "Log every", "Read loss and accuracy back from the device every N steps (each read-back makes the CPU wait for the GPU)", settings::int(10, 1, 100_000))
+    s.add(
+        "dataset",
+        "Data set",
+        "digits (embedded), shapes[:res=16,channels=1,n=4000,noise=0.1] (generated), or idx:DIR (MNIST files you have)",
+        Value::Text(dataset.into()),
+    )
+    .add("hidden", "Hidden layers", "Widths of the hidden layers, e.g. 256,128", settings::list(hidden, 1, 16384))
+    .add("batch", "Batch size", "Samples per training step", settings::int(batch, 1, 65536))
+    .add("epochs", "Epochs", "Passes over the training data", settings::int(epochs, 1, 1000))
+    .add("lr", "Learning rate", "Optimizer step size: around 0.05 for SGD, 0.001 for AdamW", settings::float(0.05, 1e-6, 10.0))
+    .add("optimizer", "Optimizer", "SGD with momentum 0.9, or AdamW", settings::choice("sgd", &["sgd", "adamw"]))
+    .add("seed", "Seed", "Same seed, same data order and initial weights on every backend", settings::int(42, 0, i64::MAX))
+    .add(
+        "log_every",
+        "Log every",
+        "Read loss and accuracy back from the device every N steps (each read-back makes the CPU wait for the GPU)",
+        settings::int(10, 1, 100_000),
+    )
 }
 
 /// The "model" setting of the exercises that can train the small CNN (read by `train_config`;
@@ -115,8 +130,16 @@ pub fn duration(secs: f64) -> String {
 /// title, the settings as given, the machine); the exercise adds its figures, tables and verdict
 /// with `Report { figures, .., ..report_for(ex, s, meta) }`.
 pub fn report_for(ex: &(impl Exercise + ?Sized), s: &Settings, metadata: Metadata) -> Report {
-    let check_yourself = super::lessons::check_yourself(ex.number()).into_iter().map(|c| CheckCard { question: c.question, answer: c.answer }).collect();
-    Report { exercise: ex.id().into(), title: format!("Exercise {} · {}", ex.number(), ex.title()), config: s.to_map(), metadata, check_yourself, ..Default::default() }
+    let check_yourself =
+        super::lessons::check_yourself(ex.number()).into_iter().map(|c| CheckCard { question: c.question, answer: c.answer }).collect();
+    Report {
+        exercise: ex.id().into(),
+        title: format!("Exercise {} · {}", ex.number(), ex.title()),
+        config: s.to_map(),
+        metadata,
+        check_yourself,
+        ..Default::default()
+    }
 }
 
 /// A checkpoint interval given in hours: "2.5 h", "40 min", or "4.2 s" when a calibrated run's
@@ -146,10 +169,10 @@ pub fn figure_or_first<'r>(report: &'r Report, prefix: &str) -> Option<&'r gpula
     report.figures.iter().find(|f| f.label.starts_with(prefix)).or(report.figures.first())
 }
 
-
 /// The ledger categories the memory tables show: what training holds (staging and other are
 /// transient and would only add empty columns).
-pub const MEMORY_CATEGORIES: [MemCategory; 5] = [MemCategory::Parameters, MemCategory::Gradients, MemCategory::OptimizerState, MemCategory::Activations, MemCategory::Inputs];
+pub const MEMORY_CATEGORIES: [MemCategory; 5] =
+    [MemCategory::Parameters, MemCategory::Gradients, MemCategory::OptimizerState, MemCategory::Activations, MemCategory::Inputs];
 
 /// Peak bytes of `cat` in a ledger report; 0 for a category it never saw.
 pub fn peak(m: &MemoryReport, cat: MemCategory) -> u64 {
@@ -162,7 +185,12 @@ mod tests {
 
     #[test]
     fn peak_reads_the_peak_column_and_zero_for_absent_categories() {
-        let m = MemoryReport { categories: vec![(MemCategory::Parameters, 10, 40), (MemCategory::Activations, 0, 7)], total_current: 10, total_peak: 47, budget: None };
+        let m = MemoryReport {
+            categories: vec![(MemCategory::Parameters, 10, 40), (MemCategory::Activations, 0, 7)],
+            total_current: 10,
+            total_peak: 47,
+            budget: None,
+        };
         assert_eq!(peak(&m, MemCategory::Parameters), 40);
         assert_eq!(peak(&m, MemCategory::Activations), 7);
         assert_eq!(peak(&m, MemCategory::Gradients), 0);

@@ -1,19 +1,19 @@
 //! Exercise 1: the same model, data and seed on the CPU and on each selected GPU, then a matmul
 //! size sweep that finds where (or whether) the GPU starts to win.
 
-use crate::common::report_for;
 use super::common::{self, percent};
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink, TrainBridge};
 use super::{Exercise, Preset};
-use gpulab_systems::bench::{random_matrix, time_matmul};
+use crate::common::report_for;
 use gpulab_core::device::telemetry::UtilizationSampler;
 use gpulab_core::device::{Device, Engine};
 use gpulab_core::error::{Error, Result};
-use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
-use gpulab_core::tensor::{prelude::*, BackendInfo};
-use gpulab_systems::train::{self, TrainReport};
+use gpulab_core::tensor::{BackendInfo, prelude::*};
 use gpulab_core::with_backend;
+use gpulab_systems::bench::{random_matrix, time_matmul};
+use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
+use gpulab_systems::train::{self, TrainReport};
 
 pub struct CpuVsGpu;
 
@@ -67,8 +67,14 @@ impl Exercise for CpuVsGpu {
     fn presets(&self) -> Vec<Preset> {
         super::sizing::presets(
             "The lesson's small model: a few seconds anywhere, and too small for any GPU to win at training",
-            ("A 2048-wide MLP at batch 256 on 64×64 colour shapes, and matmuls up to n = 4096: enough work per step for a GPU to win", &[("batch", "256"), ("epochs", "3"), ("sweep_sizes", "256,512,1024,2048,4096")]),
-            ("The model sized from the GPU's measured peak (cached per adapter) so its training takes about 20 s on a laptop or a workstation", &[("batch", "256"), ("target_s", "20"), ("sweep_sizes", "256,512,1024,2048")]),
+            (
+                "A 2048-wide MLP at batch 256 on 64×64 colour shapes, and matmuls up to n = 4096: enough work per step for a GPU to win",
+                &[("batch", "256"), ("epochs", "3"), ("sweep_sizes", "256,512,1024,2048,4096")],
+            ),
+            (
+                "The model sized from the GPU's measured peak (cached per adapter) so its training takes about 20 s on a laptop or a workstation",
+                &[("batch", "256"), ("target_s", "20"), ("sweep_sizes", "256,512,1024,2048")],
+            ),
         )
     }
 
@@ -125,7 +131,12 @@ impl Exercise for CpuVsGpu {
                 sink.emit(Event::Log(format!("{}: {e}", info.label())));
             }
             let nvml_utilization = sampler.and_then(UtilizationSampler::finish);
-            trained.push(Trained { device: d.to_string(), info: Some(info.clone()), result: result.map_err(|e| e.to_string()), nvml_utilization });
+            trained.push(Trained {
+                device: d.to_string(),
+                info: Some(info.clone()),
+                result: result.map_err(|e| e.to_string()),
+                nvml_utilization,
+            });
             meta.backends.push(info);
             engines.push((d.to_string(), engine));
             sink.emit(Event::Table(training_table(&trained)));
@@ -151,7 +162,13 @@ impl Exercise for CpuVsGpu {
                     Ok((secs, _)) => {
                         let gflops = 2.0 * (n as f64).powi(3) / secs / 1e9;
                         points.push((n, gflops));
-                        sink.emit(Event::Point { chart: "gflops".into(), series: short_label(&info), x: n as f64, y: gflops, provenance: Provenance::Measured });
+                        sink.emit(Event::Point {
+                            chart: "gflops".into(),
+                            series: short_label(&info),
+                            x: n as f64,
+                            y: gflops,
+                            provenance: Provenance::Measured,
+                        });
                     }
                     Err(e) => sink.emit(Event::Log(format!("{} n={n}: {e}", short_label(&info)))),
                 }
@@ -233,17 +250,26 @@ fn crossover(cpu: &[(usize, f64)], gpu: &[(usize, f64)]) -> Option<usize> {
     }
 }
 
-fn build_report(ex: &CpuVsGpu, s: &Settings, meta: Metadata, trained: &[Trained], sweep: &[(BackendInfo, Vec<(usize, f64)>)], stopped_early: bool) -> Report {
-    let mut report = Report {
-        stopped_early,
-        ..report_for(ex, s, meta)
-    };
+fn build_report(
+    ex: &CpuVsGpu,
+    s: &Settings,
+    meta: Metadata,
+    trained: &[Trained],
+    sweep: &[(BackendInfo, Vec<(usize, f64)>)],
+    stopped_early: bool,
+) -> Report {
+    let mut report = Report { stopped_early, ..report_for(ex, s, meta) };
     report.tables.push(training_table(trained));
 
     // Sweep table: one row per size, one column per backend, plus GPU/CPU ratios.
-    let cpu_points = sweep.iter().find(|(i, _)| i.kind == gpulab_core::tensor::BackendKind::Cpu).map(|(_, p)| p.clone()).unwrap_or_default();
-    let gpus: Vec<&(BackendInfo, Vec<(usize, f64)>)> = sweep.iter().filter(|(i, _)| i.kind != gpulab_core::tensor::BackendKind::Cpu).collect();
-    let mut columns = vec![Column::num("n", "", 0, Provenance::Measured), Column::num("CPU", "GFLOP/s", 2, Provenance::derived("2n³ ÷ median measured time"))];
+    let cpu_points =
+        sweep.iter().find(|(i, _)| i.kind == gpulab_core::tensor::BackendKind::Cpu).map(|(_, p)| p.clone()).unwrap_or_default();
+    let gpus: Vec<&(BackendInfo, Vec<(usize, f64)>)> =
+        sweep.iter().filter(|(i, _)| i.kind != gpulab_core::tensor::BackendKind::Cpu).collect();
+    let mut columns = vec![
+        Column::num("n", "", 0, Provenance::Measured),
+        Column::num("CPU", "GFLOP/s", 2, Provenance::derived("2n³ ÷ median measured time")),
+    ];
     for (info, _) in &gpus {
         columns.push(Column::num(&short_label(info), "GFLOP/s", 2, Provenance::derived("2n³ ÷ median measured time")));
         columns.push(Column::num(&format!("{} ÷ CPU", short_label(info)), "×", 3, Provenance::derived("the two GFLOP/s columns")));
@@ -268,20 +294,56 @@ fn build_report(ex: &CpuVsGpu, s: &Settings, meta: Metadata, trained: &[Trained]
     report.tables.push(Table { title: "Matmul sweep".into(), columns, rows });
 
     // Charts.
-    let mut loss = Chart { id: "loss".into(), title: "Training loss".into(), x_label: "step".into(), y_label: "loss".into(), kind: ChartKind::Line, log_x: false, series: vec![], markers: vec![] };
-    let mut acc = Chart { id: "val_accuracy".into(), title: "Validation accuracy".into(), x_label: "epoch".into(), y_label: "accuracy (%)".into(), ..loss.clone() };
+    let mut loss = Chart {
+        id: "loss".into(),
+        title: "Training loss".into(),
+        x_label: "step".into(),
+        y_label: "loss".into(),
+        kind: ChartKind::Line,
+        log_x: false,
+        series: vec![],
+        markers: vec![],
+    };
+    let mut acc = Chart {
+        id: "val_accuracy".into(),
+        title: "Validation accuracy".into(),
+        x_label: "epoch".into(),
+        y_label: "accuracy (%)".into(),
+        ..loss.clone()
+    };
     for t in trained {
         if let (Ok(r), Some(info)) = (&t.result, &t.info) {
             let name = short_label(info);
             // The loss per epoch is what the report keeps; live charts show every read-back.
-            loss.series.push(Series { name: name.clone(), points: r.epochs.iter().map(|e| [(e.epoch + 1) as f64, e.train_loss]).collect(), provenance: Provenance::Measured });
-            acc.series.push(Series { name, points: r.epochs.iter().map(|e| [(e.epoch + 1) as f64, e.val_accuracy * 100.0]).collect(), provenance: Provenance::Measured });
+            loss.series.push(Series {
+                name: name.clone(),
+                points: r.epochs.iter().map(|e| [(e.epoch + 1) as f64, e.train_loss]).collect(),
+                provenance: Provenance::Measured,
+            });
+            acc.series.push(Series {
+                name,
+                points: r.epochs.iter().map(|e| [(e.epoch + 1) as f64, e.val_accuracy * 100.0]).collect(),
+                provenance: Provenance::Measured,
+            });
         }
     }
     loss.x_label = "epoch".into();
-    let mut gflops = Chart { id: "gflops".into(), title: "Matmul throughput".into(), x_label: "matrix size n".into(), y_label: "GFLOP/s".into(), kind: ChartKind::Line, log_x: true, series: vec![], markers: vec![] };
+    let mut gflops = Chart {
+        id: "gflops".into(),
+        title: "Matmul throughput".into(),
+        x_label: "matrix size n".into(),
+        y_label: "GFLOP/s".into(),
+        kind: ChartKind::Line,
+        log_x: true,
+        series: vec![],
+        markers: vec![],
+    };
     for (info, p) in sweep {
-        gflops.series.push(Series { name: short_label(info), points: p.iter().map(|(n, g)| [*n as f64, *g]).collect(), provenance: Provenance::derived("2n³ ÷ median measured time") });
+        gflops.series.push(Series {
+            name: short_label(info),
+            points: p.iter().map(|(n, g)| [*n as f64, *g]).collect(),
+            provenance: Provenance::derived("2n³ ÷ median measured time"),
+        });
     }
 
     // Verdict, from the numbers.
@@ -317,13 +379,25 @@ fn build_report(ex: &CpuVsGpu, s: &Settings, meta: Metadata, trained: &[Trained]
                 unit: "×".into(),
                 provenance: Provenance::derived("CPU training time ÷ GPU training time"),
             });
-            summary.push(format!("Training on {name} took {} against {} on the CPU: {factor:.1}× {word}.", common::duration(r.train_wall_s), common::duration(c.train_wall_s)));
+            summary.push(format!(
+                "Training on {name} took {} against {} on the CPU: {factor:.1}× {word}.",
+                common::duration(r.train_wall_s),
+                common::duration(c.train_wall_s)
+            ));
             let why = if info.software {
-                format!("{name} is a software GPU: runs on your CPU. It emulates GPU threads on the same cores the CPU backend uses, and pays for the emulation, so it cannot win here.")
+                format!(
+                    "{name} is a software GPU: runs on your CPU. It emulates GPU threads on the same cores the CPU backend uses, and pays for the emulation, so it cannot win here."
+                )
             } else if let Some(busy) = r.gpu_busy_fraction.filter(|b| *b < 0.5) {
-                format!("The GPU was busy only {} of the training time: this model is too small to keep it fed, and per-step costs (submitting work, reading back results) dominate. Bigger batches or a bigger model move the balance.", percent(busy))
+                format!(
+                    "The GPU was busy only {} of the training time: this model is too small to keep it fed, and per-step costs (submitting work, reading back results) dominate. Bigger batches or a bigger model move the balance.",
+                    percent(busy)
+                )
             } else if speedup >= 1.0 {
-                format!("The GPU was busy {} of the time, so the win comes from its parallel arithmetic.", r.gpu_busy_fraction.map(percent).unwrap_or_else(|| "an unmeasured share".into()))
+                format!(
+                    "The GPU was busy {} of the time, so the win comes from its parallel arithmetic.",
+                    r.gpu_busy_fraction.map(percent).unwrap_or_else(|| "an unmeasured share".into())
+                )
             } else {
                 "The GPU's arithmetic advantage does not cover its per-step overheads at this size.".to_string()
             };
@@ -339,7 +413,12 @@ fn build_report(ex: &CpuVsGpu, s: &Settings, meta: Metadata, trained: &[Trained]
         ));
     }
     if let Some(c) = cpu_run {
-        v.evidence.push(format!("CPU: {:.0} samples/s, median step {:.3} ms, validation accuracy {:.2}%.", c.samples_per_s, c.median_step_ms, c.final_val_accuracy * 100.0));
+        v.evidence.push(format!(
+            "CPU: {:.0} samples/s, median step {:.3} ms, validation accuracy {:.2}%.",
+            c.samples_per_s,
+            c.median_step_ms,
+            c.final_val_accuracy * 100.0
+        ));
     }
     for (info, p) in gpus.iter().map(|g| (&g.0, &g.1)) {
         let name = short_label(info);
@@ -358,7 +437,10 @@ fn build_report(ex: &CpuVsGpu, s: &Settings, meta: Metadata, trained: &[Trained]
     }
     if summary.is_empty() {
         summary.push(match cpu_run {
-            Some(c) => format!("Only the CPU trained ({:.2} s, {:.0} samples/s); select a GPU backend to compare.", c.train_wall_s, c.samples_per_s),
+            Some(c) => format!(
+                "Only the CPU trained ({:.2} s, {:.0} samples/s); select a GPU backend to compare.",
+                c.train_wall_s, c.samples_per_s
+            ),
             None => "No backend finished training; see the status column.".into(),
         });
     }

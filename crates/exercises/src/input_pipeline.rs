@@ -2,12 +2,12 @@
 //! decode), then one fix at a time — prefetching, more workers, caching — each profiled, so the
 //! learner sees the GPU lane starve and then fill.
 
-use crate::common::report_for;
+use super::Exercise;
 use super::common;
 use super::pipeline_common::{self as pc};
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink};
-use super::Exercise;
+use crate::common::report_for;
 use gpulab_core::error::Result;
 use gpulab_systems::profile::session::{PipelineConfig, ProfiledRun};
 use gpulab_systems::report::{Figure, Provenance, Report, Verdict};
@@ -34,7 +34,12 @@ impl Exercise for InputPipeline {
         let s = pc::cost_settings(s, 0.3, 3);
         s.add("workers", "Workers to add", "num_workers in the \"more workers\" step", settings::int(4, 2, 16))
             .add("prefetch", "Prefetch to add", "prefetch_factor in the \"prefetch\" step", settings::int(2, 1, 16))
-            .add("pin_memory", "pin_memory", "Persistent input buffers written with queue.write_buffer (on), or a fresh buffer per batch plus a device copy (off)", Value::Bool(true))
+            .add(
+                "pin_memory",
+                "pin_memory",
+                "Persistent input buffers written with queue.write_buffer (on), or a fresh buffer per batch plus a device copy (off)",
+                Value::Bool(true),
+            )
     }
 
     fn presets(&self) -> Vec<super::Preset> {
@@ -43,12 +48,26 @@ impl Exercise for InputPipeline {
             Preset::new(
                 "starve the GPU",
                 "Slow storage (2 ms a sample), heavy decode (12 passes), the fewest extra workers (2), one batch of prefetch and a fresh buffer per batch: the GPU waits on every step",
-                &[("storage_latency_ms", "2"), ("decode_passes", "12"), ("augment", "true"), ("workers", "2"), ("prefetch", "1"), ("pin_memory", "false")],
+                &[
+                    ("storage_latency_ms", "2"),
+                    ("decode_passes", "12"),
+                    ("augment", "true"),
+                    ("workers", "2"),
+                    ("prefetch", "1"),
+                    ("pin_memory", "false"),
+                ],
             ),
             Preset::new(
                 "feed the GPU",
                 "Free reads, no decode or augmentation, 8 workers and 4 batches of prefetch: loading should never hold the step up, so the fixes have little to fix",
-                &[("storage_latency_ms", "0"), ("decode_passes", "0"), ("augment", "false"), ("workers", "8"), ("prefetch", "4"), ("pin_memory", "true")],
+                &[
+                    ("storage_latency_ms", "0"),
+                    ("decode_passes", "0"),
+                    ("augment", "false"),
+                    ("workers", "8"),
+                    ("prefetch", "4"),
+                    ("pin_memory", "true"),
+                ],
             ),
         ]
     }
@@ -77,7 +96,11 @@ impl Exercise for InputPipeline {
                 break;
             }
             let run = pc::profiled(&mut engine, &data, &cfg, &pipe, label, None, sink)?;
-            sink.emit(Event::Log(format!("{label}: {:.0} samples/s, data wait {:.2} ms per step", run.train.samples_per_s, run.mean_data_wait_s() * 1e3)));
+            sink.emit(Event::Log(format!(
+                "{label}: {:.0} samples/s, data wait {:.2} ms per step",
+                run.train.samples_per_s,
+                run.mean_data_wait_s() * 1e3
+            )));
             runs.push(run);
             sink.emit(Event::Table(pc::runs_table("Pipeline steps", &runs)));
         }
@@ -141,6 +164,10 @@ fn verdict(runs: &[ProfiledRun]) -> Verdict {
     if let Some(c) = runs.iter().find(|r| r.pipeline.cache) {
         evidence.push(format!("With the cache on, {} reads were served from memory and {} decoded.", c.cache.hits, c.cache.misses));
     }
-    evidence.push(format!("After the last change the run is {}: {}", last.diagnosis.bottleneck.name(), last.diagnosis.evidence.first().cloned().unwrap_or_default()));
+    evidence.push(format!(
+        "After the last change the run is {}: {}",
+        last.diagnosis.bottleneck.name(),
+        last.diagnosis.evidence.first().cloned().unwrap_or_default()
+    ));
     Verdict { summary, evidence }
 }

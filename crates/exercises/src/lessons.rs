@@ -122,7 +122,11 @@ mod tests {
             for (i, c) in check_yourself(n).iter().enumerate() {
                 let a = c.answer.as_deref().unwrap_or("");
                 assert!(a.len() >= 80, "lesson {n}, question {}: no answer (or a stub): {a:?}", i + 1);
-                assert!(!a.contains("*Answer:*") && !c.question.contains("*Answer:*"), "lesson {n}, question {}: two answers ran together", i + 1);
+                assert!(
+                    !a.contains("*Answer:*") && !c.question.contains("*Answer:*"),
+                    "lesson {n}, question {}: two answers ran together",
+                    i + 1
+                );
             }
             let count = text(n).lines().filter(|l| l.trim_start().starts_with("*Answer:*")).count();
             assert_eq!(count, check_yourself(n).len(), "lesson {n}: answers outside the Check yourself list");
@@ -133,10 +137,13 @@ mod tests {
     fn cards_parse_questions_continuations_and_answers() {
         let md = "# T\n\n## Check yourself against your numbers\n\n1. First?\n   More of it.\n   *Answer:* Because.\n   Second line.\n2. Second?\n\n## Going further\n\n3. not a card\n";
         let cards = parse_cards(md);
-        assert_eq!(cards, vec![
-            Card { question: "First? More of it.".into(), answer: Some("Because.\nSecond line.".into()) },
-            Card { question: "Second?".into(), answer: None },
-        ]);
+        assert_eq!(
+            cards,
+            vec![
+                Card { question: "First? More of it.".into(), answer: Some("Because.\nSecond line.".into()) },
+                Card { question: "Second?".into(), answer: None },
+            ]
+        );
         let rest = without_check_yourself(md);
         assert!(rest.contains("## Going further") && !rest.contains("First?"), "{rest}");
     }

@@ -15,21 +15,21 @@ mod platform;
 mod precision;
 pub mod presets;
 mod profiling;
-pub mod run_control;
 mod quantization;
+pub mod run_control;
 pub mod settings;
-pub mod sizing;
 pub mod sink;
+pub mod sizing;
 pub mod watch;
 
-pub use live::LiveChartSpec;
-pub use settings::{Setting, Settings, Value};
-pub use run_control::RunControl;
-pub use sink::{ChannelSink, CollectSink, Event, Sink};
-pub use lessons::{Card, check_yourself, without_check_yourself};
-pub use presets::Preset;
 /// `gpulab export torch --exercise distributed` (exercise 6's hand-off to PyTorch DDP).
 pub use distributed::torch_export;
+pub use lessons::{Card, check_yourself, without_check_yourself};
+pub use live::LiveChartSpec;
+pub use presets::Preset;
+pub use run_control::RunControl;
+pub use settings::{Setting, Settings, Value};
+pub use sink::{ChannelSink, CollectSink, Event, Sink};
 
 use gpulab_core::error::Result;
 use gpulab_systems::report::Report;

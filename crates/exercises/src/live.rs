@@ -23,7 +23,14 @@ pub struct LiveChartSpec {
 impl LiveChartSpec {
     /// A line chart of measured points with a linear x axis.
     pub fn line(id: &str, title: &str, x_label: &str, y_label: &str) -> Self {
-        LiveChartSpec { id: id.into(), title: title.into(), x_label: x_label.into(), y_label: y_label.into(), log_x: false, provenance: Provenance::Measured }
+        LiveChartSpec {
+            id: id.into(),
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            log_x: false,
+            provenance: Provenance::Measured,
+        }
     }
 
     pub fn log_x(mut self) -> Self {
@@ -79,7 +86,11 @@ mod tests {
             let specs = ex.live_charts();
             assert!(!specs.is_empty(), "{} runs but declares no live chart", ex.id());
             for (i, s) in specs.iter().enumerate() {
-                assert!(!s.id.is_empty() && !s.title.is_empty() && !s.x_label.is_empty() && !s.y_label.is_empty(), "{}: incomplete {s:?}", ex.id());
+                assert!(
+                    !s.id.is_empty() && !s.title.is_empty() && !s.x_label.is_empty() && !s.y_label.is_empty(),
+                    "{}: incomplete {s:?}",
+                    ex.id()
+                );
                 assert!(!specs[..i].iter().any(|o| o.id == s.id), "{}: chart {} declared twice", ex.id(), s.id);
             }
         }

@@ -7,21 +7,31 @@ use super::common;
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink, TrainBridge};
 use super::watch::{Recorder, Window};
-use gpulab_systems::data::{Dataset, SourceCost};
 use gpulab_core::device::Engine;
 use gpulab_core::error::Result;
-use gpulab_systems::profile::session::{PipelineConfig, ProfiledRun, profile_training};
-use gpulab_systems::profile::Peaks;
-use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Metadata, Provenance, Series, Table};
 use gpulab_core::tensor::prelude::*;
-use gpulab_systems::train::TrainConfig;
 use gpulab_core::with_backend;
+use gpulab_systems::data::{Dataset, SourceCost};
+use gpulab_systems::profile::Peaks;
+use gpulab_systems::profile::session::{PipelineConfig, ProfiledRun, profile_training};
+use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Metadata, Provenance, Series, Table};
+use gpulab_systems::train::TrainConfig;
 
 /// The source-cost settings; `pipeline` adds the loader knobs too.
 pub fn cost_settings(s: Settings, latency_ms: f64, decode_passes: i64) -> Settings {
-    s.add("storage_latency_ms", "Storage latency (ms/sample)", "Simulated read time per sample (a sleep on the loading thread, labelled simulated)", settings::float(latency_ms, 0.0, 1000.0))
-        .add("decode_passes", "Decode passes", "Real CPU decode work per sample: passes of a 2x resample up and back down", settings::int(decode_passes, 0, 64))
-        .add("augment", "Augment", "Random rotation (up to 10°) and noise on every sample, seeded per batch", Value::Bool(true))
+    s.add(
+        "storage_latency_ms",
+        "Storage latency (ms/sample)",
+        "Simulated read time per sample (a sleep on the loading thread, labelled simulated)",
+        settings::float(latency_ms, 0.0, 1000.0),
+    )
+    .add(
+        "decode_passes",
+        "Decode passes",
+        "Real CPU decode work per sample: passes of a 2x resample up and back down",
+        settings::int(decode_passes, 0, 64),
+    )
+    .add("augment", "Augment", "Random rotation (up to 10°) and noise on every sample, seeded per batch", Value::Bool(true))
 }
 
 pub fn pipeline_settings(s: Settings, workers: i64, prefetch: i64, cache: bool) -> Settings {
@@ -65,20 +75,42 @@ pub fn open(s: &Settings, data: &Dataset, sink: &mut dyn Sink) -> Result<(Engine
 }
 
 /// One profiled training run with live loss points under `label`.
-pub fn profiled(engine: &mut Engine, data: &Arc<Dataset>, cfg: &TrainConfig, pipe: &PipelineConfig, label: &str, peaks: Option<&Peaks>, sink: &mut dyn Sink) -> Result<ProfiledRun> {
+pub fn profiled(
+    engine: &mut Engine,
+    data: &Arc<Dataset>,
+    cfg: &TrainConfig,
+    pipe: &PipelineConfig,
+    label: &str,
+    peaks: Option<&Peaks>,
+    sink: &mut dyn Sink,
+) -> Result<ProfiledRun> {
     Ok(profiled_watched(engine, data, cfg, pipe, label, peaks, sink)?.0)
 }
 
 /// `profiled`, also returning the device watch of each log window; the ledger's peaks are reset
 /// first, so the run's report holds this run's peaks.
-pub fn profiled_watched(engine: &mut Engine, data: &Arc<Dataset>, cfg: &TrainConfig, pipe: &PipelineConfig, label: &str, peaks: Option<&Peaks>, sink: &mut dyn Sink) -> Result<(ProfiledRun, Vec<Window>)> {
+pub fn profiled_watched(
+    engine: &mut Engine,
+    data: &Arc<Dataset>,
+    cfg: &TrainConfig,
+    pipe: &PipelineConfig,
+    label: &str,
+    peaks: Option<&Peaks>,
+    sink: &mut dyn Sink,
+) -> Result<(ProfiledRun, Vec<Window>)> {
     sink.emit(Event::Phase(format!("{label}: {}", pipe.describe())));
     with_backend!(engine, b => b.reset_memory_peaks());
     let mut rec = Recorder { inner: TrainBridge { sink: &mut *sink, series: label.into(), total_steps: 0 }, windows: Vec::new() };
     let run = profile_training(engine, data.clone(), cfg, pipe, label, peaks, &mut rec)?;
     let windows = rec.windows;
     for (i, st) in run.steps.iter().enumerate() {
-        sink.emit(Event::Point { chart: "data_wait".into(), series: label.into(), x: i as f64 + 1.0, y: st.data_wait_s * 1e3, provenance: Provenance::Measured });
+        sink.emit(Event::Point {
+            chart: "data_wait".into(),
+            series: label.into(),
+            x: i as f64 + 1.0,
+            y: st.data_wait_s * 1e3,
+            provenance: Provenance::Measured,
+        });
     }
     Ok((run, windows))
 }
@@ -133,12 +165,20 @@ pub fn run_charts(runs: &[ProfiledRun]) -> Vec<Chart> {
         y_label: y.into(),
         kind: ChartKind::Bars,
         log_x: false,
-        series: runs.iter().enumerate().filter_map(|(i, r)| f(r).map(|v| Series { name: r.label.clone(), points: vec![[i as f64 + 1.0, v]], provenance: prov.clone() })).collect(),
+        series: runs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                f(r).map(|v| Series { name: r.label.clone(), points: vec![[i as f64 + 1.0, v]], provenance: prov.clone() })
+            })
+            .collect(),
         markers: vec![],
     };
     let mut charts = vec![
         bars("samples_per_s", "Throughput", "samples/s", Provenance::Measured, &|r| Some(r.train.samples_per_s)),
-        bars("gpu_busy", "GPU busy", "% of wall time", Provenance::derived("GPU kernel timestamps"), &|r| r.gpu_busy_fraction().map(|f| f * 100.0)),
+        bars("gpu_busy", "GPU busy", "% of wall time", Provenance::derived("GPU kernel timestamps"), &|r| {
+            r.gpu_busy_fraction().map(|f| f * 100.0)
+        }),
     ];
     charts.push(Chart {
         id: "data_wait".into(),
@@ -147,7 +187,14 @@ pub fn run_charts(runs: &[ProfiledRun]) -> Vec<Chart> {
         y_label: "ms".into(),
         kind: ChartKind::Line,
         log_x: false,
-        series: runs.iter().map(|r| Series { name: r.label.clone(), points: r.steps.iter().enumerate().map(|(i, s)| [i as f64 + 1.0, s.data_wait_s * 1e3]).collect(), provenance: Provenance::Measured }).collect(),
+        series: runs
+            .iter()
+            .map(|r| Series {
+                name: r.label.clone(),
+                points: r.steps.iter().enumerate().map(|(i, s)| [i as f64 + 1.0, s.data_wait_s * 1e3]).collect(),
+                provenance: Provenance::Measured,
+            })
+            .collect(),
         markers: vec![],
     });
     charts

@@ -2,19 +2,19 @@
 //! (autocast: 16-bit matmuls, f32 master weights and loss), then an underflow demonstration:
 //! FP16 with tiny gradients, without and with loss scaling.
 
-use crate::common::report_for;
 use super::common::{self, MEMORY_CATEGORIES, mib, peak, percent};
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink, TrainBridge};
 use super::{Exercise, Preset};
-use gpulab_systems::data::Dataset;
+use crate::common::report_for;
 use gpulab_core::device::Engine;
 use gpulab_core::error::{Error, Result};
+use gpulab_core::tensor::{MemCategory, prelude::*};
+use gpulab_core::with_backend;
+use gpulab_systems::data::Dataset;
 use gpulab_systems::nn::{AmpConfig, OptimizerKind, Precision};
 use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
-use gpulab_core::tensor::{prelude::*, MemCategory};
 use gpulab_systems::train::{self, TrainConfig, TrainEvent, TrainReport, TrainSink};
-use gpulab_core::with_backend;
 
 pub struct PrecisionLab;
 
@@ -91,8 +91,14 @@ impl Exercise for PrecisionLab {
     fn presets(&self) -> Vec<Preset> {
         super::sizing::presets(
             "The lesson's small model on digits",
-            ("A 2048-wide MLP at batch 256 on 64×64 colour shapes: matmuls large enough for 16-bit arithmetic and memory to matter", &[("batch", "256"), ("epochs", "2"), ("demo_epochs", "1")]),
-            ("The model sized from the backend's measured FP32 peak (cached per adapter) so the comparison takes about 30 s of arithmetic anywhere", &[("batch", "256"), ("demo_epochs", "1"), ("target_s", "30")]),
+            (
+                "A 2048-wide MLP at batch 256 on 64×64 colour shapes: matmuls large enough for 16-bit arithmetic and memory to matter",
+                &[("batch", "256"), ("epochs", "2"), ("demo_epochs", "1")],
+            ),
+            (
+                "The model sized from the backend's measured FP32 peak (cached per adapter) so the comparison takes about 30 s of arithmetic anywhere",
+                &[("batch", "256"), ("demo_epochs", "1"), ("target_s", "30")],
+            ),
         )
     }
 
@@ -141,12 +147,8 @@ impl Exercise for PrecisionLab {
         let mut demo = Vec::new();
         if s.bool("underflow_demo")? && !sink.stop_requested() {
             let weight = 2f32.powi(s.int("demo_loss_exponent")? as i32);
-            let demo_cfg = TrainConfig {
-                epochs: s.int("demo_epochs")? as usize,
-                optimizer: OptimizerKind::Sgd,
-                lr: base.lr / weight,
-                ..base.clone()
-            };
+            let demo_cfg =
+                TrainConfig { epochs: s.int("demo_epochs")? as usize, optimizer: OptimizerKind::Sgd, lr: base.lr / weight, ..base.clone() };
             for (p, scaling) in [(Precision::F32, false), (Precision::F16, false), (Precision::F16, true)] {
                 if sink.stop_requested() {
                     break;
@@ -154,7 +156,11 @@ impl Exercise for PrecisionLab {
                 // The FP32 reference trains with weight 1 and the plain learning rate: the same
                 // updates exactly, since λ·(lr/λ) = lr.
                 let (amp, cfg, label) = if p == Precision::F32 {
-                    (AmpConfig::default(), TrainConfig { lr: base.lr, ..demo_cfg.clone() }, "demo: fp32 (weight 1, same updates)".to_string())
+                    (
+                        AmpConfig::default(),
+                        TrainConfig { lr: base.lr, ..demo_cfg.clone() },
+                        "demo: fp32 (weight 1, same updates)".to_string(),
+                    )
                 } else {
                     let amp = AmpConfig { grad_scaling: scaling, loss_weight: weight, ..scaler(AmpConfig::new(p))? };
                     (amp, demo_cfg.clone(), format!("demo: {}", amp.label()))
@@ -249,7 +255,11 @@ fn comparison_table(runs: &[Run]) -> Table {
 fn savings_table(runs: &[Run]) -> Option<Table> {
     let fp32 = runs.iter().find(|r| r.amp.precision == Precision::F32)?.ok()?;
     let mut columns = vec![Column::text("precision")];
-    columns.extend(MEMORY_CATEGORIES.iter().map(|c| Column::num(c.name(), "KiB", 1, Provenance::derived("FP32 peak − this run's peak, from the ledger"))));
+    columns.extend(
+        MEMORY_CATEGORIES
+            .iter()
+            .map(|c| Column::num(c.name(), "KiB", 1, Provenance::derived("FP32 peak − this run's peak, from the ledger"))),
+    );
     columns.push(Column::num("total", "KiB", 1, Provenance::derived("FP32 peak − this run's peak, from the ledger")));
     let rows = runs
         .iter()
@@ -303,15 +313,16 @@ fn chart(id: &str, title: &str, x: &str, y: &str, kind: ChartKind) -> Chart {
 
 fn loss_chart(id: &str, title: &str, runs: &[Run]) -> Chart {
     let mut c = chart(id, title, "step", "training loss (window mean)", ChartKind::Line);
-    c.series = runs.iter().filter(|r| r.ok().is_some()).map(|r| Series { name: r.label.clone(), points: r.loss.clone(), provenance: Provenance::Measured }).collect();
+    c.series = runs
+        .iter()
+        .filter(|r| r.ok().is_some())
+        .map(|r| Series { name: r.label.clone(), points: r.loss.clone(), provenance: Provenance::Measured })
+        .collect();
     c
 }
 
 fn build_report(ex: &PrecisionLab, s: &Settings, meta: Metadata, runs: &[Run], demo: &[Run], stopped_early: bool) -> Report {
-    let mut report = Report {
-        stopped_early,
-        ..report_for(ex, s, meta)
-    };
+    let mut report = Report { stopped_early, ..report_for(ex, s, meta) };
     report.tables.push(comparison_table(runs));
     report.tables.extend(savings_table(runs));
     let weight = 2f32.powi(s.int("demo_loss_exponent").unwrap_or(-24) as i32);
@@ -331,7 +342,11 @@ fn build_report(ex: &PrecisionLab, s: &Settings, meta: Metadata, runs: &[Run], d
     let mut memory = chart("memory", "Peak memory by category (x: run in table order)", "run", "KiB", ChartKind::Bars);
     let trained: Vec<(usize, &TrainReport)> = runs.iter().filter_map(|r| r.ok()).enumerate().collect();
     for c in MEMORY_CATEGORIES {
-        memory.series.push(Series { name: c.name().into(), points: trained.iter().map(|(i, r)| [*i as f64, peak(&r.memory, c) as f64 / 1024.0]).collect(), provenance: ledger() });
+        memory.series.push(Series {
+            name: c.name().into(),
+            points: trained.iter().map(|(i, r)| [*i as f64, peak(&r.memory, c) as f64 / 1024.0]).collect(),
+            provenance: ledger(),
+        });
     }
     report.charts.push(memory);
     if !demo.is_empty() {
@@ -340,11 +355,21 @@ fn build_report(ex: &PrecisionLab, s: &Settings, meta: Metadata, runs: &[Run], d
 
     report.verdict = verdict(runs, demo, weight);
     if let Some(fp32) = runs.iter().find(|r| r.amp.precision == Precision::F32).and_then(|r| r.ok()) {
-        report.figures.push(Figure { label: "FP32 throughput".into(), value: fp32.samples_per_s, unit: "samples/s".into(), provenance: Provenance::Measured });
+        report.figures.push(Figure {
+            label: "FP32 throughput".into(),
+            value: fp32.samples_per_s,
+            unit: "samples/s".into(),
+            provenance: Provenance::Measured,
+        });
     }
     for r in runs.iter().filter(|r| r.amp.precision != Precision::F32) {
         if let Some(t) = r.ok() {
-            report.figures.push(Figure { label: format!("{} throughput", r.label), value: t.samples_per_s, unit: "samples/s".into(), provenance: Provenance::Measured });
+            report.figures.push(Figure {
+                label: format!("{} throughput", r.label),
+                value: t.samples_per_s,
+                unit: "samples/s".into(),
+                provenance: Provenance::Measured,
+            });
         }
     }
     // Each 16-bit run's speed-up over FP32, the figure that compares across machines.
@@ -352,7 +377,12 @@ fn build_report(ex: &PrecisionLab, s: &Settings, meta: Metadata, runs: &[Run], d
         for r in runs.iter().filter(|r| r.amp.precision != Precision::F32) {
             if let Some(t) = r.ok() {
                 let d = Provenance::derived("the two measured throughputs");
-                report.figures.push(Figure { label: format!("{} {SPEEDUP}", r.label), value: t.samples_per_s / fp32.samples_per_s.max(1e-12), unit: "×".into(), provenance: d });
+                report.figures.push(Figure {
+                    label: format!("{} {SPEEDUP}", r.label),
+                    value: t.samples_per_s / fp32.samples_per_s.max(1e-12),
+                    unit: "×".into(),
+                    provenance: d,
+                });
             }
         }
     }
@@ -428,9 +458,17 @@ fn verdict(runs: &[Run], demo: &[Run], weight: f32) -> Verdict {
             costs.push("the GradScaler adds an unscale-and-check pass per gradient and one scaler-update kernel per step (no read-back: the skip is decided on the device)");
         }
         let verb = if speed > 1.05 { "faster despite" } else { "not faster; known costs" };
-        v.evidence.push(format!("{}: measured {:.0} samples/s against FP32's {:.0} — {verb}: {}.", run.label, r.samples_per_s, base.samples_per_s, costs.join("; ")));
+        v.evidence.push(format!(
+            "{}: measured {:.0} samples/s against FP32's {:.0} — {verb}: {}.",
+            run.label,
+            r.samples_per_s,
+            base.samples_per_s,
+            costs.join("; ")
+        ));
     }
-    let by = |p: Precision, scaling: bool| demo.iter().find(|r| r.amp.precision == p && r.amp.scaling() == scaling).and_then(|r| r.ok().map(|t| (r, t)));
+    let by = |p: Precision, scaling: bool| {
+        demo.iter().find(|r| r.amp.precision == p && r.amp.scaling() == scaling).and_then(|r| r.ok().map(|t| (r, t)))
+    };
     if let (Some((plain, tp)), Some((scaled, ts))) = (by(Precision::F16, false), by(Precision::F16, true)) {
         let path = |r: &Run| match (r.loss.first(), r.loss.last()) {
             (Some(a), Some(b)) => format!("went from {:.3} to {:.3}", a[1], b[1]),
@@ -442,9 +480,16 @@ fn verdict(runs: &[Run], demo: &[Run], weight: f32) -> Verdict {
             path(plain),
             path(scaled)
         ));
-        v.evidence.push(format!("Demo accuracy: FP16 unscaled {}, FP16 + GradScaler {}.", percent(tp.final_val_accuracy), percent(ts.final_val_accuracy)));
+        v.evidence.push(format!(
+            "Demo accuracy: FP16 unscaled {}, FP16 + GradScaler {}.",
+            percent(tp.final_val_accuracy),
+            percent(ts.final_val_accuracy)
+        ));
         if let Some((_, t32)) = by(Precision::F32, false) {
-            v.evidence.push(format!("Demo FP32 reference (weight 1 and the plain learning rate: the same updates): accuracy {}.", percent(t32.final_val_accuracy)));
+            v.evidence.push(format!(
+                "Demo FP32 reference (weight 1 and the plain learning rate: the same updates): accuracy {}.",
+                percent(t32.final_val_accuracy)
+            ));
         }
     }
     if summary.is_empty() {

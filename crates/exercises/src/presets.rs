@@ -33,7 +33,11 @@ impl Preset {
 
     /// The overrides on one line, e.g. "batch=256, hidden=2048,2048" (for `--show-settings`).
     pub fn summary(&self) -> String {
-        if self.overrides.is_empty() { "the defaults".into() } else { self.overrides.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("  ") }
+        if self.overrides.is_empty() {
+            "the defaults".into()
+        } else {
+            self.overrides.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("  ")
+        }
     }
 
     /// `ex`'s defaults with this preset applied; an override the settings refuse is an error
@@ -53,7 +57,11 @@ pub fn find(ex: &(impl Exercise + ?Sized), name: &str) -> Result<Preset> {
     if let Some(p) = all.iter().find(|p| p.name == wanted).or_else(|| all.iter().find(|p| p.name.eq_ignore_ascii_case(wanted))) {
         return Ok(p.clone());
     }
-    let known = if all.is_empty() { "it has none".to_string() } else { format!("valid: {}", all.iter().map(|p| format!("{:?}", p.name)).collect::<Vec<_>>().join(", ")) };
+    let known = if all.is_empty() {
+        "it has none".to_string()
+    } else {
+        format!("valid: {}", all.iter().map(|p| format!("{:?}", p.name)).collect::<Vec<_>>().join(", "))
+    };
     Err(Error::InvalidConfig(format!("preset: exercise {} has no preset {wanted:?}; {known}", ex.id())))
 }
 

@@ -2,21 +2,21 @@
 //! measured peaks, roofline, a bottleneck verdict computed from the spans — then apply the
 //! suggested optimization and profile again ("measure again").
 
-use crate::common::report_for;
+use super::Exercise;
 use super::common;
 use super::pipeline_common::{self as pc};
 use super::settings::Settings;
 use super::settings::{self, Value};
 use super::sink::{Event, Sink};
 use super::watch;
-use super::Exercise;
+use crate::common::report_for;
 use gpulab_core::device::Engine;
 use gpulab_core::error::Result;
+use gpulab_systems::nn::{AmpConfig, Precision};
+use gpulab_systems::profile::Bottleneck;
 use gpulab_systems::profile::kernels::{self, KernelRow};
 use gpulab_systems::profile::peaks::{self, Peaks};
 use gpulab_systems::profile::session::{PipelineConfig, ProfiledRun};
-use gpulab_systems::profile::Bottleneck;
-use gpulab_systems::nn::{AmpConfig, Precision};
 use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Provenance, Report, Series, Suggestion, Table, Verdict};
 use gpulab_systems::train::TrainConfig;
 
@@ -40,8 +40,18 @@ impl Exercise for Profiling {
         let s = common::one_backend(Settings::default());
         let s = common::model_setting(common::training_settings(s, "shapes:res=16,n=1600", &[256, 128], 64, 1));
         let s = pc::pipeline_settings(pc::cost_settings(s, 0.3, 3), 1, 0, false);
-        let s = s.add("precision", "Precision", "fp32, or mixed precision: fp16 (with a GradScaler; needs SHADER_F16 on a GPU) or bf16 — see exercise 3", settings::choice("fp32", &["fp32", "fp16", "bf16"]));
-        s.add("measure_again", "Apply the fix and measure again", "After the first profile, apply the suggested optimization and profile again", Value::Bool(true))
+        let s = s.add(
+            "precision",
+            "Precision",
+            "fp32, or mixed precision: fp16 (with a GradScaler; needs SHADER_F16 on a GPU) or bf16 — see exercise 3",
+            settings::choice("fp32", &["fp32", "fp16", "bf16"]),
+        );
+        s.add(
+            "measure_again",
+            "Apply the fix and measure again",
+            "After the first profile, apply the suggested optimization and profile again",
+            Value::Bool(true),
+        )
     }
 
     fn presets(&self) -> Vec<super::Preset> {
@@ -55,7 +65,15 @@ impl Exercise for Profiling {
             Preset::new(
                 "feed the GPU",
                 "4 workers, 4 batches of prefetch, a cache and free reads at batch 256: the data is never late, so the profile shows what the step itself costs",
-                &[("num_workers", "4"), ("prefetch_factor", "4"), ("cache", "true"), ("storage_latency_ms", "0"), ("decode_passes", "0"), ("augment", "false"), ("batch", "256")],
+                &[
+                    ("num_workers", "4"),
+                    ("prefetch_factor", "4"),
+                    ("cache", "true"),
+                    ("storage_latency_ms", "0"),
+                    ("decode_passes", "0"),
+                    ("augment", "false"),
+                    ("batch", "256"),
+                ],
             ),
         ]
     }
@@ -101,7 +119,10 @@ impl Exercise for Profiling {
             watched.push(windows);
         }
         let names: Vec<String> = runs.iter().map(|r| r.label.split(' ').next().unwrap_or("").to_string()).collect();
-        let mut tables = vec![pc::runs_table("Runs", &runs), watch::peaks_table(&names.iter().zip(&runs).map(|(n, r)| (n.as_str(), &r.train.memory)).collect::<Vec<_>>())];
+        let mut tables = vec![
+            pc::runs_table("Runs", &runs),
+            watch::peaks_table(&names.iter().zip(&runs).map(|(n, r)| (n.as_str(), &r.train.memory)).collect::<Vec<_>>()),
+        ];
         let mut charts = pc::run_charts(&runs);
         charts.push(watch::memory_chart(&names.iter().zip(&watched).map(|(n, w)| (n.as_str(), w.as_slice())).collect::<Vec<_>>()));
         for r in &runs {
@@ -118,8 +139,18 @@ impl Exercise for Profiling {
         if let Some((pk, cached)) = peaks {
             let prov = if cached { Provenance::derived("an earlier measurement on this adapter (cached)") } else { Provenance::Measured };
             report_notes.push(format!("The peaks were {}.", pk.timing.describe()));
-            figures.push(Figure { label: "peak compute (512³ matmul)".into(), value: pk.flops_per_s / 1e9, unit: "GFLOP/s".into(), provenance: prov.clone() });
-            figures.push(Figure { label: "peak bandwidth (32 MiB copy)".into(), value: pk.bytes_per_s / 1e9, unit: "GB/s".into(), provenance: prov });
+            figures.push(Figure {
+                label: "peak compute (512³ matmul)".into(),
+                value: pk.flops_per_s / 1e9,
+                unit: "GFLOP/s".into(),
+                provenance: prov.clone(),
+            });
+            figures.push(Figure {
+                label: "peak bandwidth (32 MiB copy)".into(),
+                value: pk.bytes_per_s / 1e9,
+                unit: "GB/s".into(),
+                provenance: prov,
+            });
         }
         let mut report = Report {
             figures,
@@ -164,10 +195,17 @@ fn next_step(runs: &[ProfiledRun]) -> Option<Suggestion> {
 pub fn fix_for(b: Bottleneck, pipe: &PipelineConfig, batch: usize) -> Option<(String, PipelineConfig, usize)> {
     match b {
         Bottleneck::Input => {
-            let p = PipelineConfig { num_workers: (pipe.num_workers * 2).max(4), prefetch_factor: pipe.prefetch_factor.max(2), cache: true, ..*pipe };
+            let p = PipelineConfig {
+                num_workers: (pipe.num_workers * 2).max(4),
+                prefetch_factor: pipe.prefetch_factor.max(2),
+                cache: true,
+                ..*pipe
+            };
             Some((format!("more workers, prefetch and the cache ({})", p.describe()), p, batch))
         }
-        Bottleneck::Transfer if !pipe.pin_memory => Some(("pin_memory on (persistent input buffers)".into(), PipelineConfig { pin_memory: true, ..*pipe }, batch)),
+        Bottleneck::Transfer if !pipe.pin_memory => {
+            Some(("pin_memory on (persistent input buffers)".into(), PipelineConfig { pin_memory: true, ..*pipe }, batch))
+        }
         Bottleneck::Transfer | Bottleneck::Overhead | Bottleneck::Memory => {
             let b2 = (batch * 4).min(4096);
             (b2 > batch).then(|| (format!("batch {batch} → {b2}: more work per dispatch and per copy"), *pipe, b2))
@@ -215,10 +253,22 @@ fn roofline(rows: &[KernelRow], p: &Peaks) -> Chart {
     let mut series: Vec<Series> = rows
         .iter()
         .filter(|r| r.flops > 0.0 && r.bytes > 0.0)
-        .map(|r| Series { name: r.name.clone(), points: vec![[r.intensity(), r.gflops().max(1e-6).log10()]], provenance: Provenance::derived("kernel timestamps and estimated FLOPs/bytes") })
+        .map(|r| Series {
+            name: r.name.clone(),
+            points: vec![[r.intensity(), r.gflops().max(1e-6).log10()]],
+            provenance: Provenance::derived("kernel timestamps and estimated FLOPs/bytes"),
+        })
         .collect();
-    let roof = (-12..=16).map(|i| 10f64.powf(i as f64 / 4.0)).map(|x| [x, ((p.bytes_per_s * x).min(p.flops_per_s) / 1e9).log10()]).collect();
-    series.insert(0, Series { name: "roof: min(peak compute, peak bandwidth × intensity)".into(), points: roof, provenance: Provenance::derived("the measured peaks") });
+    let roof =
+        (-12..=16).map(|i| 10f64.powf(i as f64 / 4.0)).map(|x| [x, ((p.bytes_per_s * x).min(p.flops_per_s) / 1e9).log10()]).collect();
+    series.insert(
+        0,
+        Series {
+            name: "roof: min(peak compute, peak bandwidth × intensity)".into(),
+            points: roof,
+            provenance: Provenance::derived("the measured peaks"),
+        },
+    );
     Chart {
         id: "roofline".into(),
         title: format!("Roofline (ridge at {:.2} FLOP/byte)", p.ridge()),
@@ -237,9 +287,18 @@ fn verdict(runs: &[ProfiledRun], fix: Option<&str>) -> Verdict {
     let summary = match (runs.get(1), fix) {
         (Some(second), Some(fix)) => {
             let gain = second.train.samples_per_s / first.train.samples_per_s.max(1e-12);
-            evidence.push(format!("Measured again after applying {fix}: {:.0} → {:.0} samples/s ({gain:.2}×); the second run is {}.", first.train.samples_per_s, second.train.samples_per_s, second.diagnosis.bottleneck.name()));
+            evidence.push(format!(
+                "Measured again after applying {fix}: {:.0} → {:.0} samples/s ({gain:.2}×); the second run is {}.",
+                first.train.samples_per_s,
+                second.train.samples_per_s,
+                second.diagnosis.bottleneck.name()
+            ));
             evidence.extend(second.diagnosis.evidence.iter().map(|e| format!("Run 2: {e}")));
-            format!("{} Applied it ({fix}) and measured again: {gain:.2}× the throughput; now {}.", first.diagnosis.summary, second.diagnosis.bottleneck.name())
+            format!(
+                "{} Applied it ({fix}) and measured again: {gain:.2}× the throughput; now {}.",
+                first.diagnosis.summary,
+                second.diagnosis.bottleneck.name()
+            )
         }
         (None, Some(fix)) => format!("{} (Not applied: {fix}.)", first.diagnosis.summary),
         (_, None) => format!("{} No one-click change applies here; the next step is the chapter's advice above.", first.diagnosis.summary),

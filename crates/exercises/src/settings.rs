@@ -8,12 +8,27 @@ use gpulab_core::error::{Error, Result};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Value {
-    Int { value: i64, min: i64, max: i64 },
-    Float { value: f64, min: f64, max: f64 },
+    Int {
+        value: i64,
+        min: i64,
+        max: i64,
+    },
+    Float {
+        value: f64,
+        min: f64,
+        max: f64,
+    },
     Bool(bool),
-    Choice { value: String, options: Vec<String> },
+    Choice {
+        value: String,
+        options: Vec<String>,
+    },
     /// A comma-separated list of positive integers (batch sizes, layer widths, matrix sizes).
-    List { value: Vec<u64>, min: u64, max: u64 },
+    List {
+        value: Vec<u64>,
+        min: u64,
+        max: u64,
+    },
     /// Compute backends (`cpu`, `gpu`, `gpu:N`, `gpu:NAME`, `cuda:N`), comma-separated.
     Devices(Vec<String>),
     Text(String),

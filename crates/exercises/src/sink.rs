@@ -14,10 +14,19 @@ pub enum Event {
     /// A new stage of the run, e.g. "training on CPU".
     Phase(String),
     /// Progress within the current phase.
-    Progress { done: u64, total: u64 },
+    Progress {
+        done: u64,
+        total: u64,
+    },
     Log(String),
     /// A live chart point: chart id, series name, x, y.
-    Point { chart: String, series: String, x: f64, y: f64, provenance: Provenance },
+    Point {
+        chart: String,
+        series: String,
+        x: f64,
+        y: f64,
+        provenance: Provenance,
+    },
     /// A results table as it stands (replaces an earlier one with the same title).
     Table(Table),
     /// A timeline as it stands (replaces an earlier one with the same title), drawn live
@@ -95,8 +104,15 @@ impl gpulab_systems::train::TrainSink for TrainBridge<'_> {
         match ev {
             T::Started { total_steps, .. } => self.total_steps = total_steps,
             T::Progress { step, loss, window_s, gpu_busy_s, memory, .. } => {
-                self.sink.emit(Event::Point { chart: "loss".into(), series: self.series.clone(), x: step as f64, y: loss, provenance: Provenance::Measured });
-                let window = super::watch::Window { step, wall_s: window_s, busy_s: gpu_busy_s, memory: super::watch::Window::memory_of(&memory) };
+                self.sink.emit(Event::Point {
+                    chart: "loss".into(),
+                    series: self.series.clone(),
+                    x: step as f64,
+                    y: loss,
+                    provenance: Provenance::Measured,
+                });
+                let window =
+                    super::watch::Window { step, wall_s: window_s, busy_s: gpu_busy_s, memory: super::watch::Window::memory_of(&memory) };
                 super::watch::emit(&mut *self.sink, &self.series, &window);
                 self.sink.emit(Event::Progress { done: step, total: self.total_steps });
             }

@@ -11,13 +11,13 @@
 
 use super::settings::{self, Settings};
 use super::sink::{Event, Sink};
-use gpulab_systems::data::Dataset;
 use gpulab_core::device::Device;
 use gpulab_core::error::Result;
-use gpulab_systems::profile::peaks::{self, Peaks};
-use gpulab_systems::report::{Figure, Provenance};
 use gpulab_core::tensor::prelude::*;
 use gpulab_core::with_backend;
+use gpulab_systems::data::Dataset;
+use gpulab_systems::profile::peaks::{self, Peaks};
+use gpulab_systems::report::{Figure, Provenance};
 
 pub const SIZE: &str = "size";
 pub const TARGET: &str = "target_s";
@@ -45,13 +45,27 @@ pub const BIG_DATASET: &str = "shapes:res=64,channels=3,n=4000";
 /// The three presets exercises 1–3 share, each described by the exercise: "as in the lesson"
 /// (the defaults), "big enough for a GPU" (a 2048-wide MLP on BIG_DATASET, plus `big`) and
 /// "scaled to this adapter" (`size=auto` on BIG_DATASET, plus `scaled`).
-pub fn presets(lesson: &'static str, big: (&'static str, &[(&'static str, &str)]), scaled: (&'static str, &[(&'static str, &str)])) -> Vec<super::Preset> {
+pub fn presets(
+    lesson: &'static str,
+    big: (&'static str, &[(&'static str, &str)]),
+    scaled: (&'static str, &[(&'static str, &str)]),
+) -> Vec<super::Preset> {
     use super::Preset;
-    let with = |base: &[(&'static str, &str)], extra: &[(&'static str, &str)]| -> Vec<(&'static str, String)> { base.iter().chain(extra).map(|(k, v)| (*k, v.to_string())).collect() };
+    let with = |base: &[(&'static str, &str)], extra: &[(&'static str, &str)]| -> Vec<(&'static str, String)> {
+        base.iter().chain(extra).map(|(k, v)| (*k, v.to_string())).collect()
+    };
     vec![
         Preset::new("as in the lesson", lesson, &[]),
-        Preset { name: "big enough for a GPU", description: big.0, overrides: with(&[("dataset", BIG_DATASET), ("hidden", "2048,2048"), ("lr", "0.01")], big.1) },
-        Preset { name: "scaled to this adapter", description: scaled.0, overrides: with(&[("dataset", BIG_DATASET), ("lr", "0.01"), (SIZE, "auto")], scaled.1) },
+        Preset {
+            name: "big enough for a GPU",
+            description: big.0,
+            overrides: with(&[("dataset", BIG_DATASET), ("hidden", "2048,2048"), ("lr", "0.01")], big.1),
+        },
+        Preset {
+            name: "scaled to this adapter",
+            description: scaled.0,
+            overrides: with(&[("dataset", BIG_DATASET), ("lr", "0.01"), (SIZE, "auto")], scaled.1),
+        },
     ]
 }
 
@@ -62,7 +76,9 @@ pub fn validate(s: &Settings) -> Result<()> {
         s.float(TARGET)?;
         // The cost model counts an MLP's matmuls; a CNN's convolutions are not in it.
         if size == "auto" && s.get("model").is_some() && s.choice("model")? != "mlp" {
-            return Err(gpulab_core::Error::InvalidConfig("size=auto sizes the MLP's hidden layers only: set model=mlp, or size to the settings' own widths with the CNN".into()));
+            return Err(gpulab_core::Error::InvalidConfig(
+                "size=auto sizes the MLP's hidden layers only: set model=mlp, or size to the settings' own widths with the CNN".into(),
+            ));
         }
     }
     Ok(())
@@ -101,25 +117,55 @@ impl Sizing {
     }
 
     fn peak_provenance(&self) -> Provenance {
-        if self.cached { Provenance::derived("a measurement an earlier run cached for this adapter, driver and gpulab version") } else { Provenance::Measured }
+        if self.cached {
+            Provenance::derived("a measurement an earlier run cached for this adapter, driver and gpulab version")
+        } else {
+            Provenance::Measured
+        }
     }
 
     /// The report's figures: the peak, the widths (and epochs) chosen, the estimate.
     pub fn figures(&self) -> Vec<Figure> {
         let from = format!("{}'s measured peak and target_s = {} s", self.device, self.target_s);
-        let mut f = vec![Figure { label: format!("{} matmul peak (sized the model)", self.device), value: self.peak.flops_per_s / 1e9, unit: "GFLOP/s".into(), provenance: self.peak_provenance() }];
+        let mut f = vec![Figure {
+            label: format!("{} matmul peak (sized the model)", self.device),
+            value: self.peak.flops_per_s / 1e9,
+            unit: "GFLOP/s".into(),
+            provenance: self.peak_provenance(),
+        }];
         for (i, w) in self.plan.hidden.iter().enumerate() {
-            f.push(Figure { label: format!("auto-sized hidden layer {}", i + 1), value: *w as f64, unit: "units".into(), provenance: Provenance::derived(&from) });
+            f.push(Figure {
+                label: format!("auto-sized hidden layer {}", i + 1),
+                value: *w as f64,
+                unit: "units".into(),
+                provenance: Provenance::derived(&from),
+            });
         }
-        f.push(Figure { label: "auto-sized epochs".into(), value: self.plan.epochs as f64, unit: "".into(), provenance: Provenance::derived(&from) });
-        f.push(Figure { label: "estimated training arithmetic at that peak".into(), value: self.estimated_s(), unit: "s".into(), provenance: Provenance::derived(&format!("{:.3e} FLOPs ÷ the peak", self.plan.flops)) });
+        f.push(Figure {
+            label: "auto-sized epochs".into(),
+            value: self.plan.epochs as f64,
+            unit: "".into(),
+            provenance: Provenance::derived(&from),
+        });
+        f.push(Figure {
+            label: "estimated training arithmetic at that peak".into(),
+            value: self.estimated_s(),
+            unit: "s".into(),
+            provenance: Provenance::derived(&format!("{:.3e} FLOPs ÷ the peak", self.plan.flops)),
+        });
         f
     }
 
     pub fn note(&self) -> String {
         let source = if self.cached { "cached from an earlier measurement" } else { "measured at the start of this run" };
         let widths = self.plan.hidden.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
-        let clamp = if self.plan.clamped { format!(" A limit was reached (widths {MIN_WIDTH}..={MAX_WIDTH}, 1..={MAX_EPOCHS} epochs), so the estimate differs from the target.") } else { String::new() };
+        let clamp = if self.plan.clamped {
+            format!(
+                " A limit was reached (widths {MIN_WIDTH}..={MAX_WIDTH}, 1..={MAX_EPOCHS} epochs), so the estimate differs from the target."
+            )
+        } else {
+            String::new()
+        };
         format!(
             "size=auto: hidden layers {widths} and {} epochs, chosen so the run's {:.2e} FLOPs take about {:.1} s at {}'s peak of {:.1} GFLOP/s ({source}). Training runs below a large matmul's peak, so the measured time is longer.{clamp}",
             self.plan.epochs,
@@ -142,7 +188,8 @@ pub fn annotate(sizing: Option<&Sizing>, report: &mut gpulab_systems::report::Re
 
 /// Σ d_i·d_{i+1} over the MLP's layers: the multiply-adds of one sample's forward pass.
 pub fn layer_products(features: usize, hidden: &[u64], classes: usize) -> f64 {
-    let dims: Vec<f64> = std::iter::once(features as f64).chain(hidden.iter().map(|&h| h as f64)).chain(std::iter::once(classes as f64)).collect();
+    let dims: Vec<f64> =
+        std::iter::once(features as f64).chain(hidden.iter().map(|&h| h as f64)).chain(std::iter::once(classes as f64)).collect();
     dims.windows(2).map(|w| w[0] * w[1]).sum()
 }
 
@@ -190,7 +237,9 @@ pub struct Shape {
 
 impl Shape {
     fn flops(&self, hidden: &[u64], epochs: u64) -> f64 {
-        (self.runs * epochs as f64 + self.extra_passes) * pass_flops(self.train, self.val) * layer_products(self.features, hidden, self.classes)
+        (self.runs * epochs as f64 + self.extra_passes)
+            * pass_flops(self.train, self.val)
+            * layer_products(self.features, hidden, self.classes)
     }
 }
 
@@ -214,7 +263,14 @@ pub fn plan(shape: &Shape, hidden: &[u64], budget: f64) -> Plan {
 
 /// With `size=auto`, the settings with `hidden` (and, if need be, `epochs`) sized for `device`,
 /// and what was chosen; else the settings unchanged. `runs` and `extra_passes` as in `Shape`.
-pub fn resolve(s: &Settings, device: &Device, data: &Dataset, runs: f64, extra_passes: f64, sink: &mut dyn Sink) -> Result<(Settings, Option<Sizing>)> {
+pub fn resolve(
+    s: &Settings,
+    device: &Device,
+    data: &Dataset,
+    runs: f64,
+    extra_passes: f64,
+    sink: &mut dyn Sink,
+) -> Result<(Settings, Option<Sizing>)> {
     if s.get(SIZE).is_none() || s.choice(SIZE)? != "auto" {
         return Ok((s.clone(), None));
     }
@@ -224,7 +280,15 @@ pub fn resolve(s: &Settings, device: &Device, data: &Dataset, runs: f64, extra_p
     let info = with_backend!(&mut engine, b => b.info());
     let (peak, cached) = with_backend!(&mut engine, b => peaks::measure_or_cached(b))?;
     drop(engine);
-    let shape = Shape { features: data.features, classes: data.classes, train: data.train_len(), val: data.val_len(), epochs: s.int("epochs")?.max(1) as u64, runs, extra_passes };
+    let shape = Shape {
+        features: data.features,
+        classes: data.classes,
+        train: data.train_len(),
+        val: data.val_len(),
+        epochs: s.int("epochs")?.max(1) as u64,
+        runs,
+        extra_passes,
+    };
     let plan = plan(&shape, &s.list("hidden")?, target_s * peak.flops_per_s);
     let mut out = s.clone();
     out.set("hidden", &plan.hidden.iter().map(u64::to_string).collect::<Vec<_>>().join(","))?;

@@ -6,8 +6,8 @@
 
 use super::live::LiveChartSpec;
 use super::sink::{Event, Sink};
-use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Provenance, Series, Table};
 use gpulab_core::tensor::{MemCategory, MemoryReport};
+use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Provenance, Series, Table};
 use gpulab_systems::train::{TrainEvent, TrainSink};
 
 pub const GPU_BUSY: &str = "gpu_busy";
@@ -20,7 +20,13 @@ fn busy_provenance() -> Provenance {
 /// The two charts, for an exercise's `live_charts()`.
 pub fn live_charts() -> Vec<LiveChartSpec> {
     vec![
-        LiveChartSpec::line(GPU_BUSY, "GPU busy per log window (GPU timestamps; none on the CPU or without timestamp queries)", "step", "GPU busy (% of wall time)").provenance(busy_provenance()),
+        LiveChartSpec::line(
+            GPU_BUSY,
+            "GPU busy per log window (GPU timestamps; none on the CPU or without timestamp queries)",
+            "step",
+            "GPU busy (% of wall time)",
+        )
+        .provenance(busy_provenance()),
         LiveChartSpec::line(MEMORY, "Memory held, by ledger category", "step", "MiB"),
     ]
 }
@@ -92,14 +98,26 @@ pub fn memory_chart(runs: &[(&str, &[Window])]) -> Chart {
     let mut series: Vec<Series> = Vec::new();
     for (run, windows) in runs {
         for cat in MemCategory::ALL {
-            let points: Vec<[f64; 2]> = windows.iter().filter_map(|w| w.memory.iter().find(|m| m.0 == cat).map(|m| [w.step as f64, super::common::mib(m.1)])).collect();
+            let points: Vec<[f64; 2]> = windows
+                .iter()
+                .filter_map(|w| w.memory.iter().find(|m| m.0 == cat).map(|m| [w.step as f64, super::common::mib(m.1)]))
+                .collect();
             if !points.is_empty() {
                 let name = if runs.len() == 1 { cat.name().to_string() } else { format!("run {run} · {}", cat.name()) };
                 series.push(Series { name, points, provenance: Provenance::Measured });
             }
         }
     }
-    Chart { id: "memory_over_run".into(), title: "Memory held over the run, by ledger category (at each log window)".into(), x_label: "step".into(), y_label: "MiB".into(), kind: ChartKind::Line, log_x: false, series, markers: vec![] }
+    Chart {
+        id: "memory_over_run".into(),
+        title: "Memory held over the run, by ledger category (at each log window)".into(),
+        x_label: "step".into(),
+        y_label: "MiB".into(),
+        kind: ChartKind::Line,
+        log_x: false,
+        series,
+        markers: vec![],
+    }
 }
 
 /// Peak bytes per ledger category (the ledger's own peaks, so allocations between log windows
@@ -141,26 +159,49 @@ mod tests {
 
     #[test]
     fn emit_names_series_by_run_and_category_and_skips_busy_on_the_cpu() {
-        let report = MemoryReport { categories: vec![(MemCategory::Parameters, 1 << 20, 1 << 21), (MemCategory::Staging, 0, 9)], total_current: 1 << 20, total_peak: 1 << 21, budget: None };
+        let report = MemoryReport {
+            categories: vec![(MemCategory::Parameters, 1 << 20, 1 << 21), (MemCategory::Staging, 0, 9)],
+            total_current: 1 << 20,
+            total_peak: 1 << 21,
+            budget: None,
+        };
         let mut sink = CollectSink::default();
         emit(&mut sink, "CPU", &Window { step: 5, wall_s: 0.5, busy_s: None, memory: Window::memory_of(&report) });
         emit(&mut sink, "", &Window { step: 6, wall_s: 0.5, busy_s: Some(0.25), memory: vec![] });
-        let points: Vec<(String, String, f64, f64)> = sink.events.iter().filter_map(|e| match e {
-            Event::Point { chart, series, x, y, .. } => Some((chart.clone(), series.clone(), *x, *y)),
-            _ => None,
-        }).collect();
+        let points: Vec<(String, String, f64, f64)> = sink
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Point { chart, series, x, y, .. } => Some((chart.clone(), series.clone(), *x, *y)),
+                _ => None,
+            })
+            .collect();
         assert_eq!(points, vec![(MEMORY.into(), "CPU · parameters".into(), 5.0, 1.0), (GPU_BUSY.into(), "GPU busy".into(), 6.0, 50.0)]);
     }
 
     #[test]
     fn the_memory_chart_and_peak_table_follow_the_ledger() {
-        let w = |step, act| Window { step, wall_s: 0.1, busy_s: None, memory: vec![(MemCategory::Parameters, 1 << 20), (MemCategory::Activations, act)] };
+        let w = |step, act| Window {
+            step,
+            wall_s: 0.1,
+            busy_s: None,
+            memory: vec![(MemCategory::Parameters, 1 << 20), (MemCategory::Activations, act)],
+        };
         let windows = vec![w(10, 2 << 20), w(20, 3 << 20)];
         let chart = memory_chart(&[("1", &windows)]);
         let names: Vec<&str> = chart.series.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["parameters", "activations"]);
         assert_eq!(chart.series[1].points, vec![[10.0, 2.0], [20.0, 3.0]]);
-        let report = MemoryReport { categories: vec![(MemCategory::Parameters, 1 << 20, 1 << 20), (MemCategory::Activations, 0, 4 << 20), (MemCategory::Other, 0, 0)], total_current: 1 << 20, total_peak: 5 << 20, budget: None };
+        let report = MemoryReport {
+            categories: vec![
+                (MemCategory::Parameters, 1 << 20, 1 << 20),
+                (MemCategory::Activations, 0, 4 << 20),
+                (MemCategory::Other, 0, 0),
+            ],
+            total_current: 1 << 20,
+            total_peak: 5 << 20,
+            budget: None,
+        };
         let t = peaks_table(&[("1", &report)]);
         assert_eq!(t.rows.len(), 3, "parameters, activations and the total; empty categories left out");
         assert!(matches!(t.rows[1][1], Cell::Num(v) if v == 4.0));

@@ -156,10 +156,15 @@ pub fn fdinfo_readings(dir: &Path, before: &[DrmClient], after: &[DrmClient], wa
         .map(|c| {
             let busy = before.iter().find(|b| b.client_id == c.client_id && b.pdev == c.pdev).map(|b| busy_percent(b, c, wall_ns));
             let top = busy.as_ref().and_then(|m| m.iter().max_by(|a, b| a.1.total_cmp(b.1)).map(|(e, &p)| (e.clone(), p)));
-            let vram: Vec<u64> = c.resident.iter().filter(|(r, _)| r.starts_with("vram") || r.starts_with("local")).map(|(_, &b)| b).collect();
+            let vram: Vec<u64> =
+                c.resident.iter().filter(|(r, _)| r.starts_with("vram") || r.starts_with("local")).map(|(_, &b)| b).collect();
             GpuReading {
                 name: format!("{} client {} ({})", c.driver, c.client_id, c.pdev),
-                source: format!("{} (DRM fdinfo, this process only{})", dir.display(), top.as_ref().map(|(e, _)| format!("; busiest engine: {e}")).unwrap_or_default()),
+                source: format!(
+                    "{} (DRM fdinfo, this process only{})",
+                    dir.display(),
+                    top.as_ref().map(|(e, _)| format!("; busiest engine: {e}")).unwrap_or_default()
+                ),
                 busy_percent: top.map(|t| t.1),
                 vram_used: (!vram.is_empty()).then(|| vram.iter().sum()),
                 vram_total: None,
@@ -216,7 +221,10 @@ mod tests {
         write(&drm.join("card2/device/mem_info_vram_total"), "100\n");
         let r = read_amd(drm);
         assert_eq!(r.len(), 2, "{r:?}");
-        assert_eq!((r[0].name.as_str(), r[0].busy_percent, r[0].vram_used, r[0].vram_total), ("amdgpu card1", Some(37.0), Some(1 << 30), Some(8 << 30)));
+        assert_eq!(
+            (r[0].name.as_str(), r[0].busy_percent, r[0].vram_used, r[0].vram_total),
+            ("amdgpu card1", Some(37.0), Some(1 << 30), Some(8 << 30))
+        );
         assert!(r[0].source.contains("card1/device"), "{}", r[0].source);
         assert_eq!((r[1].busy_percent, r[1].vram_total), (None, Some(100)), "a malformed file reads as absent");
         assert!(read_amd(&drm.join("missing")).is_empty());

@@ -20,10 +20,14 @@ pub enum CheckpointError {
     #[error("checkpoint {path}: tensor {name} has shape {found:?} ({dtype}), this model needs {expected:?} (F32)")]
     ShapeMismatch { path: PathBuf, name: String, expected: Vec<usize>, found: Vec<usize>, dtype: String },
 
-    #[error("checkpoint {path} is for a different model: it holds {found}, this run trains {expected}; resume it with the model that wrote it, or use another folder")]
+    #[error(
+        "checkpoint {path} is for a different model: it holds {found}, this run trains {expected}; resume it with the model that wrote it, or use another folder"
+    )]
     ArchitectureMismatch { path: PathBuf, expected: String, found: String },
 
-    #[error("checkpoint {path} was written by a run with optimizer {found}, this run uses {expected} (its state tensors differ); resume it with optimizer {found}, or use another folder")]
+    #[error(
+        "checkpoint {path} was written by a run with optimizer {found}, this run uses {expected} (its state tensors differ); resume it with optimizer {found}, or use another folder"
+    )]
     OptimizerMismatch { path: PathBuf, expected: &'static str, found: &'static str },
 
     #[error("checkpoint {path} has no usable {key} in its metadata: {detail}")]

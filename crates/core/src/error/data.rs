@@ -11,10 +11,7 @@ pub enum DataError {
 
     /// The operating system refused to read a file (permissions, not a file, ...).
     #[error("cannot read {}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
 
     /// A required file is not there; `looked_for` lists every name tried.
     #[error(
@@ -22,10 +19,7 @@ pub enum DataError {
         dir.display(),
         looked_for.join(" or ")
     )]
-    Missing {
-        dir: PathBuf,
-        looked_for: Vec<String>,
-    },
+    Missing { dir: PathBuf, looked_for: Vec<String> },
 
     /// The file exists but its contents are wrong (bad magic, truncated, ...).
     #[error("{}: {problem}", path.display())]
@@ -38,9 +32,6 @@ pub enum DataError {
 
 impl DataError {
     pub fn malformed(path: impl Into<PathBuf>, problem: impl Into<String>) -> Self {
-        DataError::Malformed {
-            path: path.into(),
-            problem: problem.into(),
-        }
+        DataError::Malformed { path: path.into(), problem: problem.into() }
     }
 }

@@ -15,7 +15,9 @@ pub enum Error {
     #[error(transparent)]
     Data(#[from] DataError),
 
-    #[error("no GPU adapter found ({0}); install a Vulkan driver (on Debian: apt-get install libvulkan1 mesa-vulkan-drivers) or use --backend cpu")]
+    #[error(
+        "no GPU adapter found ({0}); install a Vulkan driver (on Debian: apt-get install libvulkan1 mesa-vulkan-drivers) or use --backend cpu"
+    )]
     NoAdapter(String),
 
     #[error("{0}")]

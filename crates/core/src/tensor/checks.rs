@@ -24,7 +24,12 @@ pub fn f32(op: &'static str, t: &impl TensorMeta) -> Result<()> {
 /// Fails for the int8 types, which only `zeros`, `copy` and the `QuantOps` family handle.
 pub fn not_quant(op: &'static str, t: &impl TensorMeta) -> Result<()> {
     let dt = t.dtype();
-    ensure_dtype(!dt.is_quant(), op, || format!("{} tensors are handled only by zeros, copy and the int8 ops (quantize, dequantize, matmul_i8, read_i8 / write_i8 / read_i32)", dt.name()))
+    ensure_dtype(!dt.is_quant(), op, || {
+        format!(
+            "{} tensors are handled only by zeros, copy and the int8 ops (quantize, dequantize, matmul_i8, read_i8 / write_i8 / read_i32)",
+            dt.name()
+        )
+    })
 }
 
 /// Scales for a [rows, cols] tensor: f32, [1, 1] (per tensor) or [1, cols] (per channel).
@@ -32,7 +37,9 @@ pub fn not_quant(op: &'static str, t: &impl TensorMeta) -> Result<()> {
 pub fn scales(op: &'static str, scales: &impl TensorMeta, shape: Shape) -> Result<bool> {
     f32(op, scales)?;
     let s = scales.shape();
-    ensure_shape(s == [1, 1] || s == [1, shape[1]], op, || format!("scales {s:?} for a {shape:?} tensor: expected [1, 1] or [1, {}]", shape[1]))?;
+    ensure_shape(s == [1, 1] || s == [1, shape[1]], op, || {
+        format!("scales {s:?} for a {shape:?} tensor: expected [1, 1] or [1, {}]", shape[1])
+    })?;
     Ok(s != [1, 1] || shape[1] == 1)
 }
 
@@ -71,7 +78,13 @@ pub fn dequantize(q: &impl TensorMeta, scales_t: &impl TensorMeta, out: &impl Te
 }
 
 /// `matmul_i8`: i8 operands, an i32 output; returns (m, n, k).
-pub fn matmul_i8(a: &impl TensorMeta, b: &impl TensorMeta, c: &impl TensorMeta, trans_a: bool, trans_b: bool) -> Result<(usize, usize, usize)> {
+pub fn matmul_i8(
+    a: &impl TensorMeta,
+    b: &impl TensorMeta,
+    c: &impl TensorMeta,
+    trans_a: bool,
+    trans_b: bool,
+) -> Result<(usize, usize, usize)> {
     const OP: &str = "matmul_i8";
     dtype(OP, a, DType::I8)?;
     dtype(OP, b, DType::I8)?;
@@ -81,11 +94,20 @@ pub fn matmul_i8(a: &impl TensorMeta, b: &impl TensorMeta, c: &impl TensorMeta, 
 
 /// `matmul_i8_dequant`: i8 operands, an f32 output, the epilogue's scales ([1, 1] or [1, n]
 /// f32) and bias ([1, n] f32); returns (m, n, k) and whether the scales are per column.
-pub fn matmul_i8_dequant<T: TensorMeta>(a: &T, b: &T, out: &T, trans_a: bool, trans_b: bool, epi: &super::Dequant<'_, T>) -> Result<((usize, usize, usize), bool)> {
+pub fn matmul_i8_dequant<T: TensorMeta>(
+    a: &T,
+    b: &T,
+    out: &T,
+    trans_a: bool,
+    trans_b: bool,
+    epi: &super::Dequant<'_, T>,
+) -> Result<((usize, usize, usize), bool)> {
     const OP: &str = "matmul_i8_dequant";
     dtype(OP, a, DType::I8)?;
     dtype(OP, b, DType::I8)?;
-    ensure_dtype(out.dtype() == DType::F32, OP, || format!("the fused epilogue writes an f32 output, got {} (matmul_i8 writes the raw i32 sums)", out.dtype().name()))?;
+    ensure_dtype(out.dtype() == DType::F32, OP, || {
+        format!("the fused epilogue writes an f32 output, got {} (matmul_i8 writes the raw i32 sums)", out.dtype().name())
+    })?;
     let mnk = dims(OP, a, b, out, trans_a, trans_b)?;
     let per_column = scales(OP, epi.scales, out.shape())?;
     if let Some(bias) = epi.bias {
@@ -140,14 +162,20 @@ pub fn matmul16<T: TensorMeta>(
 ) -> Result<(usize, usize, usize)> {
     const OP: &str = "matmul16";
     let dt = a.dtype();
-    ensure_dtype(dt.is_16bit() && b.dtype() == dt, OP, || format!("operands must share one 16-bit type, got {} and {}", dt.name(), b.dtype().name()))?;
-    ensure_dtype(c.dtype() == DType::F32 || c.dtype() == dt, OP, || format!("output must be f32 or {}, got {}", dt.name(), c.dtype().name()))?;
+    ensure_dtype(dt.is_16bit() && b.dtype() == dt, OP, || {
+        format!("operands must share one 16-bit type, got {} and {}", dt.name(), b.dtype().name())
+    })?;
+    ensure_dtype(c.dtype() == DType::F32 || c.dtype() == dt, OP, || {
+        format!("output must be f32 or {}, got {}", dt.name(), c.dtype().name())
+    })?;
     let (m, n, k) = dims(OP, a, b, c, trans_a, trans_b)?;
     match epilogue {
         Epilogue::None => {}
         Epilogue::Bias { bias, .. } => bias_for(OP, c, *bias)?,
         Epilogue::ReluMask(act) => {
-            ensure_dtype(c.dtype() == dt, OP, || format!("a ReLU mask needs a {} output (it fuses a 16-bit ReLU's backward), got {}", dt.name(), c.dtype().name()))?;
+            ensure_dtype(c.dtype() == dt, OP, || {
+                format!("a ReLU mask needs a {} output (it fuses a 16-bit ReLU's backward), got {}", dt.name(), c.dtype().name())
+            })?;
             ensure_dtype(act.dtype() == dt, OP, || format!("the ReLU mask must be {}, got {}", dt.name(), act.dtype().name()))?;
             ensure_shape(act.shape() == [m, n], OP, || format!("ReLU mask {:?} for output {:?}", act.shape(), [m, n]))?;
         }
@@ -169,7 +197,9 @@ pub fn cast<T: TensorMeta>(x: &T, out: &T, stats: Option<&T>) -> Result<DType> {
         _ => return Err(crate::error::Error::DType { op: "cast", detail: format!("cannot cast {} to {}", from.name(), to.name()) }),
     };
     if let Some(s) = stats {
-        ensure_dtype(to.is_16bit(), "cast", || format!("stats count values rounded to 16 bits; casting {} to f32 rounds nothing", from.name()))?;
+        ensure_dtype(to.is_16bit(), "cast", || {
+            format!("stats count values rounded to 16 bits; casting {} to f32 rounds nothing", from.name())
+        })?;
         acc_index("cast", s, 1, DType::U32)?;
     }
     Ok(dt)
@@ -178,7 +208,9 @@ pub fn cast<T: TensorMeta>(x: &T, out: &T, stats: Option<&T>) -> Result<DType> {
 /// The loss scaler's state tensor: `[1, STATE_WORDS]` U32.
 pub fn scaler_state(op: &'static str, state: &impl TensorMeta) -> Result<()> {
     acc_index(op, state, crate::tensor::scaler::STATE_WORDS - 1, DType::U32)?;
-    ensure_shape(state.shape() == [1, crate::tensor::scaler::STATE_WORDS], op, || format!("the scaler state is [1, {}], got {:?}", crate::tensor::scaler::STATE_WORDS, state.shape()))
+    ensure_shape(state.shape() == [1, crate::tensor::scaler::STATE_WORDS], op, || {
+        format!("the scaler state is [1, {}], got {:?}", crate::tensor::scaler::STATE_WORDS, state.shape())
+    })
 }
 
 /// GradScaler's unscale: f32 gradients and the scaler state.
@@ -197,7 +229,14 @@ pub fn scaler_update(state: &impl TensorMeta, log: &impl TensorMeta, slot: usize
 /// keeps), the scaler state, an AdamW factor table of at least STEPS + 1 rows (checked by row
 /// count only: the step count lives on the device), and a 16-bit copy of the parameter's shape.
 /// Returns the 16-bit copy's type, if any.
-pub fn amp_update<T: TensorMeta>(p: &T, g: &T, slots: &[T], opt: &crate::tensor::scaler::AmpOptimizer<'_, T>, state: &T, w16: Option<&T>) -> Result<Option<DType>> {
+pub fn amp_update<T: TensorMeta>(
+    p: &T,
+    g: &T,
+    slots: &[T],
+    opt: &crate::tensor::scaler::AmpOptimizer<'_, T>,
+    state: &T,
+    w16: Option<&T>,
+) -> Result<Option<DType>> {
     use crate::tensor::scaler::AmpOptimizer;
     f32("amp_update", p)?;
     f32("amp_update", g)?;
@@ -206,7 +245,9 @@ pub fn amp_update<T: TensorMeta>(p: &T, g: &T, slots: &[T], opt: &crate::tensor:
         AmpOptimizer::Sgd(_) => 1,
         AmpOptimizer::AdamW(_, table) => {
             f32("amp_update", *table)?;
-            ensure_shape(table.shape()[0] == 1 && table.shape()[1] % 2 == 0 && table.shape()[1] > 0, "amp_update", || format!("the AdamW factor table is [1, 2·steps], got {:?}", table.shape()))?;
+            ensure_shape(table.shape()[0] == 1 && table.shape()[1] % 2 == 0 && table.shape()[1] > 0, "amp_update", || {
+                format!("the AdamW factor table is [1, 2·steps], got {:?}", table.shape())
+            })?;
             2
         }
     };
@@ -219,7 +260,9 @@ pub fn amp_update<T: TensorMeta>(p: &T, g: &T, slots: &[T], opt: &crate::tensor:
     match w16 {
         Some(w) => {
             ensure_dtype(w.dtype().is_16bit(), "amp_update", || format!("the working copy must be f16 or bf16, got {}", w.dtype().name()))?;
-            ensure_shape(w.shape() == p.shape(), "amp_update", || format!("the working copy is {:?}, the parameter {:?}", w.shape(), p.shape()))?;
+            ensure_shape(w.shape() == p.shape(), "amp_update", || {
+                format!("the working copy is {:?}, the parameter {:?}", w.shape(), p.shape())
+            })?;
             Ok(Some(w.dtype()))
         }
         None => Ok(None),
@@ -293,7 +336,8 @@ fn image_shape(op: &'static str, geom: super::ImageGeom, what: &str, rows: usize
     let super::ImageGeom { batch, height, width, channels } = geom;
     ensure_shape(batch > 0 && height > 0 && width > 0 && channels > 0, op, || format!("image geometry {geom:?} has an empty dimension"))?;
     let shape = [rows, cols];
-    bytes(op, shape, DType::F32).map_err(|_| crate::error::Error::Shape { op, detail: format!("{what} of {geom:?} overflows the address space") })?;
+    bytes(op, shape, DType::F32)
+        .map_err(|_| crate::error::Error::Shape { op, detail: format!("{what} of {geom:?} overflows the address space") })?;
     Ok(shape)
 }
 
@@ -325,7 +369,13 @@ pub fn col2im(cols: &impl TensorMeta, x: &impl TensorMeta, geom: super::ImageGeo
 }
 
 /// The shapes of im2col's pair; `cols16` lets the columns be 16-bit instead of f32.
-fn conv_shapes(op: &'static str, x: &impl TensorMeta, cols: &impl TensorMeta, geom: super::ImageGeom, cols16: bool) -> Result<(Shape, Shape)> {
+fn conv_shapes(
+    op: &'static str,
+    x: &impl TensorMeta,
+    cols: &impl TensorMeta,
+    geom: super::ImageGeom,
+    cols16: bool,
+) -> Result<(Shape, Shape)> {
     f32(op, x)?;
     if !cols16 {
         f32(op, cols)?;
@@ -346,15 +396,28 @@ pub fn max_pool(x: &impl TensorMeta, out: &impl TensorMeta, argmax: &impl Tensor
 
 /// `max_pool_backward`: f32 grad_out and u32 argmax of the pooled geometry, f32 HWC grad_in of
 /// `geom`; returns the pooled geometry.
-pub fn max_pool_backward(grad_out: &impl TensorMeta, argmax: &impl TensorMeta, grad_in: &impl TensorMeta, geom: super::ImageGeom) -> Result<super::ImageGeom> {
+pub fn max_pool_backward(
+    grad_out: &impl TensorMeta,
+    argmax: &impl TensorMeta,
+    grad_in: &impl TensorMeta,
+    geom: super::ImageGeom,
+) -> Result<super::ImageGeom> {
     pool_shapes("max_pool_backward", grad_in, grad_out, argmax, geom)
 }
 
-fn pool_shapes(op: &'static str, full: &impl TensorMeta, pooled: &impl TensorMeta, argmax: &impl TensorMeta, geom: super::ImageGeom) -> Result<super::ImageGeom> {
+fn pool_shapes(
+    op: &'static str,
+    full: &impl TensorMeta,
+    pooled: &impl TensorMeta,
+    argmax: &impl TensorMeta,
+    geom: super::ImageGeom,
+) -> Result<super::ImageGeom> {
     f32(op, full)?;
     f32(op, pooled)?;
     dtype(op, argmax, DType::U32)?;
-    ensure_shape(geom.height >= 2 && geom.width >= 2, op, || format!("a 2×2 pool needs images of at least 2×2 pixels, got {}×{}", geom.height, geom.width))?;
+    ensure_shape(geom.height >= 2 && geom.width >= 2, op, || {
+        format!("a 2×2 pool needs images of at least 2×2 pixels, got {}×{}", geom.height, geom.width)
+    })?;
     let p = geom.pooled();
     expect_shape(op, full, hwc(op, geom)?, "the HWC tensor")?;
     let ps = chw(op, p)?;

@@ -3,7 +3,10 @@
 pub enum Epilogue<'a, T> {
     None,
     /// Forward: v + bias[col], then max(v, 0) when `relu`.
-    Bias { bias: &'a T, relu: bool },
+    Bias {
+        bias: &'a T,
+        relu: bool,
+    },
     /// Backward through a ReLU: v where act > 0, else 0 (`act` is the ReLU's output).
     ReluMask(&'a T),
 }

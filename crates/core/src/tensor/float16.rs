@@ -2,8 +2,8 @@
 //! cast kernels (`shaders/float16_*.wgsl`) implement the same round-to-nearest-even bit for bit,
 //! so a value rounded on the CPU and on the GPU is the same value.
 
-use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 use half::f16;
+use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 
 use super::DType;
 
@@ -122,10 +122,27 @@ mod tests {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
         let mut xs: Vec<f32> = (0..200_000).map(|_| f32::from_bits(rng.random())).collect();
         // Ties, carries into the exponent, the largest finite values, subnormals, specials.
-        xs.extend([0.0, -0.0, 1.0, 1.00390625, 1.01171875, -1.00390625, f32::MAX, f32::MIN, f32::MIN_POSITIVE, 1e-40, -1e-45, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, -f32::NAN]);
+        xs.extend([
+            0.0,
+            -0.0,
+            1.0,
+            1.00390625,
+            1.01171875,
+            -1.00390625,
+            f32::MAX,
+            f32::MIN,
+            f32::MIN_POSITIVE,
+            1e-40,
+            -1e-45,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -f32::NAN,
+        ]);
         xs.extend((0..1000u32).map(|i| f32::from_bits(0x3f80_8000 + (i << 16))));
         for dt in [DType::BF16, DType::F16] {
-            let want: Vec<u16> = xs.iter().map(|&x| if dt == DType::BF16 { bf16::from_f32(x).to_bits() } else { f16::from_f32(x).to_bits() }).collect();
+            let want: Vec<u16> =
+                xs.iter().map(|&x| if dt == DType::BF16 { bf16::from_f32(x).to_bits() } else { f16::from_f32(x).to_bits() }).collect();
             let one: Vec<u16> = xs.iter().map(|&x| round_bits(dt, x)).collect();
             assert_eq!(one, want, "{} round_bits", dt.name());
             assert_eq!(encode(dt, &xs), want, "{} encode", dt.name());

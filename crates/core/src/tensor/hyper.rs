@@ -36,10 +36,6 @@ impl AdamW {
         let t = step.max(1) as i32;
         let bc1 = 1.0 - (self.beta1 as f64).powi(t);
         let bc2 = 1.0 - (self.beta2 as f64).powi(t);
-        AdamFactors {
-            decay: 1.0 - self.lr * self.weight_decay,
-            step_size: (self.lr as f64 / bc1) as f32,
-            bias2_sqrt: bc2.sqrt() as f32,
-        }
+        AdamFactors { decay: 1.0 - self.lr * self.weight_decay, step_size: (self.lr as f64 / bc1) as f32, bias2_sqrt: bc2.sqrt() as f32 }
     }
 }

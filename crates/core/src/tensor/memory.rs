@@ -118,10 +118,7 @@ impl Ledger {
 
     pub fn report(&self) -> MemoryReport {
         MemoryReport {
-            categories: MemCategory::ALL
-                .iter()
-                .map(|&c| (c, self.current[c.index()], self.peak[c.index()]))
-                .collect(),
+            categories: MemCategory::ALL.iter().map(|&c| (c, self.current[c.index()], self.peak[c.index()])).collect(),
             total_current: self.total(),
             total_peak: self.total_peak,
             budget: self.budget,

@@ -13,13 +13,16 @@ pub mod ops;
 pub mod prelude;
 pub mod scaler;
 
-pub use host_data::HostData;
 pub use dtype::DType;
 pub use epilogue::{Dequant, Epilogue};
+pub use host_data::HostData;
 pub use hyper::{AdamFactors, AdamW, Sgd};
 pub use info::{BackendInfo, BackendKind};
 pub use memory::{Ledger, MemCategory, MemoryReport, SharedLedger, lock as memory_lock};
-pub use ops::{AmpOps, Backend, BackendBase, ConvOps, CoreOps, CONV_KERNEL, ImageGeom, QuantGranularity, QuantOps, Telemetry, TensorMeta, matmul_i8_dequant_unfused, quantize_value, scale_for_absmax};
+pub use ops::{
+    AmpOps, Backend, BackendBase, CONV_KERNEL, ConvOps, CoreOps, ImageGeom, QuantGranularity, QuantOps, Telemetry, TensorMeta,
+    matmul_i8_dequant_unfused, quantize_value, scale_for_absmax,
+};
 
 /// Tensors are 2-D row-major matrices `[rows, cols]`; a vector is `[1, n]`.
 pub type Shape = [usize; 2];

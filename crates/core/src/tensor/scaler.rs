@@ -91,10 +91,12 @@ pub fn update_words(w: &mut [u32], rule: ScalerRule) -> u32 {
 /// kernels index them by the on-device step count: row t−1 holds `AdamW::factors(t)`, the same
 /// values the host-stepped optimizer uses.
 pub fn adam_factor_table(hp: crate::tensor::AdamW, rows: usize) -> Vec<f32> {
-    (1..=rows as u32).flat_map(|t| {
-        let f = hp.factors(t);
-        [f.step_size, f.bias2_sqrt]
-    }).collect()
+    (1..=rows as u32)
+        .flat_map(|t| {
+            let f = hp.factors(t);
+            [f.step_size, f.bias2_sqrt]
+        })
+        .collect()
 }
 
 /// The optimizer a mixed-precision update runs, with what it reads besides its slots.

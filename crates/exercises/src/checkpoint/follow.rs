@@ -3,10 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use gpulab_systems::checkpoint::ChildEvent;
-use gpulab_systems::checkpoint::child_process::{Line, ChildProcess};
-use gpulab_core::error::{Error, Result};
 use crate::{Event, Sink};
+use gpulab_core::error::{Error, Result};
+use gpulab_systems::checkpoint::ChildEvent;
+use gpulab_systems::checkpoint::child_process::{ChildProcess, Line};
 use gpulab_systems::report::Provenance;
 
 /// A checkpoint write the child reported. Measured in the child.
@@ -49,7 +49,14 @@ const SILENCE_LIMIT: Duration = Duration::from_secs(300);
 
 /// Reads `child` to its end. With `kill_at`, sends SIGKILL right after the child reports
 /// that step (it may finish a few more before the signal lands; their lines are still read).
-pub fn follow(mut child: ChildProcess, sink: &mut dyn Sink, series: &str, kill_at: Option<u64>, progress_base: u64, progress_total: u64) -> Result<ChildLog> {
+pub fn follow(
+    mut child: ChildProcess,
+    sink: &mut dyn Sink,
+    series: &str,
+    kill_at: Option<u64>,
+    progress_base: u64,
+    progress_total: u64,
+) -> Result<ChildLog> {
     let mut log = ChildLog::default();
     let mut failed: Option<String> = None;
     let mut last_line = Instant::now();
@@ -65,7 +72,11 @@ pub fn follow(mut child: ChildProcess, sink: &mut dyn Sink, series: &str, kill_a
             }
             if last_line.elapsed() > SILENCE_LIMIT {
                 child.kill()?;
-                return Err(Error::TrainingProcess(format!("no output for {} s; killed it. Its last messages: {}", SILENCE_LIMIT.as_secs(), child.stderr_tail())));
+                return Err(Error::TrainingProcess(format!(
+                    "no output for {} s; killed it. Its last messages: {}",
+                    SILENCE_LIMIT.as_secs(),
+                    child.stderr_tail()
+                )));
             }
             continue;
         };
@@ -92,7 +103,13 @@ pub fn follow(mut child: ChildProcess, sink: &mut dyn Sink, series: &str, kill_a
             ChildEvent::Fresh => {}
             ChildEvent::Step { step, loss, window_s, busy_s, memory, .. } => {
                 log.losses.push((step, loss));
-                sink.emit(Event::Point { chart: "loss".into(), series: series.into(), x: step as f64, y: loss, provenance: Provenance::Measured });
+                sink.emit(Event::Point {
+                    chart: "loss".into(),
+                    series: series.into(),
+                    x: step as f64,
+                    y: loss,
+                    provenance: Provenance::Measured,
+                });
                 crate::watch::emit(sink, series, &crate::watch::Window { step, wall_s: window_s, busy_s, memory });
                 sink.emit(Event::Progress { done: progress_base + step, total: progress_total });
                 if kill_at.is_some_and(|k| step >= k) && log.killed_after.is_none() {

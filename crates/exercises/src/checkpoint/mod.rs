@@ -9,15 +9,15 @@ use std::path::{Path, PathBuf};
 
 use rand::Rng;
 
+use super::Exercise;
 use super::common;
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink};
-use super::Exercise;
-use gpulab_systems::checkpoint::child_process::{ChildProcess, gpulab_exe};
-use gpulab_systems::checkpoint::{Damage, Policy, ChildSpec, damage, store};
-use gpulab_core::error::{Error, Result};
-use gpulab_systems::report::Report;
 use follow::{ChildLog, follow};
+use gpulab_core::error::{Error, Result};
+use gpulab_systems::checkpoint::child_process::{ChildProcess, gpulab_exe};
+use gpulab_systems::checkpoint::{ChildSpec, Damage, Policy, damage, store};
+use gpulab_systems::report::Report;
 
 pub struct CheckpointLab;
 
@@ -57,7 +57,12 @@ impl Exercise for CheckpointLab {
         c
     }
     fn settings(&self) -> Settings {
-        let s = Settings::default().add("backend", "Backend", "Where the training process trains: cpu (bit-exact resume), gpu, gpu:N, gpu:NAME", Value::Devices(vec!["cpu".into()]));
+        let s = Settings::default().add(
+            "backend",
+            "Backend",
+            "Where the training process trains: cpu (bit-exact resume), gpu, gpu:N, gpu:NAME",
+            Value::Devices(vec!["cpu".into()]),
+        );
         common::model_setting(common::training_settings(s, "digits", &[64, 32], 32, 3))
             .add("checkpoint_every", "Checkpoint every (steps)", "Save a checkpoint every N steps (0 = only at epoch ends)", settings::int(20, 0, 1_000_000))
             .add("checkpoint_every_epochs", "Checkpoint every (epochs)", "Also save every E epochs (0 = not by epochs)", settings::int(0, 0, 1000))
@@ -76,8 +81,16 @@ impl Exercise for CheckpointLab {
     fn presets(&self) -> Vec<super::Preset> {
         use super::Preset;
         vec![
-            Preset::new("checkpoint rarely", "A checkpoint only every 100 steps: the crash loses more work, the writes cost less", &[("checkpoint_every", "100")]),
-            Preset::new("a corrupt latest checkpoint", "The newest checkpoint is damaged after the crash: the resume must detect it and fall back to an older one", &[("corrupt", "flip-data")]),
+            Preset::new(
+                "checkpoint rarely",
+                "A checkpoint only every 100 steps: the crash loses more work, the writes cost less",
+                &[("checkpoint_every", "100")],
+            ),
+            Preset::new(
+                "a corrupt latest checkpoint",
+                "The newest checkpoint is damaged after the crash: the resume must detect it and fall back to an older one",
+                &[("corrupt", "flip-data")],
+            ),
         ]
     }
 
@@ -85,7 +98,9 @@ impl Exercise for CheckpointLab {
         s.one_device("backend")?;
         common::validate_training(s)?;
         if s.int("checkpoint_every")? == 0 && s.int("checkpoint_every_epochs")? == 0 {
-            return Err(Error::InvalidConfig("checkpoint_every: with no step or epoch interval nothing is saved before the crash; set one of them".into()));
+            return Err(Error::InvalidConfig(
+                "checkpoint_every: with no step or epoch interval nothing is saved before the crash; set one of them".into(),
+            ));
         }
         s.choice("corrupt")?;
         s.list("intervals")?;
@@ -108,8 +123,20 @@ impl Exercise for CheckpointLab {
             resume,
         };
         let every = s.int("checkpoint_every")? as u64;
-        let policy = Policy { every_steps: every, every_epochs: s.int("checkpoint_every_epochs")? as usize, keep_last: s.int("keep_last")? as usize, at_end: true };
-        let result = run_children(s, sink, &exe, &spec("reference", Policy { every_steps: 0, every_epochs: 0, keep_last: 1, at_end: true }, false), &spec("run", policy, false), every);
+        let policy = Policy {
+            every_steps: every,
+            every_epochs: s.int("checkpoint_every_epochs")? as usize,
+            keep_last: s.int("keep_last")? as usize,
+            at_end: true,
+        };
+        let result = run_children(
+            s,
+            sink,
+            &exe,
+            &spec("reference", Policy { every_steps: 0, every_epochs: 0, keep_last: 1, at_end: true }, false),
+            &spec("run", policy, false),
+            every,
+        );
         let out = result.map(|mut runs| {
             runs.weights = compare_final_weights(&folder.join("reference"), &folder.join("run"));
             runs.folder = folder.clone();
@@ -133,7 +160,10 @@ fn folder(s: &Settings) -> Result<(PathBuf, bool)> {
     let dir = PathBuf::from(named.trim());
     for sub in ["reference", "run"] {
         if !store::list(&dir.join(sub))?.is_empty() {
-            return Err(Error::InvalidConfig(format!("folder: {} already holds checkpoints; choose an empty folder so none of them is overwritten", dir.join(sub).display())));
+            return Err(Error::InvalidConfig(format!(
+                "folder: {} already holds checkpoints; choose an empty folder so none of them is overwritten",
+                dir.join(sub).display()
+            )));
         }
     }
     Ok((dir, true))
@@ -143,16 +173,31 @@ fn run_children(s: &Settings, sink: &mut dyn Sink, exe: &Path, reference: &Child
     sink.emit(Event::Phase("reference: training without a crash (child process)".into()));
     let reference_log = follow(ChildProcess::spawn(exe, &reference.args())?, sink, "reference (uninterrupted)", None, 0, 0)?;
     let total = reference_log.total_steps;
-    let empty = |reference: ChildLog, crash_at| Runs { reference, crashed: ChildLog::default(), resumed: None, damage: None, crash_at, every, weights: None, folder: PathBuf::new(), kept_folder: false };
+    let empty = |reference: ChildLog, crash_at| Runs {
+        reference,
+        crashed: ChildLog::default(),
+        resumed: None,
+        damage: None,
+        crash_at,
+        every,
+        weights: None,
+        folder: PathBuf::new(),
+        kept_folder: false,
+    };
     if reference_log.stopped {
         return Ok(empty(reference_log, 0));
     }
     if total < 2 {
-        return Err(Error::InvalidConfig(format!("the run has only {total} step(s); there is nothing to crash in between. Use more epochs or a smaller batch")));
+        return Err(Error::InvalidConfig(format!(
+            "the run has only {total} step(s); there is nothing to crash in between. Use more epochs or a smaller batch"
+        )));
     }
     let chosen = s.int("crash_at")? as u64;
     if chosen >= total {
-        return Err(Error::InvalidConfig(format!("crash_at: step {chosen} is not before the run's last step ({total}); choose 1..{} or 0 for random", total - 1)));
+        return Err(Error::InvalidConfig(format!(
+            "crash_at: step {chosen} is not before the run's last step ({total}); choose 1..{} or 0 for random",
+            total - 1
+        )));
     }
     let crash_at = if chosen == 0 { rand::rng().random_range(1..total) } else { chosen };
 

@@ -64,8 +64,21 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
     let step_s = ref_wall.map(|w| w / total.max(1) as f64);
 
     // Live and final loss chart: the three runs overlaid, with the crash and resume marked.
-    let series = |name: &str, l: &[(u64, f64)]| Series { name: name.into(), points: l.iter().map(|(s, y)| [*s as f64, *y]).collect(), provenance: Provenance::Measured };
-    let mut loss = Chart { id: "loss".into(), title: "Training loss per step".into(), x_label: "step".into(), y_label: "loss".into(), kind: ChartKind::Line, log_x: false, series: vec![], markers: vec![] };
+    let series = |name: &str, l: &[(u64, f64)]| Series {
+        name: name.into(),
+        points: l.iter().map(|(s, y)| [*s as f64, *y]).collect(),
+        provenance: Provenance::Measured,
+    };
+    let mut loss = Chart {
+        id: "loss".into(),
+        title: "Training loss per step".into(),
+        x_label: "step".into(),
+        y_label: "loss".into(),
+        kind: ChartKind::Line,
+        log_x: false,
+        series: vec![],
+        markers: vec![],
+    };
     loss.series.push(series("reference (uninterrupted)", &runs.reference.losses));
     loss.series.push(series("crashed run", &runs.crashed.losses));
     if let Some(r) = resumed {
@@ -114,11 +127,32 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
         })
         .collect();
     let tradeoff = Table { title: "Steps lost vs checkpoint interval".into(), columns, rows };
-    let mut cost = Chart { id: "interval_cost".into(), title: "Cost of an interval: writing vs work lost".into(), x_label: "checkpoint interval (steps)".into(), y_label: "seconds".into(), kind: ChartKind::Line, log_x: true, series: vec![], markers: vec![] };
+    let mut cost = Chart {
+        id: "interval_cost".into(),
+        title: "Cost of an interval: writing vs work lost".into(),
+        x_label: "checkpoint interval (steps)".into(),
+        y_label: "seconds".into(),
+        kind: ChartKind::Line,
+        log_x: true,
+        series: vec![],
+        markers: vec![],
+    };
     if let (Some(w), Some(st)) = (mean_write, step_s) {
-        cost.series.push(Series { name: "time writing per run".into(), points: intervals.iter().map(|&t| [t as f64, w * (total / t) as f64]).collect(), provenance: derived("measured write time × checkpoints per run") });
-        cost.series.push(Series { name: "time lost by this crash".into(), points: intervals.iter().map(|&t| [t as f64, st * (crash - (crash / t) * t) as f64]).collect(), provenance: derived("measured step time × steps lost") });
-        cost.series.push(Series { name: "expected loss per crash (interval ÷ 2)".into(), points: intervals.iter().map(|&t| [t as f64, st * t as f64 / 2.0]).collect(), provenance: derived("measured step time × interval ÷ 2") });
+        cost.series.push(Series {
+            name: "time writing per run".into(),
+            points: intervals.iter().map(|&t| [t as f64, w * (total / t) as f64]).collect(),
+            provenance: derived("measured write time × checkpoints per run"),
+        });
+        cost.series.push(Series {
+            name: "time lost by this crash".into(),
+            points: intervals.iter().map(|&t| [t as f64, st * (crash - (crash / t) * t) as f64]).collect(),
+            provenance: derived("measured step time × steps lost"),
+        });
+        cost.series.push(Series {
+            name: "expected loss per crash (interval ÷ 2)".into(),
+            points: intervals.iter().map(|&t| [t as f64, st * t as f64 / 2.0]).collect(),
+            provenance: derived("measured step time × interval ÷ 2"),
+        });
     }
     if runs.every > 0 {
         cost.markers.push((runs.every as f64, format!("this run: every {} steps", runs.every)));
@@ -126,7 +160,12 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
 
     let written = Table {
         title: "Checkpoints written".into(),
-        columns: vec![Column::text("process"), Column::num("step", "", 0, Provenance::Measured), Column::num("size", "bytes", 0, Provenance::Measured), Column::num("write time", "ms", 2, Provenance::Measured)],
+        columns: vec![
+            Column::text("process"),
+            Column::num("step", "", 0, Provenance::Measured),
+            Column::num("size", "bytes", 0, Provenance::Measured),
+            Column::num("write time", "ms", 2, Provenance::Measured),
+        ],
         rows: runs
             .crashed
             .saves
@@ -148,33 +187,75 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
         None if resumed.is_some() => resume_rows.push(vec!["started over".into(), "".into(), "no checkpoint validated".into()]),
         None => {}
     }
-    let resume_table = Table { title: "Resume".into(), columns: vec![Column::text("what"), Column::text("file"), Column::text("detail")], rows: resume_rows };
+    let resume_table = Table {
+        title: "Resume".into(),
+        columns: vec![Column::text("what"), Column::text("file"), Column::text("detail")],
+        rows: resume_rows,
+    };
 
     let mut figures = vec![
-        Figure { label: "crash: last step before SIGKILL landed".into(), value: crash as f64, unit: "step".into(), provenance: Provenance::Measured },
+        Figure {
+            label: "crash: last step before SIGKILL landed".into(),
+            value: crash as f64,
+            unit: "step".into(),
+            provenance: Provenance::Measured,
+        },
         Figure { label: "resumed from step".into(), value: resume_step as f64, unit: "step".into(), provenance: Provenance::Measured },
-        Figure { label: "steps lost (redone after resuming)".into(), value: steps_lost as f64, unit: "steps".into(), provenance: Provenance::derived("last step reported before the kill − resumed step") },
-        Figure { label: "loss steps compared with the reference".into(), value: cmp.steps as f64, unit: "steps".into(), provenance: Provenance::Measured },
-        Figure { label: "max absolute loss difference vs reference".into(), value: cmp.max_abs, unit: "".into(), provenance: Provenance::Measured },
+        Figure {
+            label: "steps lost (redone after resuming)".into(),
+            value: steps_lost as f64,
+            unit: "steps".into(),
+            provenance: Provenance::derived("last step reported before the kill − resumed step"),
+        },
+        Figure {
+            label: "loss steps compared with the reference".into(),
+            value: cmp.steps as f64,
+            unit: "steps".into(),
+            provenance: Provenance::Measured,
+        },
+        Figure {
+            label: "max absolute loss difference vs reference".into(),
+            value: cmp.max_abs,
+            unit: "".into(),
+            provenance: Provenance::Measured,
+        },
     ];
     if let Some(b) = mean_bytes {
         figures.push(Figure { label: "checkpoint size".into(), value: b, unit: "bytes".into(), provenance: Provenance::Measured });
     }
     if let Some(w) = mean_write {
-        figures.push(Figure { label: "mean checkpoint write (encode, write, fsync, rename, fsync folder)".into(), value: w * 1e3, unit: "ms".into(), provenance: Provenance::Measured });
+        figures.push(Figure {
+            label: "mean checkpoint write (encode, write, fsync, rename, fsync folder)".into(),
+            value: w * 1e3,
+            unit: "ms".into(),
+            provenance: Provenance::Measured,
+        });
     }
     if let (Some(w), Some(b)) = (mean_write, mean_bytes) {
-        figures.push(Figure { label: "write throughput".into(), value: b / w.max(1e-12) / 1e6, unit: "MB/s".into(), provenance: Provenance::derived("size ÷ write time") });
+        figures.push(Figure {
+            label: "write throughput".into(),
+            value: b / w.max(1e-12) / 1e6,
+            unit: "MB/s".into(),
+            provenance: Provenance::derived("size ÷ write time"),
+        });
     }
     if let Some((_, max)) = runs.weights {
-        figures.push(Figure { label: "max absolute final-weight difference vs reference".into(), value: max, unit: "".into(), provenance: Provenance::Measured });
+        figures.push(Figure {
+            label: "max absolute final-weight difference vs reference".into(),
+            value: max,
+            unit: "".into(),
+            provenance: Provenance::Measured,
+        });
     }
 
     // With no checkpoint that validated, the "resume" is a fresh start: say so.
     let (resumed_how, used) = if resumed.is_some_and(|r| r.resumed_from.is_some()) {
         (format!("resuming from the checkpoint at step {resume_step}"), format!("used the checkpoint at step {resume_step}"))
     } else {
-        ("with no checkpoint that validated, starting over from step 0".to_string(), "found none that validated, so it started over".to_string())
+        (
+            "with no checkpoint that validated, starting over from step 0".to_string(),
+            "found none that validated, so it started over".to_string(),
+        )
     };
     let mut v = Verdict::default();
     let finished = resumed.is_some_and(|r| r.finished.is_some());
@@ -209,11 +290,17 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
         v.evidence.push(format!("The model: {model}, {params} parameters; each checkpoint holds every one of them with its {} state, the data loader's position and the random-number state.", optimizer_state(cfg.optimizer)));
     }
     if let Some(k) = runs.crashed.killed_after {
-        v.evidence.push(format!("SIGKILL was sent after step {k} (chosen: {}); the process reported up to step {crash} before it died, with no chance to save.", runs.crash_at));
+        v.evidence.push(format!(
+            "SIGKILL was sent after step {k} (chosen: {}); the process reported up to step {crash} before it died, with no chance to save.",
+            runs.crash_at
+        ));
     }
     if let Some((file, what)) = &runs.damage {
         let skipped = resumed.map(|r| r.skipped.len()).unwrap_or(0);
-        v.evidence.push(format!("The newest checkpoint {file} was corrupted ({what}); the resume skipped {} and {used}.", plural(skipped, "checkpoint")));
+        v.evidence.push(format!(
+            "The newest checkpoint {file} was corrupted ({what}); the resume skipped {} and {used}.",
+            plural(skipped, "checkpoint")
+        ));
     }
     for (_, kind, reason) in resumed.map(|r| r.skipped.as_slice()).unwrap_or(&[]) {
         v.evidence.push(format!("Skipped ({kind}): {reason}"));
@@ -244,8 +331,14 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
         ..report_for(ex, s, meta)
     };
     report.note_software_backends();
-    report.notes.push("Training ran in separate gpulab processes; the crash is a real SIGKILL (TerminateProcess on Windows), not a flag.".into());
-    report.notes.push(if runs.kept_folder { format!("The checkpoints are kept in {}.", runs.folder.display()) } else { format!("The checkpoints were written to {} and removed afterwards; name a folder to keep them.", runs.folder.display()) });
+    report
+        .notes
+        .push("Training ran in separate gpulab processes; the crash is a real SIGKILL (TerminateProcess on Windows), not a flag.".into());
+    report.notes.push(if runs.kept_folder {
+        format!("The checkpoints are kept in {}.", runs.folder.display())
+    } else {
+        format!("The checkpoints were written to {} and removed afterwards; name a folder to keep them.", runs.folder.display())
+    });
     report
 }
 

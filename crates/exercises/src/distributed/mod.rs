@@ -8,11 +8,11 @@ mod pipeline_report;
 mod report;
 pub mod torch_export;
 
+use super::Exercise;
 use super::common;
 use super::live::LiveChartSpec;
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink};
-use super::Exercise;
 use gpulab_core::error::{Error, Result};
 use gpulab_systems::parallel::{self, DpConfig, DpReport, Msg, ReplicaKind, cost};
 use gpulab_systems::report::{Provenance, Report};
@@ -67,7 +67,15 @@ fn plan(s: &Settings, mode: Mode, replicas: usize) -> Result<(DpConfig, usize)> 
         Mode::Weak => batch * replicas,
     };
     let link = cost::preset(&s.choice("link")?)?.map(|p| p.link);
-    let dp = DpConfig { replicas, kind: kind(s)?, bucket_cap_mb: s.float("bucket_cap_mb")?, overlap: s.bool("overlap")?, shard_optimizer: s.bool("shard_optimizer")?, link, timeline_steps: 24 };
+    let dp = DpConfig {
+        replicas,
+        kind: kind(s)?,
+        bucket_cap_mb: s.float("bucket_cap_mb")?,
+        overlap: s.bool("overlap")?,
+        shard_optimizer: s.bool("shard_optimizer")?,
+        link,
+        timeline_steps: 24,
+    };
     Ok((dp, global))
 }
 
@@ -115,11 +123,31 @@ impl Exercise for Distributed {
     fn presets(&self) -> Vec<super::Preset> {
         use super::Preset;
         vec![
-            Preset::new("a model worth splitting", "MLP 784-512-256-10 at global batch 256 on 28×28 shapes: each replica gets milliseconds of compute per step, so the all-reduce and the fixed per-step costs weigh less than on the small default", &[("dataset", "shapes:res=28,n=8000,classes=4"), ("hidden", "512,256"), ("batch", "256")]),
-            Preset::new("weak scaling", "The same batch per replica, so the global batch grows with the replicas (strong scaling splits one batch)", &[("scaling", "weak")]),
-            Preset::new("a slow network (10 GbE)", "Gradients all-reduced over a simulated 10 GbE link: communication dominates the step", &[("link", "10gbe")]),
-            Preset::new("ZeRO-1: sharded optimizer step", "Each replica updates only its 1/N of the parameters between a reduce-scatter and an all-gather, as DeepSpeed's ZeRO stage 1 does", &[("kind", "cpu"), ("overlap", "false"), ("shard_optimizer", "true")]),
-            Preset::new("small buckets, overlapped", "50 KiB gradient buckets all-reduced while backward still runs, as DDP overlaps them", &[("bucket_cap_mb", "0.05"), ("overlap", "true")]),
+            Preset::new(
+                "a model worth splitting",
+                "MLP 784-512-256-10 at global batch 256 on 28×28 shapes: each replica gets milliseconds of compute per step, so the all-reduce and the fixed per-step costs weigh less than on the small default",
+                &[("dataset", "shapes:res=28,n=8000,classes=4"), ("hidden", "512,256"), ("batch", "256")],
+            ),
+            Preset::new(
+                "weak scaling",
+                "The same batch per replica, so the global batch grows with the replicas (strong scaling splits one batch)",
+                &[("scaling", "weak")],
+            ),
+            Preset::new(
+                "a slow network (10 GbE)",
+                "Gradients all-reduced over a simulated 10 GbE link: communication dominates the step",
+                &[("link", "10gbe")],
+            ),
+            Preset::new(
+                "ZeRO-1: sharded optimizer step",
+                "Each replica updates only its 1/N of the parameters between a reduce-scatter and an all-gather, as DeepSpeed's ZeRO stage 1 does",
+                &[("kind", "cpu"), ("overlap", "false"), ("shard_optimizer", "true")],
+            ),
+            Preset::new(
+                "small buckets, overlapped",
+                "50 KiB gradient buckets all-reduced while backward still runs, as DDP overlaps them",
+                &[("bucket_cap_mb", "0.05"), ("overlap", "true")],
+            ),
         ]
     }
 
@@ -143,7 +171,10 @@ impl Exercise for Distributed {
 
     fn live_charts(&self) -> Vec<LiveChartSpec> {
         let mut c = common::training_live_charts();
-        c.push(LiveChartSpec::line("replica_split", "Per-replica step: compute and gradient sync", "step", "ms").provenance(Provenance::derived("each replica's clock readings")));
+        c.push(
+            LiveChartSpec::line("replica_split", "Per-replica step: compute and gradient sync", "step", "ms")
+                .provenance(Provenance::derived("each replica's clock readings")),
+        );
         c
     }
 
@@ -171,7 +202,9 @@ impl Exercise for Distributed {
                 // The live charts follow the first round; later rounds only move the progress bar.
                 let mut watch = |m: Option<Msg>| {
                     match m {
-                        Some(Msg::Lanes { rank, steps, comm_spans }) if round == 0 => live_timeline(&mut *sink, &dp, global, &mut lanes, rank, steps, comm_spans),
+                        Some(Msg::Lanes { rank, steps, comm_spans }) if round == 0 => {
+                            live_timeline(&mut *sink, &dp, global, &mut lanes, rank, steps, comm_spans)
+                        }
                         Some(m @ Msg::Progress { .. }) => forward(&mut *sink, &series, m),
                         Some(m) if round == 0 => forward(&mut *sink, &series, m),
                         _ => {}
@@ -229,7 +262,16 @@ fn rounds_note(sweep: &[(Mode, usize)], tries: &[Vec<std::result::Result<DpRepor
         .iter()
         .zip(tries)
         .filter(|(_, t)| !t.is_empty())
-        .map(|(&(mode, n), t)| format!("{} N={n}: {}", mode.name(), t.iter().map(|r| r.as_ref().map_or("failed".to_string(), |r| format!("{:.0}", r.samples_per_s))).collect::<Vec<_>>().join(", ")))
+        .map(|(&(mode, n), t)| {
+            format!(
+                "{} N={n}: {}",
+                mode.name(),
+                t.iter()
+                    .map(|r| r.as_ref().map_or("failed".to_string(), |r| format!("{:.0}", r.samples_per_s)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
         .collect();
     Some(format!(
         "Every replica count ran once per round, in turn; the tables, charts and verdict use each count's run with the median throughput, since a shared machine's speed drifts from run to run. Samples/s per round (measured): {}.",
@@ -239,11 +281,20 @@ fn rounds_note(sweep: &[(Mode, usize)], tries: &[Vec<std::result::Result<DpRepor
 
 /// Keeps replica `rank`'s first steps and, once every replica's have come, draws the run's
 /// timeline live (the report's timeline, with the same title, replaces it at the end).
-fn live_timeline(sink: &mut dyn Sink, dp: &DpConfig, global: usize, lanes: &mut [Option<(Vec<parallel::StepTimes>, Vec<(f64, f64)>)>], rank: usize, steps: Vec<parallel::StepTimes>, comm_spans: Vec<(f64, f64)>) {
+fn live_timeline(
+    sink: &mut dyn Sink,
+    dp: &DpConfig,
+    global: usize,
+    lanes: &mut [Option<(Vec<parallel::StepTimes>, Vec<(f64, f64)>)>],
+    rank: usize,
+    steps: Vec<parallel::StepTimes>,
+    comm_spans: Vec<(f64, f64)>,
+) {
     if let Some(slot) = lanes.get_mut(rank) {
         *slot = Some((steps, comm_spans));
     }
-    let all: Option<Vec<parallel::ReplicaLanes<'_>>> = lanes.iter().map(|l| l.as_ref().map(|(s, c)| parallel::ReplicaLanes { steps: s, comm_spans: c })).collect();
+    let all: Option<Vec<parallel::ReplicaLanes<'_>>> =
+        lanes.iter().map(|l| l.as_ref().map(|(s, c)| parallel::ReplicaLanes { steps: s, comm_spans: c })).collect();
     if let Some(all) = all {
         sink.emit(Event::Timeline(Box::new(parallel::timeline(dp, global, &all))));
     }
@@ -251,11 +302,14 @@ fn live_timeline(sink: &mut dyn Sink, dp: &DpConfig, global: usize, lanes: &mut 
 
 /// Forwards a replica message to the exercise's sink as a live point, progress or log.
 fn forward(sink: &mut dyn Sink, series: &str, m: Msg) {
-    let point = |chart: &str, series: String, x: f64, y: f64, p: Provenance| Event::Point { chart: chart.into(), series, x, y, provenance: p };
+    let point =
+        |chart: &str, series: String, x: f64, y: f64, p: Provenance| Event::Point { chart: chart.into(), series, x, y, provenance: p };
     match m {
         Msg::Progress { step, total } => sink.emit(Event::Progress { done: step, total }),
         Msg::Loss { step, loss, .. } => sink.emit(point("loss", series.into(), step as f64, loss, Provenance::Measured)),
-        Msg::Val { epoch, accuracy } => sink.emit(point("val_accuracy", series.into(), (epoch + 1) as f64, accuracy * 100.0, Provenance::Measured)),
+        Msg::Val { epoch, accuracy } => {
+            sink.emit(point("val_accuracy", series.into(), (epoch + 1) as f64, accuracy * 100.0, Provenance::Measured))
+        }
         Msg::Split { rank, step, compute_ms, sync_ms } => {
             let p = Provenance::derived("each replica's clock readings");
             sink.emit(point("replica_split", format!("{series} replica {rank} compute"), step as f64, compute_ms, p.clone()));

@@ -2,11 +2,11 @@
 //! its table, the bubble chart (measured against GPipe's theory), the stage timelines and a
 //! verdict sentence computed from the numbers.
 
-use gpulab_systems::data::Dataset;
-use gpulab_core::error::Result;
 use crate::common;
 use crate::settings::Settings;
 use crate::sink::{Event, Sink};
+use gpulab_core::error::Result;
+use gpulab_systems::data::Dataset;
 use gpulab_systems::parallel::pipeline::{PipeConfig, PipeReport, train_pipeline};
 use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Provenance, Report, Series, Table};
 
@@ -25,7 +25,11 @@ pub fn sweep(s: &Settings, data: &Dataset, sink: &mut dyn Sink) -> Result<Vec<Pi
         if sink.stop_requested() {
             break;
         }
-        sink.emit(Event::Phase(format!("pipeline: {n} CPU stage{} × 1 thread, {m} micro-batch{}", if n == 1 { "" } else { "s" }, if m == 1 { "" } else { "es" })));
+        sink.emit(Event::Phase(format!(
+            "pipeline: {n} CPU stage{} × 1 thread, {m} micro-batch{}",
+            if n == 1 { "" } else { "s" },
+            if m == 1 { "" } else { "es" }
+        )));
         let run = train_pipeline(data, &cfg, &PipeConfig { stages: n, micro_batches: m, max_steps: None, timeline_steps: 3 })?;
         if n > 1 {
             sink.emit(Event::Timeline(Box::new(run.timeline.clone())));
@@ -91,7 +95,11 @@ pub fn table(runs: &[PipeReport]) -> Table {
 
 fn chart(runs: &[PipeReport]) -> Chart {
     let piped: Vec<&PipeReport> = runs.iter().filter(|r| r.stages > 1).collect();
-    let series = |name: &str, f: fn(&PipeReport) -> f64, p: Provenance| Series { name: name.into(), points: piped.iter().map(|r| [r.micro_batches as f64, f(r) * 100.0]).collect(), provenance: p };
+    let series = |name: &str, f: fn(&PipeReport) -> f64, p: Provenance| Series {
+        name: name.into(),
+        points: piped.iter().map(|r| [r.micro_batches as f64, f(r) * 100.0]).collect(),
+        provenance: p,
+    };
     Chart {
         id: "pipeline_bubble".into(),
         title: "Pipeline bubble against micro-batches".into(),
@@ -99,7 +107,10 @@ fn chart(runs: &[PipeReport]) -> Chart {
         y_label: "bubble (% of stage time idle)".into(),
         kind: ChartKind::Line,
         log_x: true,
-        series: vec![series("measured", |r| r.bubble, Provenance::derived(CLOCKS)), series("theory (N−1)/(M+N−1)", |r| r.theoretical_bubble, Provenance::derived("GPipe's formula, equal stages"))],
+        series: vec![
+            series("measured", |r| r.bubble, Provenance::derived(CLOCKS)),
+            series("theory (N−1)/(M+N−1)", |r| r.theoretical_bubble, Provenance::derived("GPipe's formula, equal stages")),
+        ],
         markers: vec![],
     }
 }
@@ -120,11 +131,18 @@ fn sentence(runs: &[PipeReport]) -> Option<String> {
     );
     let busiest = hi.stage_cost_share.iter().copied().fold(0.0, f64::max);
     if busiest > 1.0 / hi.stages as f64 + 0.1 {
-        s.push_str(&format!(" The busiest stage holds {:.0}% of the multiply-adds, so the others wait for it beyond the formula's equal-stage bubble.", busiest * 100.0));
+        s.push_str(&format!(
+            " The busiest stage holds {:.0}% of the multiply-adds, so the others wait for it beyond the formula's equal-stage bubble.",
+            busiest * 100.0
+        ));
     }
     if let Some(b) = baseline(runs) {
         let best = piped.iter().max_by(|a, c| a.samples_per_s.total_cmp(&c.samples_per_s))?;
-        s.push_str(&format!(" The fastest pipelined run (M={}) trained at {:.2}× one stage's throughput.", best.micro_batches, best.samples_per_s / b.samples_per_s.max(1e-12)));
+        s.push_str(&format!(
+            " The fastest pipelined run (M={}) trained at {:.2}× one stage's throughput.",
+            best.micro_batches,
+            best.samples_per_s / b.samples_per_s.max(1e-12)
+        ));
     }
     Some(s)
 }

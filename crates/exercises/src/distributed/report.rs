@@ -1,12 +1,12 @@
 //! Exercise 6's report: the scaling table, charts, the cost-model extrapolation and a verdict,
 //! each number with its provenance.
 
-use crate::common::report_for;
 use super::{Distributed, Mode, Run};
-use gpulab_systems::data::Dataset;
-use gpulab_core::error::Result;
 use crate::common::percent;
+use crate::common::report_for;
 use crate::settings::Settings;
+use gpulab_core::error::Result;
+use gpulab_systems::data::Dataset;
 use gpulab_systems::parallel::{DpReport, SimLink, StepSplit, cost};
 use gpulab_systems::profile::verdict::{Bottleneck, communication_bound};
 use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
@@ -112,7 +112,10 @@ pub fn scaling_table(runs: &[Run], s: &Settings) -> Result<Table> {
 
 /// The link the extrapolation uses besides the presets: this run's measured ring.
 fn measured_link(runs: &[Run]) -> Option<SimLink> {
-    runs.iter().filter_map(|r| r.result.as_ref().ok()).find_map(|r| r.probe).map(|p| SimLink { bytes_per_s: p.bytes_per_s, latency_s: p.latency_s })
+    runs.iter()
+        .filter_map(|r| r.result.as_ref().ok())
+        .find_map(|r| r.probe)
+        .map(|p| SimLink { bytes_per_s: p.bytes_per_s, latency_s: p.latency_s })
 }
 
 /// The run whose measured compute feeds the extrapolation: the most replicas, weak first (a
@@ -136,7 +139,8 @@ fn extrapolation(runs: &[Run]) -> Option<(Table, Chart, String)> {
         links.push(("this machine's ring (measured link)".into(), m));
     }
     let sim = Provenance::Simulated(why.clone());
-    let mut columns = vec![Column::text("link"), Column::num("bandwidth", "GB/s", 2, sim.clone()), Column::num("latency", "µs", 1, sim.clone())];
+    let mut columns =
+        vec![Column::text("link"), Column::num("bandwidth", "GB/s", 2, sim.clone()), Column::num("latency", "µs", 1, sim.clone())];
     columns.extend(cost::EXTRAPOLATE_TO.iter().map(|n| Column::num(&format!("N={n}"), "% efficiency", 1, sim.clone())));
     let rows = links
         .iter()
@@ -155,7 +159,11 @@ fn extrapolation(runs: &[Run]) -> Option<(Table, Chart, String)> {
         log_x: true,
         series: links
             .iter()
-            .map(|(name, l)| Series { name: name.clone(), points: cost::EXTRAPOLATE_TO.iter().map(|&n| [n as f64, cost::efficiency(n, tc, bytes, *l) * 100.0]).collect(), provenance: sim.clone() })
+            .map(|(name, l)| Series {
+                name: name.clone(),
+                points: cost::EXTRAPOLATE_TO.iter().map(|&n| [n as f64, cost::efficiency(n, tc, bytes, *l) * 100.0]).collect(),
+                provenance: sim.clone(),
+            })
             .collect(),
         markers: vec![],
     };
@@ -163,7 +171,16 @@ fn extrapolation(runs: &[Run]) -> Option<(Table, Chart, String)> {
 }
 
 fn charts(runs: &[Run], p: &Prov) -> Vec<Chart> {
-    let line = |id: &str, title: &str, y: &str| Chart { id: id.into(), title: title.into(), x_label: "replicas N".into(), y_label: y.into(), kind: ChartKind::Line, log_x: false, series: vec![], markers: vec![] };
+    let line = |id: &str, title: &str, y: &str| Chart {
+        id: id.into(),
+        title: title.into(),
+        x_label: "replicas N".into(),
+        y_label: y.into(),
+        kind: ChartKind::Line,
+        log_x: false,
+        series: vec![],
+        markers: vec![],
+    };
     let mut sp = line("speedup", "Speed-up over one replica", "speed-up (×)");
     let mut split = Chart { kind: ChartKind::Bars, ..line("step_split", "Where a step's time goes", "ms per step") };
     let ns: Vec<usize> = runs.iter().map(|r| r.replicas).collect();
@@ -174,15 +191,32 @@ fn charts(runs: &[Run], p: &Prov) -> Vec<Chart> {
         }
         let pts: Vec<[f64; 2]> = ok.iter().filter_map(|r| speedup(runs, mode, r).map(|x| [r.replicas as f64, x])).collect();
         if !pts.is_empty() {
-            sp.series.push(Series { name: format!("{} scaling", mode.name()), points: pts, provenance: p.derived("throughput over one replica's") });
+            sp.series.push(Series {
+                name: format!("{} scaling", mode.name()),
+                points: pts,
+                provenance: p.derived("throughput over one replica's"),
+            });
         }
-        let parts: [(&str, fn(&DpReport) -> f64); 4] = [("compute", |r| r.split.compute_s), ("exposed communication", |r| r.split.exposed_comm_s), ("idle", |r| r.split.idle_s), ("data", |r| r.split.data_s)];
+        let parts: [(&str, fn(&DpReport) -> f64); 4] = [
+            ("compute", |r| r.split.compute_s),
+            ("exposed communication", |r| r.split.exposed_comm_s),
+            ("idle", |r| r.split.idle_s),
+            ("data", |r| r.split.data_s),
+        ];
         for (name, f) in parts {
-            split.series.push(Series { name: format!("{} · {name}", mode.name()), points: ok.iter().map(|r| [r.replicas as f64, f(r) * 1e3]).collect(), provenance: p.derived("each replica's clock readings") });
+            split.series.push(Series {
+                name: format!("{} · {name}", mode.name()),
+                points: ok.iter().map(|r| [r.replicas as f64, f(r) * 1e3]).collect(),
+                provenance: p.derived("each replica's clock readings"),
+            });
         }
     }
     let max_n = ns.iter().copied().max().unwrap_or(1) as f64;
-    sp.series.push(Series { name: "ideal (speed-up = N)".into(), points: vec![[1.0, 1.0], [max_n, max_n]], provenance: Provenance::derived("the definition of linear scaling") });
+    sp.series.push(Series {
+        name: "ideal (speed-up = N)".into(),
+        points: vec![[1.0, 1.0], [max_n, max_n]],
+        provenance: Provenance::derived("the definition of linear scaling"),
+    });
     vec![sp, split]
 }
 
@@ -211,17 +245,30 @@ fn verdict(runs: &[Run], p: &Prov, s: &Settings) -> Result<Verdict> {
     let mut summary = Vec::new();
     for mode in [Mode::Strong, Mode::Weak] {
         let Some(base) = baseline(runs, mode) else { continue };
-        let Some(big) = runs.iter().filter(|r| r.mode == mode && r.replicas > 1).filter_map(|r| r.result.as_ref().ok()).max_by_key(|r| r.replicas) else { continue };
+        let Some(big) =
+            runs.iter().filter(|r| r.mode == mode && r.replicas > 1).filter_map(|r| r.result.as_ref().ok()).max_by_key(|r| r.replicas)
+        else {
+            continue;
+        };
         let n = big.replicas as f64;
         let sp = big.samples_per_s / base.samples_per_s.max(1e-12);
         let eff = sp / n;
-        summary.push(format!("{} scaling to {} ({}): {sp:.2}× one replica, {} efficiency.", mode.name(), big.replicas, big.label, percent(eff)));
+        summary.push(format!(
+            "{} scaling to {} ({}): {sp:.2}× one replica, {} efficiency.",
+            mode.name(),
+            big.replicas,
+            big.label,
+            percent(eff)
+        ));
         // Per sample, one replica's step costs base/B₁; N replicas should take 1/N of that.
         let per_sample = |r: &DpReport, f: fn(&gpulab_systems::parallel::StepSplit) -> f64| f(&r.split) / r.global_batch as f64;
         let losses = [
             ("exposed communication (the all-reduce not hidden behind compute)", per_sample(big, |x| x.exposed_comm_s)),
             ("idle time waiting for the slowest replica", per_sample(big, |x| x.idle_s)),
-            ("compute that did not shrink with N (fixed per-step cost, smaller and less efficient matrix products)", per_sample(big, |x| x.compute_s) - per_sample(base, |x| x.compute_s) / n),
+            (
+                "compute that did not shrink with N (fixed per-step cost, smaller and less efficient matrix products)",
+                per_sample(big, |x| x.compute_s) - per_sample(base, |x| x.compute_s) / n,
+            ),
             ("data gathering that did not shrink with N", per_sample(big, |x| x.data_s) - per_sample(base, |x| x.data_s) / n),
         ];
         let lost: f64 = losses.iter().map(|l| l.1.max(0.0)).sum();
@@ -234,13 +281,23 @@ fn verdict(runs: &[Run], p: &Prov, s: &Settings) -> Result<Verdict> {
             }
         }
         if eff >= 0.8 {
-            v.evidence.push(format!("{} scaling kept at least 80% efficiency at N={}: compute per step dominates the all-reduce of {:.1} KiB.", mode.name(), big.replicas, big.grad_bytes as f64 / 1024.0));
+            v.evidence.push(format!(
+                "{} scaling kept at least 80% efficiency at N={}: compute per step dominates the all-reduce of {:.1} KiB.",
+                mode.name(),
+                big.replicas,
+                big.grad_bytes as f64 / 1024.0
+            ));
         } else if let Some(c) = communication_verdict(big.replicas, &big.split) {
             summary.push(c);
         }
         if s.bool("overlap")? && big.buckets > 1 && big.allreduce_s_per_step > 0.0 {
             let hidden = 1.0 - (big.split.exposed_comm_s / big.allreduce_s_per_step).min(1.0);
-            v.evidence.push(format!("Overlap with {} buckets hid {} of the {:.2} ms all-reduce per step behind backward.", big.buckets, percent(hidden), big.allreduce_s_per_step * 1e3));
+            v.evidence.push(format!(
+                "Overlap with {} buckets hid {} of the {:.2} ms all-reduce per step behind backward.",
+                big.buckets,
+                percent(hidden),
+                big.allreduce_s_per_step * 1e3
+            ));
         }
         if s.bool("shard_optimizer")? && big.replicas > 1 {
             v.evidence.push(format!(
@@ -251,7 +308,12 @@ fn verdict(runs: &[Run], p: &Prov, s: &Settings) -> Result<Verdict> {
             ));
         }
         let d_acc = (big.final_val_accuracy - base.final_val_accuracy) * 100.0;
-        v.evidence.push(format!("Validation accuracy: {} with one replica, {} with {} ({d_acc:+.2} points).", percent(base.final_val_accuracy), percent(big.final_val_accuracy), big.replicas));
+        v.evidence.push(format!(
+            "Validation accuracy: {} with one replica, {} with {} ({d_acc:+.2} points).",
+            percent(base.final_val_accuracy),
+            percent(big.final_val_accuracy),
+            big.replicas
+        ));
     }
     let ok: Vec<&DpReport> = runs.iter().filter_map(|r| r.result.as_ref().ok()).collect();
     if ok.iter().all(|r| r.replicas_identical) && ok.iter().any(|r| r.replicas > 1) {
@@ -285,17 +347,46 @@ pub fn build(ex: &Distributed, s: &Settings, data: &Dataset, runs: Vec<Run>, sto
     }
     let mut figures = Vec::new();
     if let Some(pr) = ok.iter().find_map(|r| r.probe) {
-        figures.push(Figure { label: "ring latency per message (host memory)".into(), value: pr.latency_s * 1e6, unit: "µs".into(), provenance: p.derived("20 one-float all-reduces before training") });
-        figures.push(Figure { label: "ring bandwidth (host memory)".into(), value: pr.bytes_per_s / 1e9, unit: "GB/s".into(), provenance: p.derived(&format!("the median of {} gradient-sized all-reduces before training (after an untimed one), latency removed", gpulab_systems::parallel::replica::PROBE_CALLS)) });
+        figures.push(Figure {
+            label: "ring latency per message (host memory)".into(),
+            value: pr.latency_s * 1e6,
+            unit: "µs".into(),
+            provenance: p.derived("20 one-float all-reduces before training"),
+        });
+        figures.push(Figure {
+            label: "ring bandwidth (host memory)".into(),
+            value: pr.bytes_per_s / 1e9,
+            unit: "GB/s".into(),
+            provenance: p.derived(&format!(
+                "the median of {} gradient-sized all-reduces before training (after an untimed one), latency removed",
+                gpulab_systems::parallel::replica::PROBE_CALLS
+            )),
+        });
     }
     for mode in [Mode::Strong, Mode::Weak] {
-        if let Some(big) = runs.iter().filter(|r| r.mode == mode && r.replicas > 1).filter_map(|r| r.result.as_ref().ok()).max_by_key(|r| r.replicas)
+        if let Some(big) =
+            runs.iter().filter(|r| r.mode == mode && r.replicas > 1).filter_map(|r| r.result.as_ref().ok()).max_by_key(|r| r.replicas)
             && let Some(sp) = speedup(&runs, mode, big)
         {
             let what = format!("{} scaling, {}", mode.name(), big.label);
-            figures.push(Figure { label: format!("speed-up ({what})"), value: sp, unit: "×".into(), provenance: p.derived("throughput over one replica's") });
-            figures.push(Figure { label: format!("efficiency ({what})"), value: sp / big.replicas as f64 * 100.0, unit: "%".into(), provenance: p.derived("speed-up / N") });
-            figures.push(Figure { label: format!("all-reduce per step ({what})"), value: big.allreduce_s_per_step * 1e3, unit: "ms".into(), provenance: p.time() });
+            figures.push(Figure {
+                label: format!("speed-up ({what})"),
+                value: sp,
+                unit: "×".into(),
+                provenance: p.derived("throughput over one replica's"),
+            });
+            figures.push(Figure {
+                label: format!("efficiency ({what})"),
+                value: sp / big.replicas as f64 * 100.0,
+                unit: "%".into(),
+                provenance: p.derived("speed-up / N"),
+            });
+            figures.push(Figure {
+                label: format!("all-reduce per step ({what})"),
+                value: big.allreduce_s_per_step * 1e3,
+                unit: "ms".into(),
+                provenance: p.time(),
+            });
         }
     }
     let mut tables = vec![scaling_table(&runs, s)?];

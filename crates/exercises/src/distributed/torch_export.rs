@@ -12,10 +12,10 @@ use serde_json::json;
 
 use super::super::common;
 use super::super::settings::Settings;
-use gpulab_systems::checkpoint::format::{bias_name, weight_name};
-use gpulab_systems::data::{Dataset, batcher};
 use gpulab_core::device::CpuBackend;
 use gpulab_core::error::{Error, Result};
+use gpulab_systems::checkpoint::format::{bias_name, weight_name};
+use gpulab_systems::data::{Dataset, batcher};
 use gpulab_systems::nn::{MlpConfig, Optimizer, he_normal};
 use gpulab_systems::train::{TrainConfig, TrainEvent, TrainSink};
 
@@ -46,7 +46,11 @@ pub fn export(s: &Settings, out: &Path) -> Result<Exported> {
     arch.validate()?;
     let orders = data.train_len().checked_mul(cfg.epochs).unwrap_or(usize::MAX);
     if orders > 50_000_000 {
-        return Err(Error::InvalidConfig(format!("epochs: {} epochs × {} samples of shuffling order is too large to export (limit 50 million indices)", cfg.epochs, data.train_len())));
+        return Err(Error::InvalidConfig(format!(
+            "epochs: {} epochs × {} samples of shuffling order is too large to export (limit 50 million indices)",
+            cfg.epochs,
+            data.train_len()
+        )));
     }
     std::fs::create_dir_all(out).map_err(|e| io(out, e))?;
     let losses = reference_losses(&data, &cfg)?;
@@ -145,7 +149,9 @@ fn data_file(data: &Dataset, cfg: &TrainConfig) -> Result<Vec<u8>> {
 fn config_json(s: &Settings, arch: &MlpConfig, cfg: &TrainConfig, data: &Dataset) -> Result<serde_json::Value> {
     let optimizer = match cfg.optimizer() {
         Optimizer::Sgd(o) => json!({"kind": "sgd", "lr": o.lr, "momentum": o.momentum, "weight_decay": o.weight_decay}),
-        Optimizer::AdamW(o) => json!({"kind": "adamw", "lr": o.lr, "beta1": o.beta1, "beta2": o.beta2, "eps": o.eps, "weight_decay": o.weight_decay}),
+        Optimizer::AdamW(o) => {
+            json!({"kind": "adamw", "lr": o.lr, "beta1": o.beta1, "beta2": o.beta2, "eps": o.eps, "weight_decay": o.weight_decay})
+        }
     };
     Ok(json!({
         "exported_by": format!("gpulab {} export torch --exercise distributed", env!("CARGO_PKG_VERSION")),

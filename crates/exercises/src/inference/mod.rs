@@ -13,8 +13,8 @@ use super::common;
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink};
 use super::{Exercise, LiveChartSpec};
-use gpulab_systems::data::{self, DatasetSpec};
 use gpulab_core::error::{Error, Result};
+use gpulab_systems::data::{self, DatasetSpec};
 use gpulab_systems::report::{Metadata, Report};
 use gpulab_systems::serve::loadgen::Arrivals;
 use gpulab_systems::serve::{BatchPolicy, ModelSource, load_model};
@@ -39,13 +39,43 @@ impl Exercise for InferenceBatching {
 
     fn settings(&self) -> Settings {
         common::one_backend(Settings::default())
-            .add("checkpoint", "Checkpoint", "A checkpoint to serve (exercise 5's folder holds them); empty = train a digits model first", Value::Text(String::new()))
-            .add("train_epochs", "Training epochs", "With no checkpoint: epochs to train the digits model before serving it", settings::int(3, 1, 100))
-            .add("static_batches", "Static batch sizes", "Fixed batch sizes, each run with its batches always full", settings::list(&[1, 8, 16], 1, 4096))
+            .add(
+                "checkpoint",
+                "Checkpoint",
+                "A checkpoint to serve (exercise 5's folder holds them); empty = train a digits model first",
+                Value::Text(String::new()),
+            )
+            .add(
+                "train_epochs",
+                "Training epochs",
+                "With no checkpoint: epochs to train the digits model before serving it",
+                settings::int(3, 1, 100),
+            )
+            .add(
+                "static_batches",
+                "Static batch sizes",
+                "Fixed batch sizes, each run with its batches always full",
+                settings::list(&[1, 8, 16], 1, 4096),
+            )
             .add("max_batch", "Max batch", "Dynamic batching: the largest batch formed", settings::int(16, 1, 4096))
-            .add("preferred_batch", "Preferred batch sizes", "Dynamic batching: sizes sent as soon as they form (each ≤ max batch)", settings::list(&[8, 16], 1, 4096))
-            .add("max_queue_delay_us", "Max queue delay (µs)", "Dynamic batching: how long the oldest request may wait for its batch to fill", settings::int(2000, 0, 1_000_000))
-            .add("load_levels", "Load levels (% of capacity)", "Arrival rates as shares of the capacity measured with static batches at max batch", settings::list(&[20, 50, 80, 95], 1, 500))
+            .add(
+                "preferred_batch",
+                "Preferred batch sizes",
+                "Dynamic batching: sizes sent as soon as they form (each ≤ max batch)",
+                settings::list(&[8, 16], 1, 4096),
+            )
+            .add(
+                "max_queue_delay_us",
+                "Max queue delay (µs)",
+                "Dynamic batching: how long the oldest request may wait for its batch to fill",
+                settings::int(2000, 0, 1_000_000),
+            )
+            .add(
+                "load_levels",
+                "Load levels (% of capacity)",
+                "Arrival rates as shares of the capacity measured with static batches at max batch",
+                settings::list(&[20, 50, 80, 95], 1, 500),
+            )
             .add("run_seconds", "Seconds per run", "How long each static and dynamic run sends requests", settings::float(2.0, 0.2, 60.0))
             .add("slo_p99_ms", "p99 SLO (ms)", "The latency objective the best setting must meet", settings::float(20.0, 0.01, 10_000.0))
             .add("queue", "Queue capacity", "Requests that may wait; more are refused (503)", settings::int(4096, 1, 1 << 20))
@@ -54,8 +84,16 @@ impl Exercise for InferenceBatching {
     fn presets(&self) -> Vec<super::Preset> {
         use super::Preset;
         vec![
-            Preset::new("overload the server", "Arrivals at 50%, 100% and 150% of the measured capacity: past 100% the queue grows and the tail latency explodes", &[("load_levels", "50,100,150")]),
-            Preset::new("no batching window", "Dynamic batching that never waits (max queue delay 0): batches hold only what already queued", &[("max_queue_delay_us", "0")]),
+            Preset::new(
+                "overload the server",
+                "Arrivals at 50%, 100% and 150% of the measured capacity: past 100% the queue grows and the tail latency explodes",
+                &[("load_levels", "50,100,150")],
+            ),
+            Preset::new(
+                "no batching window",
+                "Dynamic batching that never waits (max queue delay 0): batches hold only what already queued",
+                &[("max_queue_delay_us", "0")],
+            ),
         ]
     }
 
@@ -90,7 +128,11 @@ impl Exercise for InferenceBatching {
         let path = s.text("checkpoint")?;
         let source = if path.trim().is_empty() {
             sink.emit(Event::Phase("training the digits model to serve".into()));
-            ModelSource::TrainFirst { dataset: "digits".into(), cfg: TrainConfig { epochs: s.int("train_epochs")? as usize, ..TrainConfig::default() }, backend: device.clone() }
+            ModelSource::TrainFirst {
+                dataset: "digits".into(),
+                cfg: TrainConfig { epochs: s.int("train_epochs")? as usize, ..TrainConfig::default() },
+                backend: device.clone(),
+            }
         } else {
             ModelSource::Checkpoint(PathBuf::from(path.trim()))
         };
@@ -132,8 +174,22 @@ impl Exercise for InferenceBatching {
             }
             let rate = capacity * pct as f64 / 100.0;
             sink.emit(Event::Phase(format!("dynamic batching at {pct}% of capacity ({rate:.0} requests/s)")));
-            let r = runs::run_one(&device, &model, &inputs, policy.clone(), Arrivals::Open { rate_per_s: rate }, secs, format!("dynamic {pct}%"), sink)?;
-            sink.emit(Event::Log(format!("{rate:.0}/s offered: {:.0}/s served, p99 {:.2} ms, mean batch {:.1}", r.summary.throughput_per_s, r.summary.p99_ms, r.mean_batch())));
+            let r = runs::run_one(
+                &device,
+                &model,
+                &inputs,
+                policy.clone(),
+                Arrivals::Open { rate_per_s: rate },
+                secs,
+                format!("dynamic {pct}%"),
+                sink,
+            )?;
+            sink.emit(Event::Log(format!(
+                "{rate:.0}/s offered: {:.0}/s served, p99 {:.2} ms, mean batch {:.1}",
+                r.summary.throughput_per_s,
+                r.summary.p99_ms,
+                r.mean_batch()
+            )));
             dynamics.push(r);
             done += 1;
             sink.emit(Event::Progress { done, total });

@@ -1,14 +1,14 @@
 //! Exercise 8's tables, charts, figures and verdict, all from the runs' measured numbers.
 
-use crate::common::report_for;
 use super::InferenceBatching;
 use super::runs::RunResult;
+use crate::common::report_for;
 use crate::common::{MEMORY_CATEGORIES, peak};
 use crate::settings::Settings;
+use gpulab_core::tensor::MemoryReport;
 use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
 use gpulab_systems::serve::HostModel;
 use gpulab_systems::serve::loadgen::Arrivals;
-use gpulab_core::tensor::MemoryReport;
 
 /// Everything the run measured.
 pub struct Measured {
@@ -81,7 +81,13 @@ pub fn dynamic_table(runs: &[RunResult], slo_ms: f64) -> Table {
     let rows = runs
         .iter()
         .map(|r| {
-            let verdict = if r.overloaded() { "overloaded" } else if meets(r, slo_ms) { "yes" } else { "no" };
+            let verdict = if r.overloaded() {
+                "overloaded"
+            } else if meets(r, slo_ms) {
+                "yes"
+            } else {
+                "no"
+            };
             vec![
                 r.label.clone().into(),
                 offered(r).into(),
@@ -107,22 +113,55 @@ fn memory_table(m: &Measured) -> Table {
     columns.extend([Column::num("inference", "KiB", 1, ledger()), Column::num("training", "KiB", 1, ledger())]);
     let mut rows: Vec<Vec<Cell>> = MEMORY_CATEGORIES
         .iter()
-        .map(|&c| vec![c.name().into(), Cell::Num(peak(&m.inference_mem, c) as f64 / 1024.0), Cell::Num(peak(&m.training_mem, c) as f64 / 1024.0)])
+        .map(|&c| {
+            vec![c.name().into(), Cell::Num(peak(&m.inference_mem, c) as f64 / 1024.0), Cell::Num(peak(&m.training_mem, c) as f64 / 1024.0)]
+        })
         .collect();
-    rows.push(vec!["total".into(), Cell::Num(m.inference_mem.total_peak as f64 / 1024.0), Cell::Num(m.training_mem.total_peak as f64 / 1024.0)]);
+    rows.push(vec![
+        "total".into(),
+        Cell::Num(m.inference_mem.total_peak as f64 / 1024.0),
+        Cell::Num(m.training_mem.total_peak as f64 / 1024.0),
+    ]);
     Table { title: "Memory: inference vs training (same batch)".into(), columns, rows }
 }
 
 fn charts(m: &Measured) -> Vec<Chart> {
-    let mut curve = Chart { id: "latency_throughput".into(), title: "Latency against throughput".into(), x_label: "served (requests/s)".into(), y_label: "latency (ms)".into(), kind: ChartKind::Line, log_x: false, series: vec![], markers: vec![] };
+    let mut curve = Chart {
+        id: "latency_throughput".into(),
+        title: "Latency against throughput".into(),
+        x_label: "served (requests/s)".into(),
+        y_label: "latency (ms)".into(),
+        kind: ChartKind::Line,
+        log_x: false,
+        series: vec![],
+        markers: vec![],
+    };
     for (name, pick) in [("dynamic p50", 0), ("dynamic p99", 1)] {
-        let points = m.dynamics.iter().map(|r| [r.summary.throughput_per_s, if pick == 0 { r.summary.p50_ms } else { r.summary.p99_ms }]).collect();
+        let points =
+            m.dynamics.iter().map(|r| [r.summary.throughput_per_s, if pick == 0 { r.summary.p50_ms } else { r.summary.p99_ms }]).collect();
         curve.series.push(Series { name: name.into(), points, provenance: Provenance::Measured });
     }
-    curve.series.push(Series { name: "static p99".into(), points: m.statics.iter().map(|r| [r.summary.throughput_per_s, r.summary.p99_ms]).collect(), provenance: Provenance::Measured });
-    let mut sizes = Chart { id: "formed_batches".into(), title: "Formed batch sizes (dynamic runs)".into(), x_label: "batch size".into(), y_label: "requests".into(), kind: ChartKind::Bars, log_x: false, series: vec![], markers: vec![] };
+    curve.series.push(Series {
+        name: "static p99".into(),
+        points: m.statics.iter().map(|r| [r.summary.throughput_per_s, r.summary.p99_ms]).collect(),
+        provenance: Provenance::Measured,
+    });
+    let mut sizes = Chart {
+        id: "formed_batches".into(),
+        title: "Formed batch sizes (dynamic runs)".into(),
+        x_label: "batch size".into(),
+        y_label: "requests".into(),
+        kind: ChartKind::Bars,
+        log_x: false,
+        series: vec![],
+        markers: vec![],
+    };
     for r in &m.dynamics {
-        sizes.series.push(Series { name: r.label.clone(), points: r.summary.batch_sizes.iter().map(|(b, n)| [*b as f64, *n as f64]).collect(), provenance: Provenance::Measured });
+        sizes.series.push(Series {
+            name: r.label.clone(),
+            points: r.summary.batch_sizes.iter().map(|(b, n)| [*b as f64, *n as f64]).collect(),
+            provenance: Provenance::Measured,
+        });
     }
     vec![curve, sizes]
 }
@@ -135,8 +174,18 @@ pub fn build(ex: &InferenceBatching, s: &Settings, meta: Metadata, m: Measured, 
     let best = m.dynamics.iter().filter(|r| meets(r, slo)).max_by(|a, b| a.summary.throughput_per_s.total_cmp(&b.summary.throughput_per_s));
     let mut summary = Vec::new();
     if let Some(b1) = b1 {
-        figures.push(Figure { label: "batch-1 throughput (saturated)".into(), value: b1.summary.throughput_per_s, unit: "requests/s".into(), provenance: Provenance::Measured });
-        v.evidence.push(format!("Serving one request at a time saturated at {:.0} requests/s with p99 {:.2} ms; each batch took {:.3} ms.", b1.summary.throughput_per_s, b1.summary.p99_ms, b1.batch_ms()));
+        figures.push(Figure {
+            label: "batch-1 throughput (saturated)".into(),
+            value: b1.summary.throughput_per_s,
+            unit: "requests/s".into(),
+            provenance: Provenance::Measured,
+        });
+        v.evidence.push(format!(
+            "Serving one request at a time saturated at {:.0} requests/s with p99 {:.2} ms; each batch took {:.3} ms.",
+            b1.summary.throughput_per_s,
+            b1.summary.p99_ms,
+            b1.batch_ms()
+        ));
     }
     if let (Some(first), Some(last)) = (m.statics.first(), m.statics.last())
         && first.policy.max_batch != last.policy.max_batch
@@ -180,27 +229,36 @@ pub fn build(ex: &InferenceBatching, s: &Settings, meta: Metadata, m: Measured, 
         None => summary.push(format!("No dynamic-batching run met p99 ≤ {slo} ms without overload; raise the objective, lower the load levels or the max queue delay.")),
     }
     if let Some(over) = m.dynamics.iter().find(|r| r.overloaded()) {
-        summary.push(format!("At {} the queue grew ({} waiting at most, {} refused or unanswered): more arrived than the server could run.", over.label, over.max_depth, over.summary.rejected + over.summary.unanswered));
+        summary.push(format!(
+            "At {} the queue grew ({} waiting at most, {} refused or unanswered): more arrived than the server could run.",
+            over.label,
+            over.max_depth,
+            over.summary.rejected + over.summary.unanswered
+        ));
     }
     if let (Some(lo), Some(hi)) = (m.dynamics.first(), m.dynamics.last())
         && m.dynamics.len() > 1
     {
-        v.evidence.push(format!("Mean formed batch went from {:.1} at {} to {:.1} at {}: the batcher fills batches as traffic rises.", lo.mean_batch(), lo.label, hi.mean_batch(), hi.label));
+        v.evidence.push(format!(
+            "Mean formed batch went from {:.1} at {} to {:.1} at {}: the batcher fills batches as traffic rises.",
+            lo.mean_batch(),
+            lo.label,
+            hi.mean_batch(),
+            hi.label
+        ));
     }
     let (inf, tr) = (m.inference_mem.total_peak as f64, m.training_mem.total_peak as f64);
-    figures.push(Figure { label: "inference memory / training memory".into(), value: inf / tr.max(1.0), unit: "×".into(), provenance: Provenance::derived("gpulab's allocation ledger") });
+    figures.push(Figure {
+        label: "inference memory / training memory".into(),
+        value: inf / tr.max(1.0),
+        unit: "×".into(),
+        provenance: Provenance::derived("gpulab's allocation ledger"),
+    });
     v.evidence.push(format!("Serving at batch {} held {:.1} KiB against {:.1} KiB to train at the same batch: no gradients, no optimizer state, no activation gradients.", m.dynamics.first().map(|r| r.policy.max_batch).unwrap_or(0), inf / 1024.0, tr / 1024.0));
     v.summary = summary.join(" ");
     let mut tables = vec![static_table(&m.statics), dynamic_table(&m.dynamics, slo), memory_table(&m)];
     tables.retain(|t| !t.rows.is_empty());
-    let mut report = Report {
-        figures,
-        tables,
-        charts: charts(&m),
-        verdict: v,
-        stopped_early,
-        ..report_for(ex, s, meta)
-    };
+    let mut report = Report { figures, tables, charts: charts(&m), verdict: v, stopped_early, ..report_for(ex, s, meta) };
     report.notes.push(format!("Model {} ({}), {}. Requests go in-process into the server's batcher and inference thread (the HTTP layer is measured by `gpulab loadgen`). Arrival times are generated (Poisson, seeded); every latency is measured from the scheduled arrival.", m.model.version, m.model.arch.describe(), m.model.source));
     report.notes.push(format!("Capacity (the load levels' 100%) is the measured static throughput: {:.0} requests/s.", m.capacity));
     report.note_software_backends();

@@ -4,18 +4,18 @@
 
 use std::time::{Duration, Instant};
 
+use crate::sink::{Event, Sink};
 use gpulab_core::device::Device;
 use gpulab_core::error::Result;
-use crate::sink::{Event, Sink};
+use gpulab_core::tensor::MemoryReport;
+use gpulab_core::tensor::prelude::*;
+use gpulab_core::with_backend;
 use gpulab_systems::nn::{Mlp, Optimizer, OptimizerKind};
 use gpulab_systems::report::Provenance;
 use gpulab_systems::serve::loadgen::{self, Arrivals, LoadResult, LoadSpec, LoadSummary, Target};
 use gpulab_systems::serve::metrics::ServerMetrics;
 use gpulab_systems::serve::{BatchPolicy, DeviceModel, Engine, EngineTotals, HostModel, batcher};
-use gpulab_core::tensor::MemoryReport;
-use gpulab_core::tensor::prelude::*;
 use gpulab_systems::train::{F32Phases, Step};
-use gpulab_core::with_backend;
 
 /// One configuration under one load, and what it measured.
 pub struct RunResult {
@@ -58,7 +58,16 @@ impl RunResult {
 /// depth, mean formed batch size every 200 ms; latency percentiles per half second after the
 /// run) under the series `label`.
 #[allow(clippy::too_many_arguments)]
-pub fn run_one(device: &Device, model: &HostModel, inputs: &[Vec<f32>], policy: BatchPolicy, arrivals: Arrivals, duration: Duration, label: String, sink: &mut dyn Sink) -> Result<RunResult> {
+pub fn run_one(
+    device: &Device,
+    model: &HostModel,
+    inputs: &[Vec<f32>],
+    policy: BatchPolicy,
+    arrivals: Arrivals,
+    duration: Duration,
+    label: String,
+    sink: &mut dyn Sink,
+) -> Result<RunResult> {
     let (queue, batches) = batcher::queue(policy.clone(), model.arch.input);
     let metrics = ServerMetrics::new(&model.version, &device.to_string(), false)?;
     let engine = Engine::start(device.clone(), model.clone(), batches, metrics.engine.clone())?;
@@ -75,10 +84,22 @@ pub fn run_one(device: &Device, model: &HostModel, inputs: &[Vec<f32>], policy: 
             let depth = queue.depth();
             max_depth = max_depth.max(depth);
             let now = engine.stats.snapshot();
-            sink.emit(Event::Point { chart: "queue_depth".into(), series: label.clone(), x: t, y: depth as f64, provenance: Provenance::Measured });
+            sink.emit(Event::Point {
+                chart: "queue_depth".into(),
+                series: label.clone(),
+                x: t,
+                y: depth as f64,
+                provenance: Provenance::Measured,
+            });
             if now.batches > last.batches {
                 let mean = (now.samples - last.samples) as f64 / (now.batches - last.batches) as f64;
-                sink.emit(Event::Point { chart: "batch_size".into(), series: label.clone(), x: t, y: mean, provenance: Provenance::Measured });
+                sink.emit(Event::Point {
+                    chart: "batch_size".into(),
+                    series: label.clone(),
+                    x: t,
+                    y: mean,
+                    provenance: Provenance::Measured,
+                });
             }
             last = now;
         }
@@ -101,7 +122,13 @@ fn emit_latency_windows(r: &LoadResult, label: &str, sink: &mut dyn Sink) {
         let window: Vec<_> = r.samples.iter().filter(|s| s.due_s >= t && s.due_s < t + 0.5).copied().collect();
         if !window.is_empty() {
             let w = loadgen::summarize(&window, 0.5);
-            sink.emit(Event::Point { chart: "latency".into(), series: format!("{label} p99"), x: t + 0.25, y: w.p99_ms, provenance: Provenance::Measured });
+            sink.emit(Event::Point {
+                chart: "latency".into(),
+                series: format!("{label} p99"),
+                x: t + 0.25,
+                y: w.p99_ms,
+                provenance: Provenance::Measured,
+            });
         }
         t += 0.5;
     }

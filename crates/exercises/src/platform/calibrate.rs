@@ -9,19 +9,19 @@
 
 use std::time::Instant;
 
+use gpulab_core::device::Device;
+use gpulab_core::error::{Error, Result};
+use gpulab_core::stats::median;
+use gpulab_core::tensor::Backend;
+use gpulab_core::with_backend;
 use gpulab_systems::bench::{TrainBenchConfig, bench_train_amp};
 use gpulab_systems::checkpoint::format::{CheckpointMeta, RngState};
 use gpulab_systems::checkpoint::{snapshot, store};
-use gpulab_core::device::Device;
-use gpulab_core::error::{Error, Result};
 use gpulab_systems::nn::{AmpConfig, Mlp, MlpConfig, Optimizer, OptimizerKind, Precision, he_normal};
 use gpulab_systems::platform::scenario::{BatchTime, Scenario};
 use gpulab_systems::report::{Column, Figure, Provenance, Table};
 use gpulab_systems::serve::model::{DeviceModel, HostModel};
-use gpulab_core::stats::median;
-use gpulab_core::tensor::Backend;
 use gpulab_systems::train::{LoaderPosition, TrainConfig};
-use gpulab_core::with_backend;
 
 /// The prefix of every calibrated figure's source.
 pub const MEASURED: &str = "measured on this machine";
@@ -45,15 +45,27 @@ pub fn calibrate(sc: &mut Scenario, device: &Device, log: &mut dyn FnMut(String)
     let mut engine = device.open(None)?;
     let Measured { curve, label, speedup, write } = with_backend!(&mut engine, b => measure(b, sc.pool.max_batch))?;
     let model = arch().describe();
-    sc.pool.curve_source = format!("{MEASURED}: the forward pass of the lab's MLP {model} on {label}, median of timed batches; one worker = this machine");
-    log(format!("calibration: batch time {} (batch 1) … {} (batch {})", ms(curve[0].seconds), ms(curve[curve.len() - 1].seconds), curve[curve.len() - 1].batch));
+    sc.pool.curve_source =
+        format!("{MEASURED}: the forward pass of the lab's MLP {model} on {label}, median of timed batches; one worker = this machine");
+    log(format!(
+        "calibration: batch time {} (batch 1) … {} (batch {})",
+        ms(curve[0].seconds),
+        ms(curve[curve.len() - 1].seconds),
+        curve[curve.len() - 1].batch
+    ));
     sc.pool.curve = curve;
     match speedup {
         Ok((f16, f32)) => {
             let ratio = f16 / f32;
             sc.training.precision_speedup = ratio.clamp(0.1, 100.0);
-            let clamped = if sc.training.precision_speedup != ratio { format!(" (×{ratio:.3}, held to the simulator's 0.1..=100)") } else { String::new() };
-            sc.training.precision_speedup_source = format!("{MEASURED}: f16 mixed-precision training steps {f16:.0} samples/s vs f32 {f32:.0} samples/s{clamped}, {model} batch 64 on {label}");
+            let clamped = if sc.training.precision_speedup != ratio {
+                format!(" (×{ratio:.3}, held to the simulator's 0.1..=100)")
+            } else {
+                String::new()
+            };
+            sc.training.precision_speedup_source = format!(
+                "{MEASURED}: f16 mixed-precision training steps {f16:.0} samples/s vs f32 {f32:.0} samples/s{clamped}, {model} batch 64 on {label}"
+            );
             log(format!("calibration: mixed precision ×{:.2}", sc.training.precision_speedup));
         }
         Err(e) => {
@@ -63,7 +75,10 @@ pub fn calibrate(sc: &mut Scenario, device: &Device, log: &mut dyn FnMut(String)
     }
     let (seconds, bytes) = write;
     sc.training.checkpoint_write_s = seconds;
-    sc.training.checkpoint_write_source = format!("{MEASURED}: the lab's MLP checkpoint ({:.2} MB with optimizer state) written durably by the checkpoint store, median of 3", bytes as f64 / 1e6);
+    sc.training.checkpoint_write_source = format!(
+        "{MEASURED}: the lab's MLP checkpoint ({:.2} MB with optimizer state) written durably by the checkpoint store, median of 3",
+        bytes as f64 / 1e6
+    );
     log(format!("calibration: checkpoint write {}", ms(seconds)));
     sc.validate()
 }
@@ -125,7 +140,16 @@ fn inference_curve<B: Backend>(b: &mut B, sizes: &[u32]) -> Result<Vec<BatchTime
 /// Training samples/s with f16 mixed precision and with f32, measured back to back.
 fn precision_speedup<B: Backend>(b: &mut B) -> Result<(f64, f64)> {
     let cfg = arch();
-    let bench = TrainBenchConfig { input: cfg.input, hidden: cfg.hidden.clone(), classes: cfg.classes, batch: 64, seconds: 0.4, min_steps: 10, optimizer: OptimizerKind::Sgd, conv: None };
+    let bench = TrainBenchConfig {
+        input: cfg.input,
+        hidden: cfg.hidden.clone(),
+        classes: cfg.classes,
+        batch: 64,
+        seconds: 0.4,
+        min_steps: 10,
+        optimizer: OptimizerKind::Sgd,
+        conv: None,
+    };
     let f16 = bench_train_amp(b, &bench, AmpConfig::new(Precision::F16))?;
     let f32 = bench_train_amp(b, &bench, AmpConfig::default())?;
     Ok((f16.samples_per_s, f32.samples_per_s))
@@ -183,8 +207,16 @@ pub fn inputs_table(sc: &Scenario) -> Table {
         columns: vec![Column::text("input"), Column::text("value"), Column::text("source")],
         rows: vec![
             vec!["worker batch time".into(), curve.into(), source(&sc.pool.curve_source).into()],
-            vec!["mixed-precision training speed-up".into(), format!("×{:.3}", t.precision_speedup).into(), source(&t.precision_speedup_source).into()],
-            vec!["checkpoint write time".into(), format!("{:.4} s", t.checkpoint_write_s).into(), source(&t.checkpoint_write_source).into()],
+            vec![
+                "mixed-precision training speed-up".into(),
+                format!("×{:.3}", t.precision_speedup).into(),
+                source(&t.precision_speedup_source).into(),
+            ],
+            vec![
+                "checkpoint write time".into(),
+                format!("{:.4} s", t.checkpoint_write_s).into(),
+                source(&t.checkpoint_write_source).into(),
+            ],
         ],
     }
 }
@@ -192,7 +224,8 @@ pub fn inputs_table(sc: &Scenario) -> Table {
 /// Figures for the inputs measured in this run (calibration=this-machine), labelled measured.
 pub fn measured_figures(sc: &Scenario) -> Vec<Figure> {
     let measured = |label: &str| label.starts_with(MEASURED);
-    let fig = |label: &str, value: f64, unit: &str| Figure { label: label.into(), value, unit: unit.into(), provenance: Provenance::Measured };
+    let fig =
+        |label: &str, value: f64, unit: &str| Figure { label: label.into(), value, unit: unit.into(), provenance: Provenance::Measured };
     let mut v = Vec::new();
     if measured(&sc.pool.curve_source) {
         for p in [sc.pool.curve.first(), sc.pool.curve.last()].into_iter().flatten() {

@@ -4,14 +4,23 @@
 //! scenario settings it was built from. The lab redraws it live; the report attaches it as SVG.
 
 use super::simulated;
+use gpulab_systems::platform::Sample;
 use gpulab_systems::platform::monitoring;
 use gpulab_systems::platform::scenario::Scenario;
 use gpulab_systems::platform::training::{self, JobOutcome};
-use gpulab_systems::platform::Sample;
 use gpulab_systems::report::{Diagram, DiagramNode};
 
 /// The boxes' labels, in the chain's order (the tests check the SVG names each).
-pub const STAGES: [&str; 8] = ["Object storage", "Training data", "GPU training cluster", "Checkpoint storage", "Model registry", "GPU inference cluster", "API gateway", "Monitoring"];
+pub const STAGES: [&str; 8] = [
+    "Object storage",
+    "Training data",
+    "GPU training cluster",
+    "Checkpoint storage",
+    "Model registry",
+    "GPU inference cluster",
+    "API gateway",
+    "Monitoring",
+];
 
 /// What the registry has seen of the rollout so far (from the samples' canary share).
 #[derive(Clone, Copy, Debug, Default)]
@@ -59,11 +68,19 @@ pub fn build(sc: &Scenario, s: &Sample, job: &JobOutcome, rollout: &Rollout) -> 
     let compute_h = training::compute_h(t);
     let ms = |v: Option<f64>| v.map_or("—".to_string(), |x| format!("{:.0} ms", x * 1e3));
     let mut nodes = vec![
-        node("storage", 0, vec![format!("read {} GB/s", d.read_gb_per_s), format!("data set {} GB", d.dataset_gb)], kv(&[("training.data.read_gb_per_s", d.read_gb_per_s.to_string()), ("training.data.dataset_gb", d.dataset_gb.to_string())])),
+        node(
+            "storage",
+            0,
+            vec![format!("read {} GB/s", d.read_gb_per_s), format!("data set {} GB", d.dataset_gb)],
+            kv(&[("training.data.read_gb_per_s", d.read_gb_per_s.to_string()), ("training.data.dataset_gb", d.dataset_gb.to_string())]),
+        ),
         node(
             "data",
             1,
-            vec![format!("{} epochs: {:.1} h of reads", d.epochs, read_h), if read_h > compute_h { "input-bound: GPUs wait".into() } else { format!("reads < compute {compute_h:.1} h") }],
+            vec![
+                format!("{} epochs: {:.1} h of reads", d.epochs, read_h),
+                if read_h > compute_h { "input-bound: GPUs wait".into() } else { format!("reads < compute {compute_h:.1} h") },
+            ],
             kv(&[("training.data.epochs", d.epochs.to_string()), ("training.work_h", t.work_h.to_string())]),
         ),
         node(
@@ -87,8 +104,15 @@ pub fn build(sc: &Scenario, s: &Sample, job: &JobOutcome, rollout: &Rollout) -> 
         node(
             "checkpoints",
             3,
-            vec![format!("every {:.0} min, {} s each", t.checkpoint_interval_h * 60.0, t.checkpoint_write_s), format!("Daly's optimum {:.0} min", training::daly_h(t) * 60.0)],
-            kv(&[("training.checkpoint_interval_h", t.checkpoint_interval_h.to_string()), ("training.checkpoint_write_s", t.checkpoint_write_s.to_string()), ("training.restart_s", t.restart_s.to_string())]),
+            vec![
+                format!("every {:.0} min, {} s each", t.checkpoint_interval_h * 60.0, t.checkpoint_write_s),
+                format!("Daly's optimum {:.0} min", training::daly_h(t) * 60.0),
+            ],
+            kv(&[
+                ("training.checkpoint_interval_h", t.checkpoint_interval_h.to_string()),
+                ("training.checkpoint_write_s", t.checkpoint_write_s.to_string()),
+                ("training.restart_s", t.restart_s.to_string()),
+            ]),
         ),
         node(
             "registry",
@@ -106,7 +130,11 @@ pub fn build(sc: &Scenario, s: &Sample, job: &JobOutcome, rollout: &Rollout) -> 
         node(
             "inference",
             5,
-            vec![format!("{} serving, {} starting", s.ready, s.starting), format!("{} busy, {} queued", s.busy, s.queue), format!("${:.2}/h", s.cost_per_h)],
+            vec![
+                format!("{} serving, {} starting", s.ready, s.starting),
+                format!("{} busy, {} queued", s.busy, s.queue),
+                format!("${:.2}/h", s.cost_per_h),
+            ],
             kv(&[
                 ("pool.gpu.name", p.gpu.name.clone()),
                 ("pool.max_batch", p.max_batch.to_string()),
@@ -125,8 +153,17 @@ pub fn build(sc: &Scenario, s: &Sample, job: &JobOutcome, rollout: &Rollout) -> 
         node(
             "gateway",
             6,
-            vec![format!("{:.1} req/s offered", s.offered_rps), format!("p50 {} · p95 {}", ms(s.p50_s), ms(s.p95_s)), format!("{} rejected, {} timed out", s.rejected_total, s.timed_out_total)],
-            kv(&[("gateway.rate_limit_rps", g.rate_limit_rps.to_string()), ("gateway.timeout_s", g.timeout_s.to_string()), ("traffic.base_rps", sc.traffic.base_rps.to_string()), ("traffic.diurnal_amplitude", sc.traffic.diurnal_amplitude.to_string())]),
+            vec![
+                format!("{:.1} req/s offered", s.offered_rps),
+                format!("p50 {} · p95 {}", ms(s.p50_s), ms(s.p95_s)),
+                format!("{} rejected, {} timed out", s.rejected_total, s.timed_out_total),
+            ],
+            kv(&[
+                ("gateway.rate_limit_rps", g.rate_limit_rps.to_string()),
+                ("gateway.timeout_s", g.timeout_s.to_string()),
+                ("traffic.base_rps", sc.traffic.base_rps.to_string()),
+                ("traffic.diurnal_amplitude", sc.traffic.diurnal_amplitude.to_string()),
+            ]),
         ),
         node(
             "monitoring",

@@ -6,14 +6,14 @@ mod calibrate;
 mod diagram;
 mod report;
 
-use super::live::LiveChartSpec;
-use super::settings::{self, Settings, Value};
-use super::run_control::pace;
-use super::sink::{Event, Sink};
 use super::Exercise;
+use super::live::LiveChartSpec;
+use super::run_control::pace;
+use super::settings::{self, Settings, Value};
+use super::sink::{Event, Sink};
 use gpulab_core::error::{Error, Result};
-use gpulab_systems::platform::scenario::{Scenario, Signal, PRESETS};
-use gpulab_systems::platform::{self, training, Sample};
+use gpulab_systems::platform::scenario::{PRESETS, Scenario, Signal};
+use gpulab_systems::platform::{self, Sample, training};
 use gpulab_systems::report::{Attachment, Provenance, Report};
 
 pub struct PlatformLab;
@@ -64,10 +64,26 @@ impl Exercise for PlatformLab {
     fn presets(&self) -> Vec<super::Preset> {
         use super::Preset;
         vec![
-            Preset::new("a spot-reclaim storm", "75% of the workers on spot capacity, reclaimed 1.5 times an hour, and training interrupted every 45 min: watch workers vanish and training lose work", &[("scenario", "spot-storm")]),
-            Preset::new("Black Friday", "Four times the traffic for two hours: does the autoscaler keep up with the spike?", &[("scenario", "black-friday")]),
-            Preset::new("a bad release", "A canary of a release that fails 4% of requests and runs 1.6× slower: the rollout must notice and roll back", &[("scenario", "bad-release")]),
-            Preset::new("calibrated on this machine", "The worker speed, mixed-precision speed-up and checkpoint write time measured here with the lab's own code", &[("calibration", "this-machine")]),
+            Preset::new(
+                "a spot-reclaim storm",
+                "75% of the workers on spot capacity, reclaimed 1.5 times an hour, and training interrupted every 45 min: watch workers vanish and training lose work",
+                &[("scenario", "spot-storm")],
+            ),
+            Preset::new(
+                "Black Friday",
+                "Four times the traffic for two hours: does the autoscaler keep up with the spike?",
+                &[("scenario", "black-friday")],
+            ),
+            Preset::new(
+                "a bad release",
+                "A canary of a release that fails 4% of requests and runs 1.6× slower: the rollout must notice and roll back",
+                &[("scenario", "bad-release")],
+            ),
+            Preset::new(
+                "calibrated on this machine",
+                "The worker speed, mixed-precision speed-up and checkpoint write time measured here with the lab's own code",
+                &[("calibration", "this-machine")],
+            ),
         ]
     }
 
@@ -83,7 +99,13 @@ impl Exercise for PlatformLab {
             line("workers", "Workers", "workers"),
             line("traffic", "Traffic", "requests/s"),
             line("queue", "Queue depth", "requests queued"),
-            LiveChartSpec::line("checkpoint_sweep", "Training time against checkpoint interval", "checkpoint interval (min)", "mean wall time (h)").provenance(simulated()),
+            LiveChartSpec::line(
+                "checkpoint_sweep",
+                "Training time against checkpoint interval",
+                "checkpoint interval (min)",
+                "mean wall time (h)",
+            )
+            .provenance(simulated()),
         ]
     }
 
@@ -120,7 +142,11 @@ impl Exercise for PlatformLab {
             n += 1;
             !sink.stop_requested()
         });
-        sink.emit(Event::Log(format!("simulated {} requests in {:.2} s of wall time", serving.totals.arrived, started.elapsed().as_secs_f64())));
+        sink.emit(Event::Log(format!(
+            "simulated {} requests in {:.2} s of wall time",
+            serving.totals.arrived,
+            started.elapsed().as_secs_f64()
+        )));
         let last = serving.samples.last().map(|x| diagram::build(&sc, x, &chosen, &rollout));
         if let Some(d) = &last {
             sink.emit(Event::Diagram(Box::new(d.clone())));
@@ -131,7 +157,13 @@ impl Exercise for PlatformLab {
             sink.emit(Event::Phase("training: checkpoint-interval sweep".into()));
             sweep = training::sweep(t, sc.seed, s.int("sweep_points")? as usize, reps);
             for p in &sweep {
-                sink.emit(Event::Point { chart: "checkpoint_sweep".into(), series: "mean wall time".into(), x: p.tau_h * 60.0, y: p.mean.wall_h, provenance: simulated() });
+                sink.emit(Event::Point {
+                    chart: "checkpoint_sweep".into(),
+                    series: "mean wall time".into(),
+                    x: p.tau_h * 60.0,
+                    y: p.mean.wall_h,
+                    provenance: simulated(),
+                });
             }
         }
         let runs = report::TrainingRuns {
@@ -150,7 +182,9 @@ impl Exercise for PlatformLab {
 }
 
 fn emit_sample(sink: &mut dyn Sink, x: &Sample) {
-    let mut point = |chart: &str, series: &str, y: f64| sink.emit(Event::Point { chart: chart.into(), series: series.into(), x: x.t_h, y, provenance: simulated() });
+    let mut point = |chart: &str, series: &str, y: f64| {
+        sink.emit(Event::Point { chart: chart.into(), series: series.into(), x: x.t_h, y, provenance: simulated() })
+    };
     for (name, v) in [("p50", x.p50_s), ("p95", x.p95_s), ("p99", x.p99_s)] {
         if let Some(v) = v {
             point("latency", name, v * 1e3);
@@ -169,14 +203,19 @@ pub fn scenario(s: &Settings) -> Result<Scenario> {
     let mut sc = if file.trim().is_empty() {
         Scenario::preset(&s.choice("scenario")?)?
     } else {
-        let text = std::fs::read_to_string(file.trim()).map_err(|e| Error::InvalidConfig(format!("scenario_file: cannot read {file:?}: {e}")))?;
-        Scenario::from_json(&text).map_err(|e| Error::InvalidConfig(format!("scenario_file {file:?}: {}", e.to_string().trim_start_matches("invalid setting: "))))?
+        let text =
+            std::fs::read_to_string(file.trim()).map_err(|e| Error::InvalidConfig(format!("scenario_file: cannot read {file:?}: {e}")))?;
+        Scenario::from_json(&text).map_err(|e| {
+            Error::InvalidConfig(format!("scenario_file {file:?}: {}", e.to_string().trim_start_matches("invalid setting: ")))
+        })?
     };
     let csv = s.text("traffic_csv")?;
     if !csv.trim().is_empty() {
         let path = csv.trim();
         let text = std::fs::read_to_string(path).map_err(|e| Error::InvalidConfig(format!("traffic_csv: cannot read {path:?}: {e}")))?;
-        sc.traffic.replay = platform::traffic_csv::parse(&text).map_err(|e| Error::InvalidConfig(format!("traffic_csv {path:?}: {}", e.to_string().trim_start_matches("invalid setting: "))))?;
+        sc.traffic.replay = platform::traffic_csv::parse(&text).map_err(|e| {
+            Error::InvalidConfig(format!("traffic_csv {path:?}: {}", e.to_string().trim_start_matches("invalid setting: ")))
+        })?;
     }
     let seed = s.int("seed")?;
     if seed > 0 {

@@ -1,9 +1,9 @@
 //! Exercise 10's report: the serving platform's figures, charts and tables, the training job
 //! with its checkpoint-interval sweep, the canary timeline, and a verdict from those numbers.
 
-use crate::common::report_for;
-use super::{simulated, PlatformLab};
+use super::{PlatformLab, simulated};
 use crate::common::interval_h;
+use crate::common::report_for;
 use crate::settings::Settings;
 use gpulab_systems::platform::monitoring;
 use gpulab_systems::platform::training::{self, JobOutcome, SweepPoint};
@@ -58,21 +58,62 @@ pub fn build(ex: &PlatformLab, s: &Settings, sc: &Scenario, r: &ServingResult, t
     let n = serving_numbers(sc, r);
     let t = &r.totals;
     let x = "simulated time (h)";
-    let pts = |f: &dyn Fn(&gpulab_systems::platform::Sample) -> Option<f64>| r.samples.iter().filter_map(|s| f(s).map(|y| [s.t_h, y])).collect::<Vec<_>>();
+    let pts = |f: &dyn Fn(&gpulab_systems::platform::Sample) -> Option<f64>| {
+        r.samples.iter().filter_map(|s| f(s).map(|y| [s.t_h, y])).collect::<Vec<_>>()
+    };
     let slo_line = vec![[0.0, sc.slo_latency_s * 1e3], [sc.duration_h, sc.slo_latency_s * 1e3]];
     let mut charts = vec![
-        chart("latency", "Latency percentiles", x, "latency (ms)", vec![
-            ("p50", pts(&|s| s.p50_s.map(|v| v * 1e3))),
-            ("p95", pts(&|s| s.p95_s.map(|v| v * 1e3))),
-            ("p99", pts(&|s| s.p99_s.map(|v| v * 1e3))),
-            ("SLO latency", slo_line),
-        ]),
-        chart("slo", "Requests within the SLO latency", x, "share (%)", vec![("within SLO", pts(&|s| s.within_slo.map(|v| v * 100.0))), ("target", vec![[0.0, sc.slo_target * 100.0], [sc.duration_h, sc.slo_target * 100.0]])]),
-        chart("workers", "Workers", x, "workers", vec![("serving", pts(&|s| Some(s.ready as f64))), ("starting", pts(&|s| Some(s.starting as f64)))]),
-        chart("traffic", "Traffic", x, "requests/s", vec![("offered", pts(&|s| Some(s.offered_rps))), ("served", pts(&|s| Some(s.served_rps)))]),
-        chart("utilisation", "Worker utilisation", x, "busy share of serving workers (%)", vec![("utilisation", pts(&|s| (s.ready > 0).then(|| s.busy as f64 / s.ready as f64 * 100.0)))]),
+        chart(
+            "latency",
+            "Latency percentiles",
+            x,
+            "latency (ms)",
+            vec![
+                ("p50", pts(&|s| s.p50_s.map(|v| v * 1e3))),
+                ("p95", pts(&|s| s.p95_s.map(|v| v * 1e3))),
+                ("p99", pts(&|s| s.p99_s.map(|v| v * 1e3))),
+                ("SLO latency", slo_line),
+            ],
+        ),
+        chart(
+            "slo",
+            "Requests within the SLO latency",
+            x,
+            "share (%)",
+            vec![
+                ("within SLO", pts(&|s| s.within_slo.map(|v| v * 100.0))),
+                ("target", vec![[0.0, sc.slo_target * 100.0], [sc.duration_h, sc.slo_target * 100.0]]),
+            ],
+        ),
+        chart(
+            "workers",
+            "Workers",
+            x,
+            "workers",
+            vec![("serving", pts(&|s| Some(s.ready as f64))), ("starting", pts(&|s| Some(s.starting as f64)))],
+        ),
+        chart(
+            "traffic",
+            "Traffic",
+            x,
+            "requests/s",
+            vec![("offered", pts(&|s| Some(s.offered_rps))), ("served", pts(&|s| Some(s.served_rps)))],
+        ),
+        chart(
+            "utilisation",
+            "Worker utilisation",
+            x,
+            "busy share of serving workers (%)",
+            vec![("utilisation", pts(&|s| (s.ready > 0).then(|| s.busy as f64 / s.ready as f64 * 100.0)))],
+        ),
         chart("queue", "Queue depth", x, "requests queued", vec![("queued", pts(&|s| Some(s.queue as f64)))]),
-        chart("dropped", "Rejected and timed out", x, "requests per sample period", vec![("rejected (rate limit)", pts(&|s| Some(s.rejected as f64))), ("timed out", pts(&|s| Some(s.timed_out as f64)))]),
+        chart(
+            "dropped",
+            "Rejected and timed out",
+            x,
+            "requests per sample period",
+            vec![("rejected (rate limit)", pts(&|s| Some(s.rejected as f64))), ("timed out", pts(&|s| Some(s.timed_out as f64)))],
+        ),
         chart("cost", "Cost per hour", x, "$/h", vec![("inference pool", pts(&|s| Some(s.cost_per_h)))]),
         chart("canary", "Canary: v2's share of traffic", x, "share (%)", vec![("v2 share", pts(&|s| Some(s.canary_share * 100.0)))]),
     ];
@@ -82,17 +123,24 @@ pub fn build(ex: &PlatformLab, s: &Settings, sc: &Scenario, r: &ServingResult, t
         }
     }
     let train = &sc.training;
-    let mut sweep = chart("checkpoint_sweep", "Training time against checkpoint interval", "checkpoint interval (min)", "wall time (h)", vec![(
-        "mean wall time (simulated)",
-        tr.sweep.iter().map(|p| [p.tau_h * 60.0, p.mean.wall_h]).collect(),
-    )]);
+    let mut sweep = chart(
+        "checkpoint_sweep",
+        "Training time against checkpoint interval",
+        "checkpoint interval (min)",
+        "wall time (h)",
+        vec![("mean wall time (simulated)", tr.sweep.iter().map(|p| [p.tau_h * 60.0, p.mean.wall_h]).collect())],
+    );
     sweep.series.push(Series {
         name: "expected wall time (Daly's formula)".into(),
         points: tr.sweep.iter().map(|p| [p.tau_h * 60.0, p.expected_wall_h]).collect(),
         provenance: Provenance::Simulated("Daly's expected-time model M·e^(R/M)·(e^((τ+C)/M) − 1)·W/τ".into()),
     });
     let (young, daly) = (training::young_h(train), training::daly_h(train));
-    sweep.markers = vec![(young * 60.0, "Young √(2CM)".into()), (daly * 60.0, "Daly".into()), (train.checkpoint_interval_h * 60.0, "this scenario".into())];
+    sweep.markers = vec![
+        (young * 60.0, "Young √(2CM)".into()),
+        (daly * 60.0, "Daly".into()),
+        (train.checkpoint_interval_h * 60.0, "this scenario".into()),
+    ];
     let best = training::best(&tr.sweep);
     if let Some(b) = best {
         sweep.markers.push((b.tau_h * 60.0, "sweep minimum".into()));
@@ -139,7 +187,12 @@ pub fn build(ex: &PlatformLab, s: &Settings, sc: &Scenario, r: &ServingResult, t
     let sim = || simulated();
     let scale = Table {
         title: "Autoscaler actions".into(),
-        columns: vec![Column::num("time", "h", 2, sim()), Column::num("from", "workers", 0, sim()), Column::num("to", "workers", 0, sim()), Column::num("signal", sc.autoscaler.signal.name(), 2, sim())],
+        columns: vec![
+            Column::num("time", "h", 2, sim()),
+            Column::num("from", "workers", 0, sim()),
+            Column::num("to", "workers", 0, sim()),
+            Column::num("signal", sc.autoscaler.signal.name(), 2, sim()),
+        ],
         rows: r.scale_actions.iter().map(|a| vec![a.t_h.into(), (a.from as f64).into(), (a.to as f64).into(), a.signal.into()]).collect(),
     };
     let canary = Table {
@@ -160,12 +213,30 @@ pub fn build(ex: &PlatformLab, s: &Settings, sc: &Scenario, r: &ServingResult, t
             .map(|e| {
                 let pct = |v: Option<f64>| Cell::from(v.map(|x| x * 100.0));
                 let ms = |v: Option<f64>| Cell::from(v.map(|x| x * 1e3));
-                vec![e.t_h.into(), e.action.clone().into(), (e.share * 100.0).into(), pct(e.v1.map(|v| v.error_rate)), pct(e.v2.map(|v| v.error_rate)), ms(e.v1.map(|v| v.p95_s)), ms(e.v2.map(|v| v.p95_s)), e.reason.clone().into()]
+                vec![
+                    e.t_h.into(),
+                    e.action.clone().into(),
+                    (e.share * 100.0).into(),
+                    pct(e.v1.map(|v| v.error_rate)),
+                    pct(e.v2.map(|v| v.error_rate)),
+                    ms(e.v1.map(|v| v.p95_s)),
+                    ms(e.v2.map(|v| v.p95_s)),
+                    e.reason.clone().into(),
+                ]
             })
             .collect(),
     };
     let job_row = |name: &str, tau: Option<f64>, o: &JobOutcome, p: f64| {
-        vec![name.into(), Cell::from(tau.map(|x| x * 60.0)), o.wall_h.into(), job_cost(o, p).into(), o.lost_h.into(), o.restart_h.into(), o.checkpoint_h.into(), o.preemptions.into()]
+        vec![
+            name.into(),
+            Cell::from(tau.map(|x| x * 60.0)),
+            o.wall_h.into(),
+            job_cost(o, p).into(),
+            o.lost_h.into(),
+            o.restart_h.into(),
+            o.checkpoint_h.into(),
+            o.preemptions.into(),
+        ]
     };
     let training_table = Table {
         title: "Training job".into(),
@@ -181,17 +252,29 @@ pub fn build(ex: &PlatformLab, s: &Settings, sc: &Scenario, r: &ServingResult, t
         ],
         rows: vec![
             job_row("on-demand", Some(train.checkpoint_interval_h), &tr.on_demand, train.gpu.on_demand_per_h),
-            job_row(if train.spot { "spot, this interval" } else { "on-demand, this interval" }, Some(train.checkpoint_interval_h), &tr.chosen, price),
+            job_row(
+                if train.spot { "spot, this interval" } else { "on-demand, this interval" },
+                Some(train.checkpoint_interval_h),
+                &tr.chosen,
+                price,
+            ),
             job_row(if train.spot { "spot, Daly's interval" } else { "on-demand, Daly's interval" }, Some(daly), &tr.at_daly, price),
         ],
     };
 
     let alerts = Table {
         title: "Monitoring alerts".into(),
-        columns: vec![Column::text("layer"), Column::num("samples with an alert", "", 0, sim()), Column::num("share of samples", "%", 1, sim()), Column::num("first fired", "h", 2, sim())],
+        columns: vec![
+            Column::text("layer"),
+            Column::num("samples with an alert", "", 0, sim()),
+            Column::num("share of samples", "%", 1, sim()),
+            Column::num("first fired", "h", 2, sim()),
+        ],
         rows: monitoring::summary(sc, &r.samples)
             .into_iter()
-            .map(|(layer, n, first)| vec![layer.name().into(), (n as f64).into(), (n as f64 / r.samples.len().max(1) as f64 * 100.0).into(), Cell::from(first)])
+            .map(|(layer, n, first)| {
+                vec![layer.name().into(), (n as f64).into(), (n as f64 / r.samples.len().max(1) as f64 * 100.0).into(), Cell::from(first)]
+            })
             .collect(),
     };
 
@@ -230,7 +313,9 @@ fn verdict(sc: &Scenario, r: &ServingResult, n: &ServingNumbers, tr: &TrainingRu
         n.cost_per_h,
         n.utilisation * 100.0
     )];
-    if let Some(worst) = r.samples.iter().filter(|s| s.p95_s.is_some()).max_by(|a, b| a.p95_s.unwrap_or(0.0).total_cmp(&b.p95_s.unwrap_or(0.0))) {
+    if let Some(worst) =
+        r.samples.iter().filter(|s| s.p95_s.is_some()).max_by(|a, b| a.p95_s.unwrap_or(0.0).total_cmp(&b.p95_s.unwrap_or(0.0)))
+    {
         v.evidence.push(format!(
             "The worst p95 latency, {:.0} ms, came at {:.2} h with {} workers serving, {} starting and {} requests queued at {:.1} requests/s offered.",
             worst.p95_s.unwrap_or(0.0) * 1e3,
@@ -242,7 +327,10 @@ fn verdict(sc: &Scenario, r: &ServingResult, n: &ServingNumbers, tr: &TrainingRu
         ));
     }
     if t.timed_out + t.rejected > 0 {
-        v.evidence.push(format!("{} requests timed out in the queue and {} were rejected by the rate limit, of {} that arrived.", t.timed_out, t.rejected, t.arrived));
+        v.evidence.push(format!(
+            "{} requests timed out in the queue and {} were rejected by the rate limit, of {} that arrived.",
+            t.timed_out, t.rejected, t.arrived
+        ));
     }
     if t.preemptions > 0 {
         v.evidence.push(format!("{} spot reclaims put {} in-flight requests back in the queue; none was lost.", t.preemptions, t.requeued));
@@ -254,7 +342,12 @@ fn verdict(sc: &Scenario, r: &ServingResult, n: &ServingNumbers, tr: &TrainingRu
     match r.canary.iter().rev().find(|e| e.action != "share raised" && e.action != "canary started") {
         Some(e) if e.action == "rolled back" => {
             let start = r.canary.first().map_or(e.t_h, |s| s.t_h);
-            summary.push(format!("The canary rolled back automatically at {:.2} h, {:.0} min after it started: {}.", e.t_h, (e.t_h - start) * 60.0, e.reason));
+            summary.push(format!(
+                "The canary rolled back automatically at {:.2} h, {:.0} min after it started: {}.",
+                e.t_h,
+                (e.t_h - start) * 60.0,
+                e.reason
+            ));
         }
         Some(e) => summary.push(format!("v2 was promoted to production at {:.2} h after every canary window passed.", e.t_h)),
         None if sc.canary.enabled && !r.canary.is_empty() => summary.push("The canary had not finished when the simulation ended.".into()),
@@ -278,7 +371,12 @@ fn verdict(sc: &Scenario, r: &ServingResult, n: &ServingNumbers, tr: &TrainingRu
         v.evidence.push(format!("Training on spot cost ${spot_cost:.0} against ${od_cost:.0} on demand ({:.1} h), losing {:.2} h of work to preemptions on average.", tr.on_demand.wall_h, tr.chosen.lost_h));
     }
     if let Some(b) = training::best(&tr.sweep) {
-        v.evidence.push(format!("The interval sweep's shortest mean time was at {}; Young's √(2CM) gives {}, Daly's higher-order form {}.", interval_h(b.tau_h), interval_h(young), interval_h(daly)));
+        v.evidence.push(format!(
+            "The interval sweep's shortest mean time was at {}; Young's √(2CM) gives {}, Daly's higher-order form {}.",
+            interval_h(b.tau_h),
+            interval_h(young),
+            interval_h(daly)
+        ));
     }
     v.summary = summary.join(" ");
     v

@@ -3,11 +3,11 @@
 //! with FP32), the calibration observers compared, per-layer error and sensitivity, and the
 //! largest layer's GEMM alone in f32 and int8 (what explains the end-to-end ratio).
 
+use gpulab_core::error::Result;
+use gpulab_core::tensor::{BackendInfo, DType, MemCategory, MemoryReport, QuantGranularity, prelude::*};
 use gpulab_systems::bench::{random_matrix, time_op};
 use gpulab_systems::data::Dataset;
-use gpulab_core::error::Result;
-use gpulab_systems::quant::{metrics, ActScales, FloatMlp, HostLayer, ObserverKind, QuantMlp, QuantizedModel, calibrate, quantize_model};
-use gpulab_core::tensor::{prelude::*, BackendInfo, DType, MemCategory, MemoryReport, QuantGranularity};
+use gpulab_systems::quant::{ActScales, FloatMlp, HostLayer, ObserverKind, QuantMlp, QuantizedModel, calibrate, metrics, quantize_model};
 
 /// What every model here can do: logits, or every layer's output.
 pub trait Model<B: Backend> {
@@ -56,7 +56,9 @@ impl Kind {
         match self {
             Kind::F32 => "FP32".into(),
             Kind::F16 => "FP16".into(),
-            Kind::Int8 { weights, activations } => format!("INT8 {} activations, {} weights", activations.name(), gpulab_systems::quant::granularity_name(weights)),
+            Kind::Int8 { weights, activations } => {
+                format!("INT8 {} activations, {} weights", activations.name(), gpulab_systems::quant::granularity_name(weights))
+            }
         }
     }
     /// The INT8 model the verdict and the export use: static scales, per-channel weights.
@@ -146,7 +148,13 @@ fn latency<B: Backend, M: Model<B>>(b: &mut B, m: &M, data: &Dataset, rows: usiz
 }
 
 /// Builds the model with fresh ledger peaks, times it, then scores it against FP32's logits.
-fn measure<B: Backend, M: Model<B>>(b: &mut B, p: &Plan, build: impl FnOnce(&mut B) -> Result<M>, weight_bytes: u64, fp32: Option<&[f32]>) -> Result<(Measured, Vec<f32>)> {
+fn measure<B: Backend, M: Model<B>>(
+    b: &mut B,
+    p: &Plan,
+    build: impl FnOnce(&mut B) -> Result<M>,
+    weight_bytes: u64,
+    fp32: Option<&[f32]>,
+) -> Result<(Measured, Vec<f32>)> {
     b.sync()?;
     b.reset_memory_peaks();
     let m = build(b)?;
@@ -173,7 +181,11 @@ pub fn run_backend<B: Backend>(b: &mut B, p: &Plan, phase: &mut dyn FnMut(String
     let mut variants = vec![Variant { kind: Kind::F32, kernel: "f32 matmul".into(), result: Ok(fp32) }];
     phase(format!("FP16 inference on {}", info.label()));
     let f16 = measure(b, p, |b| FloatMlp::new(b, p.layers, DType::F16), float_bytes(p.layers, 2), Some(&fp32_logits));
-    variants.push(Variant { kind: Kind::F16, kernel: "matmul16 (f16 operands, f32 sums)".into(), result: f16.map(|r| r.0).map_err(|e| e.to_string()) });
+    variants.push(Variant {
+        kind: Kind::F16,
+        kernel: "matmul16 (f16 operands, f32 sums)".into(),
+        result: f16.map(|r| r.0).map_err(|e| e.to_string()),
+    });
 
     phase(format!("calibrating on {} samples", p.calib.len() / p.data.features));
     let mut observers = Vec::new();
@@ -187,7 +199,12 @@ pub fn run_backend<B: Backend>(b: &mut B, p: &Plan, phase: &mut dyn FnMut(String
         let q = quantize_model(b, p.layers, Some(&ranges), QuantGranularity::PerChannel)?;
         let m = QuantMlp::from_model(b, &q)?;
         let logits = val_logits(b, &m, p.data)?;
-        observers.push(ObserverRow { kind, accuracy: metrics::accuracy(&logits, &p.data.val_y), agreement: metrics::agreement(&fp32_logits, &logits, p.data.classes), ranges: ranges.clone() });
+        observers.push(ObserverRow {
+            kind,
+            accuracy: metrics::accuracy(&logits, &p.data.val_y),
+            agreement: metrics::agreement(&fp32_logits, &logits, p.data.classes),
+            ranges: ranges.clone(),
+        });
         if kind == p.observer {
             chosen_ranges = Some(ranges);
         }

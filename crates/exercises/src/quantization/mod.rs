@@ -10,15 +10,15 @@ mod source;
 
 use std::path::PathBuf;
 
+use super::Exercise;
 use super::common;
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink};
-use super::Exercise;
 use gpulab_core::error::{Error, Result};
-use gpulab_systems::quant::{export, ObserverKind};
-use gpulab_systems::report::{Attachment, Metadata, Report};
 use gpulab_core::tensor::prelude::*;
 use gpulab_core::with_backend;
+use gpulab_systems::quant::{ObserverKind, export};
+use gpulab_systems::report::{Attachment, Metadata, Report};
 
 pub struct QuantizationLab;
 
@@ -57,8 +57,16 @@ impl Exercise for QuantizationLab {
     fn presets(&self) -> Vec<super::Preset> {
         use super::Preset;
         vec![
-            Preset::new("min/max calibration", "Activation ranges that keep every value, outliers included: a coarser int8 step than the percentile observer's", &[("observer", "minmax")]),
-            Preset::new("calibrate on 8 samples", "Static activation scales from 8 samples only: ranges the validation data exceeds", &[("calibration_samples", "8")]),
+            Preset::new(
+                "min/max calibration",
+                "Activation ranges that keep every value, outliers included: a coarser int8 step than the percentile observer's",
+                &[("observer", "minmax")],
+            ),
+            Preset::new(
+                "calibrate on 8 samples",
+                "Static activation scales from 8 samples only: ranges the validation data exceeds",
+                &[("calibration_samples", "8")],
+            ),
         ]
     }
 
@@ -68,7 +76,9 @@ impl Exercise for QuantizationLab {
         }
         observer(s)?;
         if s.int("calibration_samples")? < 1 {
-            return Err(Error::InvalidConfig("calibration_samples: 0 samples; calibration needs at least one sample to observe a range".into()));
+            return Err(Error::InvalidConfig(
+                "calibration_samples: 0 samples; calibration needs at least one sample to observe a range".into(),
+            ));
         }
         common::validate_training(s)
     }
@@ -79,7 +89,11 @@ impl Exercise for QuantizationLab {
         let data = common::load_dataset(s)?;
         let samples = s.int("calibration_samples")? as usize;
         if samples > data.train_len() {
-            return Err(Error::InvalidConfig(format!("calibration_samples: {samples} is more than the {} training samples of {}", data.train_len(), data.name)));
+            return Err(Error::InvalidConfig(format!(
+                "calibration_samples: {samples} is more than the {} training samples of {}",
+                data.train_len(),
+                data.name
+            )));
         }
         let cfg = common::train_config(s, s.int("batch")? as usize)?;
         let mut meta = Metadata::new(cfg.seed);
@@ -95,7 +109,12 @@ impl Exercise for QuantizationLab {
             let mut engine = devices[0].open(None)?;
             sink.emit(Event::Phase("training the FP32 model".into()));
             let (trained, layers) = source::train_first(&mut engine, &data, &cfg, sink)?;
-            report.notes.push(format!("The FP32 model was trained here on {} ({} epochs, validation accuracy {}).", trained.backend.label(), trained.epochs.len(), common::percent(trained.final_val_accuracy)));
+            report.notes.push(format!(
+                "The FP32 model was trained here on {} ({} epochs, validation accuracy {}).",
+                trained.backend.label(),
+                trained.epochs.len(),
+                common::percent(trained.final_val_accuracy)
+            ));
             match layers {
                 Some(l) => l,
                 None => {
@@ -108,12 +127,23 @@ impl Exercise for QuantizationLab {
         } else {
             let path = PathBuf::from(checkpoint.trim());
             let (layers, arch) = source::from_checkpoint(&path, &data)?;
-            report.notes.push(format!("The FP32 model is the checkpoint {} (MLP {}); the hidden, training and optimizer settings were not used.", path.display(), arch.describe()));
+            report.notes.push(format!(
+                "The FP32 model is the checkpoint {} (MLP {}); the hidden, training and optimizer settings were not used.",
+                path.display(),
+                arch.describe()
+            ));
             layers
         };
 
         let calib = &data.train_x[..samples * data.features];
-        let plan = measure::Plan { layers: &layers, data: &data, calib, observer: observer(s)?, runs: s.int("latency_runs")? as usize, batch: LATENCY_BATCH };
+        let plan = measure::Plan {
+            layers: &layers,
+            data: &data,
+            calib,
+            observer: observer(s)?,
+            runs: s.int("latency_runs")? as usize,
+            batch: LATENCY_BATCH,
+        };
         let mut runs = Vec::new();
         for d in &devices {
             if sink.stop_requested() {
@@ -141,7 +171,11 @@ impl Exercise for QuantizationLab {
                 export::save(&p, model, &extra)?;
                 report.notes.push(format!("The INT8 model was written to {}.", p.display()));
             }
-            report.notes.push(format!("The INT8 model (static scales, per-channel weights, from {}) is {EXPORT_FILE}: {} bytes of safetensors.", runs[0].info.label(), bytes.len()));
+            report.notes.push(format!(
+                "The INT8 model (static scales, per-channel weights, from {}) is {EXPORT_FILE}: {} bytes of safetensors.",
+                runs[0].info.label(),
+                bytes.len()
+            ));
             report.attachments.push(Attachment { file_name: EXPORT_FILE.into(), bytes, ..Default::default() });
         }
         report.note_software_backends();

@@ -4,8 +4,8 @@
 use super::measure::{BackendRun, Kind, Measured};
 use crate::common::{mib, peak, percent};
 use crate::cpu_vs_gpu::short_label;
-use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Provenance, Report, Series, Table, Verdict};
 use gpulab_core::tensor::{BackendKind, MemCategory};
+use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Provenance, Report, Series, Table, Verdict};
 
 /// The ledger categories inference touches.
 const CATEGORIES: [MemCategory; 4] = [MemCategory::Parameters, MemCategory::Activations, MemCategory::Inputs, MemCategory::Other];
@@ -35,7 +35,12 @@ pub fn comparison_table(runs: &[BackendRun], batch: usize) -> Table {
             match &v.result {
                 Ok(m) => {
                     row.push("ok".into());
-                    row.extend([(m.latency1_s * 1e3).into(), (m.latency_batch_s * 1e3).into(), (batch as f64 / m.latency_batch_s).into(), (m.weight_bytes as f64 / 1024.0).into()]);
+                    row.extend([
+                        (m.latency1_s * 1e3).into(),
+                        (m.latency_batch_s * 1e3).into(),
+                        (batch as f64 / m.latency_batch_s).into(),
+                        (m.weight_bytes as f64 / 1024.0).into(),
+                    ]);
                     row.extend(CATEGORIES.iter().map(|c| Cell::Num(peak(&m.memory, *c) as f64 / 1024.0)));
                     row.extend([mib(m.memory.total_peak).into(), (m.accuracy * 100.0).into(), (m.agreement * 100.0).into()]);
                 }
@@ -63,7 +68,13 @@ fn observer_table(runs: &[BackendRun], samples: usize) -> Table {
         .flat_map(|r| {
             r.observers.iter().map(|o| {
                 let ranges = o.ranges.iter().map(|v| format!("{v:.3}")).collect::<Vec<_>>().join(", ");
-                vec![short_label(&r.info).into(), o.kind.name().into(), ranges.into(), (o.accuracy * 100.0).into(), (o.agreement * 100.0).into()]
+                vec![
+                    short_label(&r.info).into(),
+                    o.kind.name().into(),
+                    ranges.into(),
+                    (o.accuracy * 100.0).into(),
+                    (o.agreement * 100.0).into(),
+                ]
             })
         })
         .collect();
@@ -76,9 +87,19 @@ fn layer_table(runs: &[BackendRun]) -> Table {
         Column::num("layer", "", 0, Provenance::derived("the model")),
         Column::text("weight shape"),
         Column::num("weight SQNR", "dB", 1, Provenance::derived("the f32 and dequantized int8 weights")),
-        Column::num("output SQNR", "dB", 1, Provenance::derived("this layer's output with every layer int8 vs all f32, on up to 256 validation samples")),
+        Column::num(
+            "output SQNR",
+            "dB",
+            1,
+            Provenance::derived("this layer's output with every layer int8 vs all f32, on up to 256 validation samples"),
+        ),
         Column::num("max weight error", "", 6, Provenance::derived("max |w − q·s|")),
-        Column::num("max error / half step", "", 3, Provenance::derived("max |w − q·s| / (s/2), each weight against its channel's scale: ≤ 1 is within half a step")),
+        Column::num(
+            "max error / half step",
+            "",
+            3,
+            Provenance::derived("max |w − q·s| / (s/2), each weight against its channel's scale: ≤ 1 is within half a step"),
+        ),
         Column::num("accuracy, only this layer int8", "%", 2, Provenance::Measured),
     ];
     let rows = runs
@@ -102,7 +123,16 @@ fn layer_table(runs: &[BackendRun]) -> Table {
 }
 
 fn chart(id: &str, title: &str, y: &str) -> Chart {
-    Chart { id: id.into(), title: title.into(), x_label: "layer".into(), y_label: y.into(), kind: ChartKind::Line, log_x: false, series: vec![], markers: vec![] }
+    Chart {
+        id: id.into(),
+        title: title.into(),
+        x_label: "layer".into(),
+        y_label: y.into(),
+        kind: ChartKind::Line,
+        log_x: false,
+        series: vec![],
+        markers: vec![],
+    }
 }
 
 fn layer_charts(runs: &[BackendRun]) -> [Chart; 2] {
@@ -110,12 +140,30 @@ fn layer_charts(runs: &[BackendRun]) -> [Chart; 2] {
     let mut sens = chart("layer_sensitivity", "Validation accuracy with only one layer in INT8", "accuracy (%)");
     for r in runs {
         let name = short_label(&r.info);
-        let pts = |f: &dyn Fn(&super::measure::LayerRow) -> Option<f64>| r.layers.iter().enumerate().filter_map(|(i, l)| f(l).map(|v| [i as f64, v])).collect::<Vec<_>>();
-        sqnr.series.push(Series { name: format!("{name}: layer output"), points: pts(&|l| l.output_sqnr), provenance: Provenance::derived("layer outputs, int8 vs f32") });
-        sqnr.series.push(Series { name: format!("{name}: weights"), points: pts(&|l| l.weight_sqnr), provenance: Provenance::derived("f32 vs dequantized weights") });
-        sens.series.push(Series { name: format!("{name}: only this layer int8"), points: pts(&|l| Some(l.only_this_accuracy * 100.0)), provenance: Provenance::Measured });
+        let pts = |f: &dyn Fn(&super::measure::LayerRow) -> Option<f64>| {
+            r.layers.iter().enumerate().filter_map(|(i, l)| f(l).map(|v| [i as f64, v])).collect::<Vec<_>>()
+        };
+        sqnr.series.push(Series {
+            name: format!("{name}: layer output"),
+            points: pts(&|l| l.output_sqnr),
+            provenance: Provenance::derived("layer outputs, int8 vs f32"),
+        });
+        sqnr.series.push(Series {
+            name: format!("{name}: weights"),
+            points: pts(&|l| l.weight_sqnr),
+            provenance: Provenance::derived("f32 vs dequantized weights"),
+        });
+        sens.series.push(Series {
+            name: format!("{name}: only this layer int8"),
+            points: pts(&|l| Some(l.only_this_accuracy * 100.0)),
+            provenance: Provenance::Measured,
+        });
         if let Some(f) = r.variant(Kind::F32) {
-            sens.series.push(Series { name: format!("{name}: all FP32"), points: (0..r.layers.len()).map(|i| [i as f64, f.accuracy * 100.0]).collect(), provenance: Provenance::Measured });
+            sens.series.push(Series {
+                name: format!("{name}: all FP32"),
+                points: (0..r.layers.len()).map(|i| [i as f64, f.accuracy * 100.0]).collect(),
+                provenance: Provenance::Measured,
+            });
         }
     }
     [sqnr, sens]
@@ -130,16 +178,37 @@ pub fn fill(report: &mut Report, runs: &[BackendRun], batch: usize, calib_sample
         if let (Some(f), Some(q)) = (r.variant(Kind::F32), r.variant(Kind::headline())) {
             let name = short_label(&r.info);
             let d = Provenance::derived("the measured latencies");
-            report.figures.push(Figure { label: format!("{name}: INT8 / FP32 latency, batch {batch}"), value: q.latency_batch_s / f.latency_batch_s, unit: "×".into(), provenance: d.clone() });
-            report.figures.push(Figure { label: format!("{name}: INT8 / FP32 latency, batch 1"), value: q.latency1_s / f.latency1_s, unit: "×".into(), provenance: d });
-            report.figures.push(Figure { label: format!("{name}: accuracy drop, FP32 to INT8"), value: (f.accuracy - q.accuracy) * 100.0, unit: "pp".into(), provenance: Provenance::derived("the measured accuracies") });
+            report.figures.push(Figure {
+                label: format!("{name}: INT8 / FP32 latency, batch {batch}"),
+                value: q.latency_batch_s / f.latency_batch_s,
+                unit: "×".into(),
+                provenance: d.clone(),
+            });
+            report.figures.push(Figure {
+                label: format!("{name}: INT8 / FP32 latency, batch 1"),
+                value: q.latency1_s / f.latency1_s,
+                unit: "×".into(),
+                provenance: d,
+            });
+            report.figures.push(Figure {
+                label: format!("{name}: accuracy drop, FP32 to INT8"),
+                value: (f.accuracy - q.accuracy) * 100.0,
+                unit: "pp".into(),
+                provenance: Provenance::derived("the measured accuracies"),
+            });
         }
     }
     report.verdict = verdict(runs, batch);
 }
 
 fn ratio_words(r: f64) -> String {
-    if r < 0.95 { format!("{:.2}× faster", 1.0 / r) } else if r > 1.05 { format!("{:.2}× slower", r) } else { "no faster".into() }
+    if r < 0.95 {
+        format!("{:.2}× faster", 1.0 / r)
+    } else if r > 1.05 {
+        format!("{:.2}× slower", r)
+    } else {
+        "no faster".into()
+    }
 }
 
 fn backend_verdict(r: &BackendRun, f: &Measured, q: &Measured, batch: usize) -> (String, Vec<String>) {
@@ -160,7 +229,12 @@ fn backend_verdict(r: &BackendRun, f: &Measured, q: &Measured, batch: usize) -> 
     if let Some(g) = &r.gemm {
         let gr = g.int8_s / g.f32_s;
         let [m, k, n] = g.mkn;
-        evidence.push(format!("{name}: the largest layer's GEMM alone ({m}×{k}·{k}×{n}) takes {:.3} ms in f32 and {:.3} ms in int8 ({:.2}×).", g.f32_s * 1e3, g.int8_s * 1e3, gr));
+        evidence.push(format!(
+            "{name}: the largest layer's GEMM alone ({m}×{k}·{k}×{n}) takes {:.3} ms in f32 and {:.3} ms in int8 ({:.2}×).",
+            g.f32_s * 1e3,
+            g.int8_s * 1e3,
+            gr
+        ));
         summary.push(' ');
         summary.push_str(&if gr < 0.95 && ratio >= gr + 0.1 {
             format!("Why: the int8 GEMM itself is {} here, but each layer adds a quantize pass over its activations (the dequantize rides in the GEMM's epilogue), which eats into that gain end to end.", ratio_words(gr))
@@ -173,7 +247,10 @@ fn backend_verdict(r: &BackendRun, f: &Measured, q: &Measured, batch: usize) -> 
         });
     }
     if r.info.kind == BackendKind::Cpu && !r.int8_kernel.contains("VNNI") {
-        evidence.push(format!("{name}: no VNNI int8 dot-product instructions were found on this CPU, so the int8 GEMM ran on the {} path.", r.int8_kernel));
+        evidence.push(format!(
+            "{name}: no VNNI int8 dot-product instructions were found on this CPU, so the int8 GEMM ran on the {} path.",
+            r.int8_kernel
+        ));
     }
     (summary, evidence)
 }
@@ -202,7 +279,14 @@ fn verdict(runs: &[BackendRun], batch: usize) -> Verdict {
         }
         if let Some(best) = r.observers.iter().max_by(|a, b| a.accuracy.total_cmp(&b.accuracy)) {
             let worst = r.observers.iter().min_by(|a, b| a.accuracy.total_cmp(&b.accuracy)).unwrap_or(best);
-            v.evidence.push(format!("{}: calibration observers range from {} ({}) to {} ({}).", short_label(&r.info), percent(worst.accuracy), worst.kind.name(), percent(best.accuracy), best.kind.name()));
+            v.evidence.push(format!(
+                "{}: calibration observers range from {} ({}) to {} ({}).",
+                short_label(&r.info),
+                percent(worst.accuracy),
+                worst.kind.name(),
+                percent(best.accuracy),
+                best.kind.name()
+            ));
         }
     }
     if summary.is_empty() {

@@ -4,15 +4,15 @@
 use std::path::Path;
 
 use super::super::sink::{Sink, TrainBridge};
-use gpulab_systems::checkpoint::{format, store};
-use gpulab_systems::data::Dataset;
 use gpulab_core::device::Engine;
 use gpulab_core::error::{Error, Result};
+use gpulab_core::tensor::Backend;
+use gpulab_core::with_backend;
+use gpulab_systems::checkpoint::{format, store};
+use gpulab_systems::data::Dataset;
 use gpulab_systems::nn::{Mlp, MlpConfig};
 use gpulab_systems::quant::HostLayer;
-use gpulab_core::tensor::Backend;
 use gpulab_systems::train::{self, Inline, StepDone, TrainConfig, TrainHooks, TrainReport};
-use gpulab_core::with_backend;
 
 /// Reads the model's parameters to the host after the run's last step.
 struct Capture {
@@ -29,7 +29,12 @@ impl<B: Backend> TrainHooks<B> for Capture {
 }
 
 /// Trains on `engine`; None when the run was stopped before its last step.
-pub fn train_first(engine: &mut Engine, data: &Dataset, cfg: &TrainConfig, sink: &mut dyn Sink) -> Result<(TrainReport, Option<Vec<HostLayer>>)> {
+pub fn train_first(
+    engine: &mut Engine,
+    data: &Dataset,
+    cfg: &TrainConfig,
+    sink: &mut dyn Sink,
+) -> Result<(TrainReport, Option<Vec<HostLayer>>)> {
     let mut capture = Capture { params: None };
     let report = with_backend!(engine, b => {
         let mut bridge = TrainBridge { sink: &mut *sink, series: "fp32 training".into(), total_steps: 0 };

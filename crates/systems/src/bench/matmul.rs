@@ -5,7 +5,7 @@ pub use gpulab_core::timing::{random_matrix, time_matmul, time_op};
 use gpulab_core::device::CpuBackend;
 use gpulab_core::device::gpu::{GpuBackend, MatmulVariant};
 use gpulab_core::error::{Error, Result};
-use gpulab_core::tensor::{prelude::*, DType, MemCategory};
+use gpulab_core::tensor::{DType, MemCategory, prelude::*};
 
 /// The element types `bench_matmul` times.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,7 +55,14 @@ pub struct MatmulRow {
 /// Runs the GEMM benchmark on the CPU and/or on `gpu` for each of `dtypes` (every f32 matmul
 /// variant), checking each result (see `MatmulRow::max_rel_err`). Sizes run in turn, each
 /// size's dtypes one after the other, so their times come from the same minutes.
-pub fn bench_matmul(sizes: &[usize], dtypes: &[MatmulDType], runs: usize, cpu: bool, mut gpu: Option<&mut GpuBackend>, mut on_row: impl FnMut(&MatmulRow)) -> Result<Vec<MatmulRow>> {
+pub fn bench_matmul(
+    sizes: &[usize],
+    dtypes: &[MatmulDType],
+    runs: usize,
+    cpu: bool,
+    mut gpu: Option<&mut GpuBackend>,
+    mut on_row: impl FnMut(&MatmulRow),
+) -> Result<Vec<MatmulRow>> {
     if sizes.is_empty() || sizes.contains(&0) || runs == 0 {
         return Err(Error::InvalidConfig("matmul sizes and runs must be positive".into()));
     }
@@ -76,7 +83,13 @@ pub fn bench_matmul(sizes: &[usize], dtypes: &[MatmulDType], runs: usize, cpu: b
     Ok(rows)
 }
 
-fn rows_f32(n: usize, runs: usize, cpu: bool, mut gpu: Option<&mut GpuBackend>, on_row: &mut dyn FnMut(&MatmulRow)) -> Result<Vec<MatmulRow>> {
+fn rows_f32(
+    n: usize,
+    runs: usize,
+    cpu: bool,
+    mut gpu: Option<&mut GpuBackend>,
+    on_row: &mut dyn FnMut(&MatmulRow),
+) -> Result<Vec<MatmulRow>> {
     let mut rows = Vec::new();
     let mut cpu_b = CpuBackend::new();
     let a = random_matrix(n * n, 1);
@@ -84,7 +97,17 @@ fn rows_f32(n: usize, runs: usize, cpu: bool, mut gpu: Option<&mut GpuBackend>, 
     let (cpu_s, reference) = time_matmul(&mut cpu_b, &a, &bm, n, runs)?;
     let flops = 2.0 * (n as f64).powi(3);
     if cpu {
-        let row = MatmulRow { backend: cpu_b.info().label(), variant: "gemm crate".into(), dtype: "f32".into(), software: false, n, gflops: flops / cpu_s / 1e9, median_s: cpu_s, runs, max_rel_err: 0.0 };
+        let row = MatmulRow {
+            backend: cpu_b.info().label(),
+            variant: "gemm crate".into(),
+            dtype: "f32".into(),
+            software: false,
+            n,
+            gflops: flops / cpu_s / 1e9,
+            median_s: cpu_s,
+            runs,
+            max_rel_err: 0.0,
+        };
         on_row(&row);
         rows.push(row);
     }
@@ -95,7 +118,17 @@ fn rows_f32(n: usize, runs: usize, cpu: bool, mut gpu: Option<&mut GpuBackend>, 
             let (s, out) = time_matmul(g, &a, &bm, n, runs)?;
             let err = max_rel_err(&out, &reference);
             let label = if v == chosen { format!("{} (chosen)", v.name()) } else { v.name().to_string() };
-            let row = MatmulRow { backend: g.info().label(), variant: label, dtype: "f32".into(), software: g.info().software, n, gflops: flops / s / 1e9, median_s: s, runs, max_rel_err: err };
+            let row = MatmulRow {
+                backend: g.info().label(),
+                variant: label,
+                dtype: "f32".into(),
+                software: g.info().software,
+                n,
+                gflops: flops / s / 1e9,
+                median_s: s,
+                runs,
+                max_rel_err: err,
+            };
             on_row(&row);
             rows.push(row);
         }
@@ -106,7 +139,14 @@ fn rows_f32(n: usize, runs: usize, cpu: bool, mut gpu: Option<&mut GpuBackend>, 
 
 /// The 16-bit rows (`dt`: f16 or bf16) for one size: the CPU's (the reference) and the GPU's,
 /// where it runs the type: each 16-bit kernel variant, the chosen one marked.
-fn rows_16(dt: DType, n: usize, runs: usize, cpu: bool, gpu: Option<&mut GpuBackend>, on_row: &mut dyn FnMut(&MatmulRow)) -> Result<Vec<MatmulRow>> {
+fn rows_16(
+    dt: DType,
+    n: usize,
+    runs: usize,
+    cpu: bool,
+    gpu: Option<&mut GpuBackend>,
+    on_row: &mut dyn FnMut(&MatmulRow),
+) -> Result<Vec<MatmulRow>> {
     let case = super::matmul16::F16Case::new(dt, n, runs)?;
     let mut rows = Vec::new();
     if cpu {
@@ -141,7 +181,14 @@ pub(super) fn max_rel_err(out: &[f32], reference: &[f32]) -> f64 {
 
 /// The rows of one more backend with a single GEMM per type (the CUDA backend's cuBLAS), for
 /// f32 and f16 (`dtypes`; int8 is skipped), each product checked against the CPU's.
-pub fn bench_matmul_on<B: Backend>(b: &mut B, variant: &str, sizes: &[usize], dtypes: &[MatmulDType], runs: usize, mut on_row: impl FnMut(&MatmulRow)) -> Result<Vec<MatmulRow>> {
+pub fn bench_matmul_on<B: Backend>(
+    b: &mut B,
+    variant: &str,
+    sizes: &[usize],
+    dtypes: &[MatmulDType],
+    runs: usize,
+    mut on_row: impl FnMut(&MatmulRow),
+) -> Result<Vec<MatmulRow>> {
     if sizes.is_empty() || sizes.contains(&0) || runs == 0 {
         return Err(Error::InvalidConfig("matmul sizes and runs must be positive".into()));
     }
@@ -156,7 +203,17 @@ pub fn bench_matmul_on<B: Backend>(b: &mut B, variant: &str, sizes: &[usize], dt
             let reference = cpu.read_f32(&tc)?;
             let (s, out) = time_matmul(b, &a, &bm, n, runs)?;
             let info = b.info();
-            let row = MatmulRow { backend: info.label(), variant: variant.into(), dtype: "f32".into(), software: info.software, n, gflops: 2.0 * (n as f64).powi(3) / s / 1e9, median_s: s, runs, max_rel_err: max_rel_err(&out, &reference) };
+            let row = MatmulRow {
+                backend: info.label(),
+                variant: variant.into(),
+                dtype: "f32".into(),
+                software: info.software,
+                n,
+                gflops: 2.0 * (n as f64).powi(3) / s / 1e9,
+                median_s: s,
+                runs,
+                max_rel_err: max_rel_err(&out, &reference),
+            };
             on_row(&row);
             rows.push(row);
         }

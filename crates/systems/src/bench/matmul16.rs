@@ -6,7 +6,7 @@
 use super::matmul::{MatmulRow, max_rel_err, random_matrix, time_op};
 use gpulab_core::device::CpuBackend;
 use gpulab_core::error::Result;
-use gpulab_core::tensor::{prelude::*, DType, Epilogue, MemCategory};
+use gpulab_core::tensor::{DType, Epilogue, MemCategory, prelude::*};
 
 /// Median seconds of `runs` n×n×n matmuls of `dt` (f16 or bf16) operands (after a warm-up),
 /// and the f32 product.
@@ -50,6 +50,16 @@ impl F16Case {
     }
 
     pub fn make_row(&self, info: &gpulab_core::tensor::BackendInfo, variant: &str, s: f64, runs: usize, err: f64) -> MatmulRow {
-        MatmulRow { backend: info.label(), variant: variant.into(), dtype: self.dt.name().into(), software: info.software, n: self.n, gflops: 2.0 * (self.n as f64).powi(3) / s / 1e9, median_s: s, runs, max_rel_err: err }
+        MatmulRow {
+            backend: info.label(),
+            variant: variant.into(),
+            dtype: self.dt.name().into(),
+            software: info.software,
+            n: self.n,
+            gflops: 2.0 * (self.n as f64).powi(3) / s / 1e9,
+            median_s: s,
+            runs,
+            max_rel_err: err,
+        }
     }
 }

@@ -8,7 +8,7 @@ use super::matmul::{MatmulRow, time_op};
 use gpulab_core::device::CpuBackend;
 use gpulab_core::device::gpu::GpuBackend;
 use gpulab_core::error::{Error, Result};
-use gpulab_core::tensor::{prelude::*, DType, MemCategory};
+use gpulab_core::tensor::{DType, MemCategory, prelude::*};
 
 pub fn random_i8(n: usize, seed: u64) -> Vec<i8> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -36,7 +36,13 @@ fn max_rel_err(out: &[i32], reference: &[i32]) -> Result<f64> {
 
 /// The int8 rows for one size: the CPU's fastest kernel (checked against the portable one)
 /// and the GPU's (checked against the CPU's).
-pub fn rows_i8(n: usize, runs: usize, cpu: bool, gpu: Option<&mut GpuBackend>, on_row: &mut dyn FnMut(&MatmulRow)) -> Result<Vec<MatmulRow>> {
+pub fn rows_i8(
+    n: usize,
+    runs: usize,
+    cpu: bool,
+    gpu: Option<&mut GpuBackend>,
+    on_row: &mut dyn FnMut(&MatmulRow),
+) -> Result<Vec<MatmulRow>> {
     let a = random_i8(n * n, 1);
     let bm = random_i8(n * n, 2);
     let flops = 2.0 * (n as f64).powi(3);
@@ -52,7 +58,17 @@ pub fn rows_i8(n: usize, runs: usize, cpu: bool, gpu: Option<&mut GpuBackend>, o
         cpu_b.set_int8_portable(true);
         let (_, portable) = time_matmul_i8(&mut cpu_b, &a, &bm, n, 1)?;
         let err = max_rel_err(&reference, &portable)?;
-        push(MatmulRow { backend: cpu_b.info().label(), variant: kernel, dtype: "int8".into(), software: false, n, gflops: flops / cpu_s / 1e9, median_s: cpu_s, runs, max_rel_err: err });
+        push(MatmulRow {
+            backend: cpu_b.info().label(),
+            variant: kernel,
+            dtype: "int8".into(),
+            software: false,
+            n,
+            gflops: flops / cpu_s / 1e9,
+            median_s: cpu_s,
+            runs,
+            max_rel_err: err,
+        });
     }
     if let Some(g) = gpu {
         push(row_on(g, &a, &bm, &reference, n, runs)?);
@@ -66,7 +82,17 @@ pub fn row_on<B: Backend>(b: &mut B, a: &[i8], bm: &[i8], reference: &[i32], n: 
     let (s, out) = time_matmul_i8(b, a, bm, n, runs)?;
     let err = max_rel_err(&out, reference)?;
     let info = b.info();
-    Ok(MatmulRow { backend: info.label(), variant: b.int8_kernel().unwrap_or_default(), dtype: "int8".into(), software: info.software, n, gflops: 2.0 * (n as f64).powi(3) / s / 1e9, median_s: s, runs, max_rel_err: err })
+    Ok(MatmulRow {
+        backend: info.label(),
+        variant: b.int8_kernel().unwrap_or_default(),
+        dtype: "int8".into(),
+        software: info.software,
+        n,
+        gflops: 2.0 * (n as f64).powi(3) / s / 1e9,
+        median_s: s,
+        runs,
+        max_rel_err: err,
+    })
 }
 
 /// `row_on` with its own CPU reference.

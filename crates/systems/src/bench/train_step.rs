@@ -4,11 +4,11 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use gpulab_core::error::{Error, Result};
-use crate::nn::{AmpConfig, ConvConfig, Mlp, MlpConfig, OptimizerKind, Optimizer};
-use gpulab_core::tensor::Backend;
-use gpulab_core::stats::median;
+use crate::nn::{AmpConfig, ConvConfig, Mlp, MlpConfig, Optimizer, OptimizerKind};
 use crate::train::{Amp, F32Phases, Phases, Step};
+use gpulab_core::error::{Error, Result};
+use gpulab_core::stats::median;
+use gpulab_core::tensor::Backend;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TrainBenchConfig {
@@ -72,7 +72,14 @@ pub fn bench_train_amp<B: Backend>(b: &mut B, cfg: &TrainBenchConfig, amp: AmpCo
 }
 
 /// The warm-up and the timed windows, once per precision (static dispatch through `P`).
-fn timed_steps<B: Backend, P: Phases<B>>(b: &mut B, cfg: &TrainBenchConfig, model_cfg: MlpConfig, mut model: Mlp<B>, mut train: Step<B, P>, precision: String) -> Result<TrainBenchRow> {
+fn timed_steps<B: Backend, P: Phases<B>>(
+    b: &mut B,
+    cfg: &TrainBenchConfig,
+    model_cfg: MlpConfig,
+    mut model: Mlp<B>,
+    mut train: Step<B, P>,
+    precision: String,
+) -> Result<TrainBenchRow> {
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let pool: Vec<(Vec<f32>, Vec<u32>)> = (0..16)
         .map(|_| {

@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::format::{CheckpointMeta, RngState};
 use super::protocol::ChildEvent;
 use super::{model_state, store};
-use gpulab_core::error::{Error, Result};
 use crate::nn::{GradScalerState, Mlp};
-use gpulab_core::tensor::Backend;
 use crate::train::{LoaderPosition, StepDone, TrainConfig, TrainHooks};
+use gpulab_core::error::{Error, Result};
+use gpulab_core::tensor::Backend;
 
 /// When to save: every N steps and/or every E epochs (0 = never), at the end, and on request;
 /// keep the newest K.
@@ -56,7 +56,11 @@ impl<B: Backend> TrainHooks<B> for Checkpointer<'_> {
     fn restore(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<Option<LoaderPosition>> {
         if !self.resume {
             if let Some(p) = store::list(&self.dir)?.first() {
-                return Err(Error::InvalidConfig(format!("{} already holds checkpoints (e.g. {}); resume from them or choose an empty folder", self.dir.display(), p.display())));
+                return Err(Error::InvalidConfig(format!(
+                    "{} already holds checkpoints (e.g. {}); resume from them or choose an empty folder",
+                    self.dir.display(),
+                    p.display()
+                )));
             }
             (self.emit)(ChildEvent::Fresh);
             return Ok(None);
@@ -73,19 +77,30 @@ impl<B: Backend> TrainHooks<B> for Checkpointer<'_> {
         if (h.seed, h.batch, h.epochs) != (self.cfg.seed, self.cfg.batch, self.cfg.epochs) {
             return Err(Error::InvalidConfig(format!(
                 "{} was written with seed {}, batch {}, {} epochs; this run has seed {}, batch {}, {} epochs, so its data-loader position would mean other batches",
-                path.display(), h.seed, h.batch, h.epochs, self.cfg.seed, self.cfg.batch, self.cfg.epochs
+                path.display(),
+                h.seed,
+                h.batch,
+                h.epochs,
+                self.cfg.seed,
+                self.cfg.batch,
+                self.cfg.epochs
             )));
         }
         if ck.meta.precision != self.cfg.amp.precision.name() {
             return Err(Error::InvalidConfig(format!(
                 "{} was written by a {} run; this run is {}, so its optimizer and loss-scale state would not fit",
-                path.display(), ck.meta.precision, self.cfg.amp.precision.name()
+                path.display(),
+                ck.meta.precision,
+                self.cfg.amp.precision.name()
             )));
         }
-        self.scaler = match &ck.meta.grad_scaler {
-            Some(v) => Some(serde_json::from_value(v.clone()).map_err(|e| Error::InvalidConfig(format!("{}: grad_scaler metadata is not a loss-scaler state ({e})", path.display())))?),
-            None => None,
-        };
+        self.scaler =
+            match &ck.meta.grad_scaler {
+                Some(v) => Some(serde_json::from_value(v.clone()).map_err(|e| {
+                    Error::InvalidConfig(format!("{}: grad_scaler metadata is not a loss-scaler state ({e})", path.display()))
+                })?),
+                None => None,
+            };
         model_state::restore(b, model, &ck.tensors)?;
         model.step = ck.meta.optimizer_step;
         let p = ck.meta.position;
@@ -113,7 +128,11 @@ impl<B: Backend> TrainHooks<B> for Checkpointer<'_> {
         let meta = CheckpointMeta {
             position: done.next,
             optimizer_step: model.step,
-            rng: RngState { generator: "ChaCha8 stream per epoch (data::batcher::epoch_order)".into(), seed: self.cfg.seed, stream: done.next.epoch as u64 },
+            rng: RngState {
+                generator: "ChaCha8 stream per epoch (data::batcher::epoch_order)".into(),
+                seed: self.cfg.seed,
+                stream: done.next.epoch as u64,
+            },
             grad_scaler: done.scaler.map(|s| serde_json::to_value(s).expect("plain numbers serialize")),
             precision: self.cfg.amp.precision.name().into(),
             hyperparameters: self.cfg.clone(),

@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use super::{Checkpointer, Policy, ChildEvent};
+use super::{Checkpointer, ChildEvent, Policy};
 use crate::data::{self, DatasetSpec};
+use crate::train::{self, TrainConfig, TrainEvent, TrainReport};
 use gpulab_core::device::Device;
 use gpulab_core::error::Result;
 use gpulab_core::tensor::prelude::*;
-use crate::train::{self, TrainConfig, TrainEvent, TrainReport};
 use gpulab_core::with_backend;
 
 #[derive(Clone, Debug)]
@@ -32,12 +32,10 @@ impl ChildSpec {
             crate::nn::OptimizerKind::Sgd => "sgd",
             crate::nn::OptimizerKind::AdamW => "adamw",
         };
-        let mut a: Vec<String> = [
-            "train", "--jsonl", "--backend", &self.backend, "--dataset", &self.dataset, "--hidden", &hidden,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let mut a: Vec<String> = ["train", "--jsonl", "--backend", &self.backend, "--dataset", &self.dataset, "--hidden", &hidden]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         for (k, v) in [
             ("--model", c.model.name().to_string()),
             ("--batch", c.batch.to_string()),

@@ -46,10 +46,9 @@ pub fn gpulab_exe() -> Result<PathBuf> {
         return Ok(me);
     }
     let dir = me.parent().unwrap_or(Path::new("."));
-    [dir.join(&name), dir.join("..").join(&name)]
-        .into_iter()
-        .find(|p| p.is_file())
-        .ok_or_else(|| Error::InvalidConfig(format!("cannot find the gpulab program to run training in (looked beside {}); set GPULAB_EXE", me.display())))
+    [dir.join(&name), dir.join("..").join(&name)].into_iter().find(|p| p.is_file()).ok_or_else(|| {
+        Error::InvalidConfig(format!("cannot find the gpulab program to run training in (looked beside {}); set GPULAB_EXE", me.display()))
+    })
 }
 
 impl ChildProcess {

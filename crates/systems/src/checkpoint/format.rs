@@ -158,7 +158,8 @@ fn checksum<'a>(meta: &HashMap<String, String>, tensors: impl Iterator<Item = (&
 
 /// The file's bytes.
 pub fn encode(meta: &CheckpointMeta, tensors: &BTreeMap<String, NamedTensor>) -> gpulab_core::Result<Vec<u8>> {
-    let bytes: BTreeMap<&str, Vec<u8>> = tensors.iter().map(|(n, t)| (n.as_str(), t.data.iter().flat_map(|v| v.to_le_bytes()).collect())).collect();
+    let bytes: BTreeMap<&str, Vec<u8>> =
+        tensors.iter().map(|(n, t)| (n.as_str(), t.data.iter().flat_map(|v| v.to_le_bytes()).collect())).collect();
     let mut m = metadata_map(meta);
     let sum = checksum(&m, tensors.iter().map(|(n, t)| (n.as_str(), "F32", t.shape.as_slice(), bytes[n.as_str()].as_slice())));
     m.insert("checksum".into(), sum);
@@ -189,16 +190,24 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint, CheckpointError> 
     }
     let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| match e {
         SafeTensorError::MetadataIncompleteBuffer => match data_end(&bytes[8..8 + n as usize]) {
-            Some(end) if 8 + n + end > bytes.len() as u64 => truncated(format!("the tensors need {end} bytes after the header but only {} are there", bytes.len() as u64 - 8 - n)),
+            Some(end) if 8 + n + end > bytes.len() as u64 => {
+                truncated(format!("the tensors need {end} bytes after the header but only {} are there", bytes.len() as u64 - 8 - n))
+            }
             _ => bad_header("the tensor byte ranges do not cover the file exactly".into()),
         },
         e => bad_header(e.to_string()),
     })?;
     let st = SafeTensors::deserialize(bytes).map_err(|e| bad_header(e.to_string()))?;
     let meta = header.metadata().clone().ok_or_else(|| bad_header("no __metadata__ section".into()))?;
-    let get = |key: &str| meta.get(key).ok_or_else(|| CheckpointError::BadMetadata { path: path.into(), key: key.into(), detail: "missing".into() });
+    let get = |key: &str| {
+        meta.get(key).ok_or_else(|| CheckpointError::BadMetadata { path: path.into(), key: key.into(), detail: "missing".into() })
+    };
     if get("format")? != FORMAT {
-        return Err(CheckpointError::BadMetadata { path: path.into(), key: "format".into(), detail: format!("{:?} is not {FORMAT:?}", meta["format"]) });
+        return Err(CheckpointError::BadMetadata {
+            path: path.into(),
+            key: "format".into(),
+            detail: format!("{:?} is not {FORMAT:?}", meta["format"]),
+        });
     }
     let stored = get("checksum")?.clone();
     let mut views: Vec<(String, TensorView)> = st.tensors();
@@ -212,7 +221,11 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint, CheckpointError> 
         .iter()
         .zip(dtypes)
         .map(|((name, v), dtype)| {
-            let data = if v.dtype() == Dtype::F32 { v.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect() } else { Vec::new() };
+            let data = if v.dtype() == Dtype::F32 {
+                v.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect()
+            } else {
+                Vec::new()
+            };
             (name.clone(), NamedTensor { dtype, shape: v.shape().to_vec(), data })
         })
         .collect();
@@ -234,7 +247,11 @@ fn parse_meta(m: &HashMap<String, String>, path: &Path) -> Result<CheckpointMeta
         r.map_err(|e| bad(format!("{text:?}: {e}")))
     }
     Ok(CheckpointMeta {
-        position: LoaderPosition { step: field(m, path, "step", false)?, epoch: field(m, path, "epoch", false)?, batch: field(m, path, "batch_in_epoch", false)? },
+        position: LoaderPosition {
+            step: field(m, path, "step", false)?,
+            epoch: field(m, path, "epoch", false)?,
+            batch: field(m, path, "batch_in_epoch", false)?,
+        },
         optimizer_step: field(m, path, "optimizer_step", false)?,
         rng: field(m, path, "rng", false)?,
         grad_scaler: if m.contains_key("grad_scaler") { Some(field(m, path, "grad_scaler", false)?) } else { None },
@@ -250,7 +267,11 @@ fn parse_meta(m: &HashMap<String, String>, path: &Path) -> Result<CheckpointMeta
 /// e.g. "the inference server"), naming the model it holds.
 pub fn require_mlp(ck: &Checkpoint, path: &Path, what: &str) -> gpulab_core::Result<()> {
     match ck.meta.architecture.conv {
-        Some(_) => Err(gpulab_core::Error::InvalidConfig(format!("checkpoint {} holds a {}; {what} takes an MLP's checkpoint (it runs no convolutions)", path.display(), ck.meta.architecture.label()))),
+        Some(_) => Err(gpulab_core::Error::InvalidConfig(format!(
+            "checkpoint {} holds a {}; {what} takes an MLP's checkpoint (it runs no convolutions)",
+            path.display(),
+            ck.meta.architecture.label()
+        ))),
         None => Ok(()),
     }
 }
@@ -259,15 +280,29 @@ pub fn require_mlp(ck: &Checkpoint, path: &Path, what: &str) -> gpulab_core::Res
 /// every tensor.
 pub fn check_fits(ck: &Checkpoint, arch: &MlpConfig, kind: OptimizerKind, path: &Path) -> Result<(), CheckpointError> {
     if &ck.meta.architecture != arch {
-        return Err(CheckpointError::ArchitectureMismatch { path: path.into(), expected: arch.label(), found: ck.meta.architecture.label() });
+        return Err(CheckpointError::ArchitectureMismatch {
+            path: path.into(),
+            expected: arch.label(),
+            found: ck.meta.architecture.label(),
+        });
     }
     if ck.meta.hyperparameters.optimizer != kind {
-        return Err(CheckpointError::OptimizerMismatch { path: path.into(), expected: kind.name(), found: ck.meta.hyperparameters.optimizer.name() });
+        return Err(CheckpointError::OptimizerMismatch {
+            path: path.into(),
+            expected: kind.name(),
+            found: ck.meta.hyperparameters.optimizer.name(),
+        });
     }
     for (name, shape) in tensor_specs(arch, kind) {
         let t = ck.tensors.get(&name).ok_or_else(|| CheckpointError::MissingTensor { path: path.into(), name: name.clone() })?;
         if t.dtype != "F32" || t.shape != shape {
-            return Err(CheckpointError::ShapeMismatch { path: path.into(), name, expected: shape, found: t.shape.clone(), dtype: t.dtype.clone() });
+            return Err(CheckpointError::ShapeMismatch {
+                path: path.into(),
+                name,
+                expected: shape,
+                found: t.shape.clone(),
+                dtype: t.dtype.clone(),
+            });
         }
     }
     Ok(())

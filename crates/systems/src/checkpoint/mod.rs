@@ -11,9 +11,9 @@ mod protocol;
 pub mod store;
 
 pub use checkpointer::{Checkpointer, Policy};
-pub use damage::{Damage, damage};
-pub use gpulab_core::error::CheckpointError;
-pub use format::{Checkpoint, CheckpointMeta, NamedTensor};
-pub use model_state::{restore, snapshot};
 pub use child::{ChildSpec, run_child};
+pub use damage::{Damage, damage};
+pub use format::{Checkpoint, CheckpointMeta, NamedTensor};
+pub use gpulab_core::error::CheckpointError;
+pub use model_state::{restore, snapshot};
 pub use protocol::ChildEvent;

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use super::format::{NamedTensor, bias_name, conv_bias_name, conv_weight_name, state_name, state_slot_names, weight_name};
-use gpulab_core::error::Result;
 use crate::nn::{Mlp, OptimizerKind, Param};
+use gpulab_core::error::Result;
 use gpulab_core::tensor::{Backend, TensorMeta};
 
 pub fn optimizer_kind<B: Backend>(model: &Mlp<B>) -> OptimizerKind {
@@ -52,7 +52,11 @@ pub fn restore<B: Backend>(b: &mut B, model: &mut Mlp<B>, tensors: &BTreeMap<Str
     let slots = state_slot_names(optimizer_kind(model));
     let names = param_names(model);
     for (name, p) in names.iter().zip(params_mut(model)) {
-        let get = |n: &str| tensors.get(n).ok_or_else(|| gpulab_core::Error::InvalidConfig(format!("checkpoint lacks {n} (it was not checked against the model)")));
+        let get = |n: &str| {
+            tensors
+                .get(n)
+                .ok_or_else(|| gpulab_core::Error::InvalidConfig(format!("checkpoint lacks {n} (it was not checked against the model)")))
+        };
         b.write_f32(&mut p.value, &get(name)?.data)?;
         for (slot, t) in slots.iter().zip(p.state.iter_mut()) {
             b.write_f32(t, &get(&state_name(slot, name))?.data)?;

@@ -7,12 +7,26 @@ use serde::{Deserialize, Serialize};
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum ChildEvent {
     /// The backend the process trains on.
-    Backend { info: gpulab_core::tensor::BackendInfo },
-    Started { total_steps: u64, steps_per_epoch: u64 },
+    Backend {
+        info: gpulab_core::tensor::BackendInfo,
+    },
+    Started {
+        total_steps: u64,
+        steps_per_epoch: u64,
+    },
     /// A checkpoint that failed validation on resume, and why.
-    Skipped { path: String, kind: String, reason: String },
+    Skipped {
+        path: String,
+        kind: String,
+        reason: String,
+    },
     /// Training continues from this checkpoint.
-    Resumed { path: String, step: u64, epoch: usize, batch: usize },
+    Resumed {
+        path: String,
+        step: u64,
+        epoch: usize,
+        batch: usize,
+    },
     /// No checkpoint to resume from (or none asked for): training starts at step 0.
     Fresh,
     /// The mean loss of the steps since the last one (one step with --log-every 1). Measured.
@@ -31,10 +45,21 @@ pub enum ChildEvent {
         memory: Vec<(gpulab_core::tensor::MemCategory, u64)>,
     },
     /// A checkpoint write is starting.
-    Saving { step: u64 },
+    Saving {
+        step: u64,
+    },
     /// A checkpoint is on disk. `write_s` covers encode, write, fsyncs and rename. Measured.
-    Saved { step: u64, path: String, bytes: u64, write_s: f64 },
-    Epoch { epoch: usize, val_loss: f64, val_accuracy: f64 },
+    Saved {
+        step: u64,
+        path: String,
+        bytes: u64,
+        write_s: f64,
+    },
+    Epoch {
+        epoch: usize,
+        val_loss: f64,
+        val_accuracy: f64,
+    },
     /// Also the model trained ("CNN 1x8x8 …" or "MLP 64-32-10") and its parameter count; older
     /// lines without them read as empty.
     Finished {
@@ -46,7 +71,9 @@ pub enum ChildEvent {
         #[serde(default)]
         parameters: u64,
     },
-    Failed { message: String },
+    Failed {
+        message: String,
+    },
 }
 
 impl ChildEvent {

@@ -5,8 +5,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::format::{self, Checkpoint, CheckpointMeta, NamedTensor};
 use super::CheckpointError;
+use super::format::{self, Checkpoint, CheckpointMeta, NamedTensor};
 use crate::nn::{MlpConfig, OptimizerKind};
 
 const PREFIX: &str = "ckpt-";
@@ -58,7 +58,8 @@ pub fn list(dir: &Path) -> Result<Vec<PathBuf>, CheckpointError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(io(dir)(e)),
     };
-    let mut found: Vec<(u64, PathBuf)> = entries.filter_map(|e| e.ok()).map(|e| e.path()).filter_map(|p| step_of(&p).map(|s| (s, p))).collect();
+    let mut found: Vec<(u64, PathBuf)> =
+        entries.filter_map(|e| e.ok()).map(|e| e.path()).filter_map(|p| step_of(&p).map(|s| (s, p))).collect();
     found.sort_by(|a, b| b.0.cmp(&a.0));
     Ok(found.into_iter().map(|(_, p)| p).collect())
 }
@@ -105,7 +106,11 @@ pub struct Skipped {
 /// or another optimizer (SGD's for an AdamW run) is not damage to fall back past: it is the
 /// error, since a run resumed or started over in that folder would write its own checkpoints
 /// over the other run's.
-pub fn newest_valid(dir: &Path, arch: &MlpConfig, kind: OptimizerKind) -> Result<(Option<(PathBuf, Checkpoint)>, Vec<Skipped>), CheckpointError> {
+pub fn newest_valid(
+    dir: &Path,
+    arch: &MlpConfig,
+    kind: OptimizerKind,
+) -> Result<(Option<(PathBuf, Checkpoint)>, Vec<Skipped>), CheckpointError> {
     let mut skipped = Vec::new();
     for p in list(dir)? {
         match load(&p, arch, kind) {

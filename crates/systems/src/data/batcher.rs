@@ -19,10 +19,7 @@ fn mix(mut z: u64) -> u64 {
 /// Shuffled mini-batches for one epoch: the order depends only on (seed, epoch), so any worker
 /// count or a resumed run sees the same batches. Returns a permutation of 0..n.
 pub fn epoch_order(n: usize, seed: u64, epoch: u64) -> Vec<u32> {
-    assert!(
-        n <= u32::MAX as usize + 1,
-        "epoch_order: {n} samples do not fit u32 indices"
-    );
+    assert!(n <= u32::MAX as usize + 1, "epoch_order: {n} samples do not fit u32 indices");
     let mut rng = ChaCha8Rng::seed_from_u64(mix(seed ^ DOMAIN));
     rng.set_stream(epoch); // one independent ChaCha stream per epoch
     let mut order: Vec<u32> = (0..n).map(|i| i as u32).collect();
@@ -32,19 +29,8 @@ pub fn epoch_order(n: usize, seed: u64, epoch: u64) -> Vec<u32> {
 
 /// Copies the rows `idx` of `x` (row length `features`) and their labels into the batch
 /// buffers (resizing them). Panics if an index is out of range (a caller bug).
-pub fn gather(
-    x: &[f32],
-    y: &[u32],
-    features: usize,
-    idx: &[u32],
-    xb: &mut Vec<f32>,
-    yb: &mut Vec<u32>,
-) {
-    debug_assert_eq!(
-        x.len(),
-        y.len() * features,
-        "x and y disagree on the sample count"
-    );
+pub fn gather(x: &[f32], y: &[u32], features: usize, idx: &[u32], xb: &mut Vec<f32>, yb: &mut Vec<u32>) {
+    debug_assert_eq!(x.len(), y.len() * features, "x and y disagree on the sample count");
     xb.clear();
     yb.clear();
     xb.reserve(idx.len() * features);

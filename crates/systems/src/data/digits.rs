@@ -53,9 +53,7 @@ pub fn load() -> Result<Dataset, DataError> {
 /// Parses and validates the CSV: no header, 65 integers a row (64 pixels then
 /// the label). Pixels are scaled to [0, 1] by dividing by 16.
 fn parse_csv(text: &str) -> Result<(Vec<f32>, Vec<u32>), DataError> {
-    let bad = |line: usize, problem: String| {
-        DataError::malformed(ASSET_PATH, format!("line {line}: {problem}"))
-    };
+    let bad = |line: usize, problem: String| DataError::malformed(ASSET_PATH, format!("line {line}: {problem}"));
     let mut x = Vec::with_capacity(ROWS * FEATURES);
     let mut y = Vec::with_capacity(ROWS);
     for (i, line) in text.lines().enumerate() {
@@ -70,21 +68,11 @@ fn parse_csv(text: &str) -> Result<(Vec<f32>, Vec<u32>), DataError> {
             if c > FEATURES {
                 continue; // counted, reported below
             }
-            let v: u32 = field.trim().parse().map_err(|_| {
-                bad(
-                    line_no,
-                    format!(
-                        "column {}: \"{field}\" is not a non-negative integer",
-                        c + 1
-                    ),
-                )
-            })?;
+            let v: u32 =
+                field.trim().parse().map_err(|_| bad(line_no, format!("column {}: \"{field}\" is not a non-negative integer", c + 1)))?;
             if c < FEATURES {
                 if v > MAX_VALUE {
-                    return Err(bad(
-                        line_no,
-                        format!("column {}: pixel value {v} is outside 0..=16", c + 1),
-                    ));
+                    return Err(bad(line_no, format!("column {}: pixel value {v} is outside 0..=16", c + 1)));
                 }
                 x.push(v as f32 / MAX_VALUE as f32);
             } else {
@@ -95,17 +83,11 @@ fn parse_csv(text: &str) -> Result<(Vec<f32>, Vec<u32>), DataError> {
             }
         }
         if cols != FEATURES + 1 {
-            return Err(bad(
-                line_no,
-                format!("expected {} columns, found {cols}", FEATURES + 1),
-            ));
+            return Err(bad(line_no, format!("expected {} columns, found {cols}", FEATURES + 1)));
         }
     }
     if y.len() != ROWS {
-        return Err(DataError::malformed(
-            ASSET_PATH,
-            format!("expected {ROWS} rows, found {}", y.len()),
-        ));
+        return Err(DataError::malformed(ASSET_PATH, format!("expected {ROWS} rows, found {}", y.len())));
     }
     Ok((x, y))
 }
@@ -118,11 +100,7 @@ fn stratified_split(y: &[u32], classes: usize, every: usize) -> (Vec<usize>, Vec
     for (i, &label) in y.iter().enumerate() {
         let k = &mut seen[label as usize];
         *k += 1;
-        if (*k).is_multiple_of(every) {
-            val.push(i)
-        } else {
-            train.push(i)
-        }
+        if (*k).is_multiple_of(every) { val.push(i) } else { train.push(i) }
     }
     (train, val)
 }
@@ -134,19 +112,12 @@ mod tests {
     #[test]
     fn rejects_bad_rows() {
         let row = |label: &str| format!("{}{label}\n", "0,".repeat(64));
-        assert!(
-            parse_csv(&row("3"))
-                .unwrap_err()
-                .to_string()
-                .contains("expected 1797 rows")
-        );
+        assert!(parse_csv(&row("3")).unwrap_err().to_string().contains("expected 1797 rows"));
         let e = parse_csv(&row("10")).unwrap_err().to_string();
         assert!(e.contains("line 1") && e.contains("label 10"), "{e}");
         let e = parse_csv("1,2,3\n").unwrap_err().to_string();
         assert!(e.contains("expected 65 columns, found 3"), "{e}");
-        let e = parse_csv(&format!("17,{}", row("1")))
-            .unwrap_err()
-            .to_string();
+        let e = parse_csv(&format!("17,{}", row("1"))).unwrap_err().to_string();
         assert!(e.contains("column"), "{e}");
     }
 

@@ -24,10 +24,7 @@ const MAX_GZIP_RATIO: u64 = 1032;
 
 /// Loads train-* as the training split and t10k-* as validation.
 pub fn load(dir: &Path) -> Result<Dataset, DataError> {
-    let meta = std::fs::metadata(dir).map_err(|source| DataError::Io {
-        path: dir.into(),
-        source,
-    })?;
+    let meta = std::fs::metadata(dir).map_err(|source| DataError::Io { path: dir.into(), source })?;
     if !meta.is_dir() {
         return Err(DataError::Invalid(format!(
             "idx:{} is not a directory; point it at the folder holding {TRAIN_IMAGES} etc.",
@@ -44,10 +41,7 @@ pub fn load(dir: &Path) -> Result<Dataset, DataError> {
     }
     Ok(Dataset {
         name: format!("idx:{}", dir.display()),
-        source: format!(
-            "IDX files from {} (user-supplied; licence as distributed by their source)",
-            dir.display()
-        ),
+        source: format!("IDX files from {} (user-supplied; licence as distributed by their source)", dir.display()),
         features: rows * cols,
         shape: [1, rows, cols],
         classes: CLASSES,
@@ -60,26 +54,16 @@ pub fn load(dir: &Path) -> Result<Dataset, DataError> {
 }
 
 /// Reads one images file and its labels file: (pixels scaled to [0,1], labels, rows, cols).
-fn load_pair(
-    dir: &Path,
-    images: &str,
-    labels: &str,
-) -> Result<(Vec<f32>, Vec<u32>, usize, usize), DataError> {
+fn load_pair(dir: &Path, images: &str, labels: &str) -> Result<(Vec<f32>, Vec<u32>, usize, usize), DataError> {
     let img_path = find(dir, images)?;
     let lbl_path = find(dir, labels)?;
     let (dims, pixels) = read_idx(&img_path, IMAGES_MAGIC)?;
     let (n, rows, cols) = (dims[0] as usize, dims[1] as usize, dims[2] as usize);
     if n == 0 {
-        return Err(DataError::malformed(
-            &img_path,
-            "zero images: the header says the file holds 0 images",
-        ));
+        return Err(DataError::malformed(&img_path, "zero images: the header says the file holds 0 images"));
     }
     if rows == 0 || cols == 0 {
-        return Err(DataError::malformed(
-            &img_path,
-            format!("empty images: the header says each is {rows}x{cols}"),
-        ));
+        return Err(DataError::malformed(&img_path, format!("empty images: the header says each is {rows}x{cols}")));
     }
     let (ldims, raw_labels) = read_idx(&lbl_path, LABELS_MAGIC)?;
     if ldims[0] as usize != n {
@@ -92,17 +76,10 @@ fn load_pair(
             ),
         ));
     }
-    if let Some((i, &v)) = raw_labels
-        .iter()
-        .enumerate()
-        .find(|&(_, &v)| v as usize >= CLASSES)
-    {
+    if let Some((i, &v)) = raw_labels.iter().enumerate().find(|&(_, &v)| v as usize >= CLASSES) {
         return Err(DataError::malformed(
             &lbl_path,
-            format!(
-                "label out of range: value {v} at index {i} (classes are 0..={})",
-                CLASSES - 1
-            ),
+            format!("label out of range: value {v} at index {i} (classes are 0..={})", CLASSES - 1),
         ));
     }
     let x = pixels.iter().map(|&p| p as f32 / 255.0).collect();
@@ -119,36 +96,23 @@ fn find(dir: &Path, name: &str) -> Result<PathBuf, DataError> {
             return Ok(p);
         }
     }
-    Err(DataError::Missing {
-        dir: dir.into(),
-        looked_for: vec![name.into(), gz],
-    })
+    Err(DataError::Missing { dir: dir.into(), looked_for: vec![name.into(), gz] })
 }
 
 /// Reads an IDX file of unsigned bytes (gunzipping `*.gz`) and returns its
 /// dimensions and data, after checking magic, size and trailing bytes.
 fn read_idx(path: &Path, magic: u32) -> Result<(Vec<u32>, Vec<u8>), DataError> {
-    let io_err = |source| DataError::Io {
-        path: path.into(),
-        source,
-    };
+    let io_err = |source| DataError::Io { path: path.into(), source };
     let file = File::open(path).map_err(io_err)?;
     let file_len = file.metadata().map_err(io_err)?.len();
     let gz = path.extension().is_some_and(|e| e == "gz");
-    let mut reader: Box<dyn Read> = if gz {
-        Box::new(GzDecoder::new(BufReader::new(file)))
-    } else {
-        Box::new(BufReader::new(file))
-    };
+    let mut reader: Box<dyn Read> = if gz { Box::new(GzDecoder::new(BufReader::new(file))) } else { Box::new(BufReader::new(file)) };
     // Errors from the gzip decoder mean the compressed stream is bad.
     let read_err = |e: std::io::Error| {
         if gz && e.kind() != ErrorKind::PermissionDenied {
             DataError::malformed(path, format!("corrupt gzip data: {e}"))
         } else {
-            DataError::Io {
-                path: path.into(),
-                source: e,
-            }
+            DataError::Io { path: path.into(), source: e }
         }
     };
     let bad = |problem: String| DataError::malformed(path, problem);
@@ -156,9 +120,7 @@ fn read_idx(path: &Path, magic: u32) -> Result<(Vec<u32>, Vec<u8>), DataError> {
     let mut head = [0u8; 4];
     let got = read_up_to(&mut reader, &mut head).map_err(read_err)?;
     if got < 4 {
-        return Err(bad(format!(
-            "truncated header: expected 4 bytes of magic number, found {got}"
-        )));
+        return Err(bad(format!("truncated header: expected 4 bytes of magic number, found {got}")));
     }
     let found = u32::from_be_bytes(head);
     if found != magic {
@@ -169,39 +131,22 @@ fn read_idx(path: &Path, magic: u32) -> Result<(Vec<u32>, Vec<u8>), DataError> {
         } else {
             ""
         };
-        return Err(bad(format!(
-            "bad magic number: expected 0x{magic:08x}, found 0x{found:08x}{hint}"
-        )));
+        return Err(bad(format!("bad magic number: expected 0x{magic:08x}, found 0x{found:08x}{hint}")));
     }
 
     let rank = (magic & 0xff) as usize;
     let mut dim_bytes = vec![0u8; 4 * rank];
     let got = read_up_to(&mut reader, &mut dim_bytes).map_err(read_err)?;
     if got < dim_bytes.len() {
-        return Err(bad(format!(
-            "truncated header: expected {} bytes, found {}",
-            4 + dim_bytes.len(),
-            4 + got
-        )));
+        return Err(bad(format!("truncated header: expected {} bytes, found {}", 4 + dim_bytes.len(), 4 + got)));
     }
-    let dims: Vec<u32> = dim_bytes
-        .chunks(4)
-        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
+    let dims: Vec<u32> = dim_bytes.chunks(4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])).collect();
     let header_len = 4 + 4 * rank as u64;
-    let dims_text = dims
-        .iter()
-        .map(|d| d.to_string())
-        .collect::<Vec<_>>()
-        .join("x");
+    let dims_text = dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x");
     let payload = dims
         .iter()
         .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64))
-        .ok_or_else(|| {
-            bad(format!(
-                "header dimensions {dims_text} are impossibly large"
-            ))
-        })?;
+        .ok_or_else(|| bad(format!("header dimensions {dims_text} are impossibly large")))?;
 
     // Check the claim against the file before allocating for it.
     if gz {
@@ -213,22 +158,12 @@ fn read_idx(path: &Path, magic: u32) -> Result<(Vec<u32>, Vec<u8>), DataError> {
             )));
         }
     } else if header_len + payload > file_len {
-        return Err(bad(format!(
-            "truncated: header ({dims_text}) needs {} bytes, found {file_len}",
-            header_len + payload
-        )));
+        return Err(bad(format!("truncated: header ({dims_text}) needs {} bytes, found {file_len}", header_len + payload)));
     }
-    let payload_len = usize::try_from(payload).map_err(|_| {
-        bad(format!(
-            "header dimensions {dims_text} are too large for this machine"
-        ))
-    })?;
+    let payload_len = usize::try_from(payload).map_err(|_| bad(format!("header dimensions {dims_text} are too large for this machine")))?;
 
     let mut data = Vec::with_capacity(payload_len);
-    (&mut reader)
-        .take(payload)
-        .read_to_end(&mut data)
-        .map_err(read_err)?;
+    (&mut reader).take(payload).read_to_end(&mut data).map_err(read_err)?;
     if data.len() < payload_len {
         return Err(bad(format!(
             "truncated: header ({dims_text}) needs {} bytes, found {}",
@@ -239,10 +174,7 @@ fn read_idx(path: &Path, magic: u32) -> Result<(Vec<u32>, Vec<u8>), DataError> {
     // Reading to the end also makes the gzip decoder verify its checksum.
     let mut extra = [0u8; 1];
     if read_up_to(&mut reader, &mut extra).map_err(read_err)? > 0 {
-        return Err(bad(format!(
-            "trailing data: header ({dims_text}) accounts for {} bytes but the file is longer",
-            header_len + payload
-        )));
+        return Err(bad(format!("trailing data: header ({dims_text}) accounts for {} bytes but the file is longer", header_len + payload)));
     }
     Ok((dims, data))
 }

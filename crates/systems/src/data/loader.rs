@@ -18,9 +18,9 @@ use std::time::Instant;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use super::DataError;
 use super::batcher;
 use super::source::SampleSource;
-use super::DataError;
 use gpulab_core::spans::{self, SpanRecorder, stage};
 
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -152,13 +152,29 @@ impl Loader {
     /// Starts the workers for `cfg.epochs` epochs over `source`. Spans go to `spans` if given.
     pub fn new(source: Arc<dyn SampleSource>, cfg: LoaderConfig, spans: Option<SpanRecorder>) -> Result<Self, DataError> {
         if cfg.batch == 0 || source.is_empty() || cfg.epochs == 0 {
-            return Err(DataError::Invalid(format!("a loader needs a batch size, samples and epochs (got batch {}, {} samples, {} epochs)", cfg.batch, source.len(), cfg.epochs)));
+            return Err(DataError::Invalid(format!(
+                "a loader needs a batch size, samples and epochs (got batch {}, {} samples, {} epochs)",
+                cfg.batch,
+                source.len(),
+                cfg.epochs
+            )));
         }
         if cfg.num_workers > 64 || cfg.prefetch_factor > 64 {
-            return Err(DataError::Invalid(format!("num_workers {} and prefetch_factor {} must each be at most 64", cfg.num_workers, cfg.prefetch_factor)));
+            return Err(DataError::Invalid(format!(
+                "num_workers {} and prefetch_factor {} must each be at most 64",
+                cfg.num_workers, cfg.prefetch_factor
+            )));
         }
         let cache = cfg.cache.then(|| (0..source.len()).map(|_| OnceLock::new()).collect());
-        let shared = Arc::new(Shared { source, cfg, cache, hits: AtomicU64::new(0), misses: AtomicU64::new(0), stop: AtomicBool::new(false), spans });
+        let shared = Arc::new(Shared {
+            source,
+            cfg,
+            cache,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            spans,
+        });
         let total = shared.batches_per_epoch() * cfg.epochs;
         let mut workers = Vec::new();
         for w in 0..cfg.num_workers {

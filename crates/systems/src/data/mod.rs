@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 pub use gpulab_core::error::DataError;
-pub use shapes::ShapesConfig;
 pub use loader::{Batch, CacheStats, Loader, LoaderConfig};
+pub use shapes::ShapesConfig;
 pub use source::{CostlySource, SampleSource, SourceCost};
 
 /// A classification data set held in memory as f32 features (row-major, one row per sample)
@@ -101,27 +101,15 @@ impl FromStr for DatasetSpec {
         };
         match (name.trim().to_ascii_lowercase().as_str(), rest) {
             ("digits", None) => Ok(DatasetSpec::Digits),
-            ("digits", Some(_)) => Err(DataError::Spec(format!(
-                "\"{s}\": digits takes no options; {VALID_FORMS}"
-            ))),
+            ("digits", Some(_)) => Err(DataError::Spec(format!("\"{s}\": digits takes no options; {VALID_FORMS}"))),
             ("shapes", None) => Ok(DatasetSpec::Shapes(ShapesConfig::default())),
-            ("shapes", Some(opts)) => ShapesConfig::parse_options(opts)
-                .map(DatasetSpec::Shapes)
-                .map_err(|e| match e {
-                    DataError::Spec(m) | DataError::Invalid(m) => {
-                        DataError::Spec(format!("\"{s}\": {m}"))
-                    }
-                    other => other,
-                }),
-            ("idx", Some(dir)) if !dir.trim().is_empty() => {
-                Ok(DatasetSpec::Idx(PathBuf::from(dir.trim())))
-            }
-            ("idx", _) => Err(DataError::Spec(format!(
-                "\"{s}\": idx needs a directory, e.g. \"idx:./mnist\"; {VALID_FORMS}"
-            ))),
-            _ => Err(DataError::Spec(format!(
-                "unknown dataset \"{s}\"; {VALID_FORMS}"
-            ))),
+            ("shapes", Some(opts)) => ShapesConfig::parse_options(opts).map(DatasetSpec::Shapes).map_err(|e| match e {
+                DataError::Spec(m) | DataError::Invalid(m) => DataError::Spec(format!("\"{s}\": {m}")),
+                other => other,
+            }),
+            ("idx", Some(dir)) if !dir.trim().is_empty() => Ok(DatasetSpec::Idx(PathBuf::from(dir.trim()))),
+            ("idx", _) => Err(DataError::Spec(format!("\"{s}\": idx needs a directory, e.g. \"idx:./mnist\"; {VALID_FORMS}"))),
+            _ => Err(DataError::Spec(format!("unknown dataset \"{s}\"; {VALID_FORMS}"))),
         }
     }
 }
@@ -132,11 +120,7 @@ impl fmt::Display for DatasetSpec {
             DatasetSpec::Digits => f.write_str("digits"),
             DatasetSpec::Shapes(cfg) => {
                 let opts = cfg.options_string();
-                if opts.is_empty() {
-                    f.write_str("shapes")
-                } else {
-                    write!(f, "shapes:{opts}")
-                }
+                if opts.is_empty() { f.write_str("shapes") } else { write!(f, "shapes:{opts}") }
             }
             DatasetSpec::Idx(dir) => write!(f, "idx:{}", dir.display()),
         }

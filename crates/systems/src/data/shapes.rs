@@ -29,13 +29,7 @@ pub struct ShapesConfig {
 
 impl Default for ShapesConfig {
     fn default() -> Self {
-        ShapesConfig {
-            res: 16,
-            channels: 1,
-            n: 4000,
-            noise: 0.1,
-            classes: 4,
-        }
+        ShapesConfig { res: 16, channels: 1, n: 4000, noise: 0.1, classes: 4 }
     }
 }
 
@@ -56,10 +50,7 @@ impl ShapesConfig {
             return bad(format!("shapes res={} is outside 8..=256", self.res));
         }
         if !(1..=4).contains(&self.channels) {
-            return bad(format!(
-                "shapes channels={} is outside 1..=4",
-                self.channels
-            ));
+            return bad(format!("shapes channels={} is outside 1..=4", self.channels));
         }
         if self.n < 10 {
             return bad(format!("shapes n={} is too small; use at least 10", self.n));
@@ -87,30 +78,21 @@ impl ShapesConfig {
         let mut seen: Vec<&str> = Vec::new();
         for item in opts.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let Some((key, value)) = item.split_once('=') else {
-                return Err(DataError::Spec(format!(
-                    "shapes option \"{item}\" should look like key=value (keys: {KEYS})"
-                )));
+                return Err(DataError::Spec(format!("shapes option \"{item}\" should look like key=value (keys: {KEYS})")));
             };
             let (key, value) = (key.trim(), value.trim());
             if seen.contains(&key) {
-                return Err(DataError::Spec(format!(
-                    "shapes option \"{key}\" given twice"
-                )));
+                return Err(DataError::Spec(format!("shapes option \"{key}\" given twice")));
             }
-            let num_err =
-                |what: &str| DataError::Spec(format!("shapes {key}=\"{value}\" is not {what}"));
+            let num_err = |what: &str| DataError::Spec(format!("shapes {key}=\"{value}\" is not {what}"));
             match key {
                 "res" => cfg.res = value.parse().map_err(|_| num_err("a whole number"))?,
-                "channels" => {
-                    cfg.channels = value.parse().map_err(|_| num_err("a whole number"))?
-                }
+                "channels" => cfg.channels = value.parse().map_err(|_| num_err("a whole number"))?,
                 "n" => cfg.n = value.parse().map_err(|_| num_err("a whole number"))?,
                 "classes" => cfg.classes = value.parse().map_err(|_| num_err("a whole number"))?,
                 "noise" => cfg.noise = value.parse().map_err(|_| num_err("a number"))?,
                 _ => {
-                    return Err(DataError::Spec(format!(
-                        "unknown shapes option \"{key}\" (keys: {KEYS})"
-                    )));
+                    return Err(DataError::Spec(format!("unknown shapes option \"{key}\" (keys: {KEYS})")));
                 }
             }
             seen.push(key);
@@ -172,18 +154,12 @@ pub fn generate(cfg: &ShapesConfig, seed: u64) -> Result<Dataset, DataError> {
     let val_x = x.split_off(n_train * f);
     let val_y = labels.split_off(n_train);
     Ok(Dataset {
-        name: format!(
-            "shapes {}x{}x{} n={}",
-            cfg.res, cfg.res, cfg.channels, cfg.n
-        ),
+        name: format!("shapes {}x{}x{} n={}", cfg.res, cfg.res, cfg.channels, cfg.n),
         source: format!("generated (seed {seed})"),
         features: f,
         shape: [cfg.channels, cfg.res, cfg.res],
         classes: cfg.classes,
-        class_names: CLASS_NAMES[..cfg.classes]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
+        class_names: CLASS_NAMES[..cfg.classes].iter().map(|s| s.to_string()).collect(),
         train_x: x,
         train_y: labels,
         val_x,
@@ -195,7 +171,7 @@ pub fn generate(cfg: &ShapesConfig, seed: u64) -> Result<Dataset, DataError> {
 fn inside(class: u32, u: f32, v: f32) -> bool {
     match class {
         0 => u * u + v * v <= 1.0,                                    // disc
-        1 => u.abs() <= 0.8 && v.abs() <= 0.8, // square, about the disc's area
+        1 => u.abs() <= 0.8 && v.abs() <= 0.8,                        // square, about the disc's area
         2 => (-0.9..=0.9).contains(&v) && u.abs() <= (v + 0.9) / 1.8, // apex up
         _ => (u.abs() <= 0.3 && v.abs() <= 1.0) || (v.abs() <= 0.3 && u.abs() <= 1.0),
     }
@@ -249,11 +225,7 @@ mod tests {
     #[test]
     fn parallel_and_serial_paths_agree() {
         // Big enough to take the rayon path; compare against a serial redraw.
-        let cfg = ShapesConfig {
-            res: 32,
-            n: 1100,
-            ..Default::default()
-        };
+        let cfg = ShapesConfig { res: 32, n: 1100, ..Default::default() };
         assert!(cfg.n * cfg.features() >= PARALLEL_VALUES);
         let d = generate(&cfg, 7).unwrap();
         let f = cfg.features();

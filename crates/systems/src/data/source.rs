@@ -58,7 +58,10 @@ impl CostlySource {
             return Err(DataError::Invalid(format!("storage latency {} ms is outside 0..=1000", cost.storage_latency_ms)));
         }
         if !(0.0..=1.0).contains(&cost.noise) || !(0.0..=180.0).contains(&cost.rotate_deg) {
-            return Err(DataError::Invalid(format!("augmentation noise {} (0..=1) or rotation {} (0..=180°) out of range", cost.noise, cost.rotate_deg)));
+            return Err(DataError::Invalid(format!(
+                "augmentation noise {} (0..=1) or rotation {} (0..=180°) out of range",
+                cost.noise, cost.rotate_deg
+            )));
         }
         Ok(CostlySource { data, cost })
     }
@@ -74,7 +77,8 @@ impl SampleSource for CostlySource {
     fn read(&self, index: u32, out: &mut Vec<f32>) -> Result<u32, DataError> {
         let i = index as usize;
         let f = self.data.features;
-        let label = *self.data.train_y.get(i).ok_or_else(|| DataError::Invalid(format!("sample {i} is past the end ({} samples)", self.len())))?;
+        let label =
+            *self.data.train_y.get(i).ok_or_else(|| DataError::Invalid(format!("sample {i} is past the end ({} samples)", self.len())))?;
         if self.cost.storage_latency_ms > 0.0 {
             std::thread::sleep(Duration::from_secs_f64(self.cost.storage_latency_ms * 1e-3));
         }
@@ -108,7 +112,8 @@ impl SampleSource for CostlySource {
 fn at(p: &[f32], h: usize, w: usize, y: f32, x: f32) -> f32 {
     let (y0, x0) = (y.floor(), x.floor());
     let (fy, fx) = (y - y0, x - x0);
-    let px = |yy: f32, xx: f32| if yy < 0.0 || xx < 0.0 || yy >= h as f32 || xx >= w as f32 { 0.0 } else { p[yy as usize * w + xx as usize] };
+    let px =
+        |yy: f32, xx: f32| if yy < 0.0 || xx < 0.0 || yy >= h as f32 || xx >= w as f32 { 0.0 } else { p[yy as usize * w + xx as usize] };
     let top = px(y0, x0) * (1.0 - fx) + px(y0, x0 + 1.0) * fx;
     let bottom = px(y0 + 1.0, x0) * (1.0 - fx) + px(y0 + 1.0, x0 + 1.0) * fx;
     top * (1.0 - fy) + bottom * fy

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Optimizer, Param, he_normal};
 use gpulab_core::error::{Error, Result};
-use gpulab_core::tensor::{Backend, DType, Epilogue, ImageGeom, CONV_KERNEL, MemCategory};
+use gpulab_core::tensor::{Backend, CONV_KERNEL, DType, Epilogue, ImageGeom, MemCategory};
 
 /// The output channels of each convolution of `--model cnn`: conv(C→16) ReLU pool,
 /// conv(16→32) ReLU pool, then the dense head.
@@ -71,7 +71,10 @@ impl ConvConfig {
     pub fn validate(&self) -> Result<()> {
         let [c, h, w] = self.image;
         if c == 0 || self.channels.is_empty() || self.channels.contains(&0) {
-            return Err(Error::InvalidConfig(format!("a CNN needs image channels and convolution channels ≥ 1, got image {:?} and channels {:?}", self.image, self.channels)));
+            return Err(Error::InvalidConfig(format!(
+                "a CNN needs image channels and convolution channels ≥ 1, got image {:?} and channels {:?}",
+                self.image, self.channels
+            )));
         }
         let need = 1usize << self.channels.len();
         if h < need || w < need {
@@ -142,7 +145,15 @@ impl<B: Backend> ConvStem<B> {
                     b.bias_add(&mut ws.conv[i], &self.biases[i].value)?;
                     b.relu(&mut ws.conv[i])?;
                 }
-                Some(w16) => b.matmul16(&ws.cols[i], &w16[i], &mut ws.conv[i], false, false, Epilogue::Bias { bias: &self.biases[i].value, relu: true }, None)?,
+                Some(w16) => b.matmul16(
+                    &ws.cols[i],
+                    &w16[i],
+                    &mut ws.conv[i],
+                    false,
+                    false,
+                    Epilogue::Bias { bias: &self.biases[i].value, relu: true },
+                    None,
+                )?,
             }
             b.max_pool(&ws.conv[i], &mut rest[0], &mut ws.argmax[i], g.with_channels(s.out))?;
         }
@@ -153,7 +164,12 @@ impl<B: Backend> ConvStem<B> {
     /// `ws.grad_pooled` (the dense head's input gradient). Under autocast (`half`: the 16-bit
     /// weight copies, and the underflow counter the rounding of each convolution's output
     /// gradient adds to) the GEMMs take 16-bit operands like the forward's.
-    pub fn backward(&mut self, b: &mut B, ws: &mut StemWorkspace<B>, mut half: Option<(&[B::Tensor], Option<&mut B::Tensor>)>) -> Result<()> {
+    pub fn backward(
+        &mut self,
+        b: &mut B,
+        ws: &mut StemWorkspace<B>,
+        mut half: Option<(&[B::Tensor], Option<&mut B::Tensor>)>,
+    ) -> Result<()> {
         let grads = ws.grads.as_mut().ok_or_else(|| Error::Internal("CNN backward on a forward-only workspace".into()))?;
         for i in (0..self.stages.len()).rev() {
             let s = self.stages[i];
@@ -161,7 +177,11 @@ impl<B: Backend> ConvStem<B> {
             b.max_pool_backward(&grads.pooled[i], &ws.argmax[i], &mut grads.conv[i], g.with_channels(s.out))?;
             b.relu_backward(&mut grads.conv[i], &ws.conv[i])?;
             b.sum_cols(&grads.conv[i], &mut self.biases[i].grad)?;
-            let cols_grad = if i > 0 { Some(grads.cols[i].as_mut().ok_or_else(|| Error::Internal("CNN stage without its column gradient".into()))?) } else { None };
+            let cols_grad = if i > 0 {
+                Some(grads.cols[i].as_mut().ok_or_else(|| Error::Internal("CNN stage without its column gradient".into()))?)
+            } else {
+                None
+            };
             match half.as_mut() {
                 None => {
                     b.matmul(&ws.cols[i], &grads.conv[i], &mut self.weights[i].grad, true, false, false)?;
@@ -170,7 +190,8 @@ impl<B: Backend> ConvStem<B> {
                     }
                 }
                 Some((w16, stats)) => {
-                    let conv16 = grads.conv16.get_mut(i).ok_or_else(|| Error::Internal("an autocast CNN backward on an f32 workspace".into()))?;
+                    let conv16 =
+                        grads.conv16.get_mut(i).ok_or_else(|| Error::Internal("an autocast CNN backward on an f32 workspace".into()))?;
                     b.cast(&grads.conv[i], conv16, stats.as_deref_mut())?;
                     b.matmul16(&ws.cols[i], conv16, &mut self.weights[i].grad, true, false, Epilogue::None, None)?;
                     if let Some(cols) = cols_grad {
@@ -276,7 +297,9 @@ impl ModelKind {
             ModelKind::Mlp => None,
             ModelKind::Cnn => {
                 if image.iter().product::<usize>() != features {
-                    return Err(Error::InvalidConfig(format!("model cnn needs an image data set; this one's samples are {features} values, not {image:?} images")));
+                    return Err(Error::InvalidConfig(format!(
+                        "model cnn needs an image data set; this one's samples are {features} values, not {image:?} images"
+                    )));
                 }
                 Some(ConvConfig { image, channels: CNN_CHANNELS.to_vec() })
             }

@@ -33,20 +33,21 @@ impl MlpConfig {
 
     /// Multiply-adds ×2 of one forward pass per sample (a CNN's convolutions included).
     pub fn forward_flops_per_sample(&self) -> f64 {
-        self.widths().windows(2).map(|w| 2.0 * (w[0] * w[1]) as f64).sum::<f64>() + self.conv.as_ref().map_or(0.0, |c| c.forward_flops_per_sample())
+        self.widths().windows(2).map(|w| 2.0 * (w[0] * w[1]) as f64).sum::<f64>()
+            + self.conv.as_ref().map_or(0.0, |c| c.forward_flops_per_sample())
     }
 
     pub fn validate(&self) -> Result<()> {
         if self.input == 0 || self.classes < 2 || self.hidden.contains(&0) {
-            return Err(Error::InvalidConfig(format!(
-                "model widths {:?} must all be positive, with at least 2 classes",
-                self.widths()
-            )));
+            return Err(Error::InvalidConfig(format!("model widths {:?} must all be positive, with at least 2 classes", self.widths())));
         }
         match &self.conv {
-            Some(c) if c.image.iter().product::<usize>() != self.input => {
-                Err(Error::InvalidConfig(format!("CNN images {:?} hold {} values, but the model's input is {}", c.image, c.image.iter().product::<usize>(), self.input)))
-            }
+            Some(c) if c.image.iter().product::<usize>() != self.input => Err(Error::InvalidConfig(format!(
+                "CNN images {:?} hold {} values, but the model's input is {}",
+                c.image,
+                c.image.iter().product::<usize>(),
+                self.input
+            ))),
             Some(c) => c.validate(),
             None => Ok(()),
         }
@@ -165,7 +166,8 @@ impl<B: Backend> Mlp<B> {
     /// Forward pass of `ws.x` into `ws.acts` (the last one holds the logits).
     pub fn forward(&self, b: &mut B, ws: &mut Workspace<B>) -> Result<()> {
         if let Some(stem) = &self.stem {
-            let sw = ws.stem.as_mut().ok_or_else(|| Error::Internal("a CNN's forward on a workspace without convolution buffers".into()))?;
+            let sw =
+                ws.stem.as_mut().ok_or_else(|| Error::Internal("a CNN's forward on a workspace without convolution buffers".into()))?;
             stem.forward(b, &ws.x, sw, None)?;
         }
         forward_layers(b, self.weights.iter().zip(&self.biases).map(|(w, bi)| (&w.value, &bi.value)), ws)
@@ -180,7 +182,12 @@ impl<B: Backend> Mlp<B> {
     /// gradients are final (layers in backward order, last first), before the gradient flows
     /// on to layer `i − 1`: data parallelism starts all-reducing a finished bucket there while
     /// the rest of backward runs (overlap).
-    pub fn backward_with(&mut self, b: &mut B, ws: &mut Workspace<B>, ready: impl FnMut(&mut B, &Mlp<B>, usize) -> Result<()>) -> Result<()> {
+    pub fn backward_with(
+        &mut self,
+        b: &mut B,
+        ws: &mut Workspace<B>,
+        ready: impl FnMut(&mut B, &Mlp<B>, usize) -> Result<()>,
+    ) -> Result<()> {
         let last = self.weights.len() - 1;
         let scale = 1.0 / ws.batch as f32;
         ws.acc.record(b, &ws.acts[last], &ws.y, Some(&mut ws.grads[last]), scale)?;
@@ -191,7 +198,14 @@ impl<B: Backend> Mlp<B> {
     /// one a later pipeline stage sent): every parameter's gradient, written as `write` says,
     /// and, when `input_grad` is given, the gradient of the input `ws.x` (what a pipeline
     /// stage sends to the stage before it).
-    pub fn backward_layers(&mut self, b: &mut B, ws: &mut Workspace<B>, write: GradWrite<'_, B>, mut input_grad: Option<&mut B::Tensor>, mut ready: impl FnMut(&mut B, &Mlp<B>, usize) -> Result<()>) -> Result<()> {
+    pub fn backward_layers(
+        &mut self,
+        b: &mut B,
+        ws: &mut Workspace<B>,
+        write: GradWrite<'_, B>,
+        mut input_grad: Option<&mut B::Tensor>,
+        mut ready: impl FnMut(&mut B, &Mlp<B>, usize) -> Result<()>,
+    ) -> Result<()> {
         let last = self.weights.len() - 1;
         let add = matches!(write, GradWrite::Add { .. });
         for i in (0..=last).rev() {
@@ -248,7 +262,11 @@ impl<B: Backend> Mlp<B> {
 /// The forward pass over layers given as (weight `[in, out]`, bias `[1, out]`) pairs: matmul,
 /// bias, ReLU between layers, logits in the last of `ws.acts`. `Mlp::forward` and the
 /// inference server's weights-only model (serve/) both run this one function.
-pub fn forward_layers<'t, B: Backend + 't>(b: &mut B, layers: impl ExactSizeIterator<Item = (&'t B::Tensor, &'t B::Tensor)>, ws: &mut Workspace<B>) -> Result<()> {
+pub fn forward_layers<'t, B: Backend + 't>(
+    b: &mut B,
+    layers: impl ExactSizeIterator<Item = (&'t B::Tensor, &'t B::Tensor)>,
+    ws: &mut Workspace<B>,
+) -> Result<()> {
     let last = layers.len().checked_sub(1).ok_or_else(|| Error::InvalidConfig("a model needs at least one layer".into()))?;
     for (i, (weight, bias)) in layers.enumerate() {
         let (done, rest) = ws.acts.split_at_mut(i);

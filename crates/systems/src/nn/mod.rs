@@ -9,9 +9,9 @@ mod mlp;
 mod optim;
 mod totals;
 
-pub use init::he_normal;
-pub use cnn::{CNN_CHANNELS, ConvConfig, ModelKind};
-pub use mlp::{GradWrite, Mlp, MlpConfig, Param, Workspace, forward_layers};
 pub use amp::{AmpConfig, GradScaler, GradScalerConfig, GradScalerState, Precision, ScalerStep};
+pub use cnn::{CNN_CHANNELS, ConvConfig, ModelKind};
+pub use init::he_normal;
+pub use mlp::{GradWrite, Mlp, MlpConfig, Param, Workspace, forward_layers};
 pub use optim::{Optimizer, OptimizerKind};
 pub use totals::{Accumulators, Totals, take_totals, take_totals_with};

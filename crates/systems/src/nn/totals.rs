@@ -36,7 +36,14 @@ impl<B: Backend> Accumulators<B> {
 
     /// Softmax cross-entropy of `logits` against `labels`: adds the batch's loss and correct
     /// count and, when `grad` is given, writes the loss gradient times `grad_scale`.
-    pub fn record(&mut self, b: &mut B, logits: &B::Tensor, labels: &B::Tensor, grad: Option<&mut B::Tensor>, grad_scale: f32) -> Result<()> {
+    pub fn record(
+        &mut self,
+        b: &mut B,
+        logits: &B::Tensor,
+        labels: &B::Tensor,
+        grad: Option<&mut B::Tensor>,
+        grad_scale: f32,
+    ) -> Result<()> {
         b.softmax_xent(logits, labels, &mut self.loss_rows, grad, grad_scale)?;
         b.accumulate_sum(&self.loss_rows, &mut self.loss_sum, 0)?;
         b.count_correct(logits, labels, &mut self.correct, 0)
@@ -69,7 +76,11 @@ pub fn take_totals_with<B: Backend>(b: &mut B, accs: &mut [&mut Accumulators<B>]
         let ts: Vec<&B::Tensor> = accs.iter().flat_map(|a| a.tensors()).chain(extra.iter().copied()).collect();
         b.read_many(&ts)?
     };
-    let rest = data.split_off(data.len().checked_sub(extra.len()).ok_or_else(|| gpulab_core::error::Error::Internal("read_many returned fewer tensors than asked".into()))?);
+    let rest = data.split_off(
+        data.len()
+            .checked_sub(extra.len())
+            .ok_or_else(|| gpulab_core::error::Error::Internal("read_many returned fewer tensors than asked".into()))?,
+    );
     let mut it = data.iter();
     let mut next = || it.next().ok_or_else(|| gpulab_core::error::Error::Internal("read_many returned fewer tensors than asked".into()));
     let mut t = Totals::default();

@@ -27,7 +27,10 @@ pub fn preset(id: &str) -> Result<Option<Preset>> {
         return Ok(None);
     }
     PRESETS.iter().find(|p| p.id == id).copied().map(Some).ok_or_else(|| {
-        Error::InvalidConfig(format!("link {id:?} is not a preset; use measured or one of {}", PRESETS.iter().map(|p| p.id).collect::<Vec<_>>().join(", ")))
+        Error::InvalidConfig(format!(
+            "link {id:?} is not a preset; use measured or one of {}",
+            PRESETS.iter().map(|p| p.id).collect::<Vec<_>>().join(", ")
+        ))
     })
 }
 

@@ -15,8 +15,8 @@
 pub mod bucket;
 pub mod cost;
 pub mod pipeline;
-pub mod replica;
 pub mod reducer;
+pub mod replica;
 pub mod ring;
 mod run;
 mod summary;
@@ -50,9 +50,18 @@ impl ReplicaKind {
     /// What the replicas are, as every figure that depends on them says.
     pub fn label(&self, n: usize) -> String {
         match self {
-            ReplicaKind::Cpu { threads } => format!("{n} CPU replica{} × {threads} thread{}: real parallel compute on split cores", if n == 1 { "" } else { "s" }, if *threads == 1 { "" } else { "s" }),
-            ReplicaKind::GpuDevices => format!("{n} device{} on one adapter: real synchronisation and transfer cost, no extra compute", if n == 1 { "" } else { "s" }),
-            ReplicaKind::GpuAdapters => format!("{n} wgpu adapter{}: one replica each, gradients through host memory", if n == 1 { "" } else { "s" }),
+            ReplicaKind::Cpu { threads } => format!(
+                "{n} CPU replica{} × {threads} thread{}: real parallel compute on split cores",
+                if n == 1 { "" } else { "s" },
+                if *threads == 1 { "" } else { "s" }
+            ),
+            ReplicaKind::GpuDevices => format!(
+                "{n} device{} on one adapter: real synchronisation and transfer cost, no extra compute",
+                if n == 1 { "" } else { "s" }
+            ),
+            ReplicaKind::GpuAdapters => {
+                format!("{n} wgpu adapter{}: one replica each, gradients through host memory", if n == 1 { "" } else { "s" })
+            }
             ReplicaKind::Cuda => format!("{n} CUDA GPUs with NCCL"),
         }
     }
@@ -100,7 +109,9 @@ impl DpConfig {
             ));
         }
         if global_batch > train_len {
-            return bad(format!("the global batch {global_batch} is larger than the {train_len} training samples; lower batch or replicas"));
+            return bad(format!(
+                "the global batch {global_batch} is larger than the {train_len} training samples; lower batch or replicas"
+            ));
         }
         bucket::cap_bytes(self.bucket_cap_mb)?;
         match self.kind {
@@ -110,7 +121,10 @@ impl DpConfig {
                     return bad("threads_per_replica must be at least 1".into());
                 }
                 if n * threads > cores {
-                    return bad(format!("replicas {n} × threads_per_replica {threads} = {} threads is more than the {cores} CPU cores of this machine; CPU replicas split the cores", n * threads));
+                    return bad(format!(
+                        "replicas {n} × threads_per_replica {threads} = {} threads is more than the {cores} CPU cores of this machine; CPU replicas split the cores",
+                        n * threads
+                    ));
                 }
             }
             ReplicaKind::GpuDevices if n > MAX_DEVICES_PER_ADAPTER => {
@@ -127,7 +141,10 @@ impl DpConfig {
         if let Some(l) = self.link
             && (!(l.bytes_per_s > 0.0 && l.bytes_per_s.is_finite()) || !(l.latency_s >= 0.0 && l.latency_s < 1.0))
         {
-            return bad(format!("the simulated link needs a positive bandwidth and a latency in [0, 1) s, got {} B/s and {} s", l.bytes_per_s, l.latency_s));
+            return bad(format!(
+                "the simulated link needs a positive bandwidth and a latency in [0, 1) s, got {} B/s and {} s",
+                l.bytes_per_s, l.latency_s
+            ));
         }
         Ok(())
     }

@@ -15,12 +15,12 @@ use std::time::Instant;
 
 use super::ReplicaKind;
 use crate::data::{Dataset, batcher};
+use crate::nn::{GradWrite, Mlp, MlpConfig, Workspace, take_totals};
+use crate::train::TrainConfig;
 use gpulab_core::device::CpuBackend;
 use gpulab_core::error::{Error, Result};
-use crate::nn::{GradWrite, Mlp, MlpConfig, Workspace, take_totals};
 use gpulab_core::spans::{Span, Timeline};
 use gpulab_core::tensor::{Backend, MemCategory};
-use crate::train::TrainConfig;
 
 /// The most micro-batches a global batch is cut into.
 pub const MAX_MICRO_BATCHES: usize = 1024;
@@ -44,7 +44,9 @@ impl PipeConfig {
             return bad("pipeline_stages must be at least 1".into());
         }
         if n > layers {
-            return bad(format!("pipeline_stages {n} is more than the model's {layers} layers: every stage needs at least one layer; use at most {layers} stages or more hidden layers"));
+            return bad(format!(
+                "pipeline_stages {n} is more than the model's {layers} layers: every stage needs at least one layer; use at most {layers} stages or more hidden layers"
+            ));
         }
         if m == 0 {
             return bad("micro_batches must be at least 1 (1 = plain model parallelism)".into());
@@ -176,12 +178,18 @@ fn send(tx: &Option<Sender<Vec<f32>>>, v: Vec<f32>, stage: usize) -> Result<()> 
 fn run_stage<B: Backend>(b: &mut B, plan: StagePlan<'_>) -> Result<StageOut> {
     let StagePlan { index, layers, widths, data, cfg, pc, steps, origin, links } = plan;
     let (first, last) = (layers.start == 0, layers.end + 1 == widths.len());
-    let arch = MlpConfig { input: widths[layers.start], hidden: widths[layers.start + 1..layers.end].to_vec(), classes: widths[layers.end], conv: None };
+    let arch = MlpConfig {
+        input: widths[layers.start],
+        hidden: widths[layers.start + 1..layers.end].to_vec(),
+        classes: widths[layers.end],
+        conv: None,
+    };
     let mut model = Mlp::new_from_layer(b, arch.clone(), cfg.optimizer(), cfg.seed, layers.start)?;
     let (m, rows) = (pc.micro_batches, cfg.batch / pc.micro_batches);
     let mut ws: Vec<Workspace<B>> = (0..m).map(|_| Workspace::new(b, &arch, rows, true)).collect::<Result<_>>()?;
     let ones = b.upload_f32(&vec![1.0; rows], [1, rows], MemCategory::Activations)?;
-    let mut input_grad = if first { None } else { Some(b.zeros([rows, arch.input], gpulab_core::tensor::DType::F32, MemCategory::Activations)?) };
+    let mut input_grad =
+        if first { None } else { Some(b.zeros([rows, arch.input], gpulab_core::tensor::DType::F32, MemCategory::Activations)?) };
     let lane = match layers.len() {
         1 => format!("stage {index} (layer {})", layers.start),
         _ => format!("stage {index} (layers {}–{})", layers.start, layers.end - 1),
@@ -286,7 +294,11 @@ pub fn train_pipeline(data: &Dataset, cfg: &TrainConfig, pc: &PipeConfig) -> Res
     let widths = arch.widths();
     pc.validate(widths.len() - 1, cfg.batch)?;
     if cfg.batch > data.train_len() {
-        return Err(Error::InvalidConfig(format!("the global batch {} is larger than the {} training samples; lower batch", cfg.batch, data.train_len())));
+        return Err(Error::InvalidConfig(format!(
+            "the global batch {} is larger than the {} training samples; lower batch",
+            cfg.batch,
+            data.train_len()
+        )));
     }
     let per_epoch = batcher::batches_per_epoch(data.train_len(), cfg.batch, true) as u64;
     let steps = (per_epoch * cfg.epochs as u64).min(pc.max_steps.unwrap_or(u64::MAX));
@@ -302,7 +314,11 @@ pub fn train_pipeline(data: &Dataset, cfg: &TrainConfig, pc: &PipeConfig) -> Res
     }
     let pools = (0..ranges.len())
         .map(|s| {
-            rayon::ThreadPoolBuilder::new().num_threads(1).thread_name(move |_| format!("pipeline stage {s}")).build().map_err(|e| Error::InvalidConfig(format!("could not start pipeline stage {s}'s thread: {e}")))
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .thread_name(move |_| format!("pipeline stage {s}"))
+                .build()
+                .map_err(|e| Error::InvalidConfig(format!("could not start pipeline stage {s}'s thread: {e}")))
         })
         .collect::<Result<Vec<_>>>()?;
     let origin = Instant::now();
@@ -318,7 +334,11 @@ pub fn train_pipeline(data: &Dataset, cfg: &TrainConfig, pc: &PipeConfig) -> Res
                 sc.spawn(move || pool.install(|| run_stage(&mut CpuBackend::new(), plan)))
             })
             .collect();
-        handles.into_iter().enumerate().map(|(s, h)| h.join().unwrap_or_else(|_| Err(Error::Internal(format!("pipeline stage {s}'s thread panicked"))))).collect()
+        handles
+            .into_iter()
+            .enumerate()
+            .map(|(s, h)| h.join().unwrap_or_else(|_| Err(Error::Internal(format!("pipeline stage {s}'s thread panicked")))))
+            .collect()
     });
     let mut outs = Vec::new();
     let mut errors = Vec::new();
@@ -341,7 +361,14 @@ fn warm_up_steps(steps: u64) -> u64 {
     if steps > 4 { 2 } else { 0 }
 }
 
-fn summarize(cfg: &TrainConfig, pc: &PipeConfig, widths: &[usize], ranges: Vec<Range<usize>>, outs: Vec<StageOut>, steps: u64) -> PipeReport {
+fn summarize(
+    cfg: &TrainConfig,
+    pc: &PipeConfig,
+    widths: &[usize],
+    ranges: Vec<Range<usize>>,
+    outs: Vec<StageOut>,
+    steps: u64,
+) -> PipeReport {
     let start = outs.iter().map(|o| o.first_start).fold(f64::INFINITY, f64::min);
     let end = outs.iter().map(|o| o.last_end).fold(0.0, f64::max);
     let wall = (end - start).max(1e-12);
@@ -351,7 +378,13 @@ fn summarize(cfg: &TrainConfig, pc: &PipeConfig, widths: &[usize], ranges: Vec<R
     let cost: Vec<f64> = widths.windows(2).map(|w| (w[0] * w[1]) as f64).collect();
     let total: f64 = cost.iter().sum::<f64>().max(1.0);
     let stage_cost_share = ranges.iter().map(|r| cost[r.clone()].iter().sum::<f64>() / total).collect();
-    let title = format!("pipeline: {n} stage{} × {} micro-batch{} of {} rows", if n == 1 { "" } else { "s" }, pc.micro_batches, if pc.micro_batches == 1 { "" } else { "es" }, cfg.batch / pc.micro_batches);
+    let title = format!(
+        "pipeline: {n} stage{} × {} micro-batch{} of {} rows",
+        if n == 1 { "" } else { "s" },
+        pc.micro_batches,
+        if pc.micro_batches == 1 { "" } else { "es" },
+        cfg.batch / pc.micro_batches
+    );
     let note = "CPU clock readings of each stage's thread, one shared origin; gaps are a stage waiting for its neighbour".to_string();
     let mut spans = Vec::new();
     let (mut losses, mut params) = (Vec::new(), Vec::new());

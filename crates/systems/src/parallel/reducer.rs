@@ -12,10 +12,10 @@ use std::time::Instant;
 
 use super::bucket::{Bucket, ParamRef};
 use super::ring::{CommStats, RingPeer};
-use gpulab_core::error::{Error, Result};
 use crate::nn::{Mlp, Optimizer};
-use gpulab_core::tensor::Backend;
 use crate::train::TrainHooks;
+use gpulab_core::error::{Error, Result};
+use gpulab_core::tensor::Backend;
 
 /// A finished all-reduce and when it ran (seconds since the run's origin).
 type Done = Result<(Vec<f32>, f64, f64)>;
@@ -59,7 +59,17 @@ impl Reducer {
         } else {
             Comm::Inline { peer, done: VecDeque::new() }
         };
-        Ok(Reducer { comm, buckets, launched: 0, replicas, origin, stop_vote: false, stop_agreed: false, comm_spans: Vec::new(), spare: Vec::new() })
+        Ok(Reducer {
+            comm,
+            buckets,
+            launched: 0,
+            replicas,
+            origin,
+            stop_vote: false,
+            stop_agreed: false,
+            comm_spans: Vec::new(),
+            spare: Vec::new(),
+        })
     }
 
     /// Backward has finished layer `layer`: with overlap, launch every bucket now complete.
@@ -110,7 +120,9 @@ impl Reducer {
 
     fn next_done(&mut self) -> Result<Vec<f32>> {
         let done = match &mut self.comm {
-            Comm::Inline { done, .. } => done.pop_front().ok_or_else(|| Error::Internal("all-reduce result asked before it was started".into()))?,
+            Comm::Inline { done, .. } => {
+                done.pop_front().ok_or_else(|| Error::Internal("all-reduce result asked before it was started".into()))?
+            }
             Comm::Background { done, .. } => done.recv().map_err(|_| comm_gone())?,
         };
         let (v, t0, t1) = done?;
@@ -170,7 +182,12 @@ impl Reducer {
             for p in &bucket.params {
                 let slot = if p.bias { biases.get_mut(p.layer) } else { weights.get_mut(p.layer) };
                 let seg = slot.and_then(Option::take).filter(|s| s.len() == p.elements);
-                segs.push(seg.ok_or_else(|| Error::Internal(format!("bucket {i}: layer {}'s gradient is missing, taken twice or not {} values", p.layer, p.elements)))?);
+                segs.push(seg.ok_or_else(|| {
+                    Error::Internal(format!(
+                        "bucket {i}: layer {}'s gradient is missing, taken twice or not {} values",
+                        p.layer, p.elements
+                    ))
+                })?);
             }
             if i == last {
                 segs.push(&mut vote);
@@ -206,7 +223,12 @@ impl Reducer {
             let mut params = Vec::with_capacity(bucket.params.len());
             for p in &bucket.params {
                 let slot = if p.bias { biases.get_mut(p.layer) } else { weights.get_mut(p.layer) };
-                params.push(slot.and_then(Option::take).filter(|h| h.value.len() == p.elements).ok_or_else(|| Error::Internal(format!("bucket {i}: layer {}'s parameter is missing, taken twice or not {} values", p.layer, p.elements)))?);
+                params.push(slot.and_then(Option::take).filter(|h| h.value.len() == p.elements).ok_or_else(|| {
+                    Error::Internal(format!(
+                        "bucket {i}: layer {}'s parameter is missing, taken twice or not {} values",
+                        p.layer, p.elements
+                    ))
+                })?);
             }
             let HostBucket { mut grads, mut rest, starts } = HostBucket::split(params);
             if i == last {
@@ -341,10 +363,10 @@ fn comm_gone() -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpulab_core::device::cpu::CpuBackend;
     use crate::nn::{MlpConfig, OptimizerKind};
-    use gpulab_core::tensor::CoreOps;
     use crate::parallel::{bucket, ring::ring};
+    use gpulab_core::device::cpu::CpuBackend;
+    use gpulab_core::tensor::CoreOps;
 
     /// Every rank's parameters after three steps on rank-specific gradients, and whether the
     /// ranks agreed to stop after each step (the last rank votes to stop at step 1).
@@ -366,7 +388,9 @@ mod tests {
                         for step in 0..3 {
                             for (i, p) in m.weights.iter_mut().chain(m.biases.iter_mut()).enumerate() {
                                 let g = b.host_f32_mut(&mut p.grad).expect("the CPU lends its memory");
-                                g.iter_mut().enumerate().for_each(|(j, x)| *x = ((j * 31 + i * 17 + rank * 13 + step * 7) % 97) as f32 * 0.01 - 0.48);
+                                g.iter_mut()
+                                    .enumerate()
+                                    .for_each(|(j, x)| *x = ((j * 31 + i * 17 + rank * 13 + step * 7) % 97) as f32 * 0.01 - 0.48);
                             }
                             red.stop_vote = step == 1 && rank + 1 == n;
                             if sharded {

@@ -11,10 +11,10 @@ use super::bucket::Bucket;
 use super::reducer::Reducer;
 use super::ring::{CommStats, RingPeer};
 use crate::data::{Dataset, batcher};
-use gpulab_core::error::{Error, Result};
 use crate::nn::{Mlp, MlpConfig, Workspace, take_totals};
-use gpulab_core::tensor::{Backend, BackendInfo};
 use crate::train::{F32Phases, TrainConfig, TrainHooks};
+use gpulab_core::error::{Error, Result};
+use gpulab_core::tensor::{Backend, BackendInfo};
 
 /// What the replicas tell the coordinating thread while they run.
 #[derive(Clone, Debug, PartialEq)]
@@ -203,9 +203,20 @@ pub fn run_replica<B: Backend>(b: &mut B, plan: ReplicaPlan<'_>, mut peer: RingP
                     let _ = events.send(Msg::Loss { step, loss: g[0] as f64 / rows, accuracy: g[1] as f64 / rows });
                     let _ = events.send(Msg::Progress { step, total });
                 }
-                let _ = events.send(Msg::Split { rank, step, compute_ms: ((compute_end - data_end) + (updated - reduced)) * 1e3, sync_ms: ((reduced - compute_end) + (end - updated)) * 1e3 });
+                let _ = events.send(Msg::Split {
+                    rank,
+                    step,
+                    compute_ms: ((compute_end - data_end) + (updated - reduced)) * 1e3,
+                    sync_ms: ((reduced - compute_end) + (end - updated)) * 1e3,
+                });
                 let t = now();
-                let _ = events.send(Msg::Device { rank, step, wall_s: t - win_start, busy_s: b.take_busy_seconds()?, memory: b.memory().categories.iter().filter(|c| c.1 > 0).map(|c| (c.0, c.1)).collect() });
+                let _ = events.send(Msg::Device {
+                    rank,
+                    step,
+                    wall_s: t - win_start,
+                    busy_s: b.take_busy_seconds()?,
+                    memory: b.memory().categories.iter().filter(|c| c.1 > 0).map(|c| (c.0, c.1)).collect(),
+                });
                 win_start = t;
                 win_rows = 0;
             }
@@ -228,5 +239,16 @@ pub fn run_replica<B: Backend>(b: &mut B, plan: ReplicaPlan<'_>, mut peer: RingP
     let train_wall_s = now() - loop_start - eval_s;
     let comm_spans = std::mem::take(&mut reducer.comm_spans);
     let comm = reducer.close();
-    Ok(ReplicaOut { rank, info: b.info(), steps: times, comm, comm_spans, params: model.read_parameters(b)?, val_accuracy, train_wall_s, probe, stopped_early })
+    Ok(ReplicaOut {
+        rank,
+        info: b.info(),
+        steps: times,
+        comm,
+        comm_spans,
+        params: model.read_parameters(b)?,
+        val_accuracy,
+        train_wall_s,
+        probe,
+        stopped_early,
+    })
 }

@@ -95,7 +95,18 @@ pub struct RingPeer {
 /// The N ends of a ring, rank order.
 pub fn ring(n: usize, link: Option<SimLink>) -> Vec<RingPeer> {
     let slots: Arc<[Slot]> = (0..n).map(|_| Slot::default()).collect();
-    (0..n).map(|rank| RingPeer { rank, n, slots: slots.clone(), link, timeout: PEER_TIMEOUT, stats: CommStats::default(), mine: Vec::new(), theirs: Vec::new() }).collect()
+    (0..n)
+        .map(|rank| RingPeer {
+            rank,
+            n,
+            slots: slots.clone(),
+            link,
+            timeout: PEER_TIMEOUT,
+            stats: CommStats::default(),
+            mine: Vec::new(),
+            theirs: Vec::new(),
+        })
+        .collect()
 }
 
 /// Chunk `c` of a vector of `len` elements cut into `n` near-equal chunks.
@@ -369,7 +380,10 @@ impl RingPeer {
         let (mine, theirs) = (self.mine.iter().map(|s| s.len).sum::<usize>(), self.theirs.iter().map(|s| s.len).sum::<usize>());
         if mine != theirs {
             me.reading.store(false, Ordering::SeqCst);
-            return Err(Error::Internal(format!("ring all-reduce: replica {} holds {mine} elements, replica {prev} {theirs} (the replicas disagree about the vector's length)", self.rank)));
+            return Err(Error::Internal(format!(
+                "ring all-reduce: replica {} holds {mine} elements, replica {prev} {theirs} (the replicas disagree about the vector's length)",
+                self.rank
+            )));
         }
         f(&self.mine, &self.theirs);
         me.reading.store(false, Ordering::SeqCst);
@@ -426,7 +440,10 @@ impl RingPeer {
     }
 
     fn peer_gone(&self, which: &str) -> Error {
-        Error::TrainingProcess(format!("replica {} lost its {which} neighbour in the ring all-reduce (that replica stopped with an error)", self.rank))
+        Error::TrainingProcess(format!(
+            "replica {} lost its {which} neighbour in the ring all-reduce (that replica stopped with an error)",
+            self.rank
+        ))
     }
 }
 
@@ -486,7 +503,8 @@ mod tests {
     fn a_scaled_all_reduce_equals_the_sum_times_the_scale_bit_for_bit() {
         for n in 1..=4 {
             for len in [0, 1, 5, 333] {
-                let inputs: Vec<Vec<f32>> = (0..n).map(|r| (0..len).map(|i| ((i * 31 + r * 7) % 97) as f32 * 0.37 - 17.0).collect()).collect();
+                let inputs: Vec<Vec<f32>> =
+                    (0..n).map(|r| (0..len).map(|i| ((i * 31 + r * 7) % 97) as f32 * 0.37 - 17.0).collect()).collect();
                 let scale = 1.0 / n as f32;
                 let sums = reduce(inputs.clone());
                 for calls in [1, 3] {
@@ -529,7 +547,8 @@ mod tests {
     fn reduce_scatter_then_all_gather_is_the_all_reduce_bit_for_bit() {
         for n in 1..=5 {
             for len in [0, 1, 4, 7, 301, 5000] {
-                let inputs: Vec<Vec<f32>> = (0..n).map(|r| (0..len).map(|i| ((i * 29 + r * 11) % 83) as f32 * 0.219 - 9.0).collect()).collect();
+                let inputs: Vec<Vec<f32>> =
+                    (0..n).map(|r| (0..len).map(|i| ((i * 29 + r * 11) % 83) as f32 * 0.219 - 9.0).collect()).collect();
                 let scale = 1.0 / n as f32;
                 let want = reduce_scaled(inputs.clone(), scale, 1);
                 let peers = ring(n, None);
@@ -564,7 +583,11 @@ mod tests {
                 assert!(covered.iter().all(|&c| c == 1), "n={n} len={len}: the own chunks do not tile the vector");
                 let marked: Vec<u32> = want[0].iter().map(|x| (x + 1.0).to_bits()).collect();
                 for (r, (_, gathered)) in got.iter().enumerate() {
-                    assert_eq!(gathered.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), marked, "n={n} len={len} rank {r} after the all-gather");
+                    assert_eq!(
+                        gathered.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                        marked,
+                        "n={n} len={len} rank {r} after the all-gather"
+                    );
                 }
             }
         }
@@ -652,7 +675,9 @@ mod tests {
             std::thread::spawn(move || {
                 let mut v = vec![1.0f32; 5000];
                 let out = if p.rank == 0 {
-                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.reduce_scatter(&mut [&mut v], 1.0, |_, _| panic!("the update failed"))));
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        p.reduce_scatter(&mut [&mut v], 1.0, |_, _| panic!("the update failed"))
+                    }));
                     format!("unwound: {}", r.is_err())
                 } else {
                     p.all_reduce(&mut v).map_or_else(|e| e.to_string(), |_| "no error".into())
@@ -661,7 +686,8 @@ mod tests {
                 let _ = tx.send(out);
             });
         }
-        let mut got: Vec<String> = (0..2).map(|_| rx.recv_timeout(Duration::from_secs(60)).expect("a rank hung leaving the ring")).collect();
+        let mut got: Vec<String> =
+            (0..2).map(|_| rx.recv_timeout(Duration::from_secs(60)).expect("a rank hung leaving the ring")).collect();
         got.sort();
         assert!(got[0].contains("replica 1") && got[0].contains("neighbour"), "{got:?}");
         assert_eq!(got[1], "unwound: true", "{got:?}");
@@ -734,4 +760,3 @@ mod tests {
         assert!(e.to_string().contains("replica 0"), "{e}");
     }
 }
-

@@ -9,11 +9,11 @@ use super::replica::{Msg, ReplicaOut, ReplicaPlan, run_replica};
 use super::summary::{DpReport, summarize};
 use super::{DpConfig, ReplicaKind, bucket, ring};
 use crate::data::Dataset;
+use crate::nn::MlpConfig;
+use crate::train::TrainConfig;
 use gpulab_core::device::gpu::{GpuBackend, GpuSelector, adapters};
 use gpulab_core::device::{CpuBackend, cuda};
 use gpulab_core::error::{Error, Result};
-use crate::nn::MlpConfig;
-use crate::train::TrainConfig;
 
 /// A replica's backend, opened (GPU) or to be built on its own pool (CPU).
 enum Opened {
@@ -39,14 +39,20 @@ fn open(kind: ReplicaKind, n: usize) -> Result<Vec<Opened>> {
         ReplicaKind::GpuAdapters => {
             let found = adapters::enumerate(&adapters::instance()).len();
             if n > found {
-                return Err(Error::InvalidConfig(format!("replicas {n} is more than the {found} wgpu adapters of this machine; use kind=gpu for N devices on one adapter")));
+                return Err(Error::InvalidConfig(format!(
+                    "replicas {n} is more than the {found} wgpu adapters of this machine; use kind=gpu for N devices on one adapter"
+                )));
             }
             (0..n).map(|i| GpuBackend::open(&GpuSelector::Index(i), None).map(|g| Opened::Gpu(Box::new(g)))).collect()
         }
         // The CUDA build's own refusal first (no driver, no feature); with a GPU, NCCL replicas
         // are what is missing.
         ReplicaKind::Cuda => cuda::open(0, None).and_then(|_| {
-            Err(Error::UnsupportedOp { op: "data parallel", backend: "cuda".into(), why: "NCCL all-reduce between CUDA replicas is not built yet; use kind=cpu or kind=gpu".into() })
+            Err(Error::UnsupportedOp {
+                op: "data parallel",
+                backend: "cuda".into(),
+                why: "NCCL all-reduce between CUDA replicas is not built yet; use kind=cpu or kind=gpu".into(),
+            })
         }),
     }
 }
@@ -71,7 +77,19 @@ pub fn train(data: &Dataset, cfg: &TrainConfig, dp: &DpConfig, watch: &mut dyn F
     let results: Vec<Result<ReplicaOut>> = std::thread::scope(|s| {
         let mut handles = Vec::new();
         for (rank, (backend, peer)) in opened.into_iter().zip(peers).enumerate() {
-            let plan = ReplicaPlan { rank, replicas: dp.replicas, data, cfg, buckets: buckets.clone(), overlap: dp.overlap, shard_optimizer: dp.shard_optimizer, timeline_steps: dp.timeline_steps, origin, stop: &stop, events: tx.clone() };
+            let plan = ReplicaPlan {
+                rank,
+                replicas: dp.replicas,
+                data,
+                cfg,
+                buckets: buckets.clone(),
+                overlap: dp.overlap,
+                shard_optimizer: dp.shard_optimizer,
+                timeline_steps: dp.timeline_steps,
+                origin,
+                stop: &stop,
+                events: tx.clone(),
+            };
             let h = std::thread::Builder::new().name(format!("replica {rank}")).spawn_scoped(s, move || match backend {
                 Opened::Cpu(pool) => pool.install(|| run_replica(&mut CpuBackend::new(), plan, peer)),
                 Opened::Gpu(mut g) => run_replica(&mut *g, plan, peer),

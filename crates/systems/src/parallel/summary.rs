@@ -3,13 +3,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::DpConfig;
 use super::bucket::Bucket;
 use super::replica::{LinkProbe, ReplicaOut, StepTimes};
-use super::DpConfig;
 use crate::nn::MlpConfig;
+use crate::train::TrainConfig;
 use gpulab_core::spans::{Span, Timeline};
 use gpulab_core::tensor::BackendInfo;
-use crate::train::TrainConfig;
 
 /// Mean seconds per step on one replica (or averaged over the replicas).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -81,10 +81,20 @@ pub(super) fn summarize(dp: &DpConfig, cfg: &TrainConfig, model: &MlpConfig, buc
             s.exposed_comm_s += sync - idle;
         }
     }
-    let per_step = |s: StepSplit| StepSplit { data_s: s.data_s / steps.max(1) as f64, compute_s: s.compute_s / steps.max(1) as f64, exposed_comm_s: s.exposed_comm_s / steps.max(1) as f64, idle_s: s.idle_s / steps.max(1) as f64 };
+    let per_step = |s: StepSplit| StepSplit {
+        data_s: s.data_s / steps.max(1) as f64,
+        compute_s: s.compute_s / steps.max(1) as f64,
+        exposed_comm_s: s.exposed_comm_s / steps.max(1) as f64,
+        idle_s: s.idle_s / steps.max(1) as f64,
+    };
     let per_replica: Vec<StepSplit> = per_replica.into_iter().map(per_step).collect();
     let mean = |f: fn(&StepSplit) -> f64| per_replica.iter().map(f).sum::<f64>() / n as f64;
-    let split = StepSplit { data_s: mean(|s| s.data_s), compute_s: mean(|s| s.compute_s), exposed_comm_s: mean(|s| s.exposed_comm_s), idle_s: mean(|s| s.idle_s) };
+    let split = StepSplit {
+        data_s: mean(|s| s.data_s),
+        compute_s: mean(|s| s.compute_s),
+        exposed_comm_s: mean(|s| s.exposed_comm_s),
+        idle_s: mean(|s| s.idle_s),
+    };
     let train_wall_s = outs.iter().map(|o| o.train_wall_s).fold(0.0, f64::max);
     let samples = (steps * cfg.batch) as u64;
     let first = outs.first();
@@ -170,7 +180,9 @@ pub fn timeline(dp: &DpConfig, global_batch: usize, replicas: &[ReplicaLanes<'_>
         spans.extend(o.comm_spans.iter().filter(|(a, _)| *a <= horizon).map(|&(a, b)| Span::new(&lane, "communication", a, b)));
     }
     let title = format!("{} · global batch {global_batch}", dp.kind.label(dp.replicas));
-    let note = "CPU clock readings of each replica's thread, one shared origin; the lab records no GPU timestamps here (the GPU lane stays empty)".to_string();
+    let note =
+        "CPU clock readings of each replica's thread, one shared origin; the lab records no GPU timestamps here (the GPU lane stays empty)"
+            .to_string();
     Timeline::new(&title, spans, note)
 }
 

@@ -52,7 +52,12 @@ pub fn judge(c: &Canary, v1: &VersionStats, v2: &VersionStats) -> Judgement {
         ));
     }
     if v2.p95_s > v1.p95_s * c.max_latency_ratio {
-        return Judgement::RollBack(format!("p95 latency {:.0} ms against v1's {:.0} ms (limit ×{:.2})", v2.p95_s * 1e3, v1.p95_s * 1e3, c.max_latency_ratio));
+        return Judgement::RollBack(format!(
+            "p95 latency {:.0} ms against v1's {:.0} ms (limit ×{:.2})",
+            v2.p95_s * 1e3,
+            v1.p95_s * 1e3,
+            c.max_latency_ratio
+        ));
     }
     Judgement::Pass
 }
@@ -101,8 +106,12 @@ mod tests {
         let c = Scenario::preset("bad-release").unwrap().canary;
         let v1 = VersionStats { served: 1000, error_rate: 0.002, p95_s: 0.2 };
         assert_eq!(judge(&c, &v1, &VersionStats { served: 5, error_rate: 1.0, p95_s: 9.0 }), Judgement::Wait);
-        assert!(matches!(judge(&c, &v1, &VersionStats { served: 100, error_rate: 0.05, p95_s: 0.2 }), Judgement::RollBack(r) if r.contains("error rate")));
-        assert!(matches!(judge(&c, &v1, &VersionStats { served: 100, error_rate: 0.0, p95_s: 0.35 }), Judgement::RollBack(r) if r.contains("p95")));
+        assert!(
+            matches!(judge(&c, &v1, &VersionStats { served: 100, error_rate: 0.05, p95_s: 0.2 }), Judgement::RollBack(r) if r.contains("error rate"))
+        );
+        assert!(
+            matches!(judge(&c, &v1, &VersionStats { served: 100, error_rate: 0.0, p95_s: 0.35 }), Judgement::RollBack(r) if r.contains("p95"))
+        );
         assert_eq!(judge(&c, &v1, &VersionStats { served: 100, error_rate: 0.003, p95_s: 0.22 }), Judgement::Pass);
     }
 }

@@ -8,9 +8,15 @@ use std::collections::BinaryHeap;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Ev {
     Arrival,
-    BatchDone { worker: usize },
-    WorkerReady { worker: usize },
-    Preempt { worker: usize },
+    BatchDone {
+        worker: usize,
+    },
+    WorkerReady {
+        worker: usize,
+    },
+    Preempt {
+        worker: usize,
+    },
     /// The oldest queued request has waited the maximum queue delay.
     BatchTimer,
     Autoscale,

@@ -55,7 +55,11 @@ impl Traffic {
 
     /// The highest rate before spikes.
     pub fn peak_underlying_rps(&self) -> f64 {
-        if self.replay.is_empty() { self.base_rps * (1.0 + self.diurnal_amplitude) } else { self.replay.iter().map(|p| p.rps).fold(0.0, f64::max) }
+        if self.replay.is_empty() {
+            self.base_rps * (1.0 + self.diurnal_amplitude)
+        } else {
+            self.replay.iter().map(|p| p.rps).fold(0.0, f64::max)
+        }
     }
 }
 
@@ -296,7 +300,15 @@ impl Scenario {
                 spot_share: 0.5,
                 spot_preemptions_per_h: 0.05,
             },
-            autoscaler: Autoscaler { signal: Signal::QueueDepth, target: 4.0, min_workers: 1, max_workers: 12, interval_s: 15.0, scale_up_cooldown_s: 60.0, scale_down_cooldown_s: 300.0 },
+            autoscaler: Autoscaler {
+                signal: Signal::QueueDepth,
+                target: 4.0,
+                min_workers: 1,
+                max_workers: 12,
+                interval_s: 15.0,
+                scale_up_cooldown_s: 60.0,
+                scale_down_cooldown_s: 300.0,
+            },
             slo_latency_s: 1.0,
             slo_target: 0.99,
             canary: Canary {
@@ -344,7 +356,11 @@ impl Scenario {
         let mut c = Checks::default();
         c.range("duration_h", s.duration_h, 0.01, 24.0 * 31.0);
         c.range("sample_every_s", s.sample_every_s, 0.1, 86_400.0);
-        c.check("sample_every_s", s.duration_h * 3600.0 / s.sample_every_s <= 200_000.0, "gives more than 200000 samples; sample less often");
+        c.check(
+            "sample_every_s",
+            s.duration_h * 3600.0 / s.sample_every_s <= 200_000.0,
+            "gives more than 200000 samples; sample less often",
+        );
         c.range("traffic.base_rps", s.traffic.base_rps, 0.0, 10_000.0);
         c.range("traffic.diurnal_amplitude", s.traffic.diurnal_amplitude, 0.0, 1.0);
         c.range("traffic.peak_hour", s.traffic.peak_hour, 0.0, 24.0);
@@ -352,7 +368,11 @@ impl Scenario {
         let most = s.traffic.peak_underlying_rps() * peak * s.duration_h * 3600.0;
         c.check("traffic.base_rps", most.is_nan() || most <= MAX_REQUESTS, &format!("with the spikes over {} h this could simulate up to {most:.0} requests (limit {MAX_REQUESTS:.0}); lower the rate or the duration", s.duration_h));
         for (i, p) in s.traffic.replay.iter().enumerate() {
-            c.check(&format!("traffic.replay[{i}].hour"), p.hour.is_finite() && if i == 0 { p.hour == 0.0 } else { p.hour > s.traffic.replay[i - 1].hour }, "hours must start at 0 and increase");
+            c.check(
+                &format!("traffic.replay[{i}].hour"),
+                p.hour.is_finite() && if i == 0 { p.hour == 0.0 } else { p.hour > s.traffic.replay[i - 1].hour },
+                "hours must start at 0 and increase",
+            );
             c.range(&format!("traffic.replay[{i}].rps"), p.rps, 0.0, 10_000.0);
         }
         for (i, sp) in s.traffic.spikes.iter().enumerate() {
@@ -365,7 +385,11 @@ impl Scenario {
         gpu(&mut c, "pool.gpu", &s.pool.gpu);
         c.check("pool.curve", !s.pool.curve.is_empty(), "needs at least one point");
         for (i, p) in s.pool.curve.iter().enumerate() {
-            c.check(&format!("pool.curve[{i}].batch"), p.batch >= 1 && (i == 0 || p.batch > s.pool.curve[i - 1].batch), "batch sizes must start at 1 or more and increase");
+            c.check(
+                &format!("pool.curve[{i}].batch"),
+                p.batch >= 1 && (i == 0 || p.batch > s.pool.curve[i - 1].batch),
+                "batch sizes must start at 1 or more and increase",
+            );
             c.range(&format!("pool.curve[{i}].seconds"), p.seconds, 1e-6, 3600.0);
         }
         c.check("pool.max_batch", (1..=4096).contains(&s.pool.max_batch), "must be in 1..=4096");
@@ -377,7 +401,11 @@ impl Scenario {
         c.range("autoscaler.target", a.target, 1e-6, 1e6);
         c.check("autoscaler.target", a.signal != Signal::Utilisation || a.target <= 1.0, "a utilisation target is a share, at most 1");
         c.check("autoscaler.max_workers", (1..=1000).contains(&a.max_workers), "must be in 1..=1000");
-        c.check("autoscaler.min_workers", a.min_workers <= a.max_workers, &format!("{} is more than max_workers {}", a.min_workers, a.max_workers));
+        c.check(
+            "autoscaler.min_workers",
+            a.min_workers <= a.max_workers,
+            &format!("{} is more than max_workers {}", a.min_workers, a.max_workers),
+        );
         c.range("autoscaler.interval_s", a.interval_s, 0.1, 3600.0);
         c.range("autoscaler.scale_up_cooldown_s", a.scale_up_cooldown_s, 0.0, 86_400.0);
         c.range("autoscaler.scale_down_cooldown_s", a.scale_down_cooldown_s, 0.0, 86_400.0);
@@ -387,7 +415,11 @@ impl Scenario {
         c.range("canary.start_h", k.start_h, 0.0, 24.0 * 31.0);
         c.check("canary.steps", !k.steps.is_empty() && k.steps.last() == Some(&1.0), "must end at 1 (fully promoted)");
         for (i, x) in k.steps.iter().enumerate() {
-            c.check(&format!("canary.steps[{i}]"), *x > 0.0 && *x <= 1.0 && (i == 0 || *x > k.steps[i - 1]), "shares must be in (0, 1] and increase");
+            c.check(
+                &format!("canary.steps[{i}]"),
+                *x > 0.0 && *x <= 1.0 && (i == 0 || *x > k.steps[i - 1]),
+                "shares must be in (0, 1] and increase",
+            );
         }
         c.range("canary.window_s", k.window_s, 1.0, 86_400.0);
         c.range("canary.max_error_increase", k.max_error_increase, 0.0, 1.0);
@@ -407,7 +439,11 @@ impl Scenario {
         c.range("training.data.read_gb_per_s", t.data.read_gb_per_s, 1e-3, 1e4);
         c.range("training.data.dataset_gb", t.data.dataset_gb, 0.0, 1e8);
         c.range("training.data.epochs", t.data.epochs, 0.0, 1e5);
-        c.check("training.data", t.data.read_h() <= 1e6, "reading the epochs would take over a million hours; raise read_gb_per_s or lower dataset_gb/epochs");
+        c.check(
+            "training.data",
+            t.data.read_h() <= 1e6,
+            "reading the epochs would take over a million hours; raise read_gb_per_s or lower dataset_gb/epochs",
+        );
         c.finish()
     }
 }

@@ -452,7 +452,10 @@ impl<'a> Sim<'a> {
                 self.add_worker(false);
             }
             self.last_up = self.now;
-        } else if desired < current && self.now - self.last_down >= a.scale_down_cooldown_s && self.now - self.last_up >= a.scale_down_cooldown_s {
+        } else if desired < current
+            && self.now - self.last_down >= a.scale_down_cooldown_s
+            && self.now - self.last_up >= a.scale_down_cooldown_s
+        {
             self.remove_workers(current - desired);
             self.last_down = self.now;
         } else {

@@ -96,7 +96,14 @@ pub fn mean_outcome(t: &Training, tau_h: f64, mtbf_h: Option<f64>, seed: u64, re
         sum.finished &= o.finished;
     }
     let n = reps.max(1) as f64;
-    JobOutcome { wall_h: sum.wall_h / n, lost_h: sum.lost_h / n, restart_h: sum.restart_h / n, checkpoint_h: sum.checkpoint_h / n, preemptions: sum.preemptions / n, finished: sum.finished }
+    JobOutcome {
+        wall_h: sum.wall_h / n,
+        lost_h: sum.lost_h / n,
+        restart_h: sum.restart_h / n,
+        checkpoint_h: sum.checkpoint_h / n,
+        preemptions: sum.preemptions / n,
+        finished: sum.finished,
+    }
 }
 
 /// Young's first-order optimum interval √(2·C·MTBF), hours.

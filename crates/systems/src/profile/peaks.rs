@@ -89,7 +89,8 @@ pub fn measure<B: Backend>(b: &mut B) -> Result<Peaks> {
     let bytes = 2.0 * (COPY_FLOATS * 4) as f64;
     let (copy_s, t2) = time_gpu(b, RUNS, |b| b.copy(&src, &mut dst))?;
     b.reset_memory_peaks();
-    let timing = if t1 == PeakTiming::GpuTimestamps && t2 == PeakTiming::GpuTimestamps { PeakTiming::GpuTimestamps } else { PeakTiming::WallClock };
+    let timing =
+        if t1 == PeakTiming::GpuTimestamps && t2 == PeakTiming::GpuTimestamps { PeakTiming::GpuTimestamps } else { PeakTiming::WallClock };
     Ok(Peaks { flops_per_s: flops / matmul_s, bytes_per_s: bytes / copy_s, timing })
 }
 

@@ -8,14 +8,14 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::peaks::Peaks;
-use gpulab_core::spans::{GPU, MAIN, Span, SpanRecorder, Timeline, stage};
 use super::verdict::{Diagnosis, diagnose};
 use crate::data::{CacheStats, CostlySource, Dataset, Loader, LoaderConfig, SourceCost};
+use crate::train::{Feed, TrainConfig, TrainReport, TrainSink, train_fed};
 use gpulab_core::device::Engine;
 use gpulab_core::device::gpu::{GpuBackend, KernelTime};
 use gpulab_core::error::{Error, Result};
+use gpulab_core::spans::{GPU, MAIN, Span, SpanRecorder, Timeline, stage};
 use gpulab_core::tensor::{Backend, DType, MemCategory, TensorMeta};
-use crate::train::{Feed, TrainConfig, TrainReport, TrainSink, train_fed};
 
 /// The loader's knobs and the source's cost.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -83,9 +83,15 @@ struct LoaderFeed {
 
 impl<B: Backend> Feed<B> for LoaderFeed {
     fn batch(&mut self, _data: &Dataset, epoch: usize, idx: &[u32], xb: &mut Vec<f32>, yb: &mut Vec<u32>) -> Result<()> {
-        let b = self.loader.next_batch().ok_or_else(|| Error::Internal("the loader ran out of batches before the training loop did".into()))??;
+        let b = self
+            .loader
+            .next_batch()
+            .ok_or_else(|| Error::Internal("the loader ran out of batches before the training loop did".into()))??;
         if b.epoch != epoch || b.indices != idx {
-            return Err(Error::Internal(format!("the loader's batch {} of epoch {} is not the one the training loop expected", b.index, b.epoch)));
+            return Err(Error::Internal(format!(
+                "the loader's batch {} of epoch {} is not the one the training loop expected",
+                b.index, b.epoch
+            )));
         }
         *xb = b.x;
         *yb = b.y;
@@ -133,7 +139,15 @@ impl<B: Backend> Feed<B> for LoaderFeed {
 }
 
 /// Trains with the profiler on. `peaks` (the adapter's measured roofs) feed the verdict.
-pub fn profile_training(engine: &mut Engine, data: Arc<Dataset>, cfg: &TrainConfig, pipe: &PipelineConfig, label: &str, peaks: Option<&Peaks>, sink: &mut dyn TrainSink) -> Result<ProfiledRun> {
+pub fn profile_training(
+    engine: &mut Engine,
+    data: Arc<Dataset>,
+    cfg: &TrainConfig,
+    pipe: &PipelineConfig,
+    label: &str,
+    peaks: Option<&Peaks>,
+    sink: &mut dyn TrainSink,
+) -> Result<ProfiledRun> {
     match engine {
         Engine::Gpu(g) => profile_on_gpu(g, data, cfg, pipe, label, peaks, sink),
         Engine::Cpu(c) => profiled(data, cfg, pipe, label, peaks, |feed| {
@@ -144,13 +158,25 @@ pub fn profile_training(engine: &mut Engine, data: Arc<Dataset>, cfg: &TrainConf
         Engine::Cuda(c) => profiled(data, cfg, pipe, label, peaks, |feed| {
             let data = feed.data.clone();
             let r = train_fed(c, &data, cfg, sink, feed)?;
-            Ok((r, Vec::new(), "CUDA backend: per-kernel times are not recorded yet; the GPU's busy time comes from CUDA events around each step.".into()))
+            Ok((
+                r,
+                Vec::new(),
+                "CUDA backend: per-kernel times are not recorded yet; the GPU's busy time comes from CUDA events around each step.".into(),
+            ))
         }),
     }
 }
 
 /// `profile_training` on a GPU backend: every kernel timed where the adapter has timestamps.
-pub fn profile_on_gpu(g: &mut GpuBackend, data: Arc<Dataset>, cfg: &TrainConfig, pipe: &PipelineConfig, label: &str, peaks: Option<&Peaks>, sink: &mut dyn TrainSink) -> Result<ProfiledRun> {
+pub fn profile_on_gpu(
+    g: &mut GpuBackend,
+    data: Arc<Dataset>,
+    cfg: &TrainConfig,
+    pipe: &PipelineConfig,
+    label: &str,
+    peaks: Option<&Peaks>,
+    sink: &mut dyn TrainSink,
+) -> Result<ProfiledRun> {
     profiled(data, cfg, pipe, label, peaks, |feed| {
         let on = g.start_kernel_profiling()?;
         let data = feed.data.clone();
@@ -168,10 +194,24 @@ pub fn profile_on_gpu(g: &mut GpuBackend, data: Arc<Dataset>, cfg: &TrainConfig,
 type Trained = (TrainReport, Vec<KernelTime>, String);
 
 /// Builds the loader feed, runs `train` with it, and assembles the timeline and verdict.
-fn profiled(data: Arc<Dataset>, cfg: &TrainConfig, pipe: &PipelineConfig, label: &str, peaks: Option<&Peaks>, train: impl FnOnce(&mut LoaderFeed) -> Result<Trained>) -> Result<ProfiledRun> {
+fn profiled(
+    data: Arc<Dataset>,
+    cfg: &TrainConfig,
+    pipe: &PipelineConfig,
+    label: &str,
+    peaks: Option<&Peaks>,
+    train: impl FnOnce(&mut LoaderFeed) -> Result<Trained>,
+) -> Result<ProfiledRun> {
     let spans = SpanRecorder::new();
     let source = Arc::new(CostlySource::new(data.clone(), pipe.cost)?);
-    let lcfg = LoaderConfig { batch: cfg.batch.min(data.train_len()).max(1), num_workers: pipe.num_workers, prefetch_factor: pipe.prefetch_factor, cache: pipe.cache, seed: cfg.seed, epochs: cfg.epochs };
+    let lcfg = LoaderConfig {
+        batch: cfg.batch.min(data.train_len()).max(1),
+        num_workers: pipe.num_workers,
+        prefetch_factor: pipe.prefetch_factor,
+        cache: pipe.cache,
+        seed: cfg.seed,
+        epochs: cfg.epochs,
+    };
     let loader = Loader::new(source, lcfg, Some(spans.clone()))?;
     let mut feed = LoaderFeed { data, loader, spans: spans.clone(), pin_memory: pipe.pin_memory, steps: Vec::new() };
     let (train, kernels, gpu_note) = train(&mut feed)?;
@@ -199,6 +239,13 @@ fn place_kernels(cpu: &[Span], kernels: &[KernelTime], rec: &SpanRecorder) -> Ve
         return Vec::new();
     }
     kept.iter()
-        .map(|k| Span { lane: GPU.into(), name: k.name.clone(), start_s: k.start_s + offset, end_s: k.end_s + offset, flops: Some(k.flops), bytes: Some(k.bytes) })
+        .map(|k| Span {
+            lane: GPU.into(),
+            name: k.name.clone(),
+            start_s: k.start_s + offset,
+            end_s: k.end_s + offset,
+            flops: Some(k.flops),
+            bytes: Some(k.bytes),
+        })
         .collect()
 }

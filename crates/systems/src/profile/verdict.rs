@@ -39,12 +39,24 @@ impl Bottleneck {
     /// The chapter's optimization for this bottleneck.
     pub fn optimization(self) -> &'static str {
         match self {
-            Bottleneck::Input => "feed the GPU: more loader workers (num_workers), prefetching (prefetch_factor), caching decoded samples, cheaper decode",
-            Bottleneck::Transfer => "copy less and better: persistent staging buffers (pin_memory), larger batches per copy, keep data on the device",
-            Bottleneck::Compute => "do less arithmetic per sample or do it faster: mixed precision (exercise 3), better kernels, a smaller model",
-            Bottleneck::Memory => "move fewer bytes per FLOP: fuse element-wise kernels, use mixed precision (half the bytes), larger batches (matmuls reuse weights more)",
-            Bottleneck::Overhead => "give each dispatch more work and sync less: larger batches, fused kernels, fewer read-backs (log less often)",
-            Bottleneck::Communication => "hide or shrink the all-reduce: overlap it with backward (smaller buckets, bucket_cap_mb), more compute per byte sent (larger per-replica batches), a faster interconnect, or fewer replicas",
+            Bottleneck::Input => {
+                "feed the GPU: more loader workers (num_workers), prefetching (prefetch_factor), caching decoded samples, cheaper decode"
+            }
+            Bottleneck::Transfer => {
+                "copy less and better: persistent staging buffers (pin_memory), larger batches per copy, keep data on the device"
+            }
+            Bottleneck::Compute => {
+                "do less arithmetic per sample or do it faster: mixed precision (exercise 3), better kernels, a smaller model"
+            }
+            Bottleneck::Memory => {
+                "move fewer bytes per FLOP: fuse element-wise kernels, use mixed precision (half the bytes), larger batches (matmuls reuse weights more)"
+            }
+            Bottleneck::Overhead => {
+                "give each dispatch more work and sync less: larger batches, fused kernels, fewer read-backs (log less often)"
+            }
+            Bottleneck::Communication => {
+                "hide or shrink the all-reduce: overlap it with backward (smaller buckets, bucket_cap_mb), more compute per byte sent (larger per-replica batches), a faster interconnect, or fewer replicas"
+            }
         }
     }
 }
@@ -276,7 +288,10 @@ mod tests {
         assert!((d.analysis.comm_s - 0.03).abs() < 1e-9);
         assert!(d.summary.contains("communication-bound") && d.summary.contains("bucket_cap_mb"));
         // The same run with the all-reduce hidden (0.2 ms exposed) is not.
-        let hidden: Vec<Span> = v.iter().map(|s| if s.name == stage::ALLREDUCE { Span::new(MAIN, stage::ALLREDUCE, s.start_s, s.start_s + 0.2e-3) } else { s.clone() }).collect();
+        let hidden: Vec<Span> = v
+            .iter()
+            .map(|s| if s.name == stage::ALLREDUCE { Span::new(MAIN, stage::ALLREDUCE, s.start_s, s.start_s + 0.2e-3) } else { s.clone() })
+            .collect();
         assert_ne!(diagnose(&Timeline::new("dp", hidden, String::new()), None).bottleneck, Bottleneck::Communication);
     }
 

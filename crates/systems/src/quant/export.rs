@@ -56,8 +56,13 @@ pub fn to_bytes(m: &QuantizedModel, extra: &[(&str, String)]) -> Result<Vec<u8>>
 pub fn save(path: &Path, m: &QuantizedModel, extra: &[(&str, String)]) -> Result<()> {
     let bytes = to_bytes(m, extra)?;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| Error::InvalidConfig(format!("export: {} is not a file path", path.display())))?;
-    gpulab_core::fsutil::write_atomic(dir, &format!(".{name}.tmp"), name, &bytes).map(drop).map_err(|(path, source)| Error::Io { path, source })
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| Error::InvalidConfig(format!("export: {} is not a file path", path.display())))?;
+    gpulab_core::fsutil::write_atomic(dir, &format!(".{name}.tmp"), name, &bytes)
+        .map(drop)
+        .map_err(|(path, source)| Error::Io { path, source })
 }
 
 /// Reads a quantized model written by `save`, checking every tensor against the widths.

@@ -5,7 +5,7 @@
 
 use super::HostLayer;
 use gpulab_core::error::{Error, Result};
-use gpulab_core::tensor::{prelude::*, DType, Epilogue, MemCategory};
+use gpulab_core::tensor::{DType, Epilogue, MemCategory, prelude::*};
 
 pub struct FloatMlp<B: Backend> {
     /// (weight in `dtype`, f32 bias [1, outputs], [inputs, outputs]).

@@ -73,7 +73,13 @@ mod tests {
     #[test]
     fn weight_error_is_measured_against_each_channels_half_step() {
         let f = HostLayer { weight: vec![0.5, 1.0, 0.26, -2.0], shape: [2, 2], bias: vec![0.0; 2] };
-        let q = QuantizedLayer { weight: vec![1, 1, 1, -2], shape: [2, 2], weight_scales: vec![0.5, 1.0], input_scale: None, bias: vec![0.0; 2] };
+        let q = QuantizedLayer {
+            weight: vec![1, 1, 1, -2],
+            shape: [2, 2],
+            weight_scales: vec![0.5, 1.0],
+            input_scale: None,
+            bias: vec![0.0; 2],
+        };
         let (abs, ratio) = weight_error(&f, &q);
         assert!((abs - 0.24).abs() < 1e-6 && (ratio - 0.96).abs() < 1e-5, "{abs} {ratio}");
         assert_eq!(dequantized(&q), vec![0.5, 1.0, 0.5, -2.0]);

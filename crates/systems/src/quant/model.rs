@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Observer, ObserverKind};
 use gpulab_core::error::{Error, Result};
-use gpulab_core::tensor::{prelude::*, DType, Dequant, MemCategory, QuantGranularity};
+use gpulab_core::tensor::{DType, Dequant, MemCategory, QuantGranularity, prelude::*};
 
 /// One f32 layer, as the host holds it: weight [inputs, outputs] row-major and bias [outputs].
 #[derive(Clone, Debug)]
@@ -32,14 +32,23 @@ impl HostLayer {
     pub fn from_parameters(params: &[Vec<f32>], widths: &[usize]) -> Result<Vec<HostLayer>> {
         let layers = widths.len().saturating_sub(1);
         if params.len() != 2 * layers {
-            return Err(Error::InvalidConfig(format!("{} parameter tensors for {layers} layers (expected a weight and a bias each)", params.len())));
+            return Err(Error::InvalidConfig(format!(
+                "{} parameter tensors for {layers} layers (expected a weight and a bias each)",
+                params.len()
+            )));
         }
         widths
             .windows(2)
             .zip(params.chunks_exact(2))
             .map(|(w, p)| {
                 if p[0].len() != w[0] * w[1] || p[1].len() != w[1] {
-                    return Err(Error::InvalidConfig(format!("a layer {}→{} got a weight of {} and a bias of {} values", w[0], w[1], p[0].len(), p[1].len())));
+                    return Err(Error::InvalidConfig(format!(
+                        "a layer {}→{} got a weight of {} and a bias of {} values",
+                        w[0],
+                        w[1],
+                        p[0].len(),
+                        p[1].len()
+                    )));
                 }
                 Ok(HostLayer { weight: p[0].clone(), shape: [w[0], w[1]], bias: p[1].clone() })
             })
@@ -52,12 +61,20 @@ impl HostLayer {
 pub fn calibrate<B: Backend>(b: &mut B, layers: &[HostLayer], samples: &[f32], batch: usize, kind: ObserverKind) -> Result<Vec<f32>> {
     let inputs = layers.first().map(|l| l.shape[0]).ok_or_else(|| Error::InvalidConfig("a model needs at least one layer".into()))?;
     if samples.is_empty() || samples.len() % inputs != 0 || batch == 0 {
-        return Err(Error::InvalidConfig(format!("calibration needs at least one sample of {inputs} values and a batch ≥ 1 (got {} values, batch {batch})", samples.len())));
+        return Err(Error::InvalidConfig(format!(
+            "calibration needs at least one sample of {inputs} values and a batch ≥ 1 (got {} values, batch {batch})",
+            samples.len()
+        )));
     }
     let mut observers: Vec<Observer> = layers.iter().map(|_| Observer::new(kind)).collect::<Result<_>>()?;
     let params: Vec<(B::Tensor, B::Tensor)> = layers
         .iter()
-        .map(|l| Ok((b.upload_f32(&l.weight, l.shape, MemCategory::Parameters)?, b.upload_f32(&l.bias, [1, l.shape[1]], MemCategory::Parameters)?)))
+        .map(|l| {
+            Ok((
+                b.upload_f32(&l.weight, l.shape, MemCategory::Parameters)?,
+                b.upload_f32(&l.bias, [1, l.shape[1]], MemCategory::Parameters)?,
+            ))
+        })
         .collect::<Result<_>>()?;
     for chunk in samples.chunks(batch * inputs) {
         let rows = chunk.len() / inputs;
@@ -135,7 +152,12 @@ impl QuantizedModel {
 
 /// Quantizes each layer's weight on `b` (per channel or per tensor); `act_absmax` (from
 /// `calibrate`) gives each layer's static input scale, None makes the scales dynamic.
-pub fn quantize_model<B: Backend>(b: &mut B, layers: &[HostLayer], act_absmax: Option<&[f32]>, weights: QuantGranularity) -> Result<QuantizedModel> {
+pub fn quantize_model<B: Backend>(
+    b: &mut B,
+    layers: &[HostLayer],
+    act_absmax: Option<&[f32]>,
+    weights: QuantGranularity,
+) -> Result<QuantizedModel> {
     if let Some(why) = b.quant_unavailable() {
         return Err(Error::InvalidConfig(format!("int8 inference is not available on {}: {why}", b.info().label())));
     }
@@ -207,14 +229,22 @@ impl<B: Backend> QuantMlp<B> {
     /// this gives, against all-f32, is that layer's sensitivity to quantization.
     pub fn mixed(b: &mut B, m: &QuantizedModel, float: &[HostLayer], only: usize) -> Result<Self> {
         if float.len() != m.layers.len() || only >= float.len() {
-            return Err(Error::InvalidConfig(format!("layer {only} of a model with {} quantized and {} f32 layers", m.layers.len(), float.len())));
+            return Err(Error::InvalidConfig(format!(
+                "layer {only} of a model with {} quantized and {} f32 layers",
+                m.layers.len(),
+                float.len()
+            )));
         }
         let mut layers = Vec::new();
         for (i, (q, f)) in m.layers.iter().zip(float).enumerate() {
             layers.push(if i == only {
                 int8_layer(b, q)?
             } else {
-                Layer::F32 { weight: b.upload_f32(&f.weight, f.shape, MemCategory::Parameters)?, bias: b.upload_f32(&f.bias, [1, f.shape[1]], MemCategory::Parameters)?, shape: f.shape }
+                Layer::F32 {
+                    weight: b.upload_f32(&f.weight, f.shape, MemCategory::Parameters)?,
+                    bias: b.upload_f32(&f.bias, [1, f.shape[1]], MemCategory::Parameters)?,
+                    shape: f.shape,
+                }
             });
         }
         Ok(QuantMlp { layers, weight_scales: m.layers.iter().map(|l| l.weight_scales.clone()).collect() })
@@ -257,7 +287,14 @@ impl<B: Backend> QuantMlp<B> {
                     };
                     // i32 sums finished into f32 (· s_x·s_W[j], + bias, ReLU) inside the GEMM.
                     let mut y = b.zeros([rows, shape[1]], DType::F32, MemCategory::Activations)?;
-                    b.matmul_i8_dequant(&xq, weight, &mut y, false, false, Dequant { scales: weight_scales, bias: Some(bias), relu, act_scale: Some(sx) })?;
+                    b.matmul_i8_dequant(
+                        &xq,
+                        weight,
+                        &mut y,
+                        false,
+                        false,
+                        Dequant { scales: weight_scales, bias: Some(bias), relu, act_scale: Some(sx) },
+                    )?;
                     y
                 }
                 Layer::F32 { weight, bias, shape } => {

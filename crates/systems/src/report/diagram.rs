@@ -69,18 +69,38 @@ impl Diagram {
         let mut s = format!(
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w:.0}\" height=\"{h:.0}\" viewBox=\"0 0 {w:.0} {h:.0}\" font-family=\"sans-serif\" font-size=\"12\">\n"
         );
-        s += &format!("<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n<text x=\"{MARGIN}\" y=\"{}\" font-size=\"16\" font-weight=\"bold\">{}</text>\n", MARGIN + 6.0, esc(&self.title));
-        s += &format!("<text x=\"{MARGIN}\" y=\"{}\" fill=\"#555\">{} · {}</text>\n", MARGIN + 24.0, esc(&self.caption), esc(&self.provenance.label()));
+        s += &format!(
+            "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n<text x=\"{MARGIN}\" y=\"{}\" font-size=\"16\" font-weight=\"bold\">{}</text>\n",
+            MARGIN + 6.0,
+            esc(&self.title)
+        );
+        s += &format!(
+            "<text x=\"{MARGIN}\" y=\"{}\" fill=\"#555\">{} · {}</text>\n",
+            MARGIN + 24.0,
+            esc(&self.caption),
+            esc(&self.provenance.label())
+        );
         for &(a, b) in &self.edges {
             let (Some(na), Some(nb)) = (self.nodes.get(a), self.nodes.get(b)) else { continue };
             let ((ax, ay), (bx, by)) = (rect(na), rect(nb));
             let (p, q) = edge_points((ax, ay, BOX_W, box_h), (bx, by, BOX_W, box_h));
-            s += &format!("<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#555\" stroke-width=\"1.5\"/>\n", p.0, p.1, q.0, q.1);
+            s += &format!(
+                "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#555\" stroke-width=\"1.5\"/>\n",
+                p.0, p.1, q.0, q.1
+            );
             // The head as a plain triangle (every SVG renderer draws it; not all draw markers).
             let len = ((q.0 - p.0).powi(2) + (q.1 - p.1).powi(2)).sqrt().max(1e-9);
             let (dx, dy) = ((q.0 - p.0) / len, (q.1 - p.1) / len);
             let (bx, by) = (q.0 - 9.0 * dx, q.1 - 9.0 * dy);
-            s += &format!("<polygon points=\"{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}\" fill=\"#555\"/>\n", q.0, q.1, bx - 4.5 * dy, by + 4.5 * dx, bx + 4.5 * dy, by - 4.5 * dx);
+            s += &format!(
+                "<polygon points=\"{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}\" fill=\"#555\"/>\n",
+                q.0,
+                q.1,
+                bx - 4.5 * dy,
+                by + 4.5 * dx,
+                bx + 4.5 * dy,
+                by - 4.5 * dx
+            );
         }
         for n in &self.nodes {
             let (x, y) = rect(n);
@@ -88,7 +108,9 @@ impl Diagram {
             s += &format!("<g id=\"node-{}\">\n", esc(&n.id));
             let tip: Vec<String> = n.settings.iter().map(|(k, v)| format!("{k} = {v}")).collect();
             s += &format!("<title>{}</title>\n", esc(&format!("{}\n{}", n.label, tip.join("\n"))));
-            s += &format!("<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{BOX_W}\" height=\"{box_h:.1}\" rx=\"6\" fill=\"{fill}\" stroke=\"#345\" stroke-width=\"1.2\"/>\n");
+            s += &format!(
+                "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{BOX_W}\" height=\"{box_h:.1}\" rx=\"6\" fill=\"{fill}\" stroke=\"#345\" stroke-width=\"1.2\"/>\n"
+            );
             let mut ly = y + 4.0 + LINE_H;
             s += &format!("<text x=\"{:.1}\" y=\"{ly:.1}\" font-weight=\"bold\">{}</text>\n", x + 8.0, esc(&n.label));
             for m in &n.metrics {
@@ -125,8 +147,22 @@ mod tests {
 
     #[test]
     fn svg_escapes_text_and_draws_every_box_and_arrow() {
-        let node = |id: &str, col| DiagramNode { id: id.into(), label: format!("{id} <&>"), col, row: 0, metrics: vec!["a \"b\"".into()], settings: vec![("k".into(), "v<1".into())], alerts: vec![] };
-        let d = Diagram { title: "t".into(), caption: "c".into(), nodes: vec![node("a", 0), node("b", 1)], edges: vec![(0, 1), (0, 9)], provenance: Provenance::Measured };
+        let node = |id: &str, col| DiagramNode {
+            id: id.into(),
+            label: format!("{id} <&>"),
+            col,
+            row: 0,
+            metrics: vec!["a \"b\"".into()],
+            settings: vec![("k".into(), "v<1".into())],
+            alerts: vec![],
+        };
+        let d = Diagram {
+            title: "t".into(),
+            caption: "c".into(),
+            nodes: vec![node("a", 0), node("b", 1)],
+            edges: vec![(0, 1), (0, 9)],
+            provenance: Provenance::Measured,
+        };
         let svg = d.to_svg();
         assert!(svg.contains("a &lt;&amp;&gt;") && svg.contains("a &quot;b&quot;") && svg.contains("v&lt;1"), "{svg}");
         assert_eq!(svg.matches("<rect x=").count(), 2);

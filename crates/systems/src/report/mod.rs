@@ -245,7 +245,8 @@ impl Report {
     /// Every exercise warns that a software adapter's numbers are the CPU's.
     pub fn note_software_backends(&mut self) {
         for b in self.metadata.backends.iter().filter(|b| b.software) {
-            self.notes.push(format!("{} ({}) is a software GPU: runs on your CPU. Its numbers are your CPU's, not a GPU's.", b.name, b.api));
+            self.notes
+                .push(format!("{} ({}) is a software GPU: runs on your CPU. Its numbers are your CPU's, not a GPU's.", b.name, b.api));
         }
     }
 

@@ -28,7 +28,10 @@ pub fn read_json(path: &Path) -> Result<Report> {
     // A file that is not a report is bad data in that file, not a bad setting.
     serde_json::from_slice(&bytes).map_err(|e| Error::Io {
         path: path.to_path_buf(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not a gpulab report ({e}); open a report.json written by gpulab")),
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not a gpulab report ({e}); open a report.json written by gpulab"),
+        ),
     })
 }
 
@@ -40,7 +43,8 @@ pub fn write_csv(report: &Report, path: &Path) -> Result<()> {
     for c in &report.charts {
         for s in &c.series {
             for [x, y] in &s.points {
-                w.write_record([&c.title, &c.x_label, &c.y_label, &s.name, &x.to_string(), &y.to_string(), &s.provenance.label()]).map_err(csv_err)?;
+                w.write_record([&c.title, &c.x_label, &c.y_label, &s.name, &x.to_string(), &y.to_string(), &s.provenance.label()])
+                    .map_err(csv_err)?;
             }
         }
     }
@@ -68,13 +72,15 @@ pub fn markdown(report: &Report) -> String {
     }
     for t in &report.tables {
         md.push_str(&format!("\n## {}\n\n", t.title));
-        let head: Vec<String> = t.columns.iter().map(|c| if c.unit.is_empty() { c.name.clone() } else { format!("{} ({})", c.name, c.unit) }).collect();
+        let head: Vec<String> =
+            t.columns.iter().map(|c| if c.unit.is_empty() { c.name.clone() } else { format!("{} ({})", c.name, c.unit) }).collect();
         md.push_str(&format!("| {} |\n|{}\n", head.join(" | "), " --- |".repeat(t.columns.len())));
         for r in &t.rows {
             let cells: Vec<String> = r.iter().zip(&t.columns).map(|(c, col)| c.format(col).replace('|', "\\|")).collect();
             md.push_str(&format!("| {} |\n", cells.join(" | ")));
         }
-        let sources: Vec<String> = t.columns.iter().filter_map(|c| c.provenance.as_ref().map(|p| format!("{}: {}", c.name, p.label()))).collect();
+        let sources: Vec<String> =
+            t.columns.iter().filter_map(|c| c.provenance.as_ref().map(|p| format!("{}: {}", c.name, p.label()))).collect();
         if !sources.is_empty() {
             md.push_str(&format!("\nSources — {}.\n", sources.join("; ")));
         }
@@ -126,7 +132,8 @@ pub fn write_all(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
     // Each recorded timeline also goes out as a Chrome/Perfetto trace beside the report.
     for t in &report.timelines {
         let p = dir.join(crate::profile::trace::file_name(t));
-        let bytes = serde_json::to_vec(&crate::profile::trace::to_json(t)).map_err(|e| Error::Report(format!("serialising the trace {}: {e}", p.display())))?;
+        let bytes = serde_json::to_vec(&crate::profile::trace::to_json(t))
+            .map_err(|e| Error::Report(format!("serialising the trace {}: {e}", p.display())))?;
         atomic_write(&p, &bytes)?;
         paths.push(p);
     }

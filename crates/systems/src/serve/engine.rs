@@ -11,9 +11,9 @@ use std::time::Instant;
 use super::batcher::{Batches, Prediction, Request};
 use super::metrics::EngineMetrics;
 use super::model::{DeviceModel, HostModel};
+use crate::nn::Workspace;
 use gpulab_core::device::Device;
 use gpulab_core::error::{Error, Result};
-use crate::nn::Workspace;
 use gpulab_core::tensor::{Backend, BackendInfo, MemoryReport};
 use gpulab_core::with_backend;
 

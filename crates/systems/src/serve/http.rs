@@ -105,7 +105,8 @@ impl Server {
         let version = model.version.clone();
         let engine = Engine::start(cfg.device.clone(), model, batches, metrics.engine.clone())?;
         let ready = engine.ready.clone();
-        let state = Arc::new(AppState { queue, metrics, version: version.clone(), backend: ready.backend.label(), max_body: cfg.max_body_bytes });
+        let state =
+            Arc::new(AppState { queue, metrics, version: version.clone(), backend: ready.backend.label(), max_body: cfg.max_body_bytes });
         let (stop, stopped) = oneshot::channel::<()>();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(cfg.http_threads)
@@ -177,11 +178,7 @@ async fn shutdown_signal(stopped: oneshot::Receiver<()>, on_signals: bool) {
 }
 
 fn router(state: Arc<AppState>) -> Router {
-    Router::new()
-        .route("/v1/predict", post(predict))
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
-        .with_state(state)
+    Router::new().route("/v1/predict", post(predict)).route("/healthz", get(healthz)).route("/metrics", get(metrics)).with_state(state)
 }
 
 fn error(status: StatusCode, msg: String) -> Response {
@@ -234,7 +231,8 @@ fn bad(msg: String) -> Failure {
 
 /// Parses and checks a request body into its inputs; every problem is named.
 pub fn parse_inputs(bytes: &[u8], features: usize) -> std::result::Result<Vec<Vec<f32>>, String> {
-    let body: PredictBody = serde_json::from_slice(bytes).map_err(|e| format!("malformed JSON body: {e}; send {{\"input\": [..]}} or {{\"inputs\": [[..], ..]}}"))?;
+    let body: PredictBody = serde_json::from_slice(bytes)
+        .map_err(|e| format!("malformed JSON body: {e}; send {{\"input\": [..]}} or {{\"inputs\": [[..], ..]}}"))?;
     let inputs = match (body.input, body.inputs) {
         (Some(x), None) => vec![x],
         (None, Some(xs)) => xs,
@@ -273,7 +271,12 @@ async fn answer(s: &AppState, body: Body) -> std::result::Result<PredictResponse
             .map_err(|_| (StatusCode::INTERNAL_SERVER_ERROR, "the inference thread stopped before answering".to_string()))?
             .map_err(|m| (StatusCode::INTERNAL_SERVER_ERROR, m))?;
         s.metrics.queue_wait(p.queue_wait.as_secs_f64());
-        predictions.push(PredictionJson { class: p.class, probabilities: p.probabilities, queue_wait_us: p.queue_wait.as_micros() as u64, batch_size: p.batch_size });
+        predictions.push(PredictionJson {
+            class: p.class,
+            probabilities: p.probabilities,
+            queue_wait_us: p.queue_wait.as_micros() as u64,
+            batch_size: p.batch_size,
+        });
     }
     Ok(PredictResponse { model_version: s.version.clone(), predictions })
 }

@@ -111,7 +111,9 @@ impl Target {
         let host = base.host().unwrap_or("");
         let loopback = host == "localhost" || host.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
         if !loopback {
-            return Err(Error::InvalidConfig(format!("--url host {host:?} is not loopback; the load generator only targets 127.0.0.1 / localhost / ::1")));
+            return Err(Error::InvalidConfig(format!(
+                "--url host {host:?} is not loopback; the load generator only targets 127.0.0.1 / localhost / ::1"
+            )));
         }
         let authority = base.authority().map(|a| a.as_str().to_string()).unwrap_or_default();
         let uri = format!("http://{authority}/v1/predict").parse().map_err(|e| Error::InvalidConfig(format!("--url {url:?}: {e}")))?;
@@ -211,7 +213,13 @@ async fn drive(target: Target, payloads: Arc<Vec<Payload>>, spec: LoadSpec, samp
                 tasks.spawn(async move {
                     let (outcome, queue_wait_s, batch_size) = t.call(&p[i % p.len()]).await;
                     let done = Instant::now();
-                    let s = Sample { due_s: (due - start).as_secs_f64(), latency_s: (done - due).as_secs_f64(), outcome, queue_wait_s, batch_size };
+                    let s = Sample {
+                        due_s: (due - start).as_secs_f64(),
+                        latency_s: (done - due).as_secs_f64(),
+                        outcome,
+                        queue_wait_s,
+                        batch_size,
+                    };
                     a.lock().unwrap_or_else(|p| p.into_inner()).push((i, s));
                 });
                 sent += 1;
@@ -226,7 +234,13 @@ async fn drive(target: Target, payloads: Arc<Vec<Payload>>, spec: LoadSpec, samp
             let mut out: Vec<Sample> = got.into_iter().map(|(_, s)| s).collect();
             // A request not answered within the drain time counts with the time it waited.
             for (d, _) in dues.iter().zip(&seen).filter(|(_, seen)| !**seen) {
-                out.push(Sample { due_s: (*d - start).as_secs_f64(), latency_s: (now - *d).as_secs_f64(), outcome: Outcome::Unanswered, queue_wait_s: None, batch_size: None });
+                out.push(Sample {
+                    due_s: (*d - start).as_secs_f64(),
+                    latency_s: (now - *d).as_secs_f64(),
+                    outcome: Outcome::Unanswered,
+                    queue_wait_s: None,
+                    batch_size: None,
+                });
             }
             samples.lock().unwrap_or_else(|p| p.into_inner()).extend(out);
         }
@@ -236,11 +250,21 @@ async fn drive(target: Target, payloads: Arc<Vec<Payload>>, spec: LoadSpec, samp
                 let (t, p, s, budget) = (target.clone(), payloads.clone(), samples.clone(), budget.clone());
                 tasks.spawn(async move {
                     let mut i = c;
-                    while Instant::now() < end && budget.fetch_update(std::sync::atomic::Ordering::AcqRel, std::sync::atomic::Ordering::Acquire, |b| b.checked_sub(1)).is_ok() {
+                    while Instant::now() < end
+                        && budget
+                            .fetch_update(std::sync::atomic::Ordering::AcqRel, std::sync::atomic::Ordering::Acquire, |b| b.checked_sub(1))
+                            .is_ok()
+                    {
                         let due = Instant::now();
                         let (outcome, queue_wait_s, batch_size) = t.call(&p[i % p.len()]).await;
                         let done = Instant::now();
-                        s.lock().unwrap_or_else(|p| p.into_inner()).push(Sample { due_s: (due - start).as_secs_f64(), latency_s: (done - due).as_secs_f64(), outcome, queue_wait_s, batch_size });
+                        s.lock().unwrap_or_else(|p| p.into_inner()).push(Sample {
+                            due_s: (due - start).as_secs_f64(),
+                            latency_s: (done - due).as_secs_f64(),
+                            outcome,
+                            queue_wait_s,
+                            batch_size,
+                        });
                         i += concurrency;
                     }
                 });
@@ -292,7 +316,8 @@ impl LoadResult {
 /// unanswered requests (an unanswered one counts with the time it had waited).
 pub fn summarize(samples: &[Sample], wall_s: f64) -> LoadSummary {
     let count = |o: Outcome| samples.iter().filter(|s| s.outcome == o).count();
-    let mut lat: Vec<f64> = samples.iter().filter(|s| matches!(s.outcome, Outcome::Ok | Outcome::Unanswered)).map(|s| s.latency_s * 1e3).collect();
+    let mut lat: Vec<f64> =
+        samples.iter().filter(|s| matches!(s.outcome, Outcome::Ok | Outcome::Unanswered)).map(|s| s.latency_s * 1e3).collect();
     let q = |v: &mut Vec<f64>, p: f64| quantile(v, p).unwrap_or(0.0);
     let waits: Vec<f64> = samples.iter().filter_map(|s| s.queue_wait_s).collect();
     let mut sizes = std::collections::BTreeMap::new();
@@ -328,14 +353,23 @@ pub fn random_inputs(features: usize, n: usize, seed: u64) -> Vec<Vec<f32>> {
 /// The feature count a running server's model takes, from its `/healthz`.
 pub fn server_features(url: &str) -> Result<usize> {
     let Target::Http { client, uri } = Target::http(url)? else { unreachable!("Target::http makes an HTTP target") };
-    let health: hyper::Uri = format!("http://{}/healthz", uri.authority().map(|a| a.as_str()).unwrap_or("")).parse().map_err(|e| Error::InvalidConfig(format!("--url {url:?}: {e}")))?;
+    let health: hyper::Uri = format!("http://{}/healthz", uri.authority().map(|a| a.as_str()).unwrap_or(""))
+        .parse()
+        .map_err(|e| Error::InvalidConfig(format!("--url {url:?}: {e}")))?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| Error::Internal(format!("runtime: {e}")))?;
     rt.block_on(async move {
-        let unreachable = |e: String| Error::InvalidConfig(format!("no gpulab server answers at {url}: {e}; start one with `gpulab serve`"));
+        let unreachable =
+            |e: String| Error::InvalidConfig(format!("no gpulab server answers at {url}: {e}; start one with `gpulab serve`"));
         let req = hyper::Request::get(health).body(Full::new(Bytes::new())).map_err(|e| unreachable(e.to_string()))?;
-        let resp = tokio::time::timeout(Duration::from_secs(5), client.request(req)).await.map_err(|_| unreachable("no answer in 5 s".into()))?.map_err(|e| unreachable(e.to_string()))?;
+        let resp = tokio::time::timeout(Duration::from_secs(5), client.request(req))
+            .await
+            .map_err(|_| unreachable("no answer in 5 s".into()))?
+            .map_err(|e| unreachable(e.to_string()))?;
         let body = resp.into_body().collect().await.map_err(|e| unreachable(e.to_string()))?.to_bytes();
         let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| unreachable(format!("/healthz is not JSON: {e}")))?;
-        v.get("features").and_then(|f| f.as_u64()).map(|f| f as usize).ok_or_else(|| unreachable("/healthz does not say how many features the model takes".into()))
+        v.get("features")
+            .and_then(|f| f.as_u64())
+            .map(|f| f as usize)
+            .ok_or_else(|| unreachable("/healthz does not say how many features the model takes".into()))
     })
 }

@@ -118,8 +118,14 @@ impl ServerMetrics {
         let counter = |name: &'static str| rec.register_counter(&key(name, vec![]), &META);
         let gauge = |name: &'static str| rec.register_gauge(&key(name, vec![]), &META);
         let hist = |name: &'static str| rec.register_histogram(&key(name, vec![]), &META);
-        let responses = STATUSES.iter().map(|&s| (s, rec.register_counter(&key(RESPONSES, vec![Label::new("status", s.to_string())]), &META))).collect();
-        let info = rec.register_gauge(&key(MODEL_INFO, vec![Label::new("version", model_version.to_string()), Label::new("backend", backend.to_string())]), &META);
+        let responses = STATUSES
+            .iter()
+            .map(|&s| (s, rec.register_counter(&key(RESPONSES, vec![Label::new("status", s.to_string())]), &META)))
+            .collect();
+        let info = rec.register_gauge(
+            &key(MODEL_INFO, vec![Label::new("version", model_version.to_string()), Label::new("backend", backend.to_string())]),
+            &META,
+        );
         info.set(1.0);
         let queue_depth = gauge(QUEUE_DEPTH);
         queue_depth.set(0.0);

@@ -9,12 +9,12 @@ use std::path::PathBuf;
 use crate::checkpoint::format::{bias_name, weight_name};
 use crate::checkpoint::store;
 use crate::data::{self, Dataset, DatasetSpec};
-use gpulab_core::device::Device;
-use gpulab_core::error::{Error, Result};
 use crate::nn::{Mlp, MlpConfig, Workspace, forward_layers};
 use crate::quant::{self, QuantMlp, QuantizedModel};
-use gpulab_core::tensor::{Backend, MemCategory};
 use crate::train::{self, Inline, NullSink, StepDone, TrainConfig, TrainHooks};
+use gpulab_core::device::Device;
+use gpulab_core::error::{Error, Result};
+use gpulab_core::tensor::{Backend, MemCategory};
 use gpulab_core::with_backend;
 
 /// Where the served model comes from.
@@ -48,11 +48,24 @@ impl HostModel {
         self.arch.validate()?;
         let widths = self.arch.widths();
         if self.layers.len() + 1 != widths.len() {
-            return Err(Error::InvalidConfig(format!("model has {} layers but architecture {} needs {}", self.layers.len(), self.arch.describe(), widths.len() - 1)));
+            return Err(Error::InvalidConfig(format!(
+                "model has {} layers but architecture {} needs {}",
+                self.layers.len(),
+                self.arch.describe(),
+                widths.len() - 1
+            )));
         }
         for (i, ((w, b), io)) in self.layers.iter().zip(widths.windows(2)).enumerate() {
             if w.len() != io[0] * io[1] || b.len() != io[1] {
-                return Err(Error::InvalidConfig(format!("layer {i} holds {} weights and {} biases; {} needs {}×{} and {}", w.len(), b.len(), self.arch.describe(), io[0], io[1], io[1])));
+                return Err(Error::InvalidConfig(format!(
+                    "layer {i} holds {} weights and {} biases; {} needs {}×{} and {}",
+                    w.len(),
+                    b.len(),
+                    self.arch.describe(),
+                    io[0],
+                    io[1],
+                    io[1]
+                )));
             }
         }
         Ok(())
@@ -99,7 +112,12 @@ pub fn from_checkpoint(path: &std::path::Path) -> Result<HostModel> {
     crate::checkpoint::format::check_fits(&ck, &arch, ck.meta.hyperparameters.optimizer, path)?;
     let mut layers = Vec::new();
     for i in 0..arch.widths().len() - 1 {
-        let get = |n: String| ck.tensors.get(&n).map(|t| t.data.clone()).ok_or_else(|| Error::InvalidConfig(format!("checkpoint {} lacks {n}", path.display())));
+        let get = |n: String| {
+            ck.tensors
+                .get(&n)
+                .map(|t| t.data.clone())
+                .ok_or_else(|| Error::InvalidConfig(format!("checkpoint {} lacks {n}", path.display())))
+        };
         layers.push((get(weight_name(i))?, get(bias_name(i))?));
     }
     let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("checkpoint");
@@ -170,7 +188,13 @@ pub fn train_first(dataset: &str, cfg: &TrainConfig, backend: &Device) -> Result
     let layers = params.chunks_exact(2).map(|p| (p[0].clone(), p[1].clone())).collect();
     let m = HostModel {
         version: format!("trained-{}-steps-seed-{}", report.steps, cfg.seed),
-        source: format!("trained first: {} on {} for {} epoch(s), validation accuracy {:.3}", arch.describe(), data.name, cfg.epochs, report.final_val_accuracy),
+        source: format!(
+            "trained first: {} on {} for {} epoch(s), validation accuracy {:.3}",
+            arch.describe(),
+            data.name,
+            cfg.epochs,
+            report.final_val_accuracy
+        ),
         arch,
         layers,
         int8: None,
@@ -193,7 +217,12 @@ impl<B: Backend> DeviceModel<B> {
     pub fn upload(b: &mut B, m: &HostModel) -> Result<Self> {
         m.validate()?;
         if let Some(q) = &m.int8 {
-            return Ok(DeviceModel { arch: m.arch.clone(), weights: Vec::new(), biases: Vec::new(), int8: Some(QuantMlp::from_model(b, q)?) });
+            return Ok(DeviceModel {
+                arch: m.arch.clone(),
+                weights: Vec::new(),
+                biases: Vec::new(),
+                int8: Some(QuantMlp::from_model(b, q)?),
+            });
         }
         let widths = m.arch.widths();
         let mut weights = Vec::new();

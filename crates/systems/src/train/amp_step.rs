@@ -18,9 +18,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::step::{Phases, StepBuffers, no_scaler};
-use gpulab_core::error::{Error, Result};
 use crate::nn::cnn::StemWorkspace;
 use crate::nn::{Accumulators, AmpConfig, GradScaler, GradScalerState, Mlp, MlpConfig, Optimizer, Param, Totals};
+use gpulab_core::error::{Error, Result};
 use gpulab_core::tensor::scaler::{self, AmpOptimizer, SKIPPED_BIT, ScalerRule, word};
 use gpulab_core::tensor::{Backend, DType, Epilogue, HostData, MemCategory, TensorMeta};
 
@@ -72,10 +72,16 @@ impl<B: Backend> AmpWorkspace<B> {
         let widths = cfg.widths();
         let hidden = &widths[1..widths.len() - 1];
         let acts = hidden.iter().map(|&w| b.zeros([batch, w], dt, MemCategory::Activations)).collect::<Result<_>>()?;
-        let grads = if with_grads { widths[1..].iter().map(|&w| b.zeros([batch, w], dt, MemCategory::Activations)).collect::<Result<_>>()? } else { Vec::new() };
+        let grads = if with_grads {
+            widths[1..].iter().map(|&w| b.zeros([batch, w], dt, MemCategory::Activations)).collect::<Result<_>>()?
+        } else {
+            Vec::new()
+        };
         let stem = match &cfg.conv {
             None => None,
-            Some(c) => Some((StemWorkspace::new(b, c, batch, with_grads, dt)?, b.zeros([batch, cfg.dense_input()], dt, MemCategory::Activations)?)),
+            Some(c) => {
+                Some((StemWorkspace::new(b, c, batch, with_grads, dt)?, b.zeros([batch, cfg.dense_input()], dt, MemCategory::Activations)?))
+            }
         };
         let x_type = if stem.is_some() { DType::F32 } else { dt };
         Ok(AmpWorkspace {
@@ -158,7 +164,13 @@ impl<B: Backend> Amp<B> {
         let stem_w16 = model.stem.iter().flat_map(|s| &s.weights).map(|w| copy(b, w)).collect::<Result<_>>()?;
         let scaler = if cfg.scaling() { Some(GradScaler::new(cfg.scaler)?) } else { None };
         let c = cfg.scaler;
-        let rule = ScalerRule { scaling: scaler.is_some(), growth_factor: c.growth_factor, backoff_factor: c.backoff_factor, growth_interval: c.growth_interval, min_scale: c.min_scale };
+        let rule = ScalerRule {
+            scaling: scaler.is_some(),
+            growth_factor: c.growth_factor,
+            backoff_factor: c.backoff_factor,
+            growth_interval: c.growth_interval,
+            min_scale: c.min_scale,
+        };
         let steps_base = model.step as u64;
         let mut state = b.zeros([1, scaler::STATE_WORDS], DType::U32, MemCategory::OptimizerState)?;
         b.write_u32(&mut state, &scaler::state_words(scaler.map_or(1.0, |s| s.scale()), 0, model.step))?;
@@ -201,7 +213,10 @@ impl<B: Backend> Amp<B> {
         }
         self.unlogged.clear();
         if let Some(s) = self.scaler.as_mut() {
-            s.state = GradScalerState { scale: f32::from_bits(*state.get(word::SCALE).ok_or_else(short)?), growth_tracker: *state.get(word::TRACKER).ok_or_else(short)? };
+            s.state = GradScalerState {
+                scale: f32::from_bits(*state.get(word::SCALE).ok_or_else(short)?),
+                growth_tracker: *state.get(word::TRACKER).ok_or_else(short)?,
+            };
         }
         Ok(())
     }
@@ -306,7 +321,15 @@ impl<B: Backend> Phases<B> for Amp<B> {
             b.sum_cols(&ws.grads[i], &mut model.biases[i].grad)?;
             if i > 0 {
                 let (before, after) = ws.grads.split_at_mut(i);
-                b.matmul16(&after[0], &self.w16[i], &mut before[i - 1], false, true, Epilogue::ReluMask(&ws.acts[i - 1]), ws.acc.grad16.as_mut())?;
+                b.matmul16(
+                    &after[0],
+                    &self.w16[i],
+                    &mut before[i - 1],
+                    false,
+                    true,
+                    Epilogue::ReluMask(&ws.acts[i - 1]),
+                    ws.acc.grad16.as_mut(),
+                )?;
             }
         }
         if let Some(stem) = model.stem.as_mut() {

@@ -1,7 +1,7 @@
 use serde::{Deserialize, Serialize};
 
-use gpulab_core::error::{Error, Result};
 use crate::nn::{AmpConfig, ModelKind, Optimizer, OptimizerKind};
+use gpulab_core::error::{Error, Result};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrainConfig {

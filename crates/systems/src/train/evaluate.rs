@@ -2,8 +2,8 @@
 
 use super::step::{Phases, StepBuffers};
 use crate::data::{Dataset, batcher};
-use gpulab_core::error::Result;
 use crate::nn::{Mlp, Totals, take_totals};
+use gpulab_core::error::Result;
 use gpulab_core::tensor::Backend;
 
 /// Mean loss and accuracy over the whole validation split, in `phases`' precision. A

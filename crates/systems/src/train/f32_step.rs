@@ -2,8 +2,8 @@
 
 use super::AmpReport;
 use super::step::{Phases, StepBuffers};
-use gpulab_core::error::Result;
 use crate::nn::{Accumulators, Mlp, MlpConfig, Workspace};
+use gpulab_core::error::Result;
 use gpulab_core::tensor::Backend;
 
 /// Plain f32 training: every tensor f32, no loss scaling.

@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use gpulab_core::error::Result;
 use crate::nn::{GradScalerState, Mlp};
+use gpulab_core::error::Result;
 use gpulab_core::tensor::Backend;
 
 /// Where training stands: steps done, and the epoch and batch index the next step takes

@@ -8,11 +8,11 @@ use super::feed::{Feed, Inline};
 use super::step::{Phases, Step};
 use super::{LoaderPosition, NoHooks, StepDone, TrainConfig, TrainEvent, TrainHooks, TrainSink};
 use crate::data::{Dataset, batcher};
-use gpulab_core::error::{Error, Result};
 use crate::nn::{Mlp, MlpConfig, Totals};
+use gpulab_core::error::{Error, Result};
 use gpulab_core::spans::stage;
-use gpulab_core::tensor::{Backend, BackendInfo, MemoryReport};
 pub use gpulab_core::stats::median;
+use gpulab_core::tensor::{Backend, BackendInfo, MemoryReport};
 
 /// One epoch's figures. Losses and accuracies are measured on this run's data; times are wall
 /// clock on this machine; `gpu_busy_s` is derived from GPU timestamp queries.
@@ -63,7 +63,13 @@ pub fn train<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mu
 }
 
 /// `train`, with batches from `feed` and each step's stages reported to it.
-pub fn train_fed<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig, sink: &mut dyn TrainSink, feed: &mut dyn Feed<B>) -> Result<TrainReport> {
+pub fn train_fed<B: Backend>(
+    b: &mut B,
+    data: &Dataset,
+    cfg: &TrainConfig,
+    sink: &mut dyn TrainSink,
+    feed: &mut dyn Feed<B>,
+) -> Result<TrainReport> {
     train_with(b, data, cfg, sink, &mut NoHooks, feed)
 }
 
@@ -88,7 +94,10 @@ pub fn train_with<B: Backend>(
     let steps_per_epoch = batcher::batches_per_epoch(n, batch, false) as u64;
     let start = hooks.restore(b, &mut model)?.unwrap_or_default();
     if start.epoch > cfg.epochs || start.batch >= steps_per_epoch as usize {
-        return Err(Error::InvalidConfig(format!("cannot resume at epoch {} batch {}: the run has {} epochs of {steps_per_epoch} batches", start.epoch, start.batch, cfg.epochs)));
+        return Err(Error::InvalidConfig(format!(
+            "cannot resume at epoch {} batch {}: the run has {} epochs of {steps_per_epoch} batches",
+            start.epoch, start.batch, cfg.epochs
+        )));
     }
     sink.event(TrainEvent::Started { total_steps: steps_per_epoch * cfg.epochs as u64, steps_per_epoch });
     let run = Run { data, cfg, sink, hooks, feed, model_cfg, start, n, batch, steps_per_epoch };
@@ -205,7 +214,8 @@ fn run_steps<B: Backend, P: Phases<B>>(b: &mut B, run: Run<'_, B>, mut model: Ml
                 (win_steps, win_seen) = (0, 0);
                 win_start = Instant::now();
             }
-            let next = if last { LoaderPosition { step, epoch: epoch + 1, batch: 0 } } else { LoaderPosition { step, epoch, batch: i + 1 } };
+            let next =
+                if last { LoaderPosition { step, epoch: epoch + 1, batch: 0 } } else { LoaderPosition { step, epoch, batch: i + 1 } };
             let mut done = StepDone { next, epoch_end: last, run_end: last && epoch + 1 == cfg.epochs, scaler: None };
             // Only a step the hooks will save reads the device state (a sync).
             if hooks.wants_state(&done) {

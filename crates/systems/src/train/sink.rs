@@ -5,11 +5,23 @@ use gpulab_core::tensor::MemoryReport;
 #[derive(Clone, Debug)]
 pub enum TrainEvent {
     /// Before the first step: total steps planned.
-    Started { total_steps: u64, steps_per_epoch: u64 },
+    Started {
+        total_steps: u64,
+        steps_per_epoch: u64,
+    },
     /// Loss and accuracy over the steps since the last read-back (read every `log_every` steps),
     /// the window's wall seconds, its GPU busy seconds (timestamps; None without them) and the
     /// memory ledger at its end.
-    Progress { step: u64, epoch: usize, loss: f64, accuracy: f64, samples_per_s: f64, window_s: f64, gpu_busy_s: Option<f64>, memory: MemoryReport },
+    Progress {
+        step: u64,
+        epoch: usize,
+        loss: f64,
+        accuracy: f64,
+        samples_per_s: f64,
+        window_s: f64,
+        gpu_busy_s: Option<f64>,
+        memory: MemoryReport,
+    },
     Epoch(EpochSummary),
 }
 

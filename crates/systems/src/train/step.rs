@@ -8,8 +8,8 @@ use std::marker::PhantomData;
 
 use super::AmpReport;
 use crate::data::Dataset;
-use gpulab_core::error::{Error, Result};
 use crate::nn::{Accumulators, GradScalerState, Mlp, MlpConfig, Totals, take_totals, take_totals_with};
+use gpulab_core::error::{Error, Result};
 use gpulab_core::tensor::{Backend, HostData};
 
 /// The buffers a pass over one batch size runs on.
@@ -69,7 +69,9 @@ pub trait Phases<B: Backend> {
 
 /// A checkpoint's scaler state offered to a run that does not scale its loss.
 pub(super) fn no_scaler() -> Error {
-    Error::InvalidConfig("the checkpoint holds a loss scaler's state but this run does not scale its loss; resume with the checkpoint's precision".into())
+    Error::InvalidConfig(
+        "the checkpoint holds a loss scaler's state but this run does not scale its loss; resume with the checkpoint's precision".into(),
+    )
 }
 
 /// The full-batch workspace and, once an epoch ends on a short batch, one for that size: the

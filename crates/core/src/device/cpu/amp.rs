@@ -44,7 +44,9 @@ fn stats_add(stats: Option<&mut CpuTensor>, nonzero: u64, flushed: u64) -> Resul
 fn round_into(src: &[f32], out: &mut [u16], dt: DType) -> (u64, u64) {
     let chunk = |(o, s): (&mut [u16], &[f32])| {
         float16::encode_into(dt, s, o);
-        s.iter().zip(o.iter()).fold((0u64, 0u64), |(nz, fl), (&v, &b)| (nz + (v != 0.0) as u64, fl + (v != 0.0 && float16::is_zero_bits(b)) as u64))
+        s.iter()
+            .zip(o.iter())
+            .fold((0u64, 0u64), |(nz, fl), (&v, &b)| (nz + (v != 0.0) as u64, fl + (v != 0.0 && float16::is_zero_bits(b)) as u64))
     };
     if src.len() >= ops::PAR_THRESHOLD {
         out.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).map(chunk).reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
@@ -78,7 +80,17 @@ pub fn cast(x: &CpuTensor, out: &mut CpuTensor, stats: Option<&mut CpuTensor>) -
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn matmul16(a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: bool, epi: Epilogue<'_, CpuTensor>, stats: Option<&mut CpuTensor>, threads: usize, bf16: Bf16Path) -> Result<()> {
+pub fn matmul16(
+    a: &CpuTensor,
+    b: &CpuTensor,
+    c: &mut CpuTensor,
+    ta: bool,
+    tb: bool,
+    epi: Epilogue<'_, CpuTensor>,
+    stats: Option<&mut CpuTensor>,
+    threads: usize,
+    bf16: Bf16Path,
+) -> Result<()> {
     let (m, n, k) = checks::matmul16(a, b, c, ta, tb, &epi, stats.as_deref())?;
     // The epilogue on row i's sums for the columns from j0, applied as each block of sums is
     // finished (inside the bf16 kernel) or row by row after the widened f32 GEMM.
@@ -95,7 +107,9 @@ pub fn matmul16(a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: b
         Epilogue::ReluMask(act) => {
             let at = i * n + j0;
             match &act.data {
-                Storage::Bits16(bits, dt) => sums.iter_mut().zip(&bits[at..]).for_each(|(g, &a)| *g = if float16::widen(*dt, a) > 0.0 { *g } else { 0.0 }),
+                Storage::Bits16(bits, dt) => {
+                    sums.iter_mut().zip(&bits[at..]).for_each(|(g, &a)| *g = if float16::widen(*dt, a) > 0.0 { *g } else { 0.0 })
+                }
                 _ => sums.iter_mut().zip(&act.f32()[at..]).for_each(|(g, &a)| *g = if a > 0.0 { *g } else { 0.0 }),
             }
         }
@@ -127,7 +141,9 @@ pub fn matmul16(a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: b
                 if !count {
                     return [0, 0];
                 }
-                sums.iter().zip(o.iter()).fold([0, 0], |[nz, fl], (&v, &b)| [nz + (v != 0.0) as u64, fl + (v != 0.0 && float16::is_zero_bits(b)) as u64])
+                sums.iter()
+                    .zip(o.iter())
+                    .fold([0, 0], |[nz, fl], (&v, &b)| [nz + (v != 0.0) as u64, fl + (v != 0.0 && float16::is_zero_bits(b)) as u64])
             };
             let counts = match native(&mut |x, y| gemm_bf16_into(x, y, out, m, n, k, ta, tb, bf16, &store)) {
                 Some(c) => c,
@@ -165,7 +181,14 @@ pub fn unscale_check(g: &mut CpuTensor, state: &mut CpuTensor) -> Result<()> {
     Ok(())
 }
 
-pub fn amp_update(p: &mut CpuTensor, g: &CpuTensor, slots: &mut [CpuTensor], opt: AmpOptimizer<'_, CpuTensor>, state: &CpuTensor, w16: Option<&mut CpuTensor>) -> Result<()> {
+pub fn amp_update(
+    p: &mut CpuTensor,
+    g: &CpuTensor,
+    slots: &mut [CpuTensor],
+    opt: AmpOptimizer<'_, CpuTensor>,
+    state: &CpuTensor,
+    w16: Option<&mut CpuTensor>,
+) -> Result<()> {
     checks::amp_update(p, g, slots, &opt, state, w16.as_deref())?;
     let words = state.u32();
     if words[word::FOUND_INF] != 0 {

@@ -54,7 +54,9 @@ impl CoreOps for CpuBackend {
         for t in ts {
             checks::not_quant("read_many", *t)?;
         }
-        ts.iter().map(|t| if t.dtype() == DType::U32 { self.read_u32(t).map(HostData::U32) } else { self.read_f32(t).map(HostData::F32) }).collect()
+        ts.iter()
+            .map(|t| if t.dtype() == DType::U32 { self.read_u32(t).map(HostData::U32) } else { self.read_f32(t).map(HostData::F32) })
+            .collect()
     }
 
     fn read_f32_into(&mut self, ts: &[&CpuTensor], out: &mut Vec<f32>) -> Result<()> {
@@ -193,7 +195,9 @@ impl CoreOps for CpuBackend {
             Storage::F32(v) => v.fill(value),
             Storage::U32(v) => v.fill(value as u32),
             Storage::Bits16(v, dt) => v.fill(crate::tensor::float16::round_bits(*dt, value)),
-            Storage::I8(_) | Storage::I32(_) => return Err(crate::error::Error::Internal("checks::not_quant let an int8 fill through".into())),
+            Storage::I8(_) | Storage::I32(_) => {
+                return Err(crate::error::Error::Internal("checks::not_quant let an int8 fill through".into()));
+            }
         }
         Ok(())
     }

@@ -73,7 +73,18 @@ pub fn gemm_bf16(a: &[u16], b: &[u16], c: &mut [f32], m: usize, n: usize, k: usi
 /// cost no pass of their own; AMX stores its tiles first. Returns the sum of what the calls
 /// returned (a rounding's [nonzero, flushed] counts), or None for a path this CPU lacks.
 #[allow(clippy::too_many_arguments)]
-pub fn gemm_bf16_into<O: Send, S: RowStore<O>>(a: &[u16], b: &[u16], c: &mut [O], m: usize, n: usize, k: usize, ta: bool, tb: bool, path: Bf16Path, store: &S) -> Option<[u64; 2]> {
+pub fn gemm_bf16_into<O: Send, S: RowStore<O>>(
+    a: &[u16],
+    b: &[u16],
+    c: &mut [O],
+    m: usize,
+    n: usize,
+    k: usize,
+    ta: bool,
+    tb: bool,
+    path: Bf16Path,
+    store: &S,
+) -> Option<[u64; 2]> {
     use super::pairs::{Pad, pack_a, pack_b};
     if path == Bf16Path::Widen || !path.available() {
         return None;
@@ -85,7 +96,14 @@ pub fn gemm_bf16_into<O: Send, S: RowStore<O>>(a: &[u16], b: &[u16], c: &mut [O]
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
         Bf16Path::Amx => {
             let mut sums = vec![0f32; m * n];
-            amx::gemm(&pack_a(a, m, k, ta, amx::PAD, |v| v), &pack_b(b, n, k, tb, amx::NR, amx::PAD, |v| v), &mut sums, m, n, amx::PAD.words(k));
+            amx::gemm(
+                &pack_a(a, m, k, ta, amx::PAD, |v| v),
+                &pack_b(b, n, k, tb, amx::NR, amx::PAD, |v| v),
+                &mut sums,
+                m,
+                n,
+                amx::PAD.words(k),
+            );
             Some(store_rows(&mut sums, c, n, store))
         }
         #[cfg(target_arch = "x86_64")]
@@ -174,7 +192,13 @@ mod amx {
         rows: [u8; 16],
     }
 
-    const CONFIG: Config = Config { palette: 1, start_row: 0, reserved: [0; 14], colsb: [64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0], rows: [16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0] };
+    const CONFIG: Config = Config {
+        palette: 1,
+        start_row: 0,
+        reserved: [0; 14],
+        colsb: [64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0],
+        rows: [16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0],
+    };
 
     /// c = a·b: a as rows (a multiple of 32) of `kw` words (`pairs::pack_a` with PAD), b as
     /// panels of NR columns of `kw` words each (`pairs::pack_b` with PAD).
@@ -308,7 +332,9 @@ mod dp {
         let bp = panel.as_ptr();
         for p in 0..kp {
             // SAFETY (for the unsafe ops below): panel holds kp·NR words, a[r] kp words.
-            let bv: [__m512bh; NV] = std::array::from_fn(|v| unsafe { std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(bp.add(p * NR + 16 * v) as *const __m512i)) });
+            let bv: [__m512bh; NV] = std::array::from_fn(|v| unsafe {
+                std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(bp.add(p * NR + 16 * v) as *const __m512i))
+            });
             for r in 0..MR {
                 let word = unsafe { *a[r].get_unchecked(p) };
                 let av: __m512bh = unsafe { std::mem::transmute::<__m512i, __m512bh>(_mm512_set1_epi32(word as i32)) };
@@ -347,7 +373,18 @@ mod tests {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
         // AMX: rows past a block of 32, columns past a pair of 16-wide tiles (an odd last
         // panel), k past steps of 32; the vector kernel: its 6 × 64 tiles.
-        for &(m, n, k) in &[(1, 1, 1), (3, 5, 7), (7, 65, 33), (25, 64, 2), (70, 130, 9), (33, 1, 257), (5, 200, 0), (49, 129, 128), (64, 48, 64), (97, 17, 95)] {
+        for &(m, n, k) in &[
+            (1, 1, 1),
+            (3, 5, 7),
+            (7, 65, 33),
+            (25, 64, 2),
+            (70, 130, 9),
+            (33, 1, 257),
+            (5, 200, 0),
+            (49, 129, 128),
+            (64, 48, 64),
+            (97, 17, 95),
+        ] {
             for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
                 let a: Vec<u16> = (0..m * k).map(|_| float16::round_bits(DType::BF16, rng.random_range(-2.0..2.0))).collect();
                 let b: Vec<u16> = (0..k * n).map(|_| float16::round_bits(DType::BF16, rng.random_range(-2.0..2.0))).collect();
@@ -373,4 +410,3 @@ mod tests {
         }
     }
 }
-

@@ -31,7 +31,10 @@ impl I8Path {
     /// The fastest path this CPU runs.
     pub fn detect() -> I8Path {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512bw") && std::arch::is_x86_feature_detected!("avx512vnni") {
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vnni")
+        {
             return I8Path::Vnni;
         }
         #[cfg(target_arch = "x86_64")]
@@ -176,7 +179,19 @@ fn packed(cache: &PackCache, path: I8Path, tb: bool, n: usize, k: usize, pack: i
 /// `path` must be one this CPU runs (`I8Path::detect` or `Portable`); `b_cache` is b's
 /// tensor's cache of its packed form.
 #[allow(clippy::too_many_arguments)]
-pub fn gemm_i8<S: Store>(a: &[i8], b: &[i8], b_cache: &PackCache, c: &mut [S::Out], m: usize, n: usize, k: usize, ta: bool, tb: bool, path: I8Path, st: &S) {
+pub fn gemm_i8<S: Store>(
+    a: &[i8],
+    b: &[i8],
+    b_cache: &PackCache,
+    c: &mut [S::Out],
+    m: usize,
+    n: usize,
+    k: usize,
+    ta: bool,
+    tb: bool,
+    path: I8Path,
+    st: &S,
+) {
     if m == 0 || n == 0 {
         return;
     }
@@ -190,7 +205,9 @@ pub fn gemm_i8<S: Store>(a: &[i8], b: &[i8], b_cache: &PackCache, c: &mut [S::Ou
         }
         #[cfg(target_arch = "x86_64")]
         I8Path::Avx2 => {
-            let p = packed(b_cache, path, tb, n, k, || PackedData::Pairs(super::pairs::pack_b(b, n, k, tb, avx2::NR, super::pairs::Pad::NONE, widen)));
+            let p = packed(b_cache, path, tb, n, k, || {
+                PackedData::Pairs(super::pairs::pack_b(b, n, k, tb, avx2::NR, super::pairs::Pad::NONE, widen))
+            });
             let PackedData::Pairs(words) = &p.data else { unreachable!("the cache key holds the path") };
             avx2::gemm(&super::pairs::pack_a(a, m, k, ta, super::pairs::Pad::NONE, widen), words, c, m, n, k.div_ceil(2), st)
         }

@@ -8,8 +8,8 @@ mod conv;
 mod core;
 mod gemm_bf16;
 mod gemm_i8;
-mod pairs;
 mod ops;
+mod pairs;
 mod pool;
 mod quant;
 mod tensor;
@@ -17,7 +17,10 @@ mod tensor;
 use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
-use crate::tensor::{AmpOps, BackendBase, BackendInfo, BackendKind, DType, Epilogue, Ledger, MemCategory, MemoryReport, Shape, SharedLedger, Telemetry, TensorMeta, checks, memory_lock};
+use crate::tensor::{
+    AmpOps, BackendBase, BackendInfo, BackendKind, DType, Epilogue, Ledger, MemCategory, MemoryReport, Shape, SharedLedger, Telemetry,
+    TensorMeta, checks, memory_lock,
+};
 
 pub use gemm_bf16::{Bf16Path, f16_path_name};
 pub use ops::PAR_THRESHOLD;
@@ -44,7 +47,12 @@ impl CpuBackend {
 
     /// A CPU backend whose ledger refuses allocations beyond `budget` bytes.
     pub fn with_budget(budget: Option<u64>) -> Self {
-        CpuBackend { ledger: Arc::new(Mutex::new(Ledger::with_budget(budget))), threads: rayon::current_num_threads(), i8_path: gemm_i8::I8Path::detect(), bf16_path: Bf16Path::detect() }
+        CpuBackend {
+            ledger: Arc::new(Mutex::new(Ledger::with_budget(budget))),
+            threads: rayon::current_num_threads(),
+            i8_path: gemm_i8::I8Path::detect(),
+            bf16_path: Bf16Path::detect(),
+        }
     }
 
     /// The kernel bf16 operands of `matmul16` go through.
@@ -112,7 +120,16 @@ impl AmpOps for CpuBackend {
         amp::cast(x, out, stats)
     }
 
-    fn matmul16(&mut self, a: &CpuTensor, b: &CpuTensor, c: &mut CpuTensor, ta: bool, tb: bool, epi: Epilogue<'_, CpuTensor>, stats: Option<&mut CpuTensor>) -> Result<()> {
+    fn matmul16(
+        &mut self,
+        a: &CpuTensor,
+        b: &CpuTensor,
+        c: &mut CpuTensor,
+        ta: bool,
+        tb: bool,
+        epi: Epilogue<'_, CpuTensor>,
+        stats: Option<&mut CpuTensor>,
+    ) -> Result<()> {
         amp::matmul16(a, b, c, ta, tb, epi, stats, self.threads, self.bf16_path)
     }
 
@@ -124,7 +141,15 @@ impl AmpOps for CpuBackend {
         amp::unscale_check(g, state)
     }
 
-    fn amp_update(&mut self, p: &mut CpuTensor, g: &CpuTensor, slots: &mut [CpuTensor], opt: AmpOptimizer<'_, CpuTensor>, state: &CpuTensor, w16: Option<&mut CpuTensor>) -> Result<()> {
+    fn amp_update(
+        &mut self,
+        p: &mut CpuTensor,
+        g: &CpuTensor,
+        slots: &mut [CpuTensor],
+        opt: AmpOptimizer<'_, CpuTensor>,
+        state: &CpuTensor,
+        w16: Option<&mut CpuTensor>,
+    ) -> Result<()> {
         amp::amp_update(p, g, slots, opt, state, w16)
     }
 

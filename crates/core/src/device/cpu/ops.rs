@@ -28,13 +28,24 @@ pub fn gemm(a: &[f32], b: &[f32], c: &mut [f32], m: usize, n: usize, k: usize, t
     // c m*n elements), and c does not alias a or b (it is borrowed mutably).
     unsafe {
         gemm::gemm(
-            m, n, k,
-            c.as_mut_ptr(), 1, n as isize,
+            m,
+            n,
+            k,
+            c.as_mut_ptr(),
+            1,
+            n as isize,
             acc,
-            a.as_ptr(), a_cs, a_rs,
-            b.as_ptr(), b_cs, b_rs,
-            1.0, 1.0,
-            false, false, false,
+            a.as_ptr(),
+            a_cs,
+            a_rs,
+            b.as_ptr(),
+            b_cs,
+            b_rs,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
             par,
         );
     }
@@ -95,7 +106,9 @@ pub fn softmax_xent(logits: &[f32], labels: &[u32], loss: &mut [f32], grad: Opti
         }
     };
     match grad {
-        Some(g) => logits.chunks_exact(cols).zip(loss.iter_mut()).enumerate().zip(g.chunks_exact_mut(cols)).for_each(|(x, g)| row_fn(x, Some(g))),
+        Some(g) => {
+            logits.chunks_exact(cols).zip(loss.iter_mut()).enumerate().zip(g.chunks_exact_mut(cols)).for_each(|(x, g)| row_fn(x, Some(g)))
+        }
         None => logits.chunks_exact(cols).zip(loss.iter_mut()).enumerate().for_each(|x| row_fn(x, None)),
     }
 }

@@ -287,11 +287,20 @@ impl QuantOps for CpuBackend {
     }
 
     /// The GEMM's kernels finish each sum into f32 where they store it (`gemm_i8::Finish`).
-    fn matmul_i8_dequant(&mut self, a: &CpuTensor, b: &CpuTensor, out: &mut CpuTensor, ta: bool, tb: bool, epi: Dequant<'_, CpuTensor>) -> Result<()> {
+    fn matmul_i8_dequant(
+        &mut self,
+        a: &CpuTensor,
+        b: &CpuTensor,
+        out: &mut CpuTensor,
+        ta: bool,
+        tb: bool,
+        epi: Dequant<'_, CpuTensor>,
+    ) -> Result<()> {
         let ((m, n, k), per_column) = checks::matmul_i8_dequant(a, b, out, ta, tb, &epi)?;
         let scales = &epi.scales.f32()[..if per_column { n } else { 1 }];
         // s_x · s_W[col] is formed per value, as the host forms it for the separate ops.
-        let finish = gemm_i8::Finish { scales, act: epi.act_scale.map_or(1.0, |t| t.f32()[0]), bias: epi.bias.map(|t| t.f32()), relu: epi.relu };
+        let finish =
+            gemm_i8::Finish { scales, act: epi.act_scale.map_or(1.0, |t| t.f32()[0]), bias: epi.bias.map(|t| t.f32()), relu: epi.relu };
         let Storage::F32(o) = &mut out.data else { return Err(internal("matmul_i8_dequant")) };
         gemm_i8::gemm_i8(i8s(a), i8s(b), &b.packed, o, m, n, k, ta, tb, self.i8_path, &finish);
         Ok(())

@@ -18,7 +18,8 @@ impl AmpOps for CudaBackend {
             return Some(format!("{} is not a 16-bit type", dtype.name()));
         }
         let (major, minor) = self.cc;
-        (dtype == DType::BF16 && major < 8).then(|| format!("bf16 GEMM on CUDA needs compute capability 8.0 (Ampere) or newer; this GPU has {major}.{minor}"))
+        (dtype == DType::BF16 && major < 8)
+            .then(|| format!("bf16 GEMM on CUDA needs compute capability 8.0 (Ampere) or newer; this GPU has {major}.{minor}"))
     }
 
     fn cast(&mut self, x: &CudaTensor, out: &mut CudaTensor, stats: Option<&mut CudaTensor>) -> Result<()> {
@@ -35,7 +36,16 @@ impl AmpOps for CudaBackend {
         }
     }
 
-    fn matmul16(&mut self, a: &CudaTensor, b: &CudaTensor, c: &mut CudaTensor, ta: bool, tb: bool, epi: Epilogue<'_, CudaTensor>, stats: Option<&mut CudaTensor>) -> Result<()> {
+    fn matmul16(
+        &mut self,
+        a: &CudaTensor,
+        b: &CudaTensor,
+        c: &mut CudaTensor,
+        ta: bool,
+        tb: bool,
+        epi: Epilogue<'_, CudaTensor>,
+        stats: Option<&mut CudaTensor>,
+    ) -> Result<()> {
         let (m, n, k) = checks::matmul16(a, b, c, ta, tb, &epi, stats.as_deref())?;
         if let Some(why) = self.amp_unavailable(a.dtype()) {
             return Err(crate::tensor::ops::unsupported(self, "matmul16", &why));
@@ -88,7 +98,15 @@ impl AmpOps for CudaBackend {
         launch!(self, Kernel::UnscaleCheck, grid(n), &mut g.buf, &mut state.buf, &n)
     }
 
-    fn amp_update(&mut self, p: &mut CudaTensor, g: &CudaTensor, slots: &mut [CudaTensor], opt: AmpOptimizer<'_, CudaTensor>, state: &CudaTensor, w16: Option<&mut CudaTensor>) -> Result<()> {
+    fn amp_update(
+        &mut self,
+        p: &mut CudaTensor,
+        g: &CudaTensor,
+        slots: &mut [CudaTensor],
+        opt: AmpOptimizer<'_, CudaTensor>,
+        state: &CudaTensor,
+        w16: Option<&mut CudaTensor>,
+    ) -> Result<()> {
         let dt = checks::amp_update(p, g, slots, &opt, state, w16.as_deref())?;
         let n = p.numel_u64();
         if n == 0 {
@@ -101,16 +119,51 @@ impl AmpOps for CudaBackend {
         let bf16 = (dt == Some(DType::BF16)) as u32;
         let (adam, table, lr, momentum, wd, beta1, beta2, eps, decay) = match opt {
             AmpOptimizer::Sgd(hp) => (0u32, 0u64, hp.lr, hp.momentum, hp.weight_decay, 0.0f32, 0.0f32, 0.0f32, 1.0f32),
-            AmpOptimizer::AdamW(hp, t) => (1, self.ptr(Some(t)), hp.lr, 0.0, hp.weight_decay, hp.beta1, hp.beta2, hp.eps, 1.0 - hp.lr * hp.weight_decay),
+            AmpOptimizer::AdamW(hp, t) => {
+                (1, self.ptr(Some(t)), hp.lr, 0.0, hp.weight_decay, hp.beta1, hp.beta2, hp.eps, 1.0 - hp.lr * hp.weight_decay)
+            }
         };
-        launch!(self, Kernel::AmpUpdate, grid(n), &mut p.buf, &g.buf, &s1, &s2, &state.buf, &table, &out, &n, &adam, &lr, &momentum, &wd, &beta1, &beta2, &eps, &decay, &bf16)
+        launch!(
+            self,
+            Kernel::AmpUpdate,
+            grid(n),
+            &mut p.buf,
+            &g.buf,
+            &s1,
+            &s2,
+            &state.buf,
+            &table,
+            &out,
+            &n,
+            &adam,
+            &lr,
+            &momentum,
+            &wd,
+            &beta1,
+            &beta2,
+            &eps,
+            &decay,
+            &bf16
+        )
     }
 
     fn scaler_update(&mut self, state: &mut CudaTensor, rule: ScalerRule, log: &mut CudaTensor, slot: usize) -> Result<()> {
         checks::scaler_update(state, log, slot)?;
         let (slot, scaling) = (u32_of(slot, "log slot")?, rule.scaling as u32);
         let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 };
-        launch!(self, Kernel::ScalerUpdate, one, &mut state.buf, &mut log.buf, &slot, &scaling, &rule.growth_interval, &rule.growth_factor, &rule.backoff_factor, &rule.min_scale)
+        launch!(
+            self,
+            Kernel::ScalerUpdate,
+            one,
+            &mut state.buf,
+            &mut log.buf,
+            &slot,
+            &scaling,
+            &rule.growth_interval,
+            &rule.growth_factor,
+            &rule.backoff_factor,
+            &rule.min_scale
+        )
     }
 }
 

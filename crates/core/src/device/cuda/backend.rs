@@ -13,7 +13,10 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DriverError,
 use super::blas::Blas;
 use super::kernels::Kernels;
 use crate::error::{Error, Result};
-use crate::tensor::{BackendBase, BackendInfo, BackendKind, DType, Ledger, MemCategory, MemoryReport, Shape, SharedLedger, Telemetry, TensorMeta, checks, memory_lock};
+use crate::tensor::{
+    BackendBase, BackendInfo, BackendKind, DType, Ledger, MemCategory, MemoryReport, Shape, SharedLedger, Telemetry, TensorMeta, checks,
+    memory_lock,
+};
 
 /// The oldest driver accepted: the bindings are built for the CUDA 12.8 API (`cuda-12080`),
 /// and stream-ordered allocation needs 11.2; older 12.x drivers work for what is used here.
@@ -106,7 +109,11 @@ fn check_libraries() -> std::result::Result<(), String> {
     }
     let version = driver_version()?;
     if version < MIN_DRIVER {
-        return Err(format!("the NVIDIA driver supports CUDA {} but gpulab needs {} or newer; update the driver", cuda_version(version), cuda_version(MIN_DRIVER)));
+        return Err(format!(
+            "the NVIDIA driver supports CUDA {} but gpulab needs {} or newer; update the driver",
+            cuda_version(version),
+            cuda_version(MIN_DRIVER)
+        ));
     }
     if !unsafe { cudarc::cublas::sys::is_culib_present() } || !unsafe { cudarc::cublaslt::sys::is_culib_present() } {
         return Err("cuBLAS (libcublas.so.12 / libcublasLt.so.12) was not found; install it (Debian: apt-get install libcublas12, or NVIDIA's cuda-libraries package) and make it visible on LD_LIBRARY_PATH".into());
@@ -137,7 +144,9 @@ pub fn open(ordinal: usize, budget: Option<u64>) -> Result<CudaBackend> {
     check_libraries().map_err(Error::CudaUnavailable)?;
     let count = CudaContext::device_count().map_err(|e| driver("counting CUDA devices", e))?;
     if ordinal >= count.max(0) as usize {
-        return Err(Error::CudaUnavailable(format!("cuda:{ordinal} does not exist: this machine has {count} CUDA device(s), numbered from 0")));
+        return Err(Error::CudaUnavailable(format!(
+            "cuda:{ordinal} does not exist: this machine has {count} CUDA device(s), numbered from 0"
+        )));
     }
     let ctx = CudaContext::new(ordinal).map_err(|e| driver("creating the CUDA context", e))?;
     // One stream: every op is ordered on it, so cudarc's per-buffer event tracking is not needed.
@@ -183,7 +192,11 @@ fn keep_freed_blocks(ctx: &CudaContext) {
     // SAFETY: the device handle is the context's; the attribute takes a u64 by pointer.
     unsafe {
         if sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()).result().is_ok() {
-            let _ = sys::cuMemPoolSetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &mut threshold as *mut u64 as *mut std::ffi::c_void);
+            let _ = sys::cuMemPoolSetAttribute(
+                pool,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                &mut threshold as *mut u64 as *mut std::ffi::c_void,
+            );
         }
     }
 }

@@ -20,13 +20,23 @@ pub struct Blas {
 
 impl Blas {
     pub fn new(stream: Arc<CudaStream>) -> Result<Self> {
-        let handle = CudaBlas::new(stream.clone()).map_err(|e| Error::CudaUnavailable(format!("creating the cuBLAS handle failed: {e:?}")))?;
+        let handle =
+            CudaBlas::new(stream.clone()).map_err(|e| Error::CudaUnavailable(format!("creating the cuBLAS handle failed: {e:?}")))?;
         Ok(Blas { handle, stream, tf32: std::env::var("GPULAB_CUDA_TF32").is_ok_and(|v| v == "1") })
     }
 
     /// c[m, n] = op(a)·op(b) (+ c when `acc`), f32 in and out; shapes already checked.
     #[allow(clippy::too_many_arguments)]
-    pub fn sgemm(&self, a: &CudaTensor, b: &CudaTensor, c: &mut CudaTensor, (m, n, k): (usize, usize, usize), ta: bool, tb: bool, acc: bool) -> Result<()> {
+    pub fn sgemm(
+        &self,
+        a: &CudaTensor,
+        b: &CudaTensor,
+        c: &mut CudaTensor,
+        (m, n, k): (usize, usize, usize),
+        ta: bool,
+        tb: bool,
+        acc: bool,
+    ) -> Result<()> {
         let compute = if self.tf32 { cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32 } else { cublasComputeType_t::CUBLAS_COMPUTE_32F };
         self.gemm_ex(a, b, &mut c.buf, (m, n, k), ta, tb, acc, cudaDataType::CUDA_R_32F, compute)
     }
@@ -34,7 +44,16 @@ impl Blas {
     /// out[m, n] (f32) = op(a)·op(b) with a, b both f16 or both bf16, products summed in f32
     /// on the tensor cores where the GPU has them; shapes already checked.
     #[allow(clippy::too_many_arguments)]
-    pub fn gemm16(&self, a: &CudaTensor, b: &CudaTensor, out: &mut CudaSlice<u8>, (m, n, k): (usize, usize, usize), ta: bool, tb: bool, bf16: bool) -> Result<()> {
+    pub fn gemm16(
+        &self,
+        a: &CudaTensor,
+        b: &CudaTensor,
+        out: &mut CudaSlice<u8>,
+        (m, n, k): (usize, usize, usize),
+        ta: bool,
+        tb: bool,
+        bf16: bool,
+    ) -> Result<()> {
         let t = if bf16 { cudaDataType::CUDA_R_16BF } else { cudaDataType::CUDA_R_16F };
         self.gemm_ex(a, b, out, (m, n, k), ta, tb, false, t, cublasComputeType_t::CUBLAS_COMPUTE_32F)
     }
@@ -53,7 +72,9 @@ impl Blas {
         ab_type: cudaDataType,
         compute: cublasComputeType_t,
     ) -> Result<()> {
-        let int = |v: usize, what: &str| i32::try_from(v).map_err(|_| Error::InvalidConfig(format!("matmul {what} = {v} exceeds cuBLAS's 32-bit limit of {}", i32::MAX)));
+        let int = |v: usize, what: &str| {
+            i32::try_from(v).map_err(|_| Error::InvalidConfig(format!("matmul {what} = {v} exceeds cuBLAS's 32-bit limit of {}", i32::MAX)))
+        };
         let (mi, ni, ki) = (int(m, "m")?, int(n, "n")?, int(k, "k")?);
         let op = |t: bool| if t { cublasOperation_t::CUBLAS_OP_T } else { cublasOperation_t::CUBLAS_OP_N };
         // Column-major view: (Cᵀ)[n, m] = op(B)ᵀ[n, k] · op(A)ᵀ[k, m]; see the module comment.

@@ -111,7 +111,9 @@ impl CoreOps for CudaBackend {
         for t in ts {
             checks::not_quant("read_many", *t)?;
         }
-        ts.iter().map(|t| if t.dtype() == DType::U32 { self.read_u32(t).map(HostData::U32) } else { self.read_f32(t).map(HostData::F32) }).collect()
+        ts.iter()
+            .map(|t| if t.dtype() == DType::U32 { self.read_u32(t).map(HostData::U32) } else { self.read_f32(t).map(HostData::F32) })
+            .collect()
     }
 
     fn matmul(&mut self, a: &CudaTensor, b: &CudaTensor, c: &mut CudaTensor, ta: bool, tb: bool, acc: bool) -> Result<()> {
@@ -154,7 +156,14 @@ impl CoreOps for CudaBackend {
         launch!(self, Kernel::ReluBackward, grid(n), &mut grad.buf, &act.buf, &n)
     }
 
-    fn softmax_xent(&mut self, logits: &CudaTensor, labels: &CudaTensor, loss_rows: &mut CudaTensor, grad: Option<&mut CudaTensor>, grad_scale: f32) -> Result<()> {
+    fn softmax_xent(
+        &mut self,
+        logits: &CudaTensor,
+        labels: &CudaTensor,
+        loss_rows: &mut CudaTensor,
+        grad: Option<&mut CudaTensor>,
+        grad_scale: f32,
+    ) -> Result<()> {
         checks::labels("softmax_xent", logits, labels)?;
         let [rows, cols] = logits.shape();
         checks::vector_out("softmax_xent", loss_rows, rows, DType::F32)?;
@@ -167,7 +176,9 @@ impl CoreOps for CudaBackend {
         }
         let cfg = grid(rows as u64);
         match grad {
-            Some(g) => launch!(self, Kernel::SoftmaxXent, cfg, &logits.buf, &labels.buf, &mut loss_rows.buf, &mut g.buf, &r, &c, &grad_scale),
+            Some(g) => {
+                launch!(self, Kernel::SoftmaxXent, cfg, &logits.buf, &labels.buf, &mut loss_rows.buf, &mut g.buf, &r, &c, &grad_scale)
+            }
             None => {
                 let null = 0u64; // a null `float* grad`: the kernel skips the gradient
                 launch!(self, Kernel::SoftmaxXent, cfg, &logits.buf, &labels.buf, &mut loss_rows.buf, &null, &r, &c, &grad_scale)
@@ -238,7 +249,15 @@ impl CoreOps for CudaBackend {
         launch!(self, Kernel::SgdStep, grid(n), &mut p.buf, &g.buf, &mut v.buf, &n, &hp.lr, &hp.momentum, &hp.weight_decay)
     }
 
-    fn adamw_step(&mut self, p: &mut CudaTensor, g: &CudaTensor, m: &mut CudaTensor, v: &mut CudaTensor, hp: AdamW, step: u32) -> Result<()> {
+    fn adamw_step(
+        &mut self,
+        p: &mut CudaTensor,
+        g: &CudaTensor,
+        m: &mut CudaTensor,
+        v: &mut CudaTensor,
+        hp: AdamW,
+        step: u32,
+    ) -> Result<()> {
         checks::same_shape("adamw_step", p, g)?;
         checks::same_shape("adamw_step", p, m)?;
         checks::same_shape("adamw_step", p, v)?;
@@ -248,7 +267,22 @@ impl CoreOps for CudaBackend {
             return Ok(());
         }
         let f = hp.factors(step);
-        launch!(self, Kernel::AdamwStep, grid(n), &mut p.buf, &g.buf, &mut m.buf, &mut v.buf, &n, &hp.beta1, &hp.beta2, &hp.eps, &f.decay, &f.step_size, &f.bias2_sqrt)
+        launch!(
+            self,
+            Kernel::AdamwStep,
+            grid(n),
+            &mut p.buf,
+            &g.buf,
+            &mut m.buf,
+            &mut v.buf,
+            &n,
+            &hp.beta1,
+            &hp.beta2,
+            &hp.eps,
+            &f.decay,
+            &f.step_size,
+            &f.bias2_sqrt
+        )
     }
 
     fn fill(&mut self, t: &mut CudaTensor, value: f32) -> Result<()> {

@@ -143,9 +143,18 @@ impl Kernel {
     /// convolution ops, quant.cu for int8, else core.cu.
     fn source(self) -> usize {
         match self {
-            Kernel::CastTo16 | Kernel::CastFrom16 | Kernel::Epilogue16 | Kernel::UnscaleCheck | Kernel::SumCols16 | Kernel::ScaleByLossScale | Kernel::AmpUpdate | Kernel::ScalerUpdate => 1,
+            Kernel::CastTo16
+            | Kernel::CastFrom16
+            | Kernel::Epilogue16
+            | Kernel::UnscaleCheck
+            | Kernel::SumCols16
+            | Kernel::ScaleByLossScale
+            | Kernel::AmpUpdate
+            | Kernel::ScalerUpdate => 1,
             Kernel::Im2col | Kernel::Im2col16 | Kernel::Col2im | Kernel::MaxPool | Kernel::MaxPoolBackward => 2,
-            Kernel::AbsmaxCols | Kernel::AbsmaxAll | Kernel::Quantize | Kernel::DequantizeI8 | Kernel::DequantizeI32 | Kernel::MatmulI8 => QUANT_SOURCE,
+            Kernel::AbsmaxCols | Kernel::AbsmaxAll | Kernel::Quantize | Kernel::DequantizeI8 | Kernel::DequantizeI32 | Kernel::MatmulI8 => {
+                QUANT_SOURCE
+            }
             _ => 0,
         }
     }
@@ -161,7 +170,9 @@ pub struct Kernels {
 
 impl Kernels {
     pub fn new(info: &BackendInfo, (major, minor): (i32, i32)) -> Self {
-        let key = |(file, src): (&str, &str)| CacheKey::new(&format!("cuda-ptx {file} crc32 {:08x} sm_{major}{minor}", crc32fast::hash(src.as_bytes())), info);
+        let key = |(file, src): (&str, &str)| {
+            CacheKey::new(&format!("cuda-ptx {file} crc32 {:08x} sm_{major}{minor}", crc32fast::hash(src.as_bytes())), info)
+        };
         Kernels { cc: (major, minor), cache_keys: SOURCES.map(key), modules: Default::default(), functions: std::array::from_fn(|_| None) }
     }
 
@@ -174,7 +185,9 @@ impl Kernels {
         let module = match &self.modules[src] {
             Some(m) => m.clone(),
             None => {
-                let load = |ptx: String| ctx.load_module(Ptx::from_src(ptx)).map_err(|e| super::backend::driver("loading the compiled CUDA kernels", e));
+                let load = |ptx: String| {
+                    ctx.load_module(Ptx::from_src(ptx)).map_err(|e| super::backend::driver("loading the compiled CUDA kernels", e))
+                };
                 let m = match self.cached_ptx(src) {
                     // A cached PTX the driver refuses (damaged file) is compiled again.
                     Some(ptx) => load(ptx).or_else(|_| load(self.compile(src)?))?,
@@ -203,7 +216,9 @@ impl Kernels {
             ));
         }
         let (file, code) = SOURCES[src];
-        let ptx = cudarc::nvrtc::compile_ptx_with_opts(code, options(src, self.cc)).map_err(|e| Error::Internal(format!("NVRTC could not compile shaders/cuda/{file}: {e}")))?.to_src();
+        let ptx = cudarc::nvrtc::compile_ptx_with_opts(code, options(src, self.cc))
+            .map_err(|e| Error::Internal(format!("NVRTC could not compile shaders/cuda/{file}: {e}")))?
+            .to_src();
         if let Some(c) = DiskCache::named("cuda-kernels.json") {
             let _ = c.put(&self.cache_keys[src], &ptx);
         }
@@ -228,16 +243,25 @@ mod tests {
     fn every_cuda_kernel_compiles_with_nvrtc() {
         // SAFETY: only tries to open the library by name.
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            assert!(std::env::var("GPULAB_REQUIRE_CUDA").map_or(true, |v| v != "1"), "GPULAB_REQUIRE_CUDA=1 but NVRTC (libnvrtc.so.12) was not found");
+            assert!(
+                std::env::var("GPULAB_REQUIRE_CUDA").map_or(true, |v| v != "1"),
+                "GPULAB_REQUIRE_CUDA=1 but NVRTC (libnvrtc.so.12) was not found"
+            );
             eprintln!("SKIPPED every_cuda_kernel_compiles_with_nvrtc: NVRTC (libnvrtc.so.12) was not found");
             return;
         }
         // A GPU before and after dp4a (compute capability 6.1): quant.cu compiles both ways.
         for cc in [(5, 2), (9, 0)] {
             for (i, (file, code)) in SOURCES.iter().enumerate() {
-                let ptx = cudarc::nvrtc::compile_ptx_with_opts(code, options(i, cc)).unwrap_or_else(|e| panic!("{file} for sm_{}{}: {e}", cc.0, cc.1)).to_src();
+                let ptx = cudarc::nvrtc::compile_ptx_with_opts(code, options(i, cc))
+                    .unwrap_or_else(|e| panic!("{file} for sm_{}{}: {e}", cc.0, cc.1))
+                    .to_src();
                 for k in Kernel::ALL.iter().filter(|k| k.source() == i) {
-                    assert!(ptx.lines().any(|l| l.starts_with(".visible .entry") && l.contains(&format!(" {}(", k.name()))), "{file} defines no kernel {}", k.name());
+                    assert!(
+                        ptx.lines().any(|l| l.starts_with(".visible .entry") && l.contains(&format!(" {}(", k.name()))),
+                        "{file} defines no kernel {}",
+                        k.name()
+                    );
                 }
                 if i == QUANT_SOURCE && cc >= (6, 1) {
                     assert!(ptx.contains("dp4a"), "quant.cu for sm_{}{} does not use dp4a", cc.0, cc.1);

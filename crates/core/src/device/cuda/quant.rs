@@ -36,7 +36,14 @@ impl QuantOps for CudaBackend {
 
     fn int8_kernel(&self) -> Option<String> {
         let (major, minor) = self.cc;
-        Some(if (major, minor) >= (6, 1) { "CUDA __dp4a, 16×16 tiles" } else { "CUDA scalar i8 (no dp4a before compute capability 6.1), 16×16 tiles" }.into())
+        Some(
+            if (major, minor) >= (6, 1) {
+                "CUDA __dp4a, 16×16 tiles"
+            } else {
+                "CUDA scalar i8 (no dp4a before compute capability 6.1), 16×16 tiles"
+            }
+            .into(),
+        )
     }
 
     fn write_i8(&mut self, t: &mut CudaTensor, data: &[i8]) -> Result<()> {
@@ -94,7 +101,9 @@ impl QuantOps for CudaBackend {
         }
         // gridDim.y is at most 65535 blocks.
         if m.div_ceil(TILE as usize) > 65535 {
-            return Err(Error::InvalidConfig(format!("matmul_i8 of {m} rows exceeds the CUDA kernel's limit of 65535 tiles of {TILE} rows")));
+            return Err(Error::InvalidConfig(format!(
+                "matmul_i8 of {m} rows exceeds the CUDA kernel's limit of 65535 tiles of {TILE} rows"
+            )));
         }
         let cfg = LaunchConfig { grid_dim: (n32.div_ceil(TILE), m32.div_ceil(TILE), 1), block_dim: (TILE, TILE, 1), shared_mem_bytes: 0 };
         let (ta, tb) = (ta as u32, tb as u32);

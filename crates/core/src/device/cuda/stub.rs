@@ -4,8 +4,8 @@
 //! error somewhere above.
 
 use crate::error::{Error, Result};
-use crate::tensor::{AmpOps, BackendBase, BackendInfo, CoreOps, DType, MemCategory, MemoryReport, QuantOps, Shape, Telemetry, TensorMeta};
 use crate::tensor::{AdamW, Sgd};
+use crate::tensor::{AmpOps, BackendBase, BackendInfo, CoreOps, DType, MemCategory, MemoryReport, QuantOps, Shape, Telemetry, TensorMeta};
 
 /// The CUDA backend: no value of it can exist yet, so none of its methods can be called.
 pub enum CudaBackend {}

@@ -31,7 +31,9 @@ pub fn feature_label(name: &str) -> String {
 
 /// A configuration shaders/matmul16_coop.wgsl uses: `coop_mat16x16` of f16 A and B, f32 C.
 pub fn coop_config_fits(p: &wgpu::CooperativeMatrixProperties) -> bool {
-    (p.m_size, p.n_size, p.k_size) == (16, 16, 16) && p.ab_type == wgpu::CooperativeScalarType::F16 && p.cr_type == wgpu::CooperativeScalarType::F32
+    (p.m_size, p.n_size, p.k_size) == (16, 16, 16)
+        && p.ab_type == wgpu::CooperativeScalarType::F16
+        && p.cr_type == wgpu::CooperativeScalarType::F32
 }
 
 /// Whether the adapter can run the cooperative-matrix f16 GEMM (see [`COOP_MATRIX_F16`]).
@@ -97,7 +99,12 @@ pub fn summarize(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
         vendor: info.vendor,
         device: info.device,
         software: is_software(&info),
-        features: WANTED_FEATURES.iter().filter(|(flag, _)| f.contains(*flag)).map(|(_, n)| n.to_string()).chain(has_coop_f16(adapter).then(|| COOP_MATRIX_F16.to_string())).collect(),
+        features: WANTED_FEATURES
+            .iter()
+            .filter(|(flag, _)| f.contains(*flag))
+            .map(|(_, n)| n.to_string())
+            .chain(has_coop_f16(adapter).then(|| COOP_MATRIX_F16.to_string()))
+            .collect(),
         limits: AdapterLimits {
             max_buffer_size: l.max_buffer_size,
             max_storage_buffer_binding_size: l.max_storage_buffer_binding_size,
@@ -144,9 +151,7 @@ pub enum GpuSelector {
 }
 
 pub fn select(adapters: Vec<wgpu::Adapter>, sel: &GpuSelector) -> Result<(usize, wgpu::Adapter)> {
-    let names = || {
-        adapters.iter().enumerate().map(|(i, a)| format!("#{i} {}", a.get_info().name)).collect::<Vec<_>>().join(", ")
-    };
+    let names = || adapters.iter().enumerate().map(|(i, a)| format!("#{i} {}", a.get_info().name)).collect::<Vec<_>>().join(", ");
     if adapters.is_empty() {
         return Err(Error::NoAdapter("wgpu found no adapter on any backend".into()));
     }
@@ -159,12 +164,12 @@ pub fn select(adapters: Vec<wgpu::Adapter>, sel: &GpuSelector) -> Result<(usize,
         GpuSelector::Index(i) => {
             return Err(Error::AdapterNotFound(format!("GPU adapter index {i} is out of range; available: {}", names())));
         }
-        GpuSelector::Name(n) => by_name(n)
-            .ok_or_else(|| Error::AdapterNotFound(format!("no GPU adapter name contains {n:?}; available: {}", names())))?,
+        GpuSelector::Name(n) => {
+            by_name(n).ok_or_else(|| Error::AdapterNotFound(format!("no GPU adapter name contains {n:?}; available: {}", names())))?
+        }
         GpuSelector::Auto => match std::env::var("WGPU_ADAPTER_NAME") {
-            Ok(n) if !n.is_empty() => by_name(&n).ok_or_else(|| {
-                Error::AdapterNotFound(format!("WGPU_ADAPTER_NAME={n:?} matches no adapter; available: {}", names()))
-            })?,
+            Ok(n) if !n.is_empty() => by_name(&n)
+                .ok_or_else(|| Error::AdapterNotFound(format!("WGPU_ADAPTER_NAME={n:?} matches no adapter; available: {}", names())))?,
             _ => 0,
         },
     };

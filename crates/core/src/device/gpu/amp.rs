@@ -13,7 +13,10 @@ pub fn unavailable(gpu: &GpuBackend, dtype: DType) -> Option<String> {
     match dtype {
         DType::BF16 => None,
         DType::F16 if gpu.summary.features.iter().any(|f| f == "SHADER_F16") => None,
-        DType::F16 => Some(format!("the adapter {} lacks the SHADER_F16 feature, so WGSL kernels cannot use f16 (gpulab does not fall back to f32 silently)", gpu.summary.name)),
+        DType::F16 => Some(format!(
+            "the adapter {} lacks the SHADER_F16 feature, so WGSL kernels cannot use f16 (gpulab does not fall back to f32 silently)",
+            gpu.summary.name
+        )),
         _ => Some(format!("{} is not a 16-bit type", dtype.name())),
     }
 }
@@ -27,7 +30,9 @@ fn ensure_available(gpu: &GpuBackend, op: &'static str, dtype: DType) -> Result<
 
 /// Host values rounded to `dt` and packed two per word, as the kernels store them.
 pub fn pack_words(dt: DType, data: &[f32]) -> Vec<u32> {
-    data.chunks(2).map(|p| float16::round_bits(dt, p[0]) as u32 | (p.get(1).map_or(0, |&v| float16::round_bits(dt, v)) as u32) << 16).collect()
+    data.chunks(2)
+        .map(|p| float16::round_bits(dt, p[0]) as u32 | (p.get(1).map_or(0, |&v| float16::round_bits(dt, v)) as u32) << 16)
+        .collect()
 }
 
 pub fn unpack_words(dt: DType, words: &[u32], numel: usize) -> Vec<f32> {
@@ -59,11 +64,27 @@ pub fn sum_cols16(gpu: &mut GpuBackend, x: &GpuTensor, out: &mut GpuTensor) -> R
     ensure_available(gpu, "sum_cols", x.dtype)?;
     let [r, c] = x.shape;
     let g = gpu.grid(c);
-    gpu.run_as(x.dtype, Kernel::SumCols16, 0, &[u32_len(r, "sum_cols")?, u32_len(c, "sum_cols")?, 0, 0], &[(7, x.buffer()), (6, out.buffer())], g)
+    gpu.run_as(
+        x.dtype,
+        Kernel::SumCols16,
+        0,
+        &[u32_len(r, "sum_cols")?, u32_len(c, "sum_cols")?, 0, 0],
+        &[(7, x.buffer()), (6, out.buffer())],
+        g,
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn matmul16(gpu: &mut GpuBackend, a: &GpuTensor, b: &GpuTensor, c: &mut GpuTensor, ta: bool, tb: bool, epi: Epilogue<'_, GpuTensor>, stats: Option<&mut GpuTensor>) -> Result<()> {
+pub fn matmul16(
+    gpu: &mut GpuBackend,
+    a: &GpuTensor,
+    b: &GpuTensor,
+    c: &mut GpuTensor,
+    ta: bool,
+    tb: bool,
+    epi: Epilogue<'_, GpuTensor>,
+    stats: Option<&mut GpuTensor>,
+) -> Result<()> {
     let (m, n, k) = checks::matmul16(a, b, c, ta, tb, &epi, stats.as_deref())?;
     let dt = a.dtype;
     ensure_available(gpu, "matmul16", dt)?;
@@ -108,7 +129,9 @@ pub fn matmul16(gpu: &mut GpuBackend, a: &GpuTensor, b: &GpuTensor, c: &mut GpuT
         };
         let max = gpu.summary.limits.max_compute_workgroups_per_dimension;
         if groups.0 > max || groups.1 > max {
-            return Err(gpu.beyond_limits("matmul16", format!("a {m}×{n} output needs more workgroups than it allows ({max} per dimension)")));
+            return Err(
+                gpu.beyond_limits("matmul16", format!("a {m}×{n} output needs more workgroups than it allows ({max} per dimension)"))
+            );
         }
         // One entry point for both outputs: the unused one and unused stats get spare buffers.
         let (spare_c, spare_stats) = (unused(gpu)?, unused(gpu)?);
@@ -138,7 +161,14 @@ fn transpose16(gpu: &mut GpuBackend, src: &GpuTensor, dst: &mut GpuTensor) -> Re
         return Err(crate::error::Error::Internal(format!("transpose16 of {:?} into {:?}", src.shape, dst.shape)));
     }
     let g = gpu.grid((r * c).div_ceil(2));
-    gpu.run_as(src.dtype, Kernel::Transpose16, 0, &[u32_len(r * c, "transpose")?, u32_len(c, "transpose")?, 0, 0], &[(3, src.buffer()), (4, dst.buffer())], g)
+    gpu.run_as(
+        src.dtype,
+        Kernel::Transpose16,
+        0,
+        &[u32_len(r * c, "transpose")?, u32_len(c, "transpose")?, 0, 0],
+        &[(3, src.buffer()), (4, dst.buffer())],
+        g,
+    )
 }
 
 pub fn scale_by_loss_scale(gpu: &mut GpuBackend, g: &mut GpuTensor, state: &GpuTensor) -> Result<()> {
@@ -156,7 +186,15 @@ pub fn unscale_check(gpu: &mut GpuBackend, g: &mut GpuTensor, state: &mut GpuTen
     gpu.run(Kernel::UnscaleCheck, 0, &[n, 0, 0, 0, 0, 0, 0, 0], &[(1, g.buffer()), (2, state.buffer())], grid)
 }
 
-pub fn amp_update(gpu: &mut GpuBackend, p: &mut GpuTensor, g: &GpuTensor, slots: &mut [GpuTensor], opt: AmpOptimizer<'_, GpuTensor>, state: &GpuTensor, w16: Option<&mut GpuTensor>) -> Result<()> {
+pub fn amp_update(
+    gpu: &mut GpuBackend,
+    p: &mut GpuTensor,
+    g: &GpuTensor,
+    slots: &mut [GpuTensor],
+    opt: AmpOptimizer<'_, GpuTensor>,
+    state: &GpuTensor,
+    w16: Option<&mut GpuTensor>,
+) -> Result<()> {
     // A parameter without a 16-bit copy (a bias) runs the bf16 instance, which every adapter has.
     let dt = checks::amp_update(p, g, slots, &opt, state, w16.as_deref())?.unwrap_or(DType::BF16);
     ensure_available(gpu, "amp_update", dt)?;
@@ -166,7 +204,11 @@ pub fn amp_update(gpu: &mut GpuBackend, p: &mut GpuTensor, g: &GpuTensor, slots:
     let out = w16.map(|w| w.buffer().clone()).unwrap_or_else(|| spare.buffer().clone());
     let (kernel, hp, table) = match opt {
         AmpOptimizer::Sgd(hp) => (Kernel::AmpSgd, [hp.lr, hp.momentum, hp.weight_decay, 0.0, 0.0, 0.0, 0.0], spare.buffer().clone()),
-        AmpOptimizer::AdamW(hp, table) => (Kernel::AmpAdamW, [hp.lr, 0.0, hp.weight_decay, hp.beta1, hp.beta2, hp.eps, 1.0 - hp.lr * hp.weight_decay], table.buffer().clone()),
+        AmpOptimizer::AdamW(hp, table) => (
+            Kernel::AmpAdamW,
+            [hp.lr, 0.0, hp.weight_decay, hp.beta1, hp.beta2, hp.eps, 1.0 - hp.lr * hp.weight_decay],
+            table.buffer().clone(),
+        ),
     };
     let mut params = vec![n];
     params.extend(hp.iter().map(|v| v.to_bits()));
@@ -187,6 +229,15 @@ pub fn amp_update(gpu: &mut GpuBackend, p: &mut GpuTensor, g: &GpuTensor, slots:
 
 pub fn scaler_update(gpu: &mut GpuBackend, state: &mut GpuTensor, rule: ScalerRule, log: &mut GpuTensor, slot: usize) -> Result<()> {
     checks::scaler_update(state, log, slot)?;
-    let params = [0, slot as u32, rule.scaling as u32, rule.growth_interval, rule.growth_factor.to_bits(), rule.backoff_factor.to_bits(), rule.min_scale.to_bits(), 0];
+    let params = [
+        0,
+        slot as u32,
+        rule.scaling as u32,
+        rule.growth_interval,
+        rule.growth_factor.to_bits(),
+        rule.backoff_factor.to_bits(),
+        rule.min_scale.to_bits(),
+        0,
+    ];
     gpu.run(Kernel::ScalerUpdate, 0, &params, &[(2, state.buffer()), (3, log.buffer())], (1, 1))
 }

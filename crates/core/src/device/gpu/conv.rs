@@ -8,17 +8,34 @@ use crate::tensor::{ConvOps, DType, ImageGeom, TensorMeta, checks};
 
 impl GpuBackend {
     /// One conv.wgsl dispatch over the `out` elements, with `g` as the kernel's geometry.
-    fn conv_kernel(&mut self, op: &'static str, kernel: Kernel, g: ImageGeom, out_len: usize, bindings: &[(u32, &wgpu::Buffer)]) -> Result<()> {
+    fn conv_kernel(
+        &mut self,
+        op: &'static str,
+        kernel: Kernel,
+        g: ImageGeom,
+        out_len: usize,
+        bindings: &[(u32, &wgpu::Buffer)],
+    ) -> Result<()> {
         self.conv_kernel_as(DType::F32, op, kernel, g, out_len, out_len, bindings)
     }
 
     /// `conv_kernel` for a kernel instantiated for `dt`, with `invocations` threads (conv16's
     /// im2col stores two elements per invocation).
     #[allow(clippy::too_many_arguments)]
-    fn conv_kernel_as(&mut self, dt: DType, op: &'static str, kernel: Kernel, g: ImageGeom, out_len: usize, invocations: usize, bindings: &[(u32, &wgpu::Buffer)]) -> Result<()> {
+    fn conv_kernel_as(
+        &mut self,
+        dt: DType,
+        op: &'static str,
+        kernel: Kernel,
+        g: ImageGeom,
+        out_len: usize,
+        invocations: usize,
+        bindings: &[(u32, &wgpu::Buffer)],
+    ) -> Result<()> {
         // Every index the kernel forms stays below the largest tensor it touches.
         u32_len(g.numel().max(out_len).saturating_mul(9), op)?;
-        let params = [u32_len(out_len, op)?, u32_len(g.batch, op)?, u32_len(g.height, op)?, u32_len(g.width, op)?, u32_len(g.channels, op)?];
+        let params =
+            [u32_len(out_len, op)?, u32_len(g.batch, op)?, u32_len(g.height, op)?, u32_len(g.width, op)?, u32_len(g.channels, op)?];
         let grid = self.grid(invocations);
         self.run_as(dt, kernel, 0, &params, bindings, grid)
     }
@@ -58,6 +75,12 @@ impl ConvOps for GpuBackend {
 
     fn max_pool_backward(&mut self, grad_out: &GpuTensor, argmax: &GpuTensor, grad_in: &mut GpuTensor, g: ImageGeom) -> Result<()> {
         checks::max_pool_backward(grad_out, argmax, grad_in, g)?;
-        self.conv_kernel("max_pool_backward", Kernel::MaxPoolBackward, g, grad_in.numel(), &[(1, grad_out.buffer()), (4, argmax.buffer()), (2, grad_in.buffer())])
+        self.conv_kernel(
+            "max_pool_backward",
+            Kernel::MaxPoolBackward,
+            g,
+            grad_in.numel(),
+            &[(1, grad_out.buffer()), (4, argmax.buffer()), (2, grad_in.buffer())],
+        )
     }
 }

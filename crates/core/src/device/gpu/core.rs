@@ -81,7 +81,9 @@ impl CoreOps for GpuBackend {
         };
         let max = self.summary.limits.max_compute_workgroups_per_dimension;
         if groups.0 > max || groups.1 > max {
-            return Err(self.beyond_limits("matmul", format!("a {m}×{n} output needs more workgroups than it allows ({max} per dimension)")));
+            return Err(
+                self.beyond_limits("matmul", format!("a {m}×{n} output needs more workgroups than it allows ({max} per dimension)"))
+            );
         }
         // vec4 loads of A / B where the row length along the loaded dimension allows them.
         let va = if ta { m % 4 == 0 } else { k % 4 == 0 };
@@ -109,7 +111,14 @@ impl CoreOps for GpuBackend {
         self.elementwise(Kernel::ReluBackward, n as usize, [n, 0, 0, 0], &[(1, grad.buffer()), (2, act.buffer())])
     }
 
-    fn softmax_xent(&mut self, logits: &GpuTensor, labels: &GpuTensor, loss_rows: &mut GpuTensor, grad: Option<&mut GpuTensor>, grad_scale: f32) -> Result<()> {
+    fn softmax_xent(
+        &mut self,
+        logits: &GpuTensor,
+        labels: &GpuTensor,
+        loss_rows: &mut GpuTensor,
+        grad: Option<&mut GpuTensor>,
+        grad_scale: f32,
+    ) -> Result<()> {
         checks::labels("softmax_xent", logits, labels)?;
         let [rows, cols] = logits.shape;
         checks::vector_out("softmax_xent", loss_rows, rows, DType::F32)?;
@@ -163,7 +172,13 @@ impl CoreOps for GpuBackend {
         checks::vector_out("argmax_rows", out, x.shape[0], DType::U32)?;
         let [r, c] = x.shape;
         let g = self.grid(r);
-        self.run(Kernel::ArgmaxRows, 0, &[u32_len(r, "argmax_rows")?, u32_len(c, "argmax_rows")?, 0, 0], &[(1, x.buffer()), (4, out.buffer())], g)
+        self.run(
+            Kernel::ArgmaxRows,
+            0,
+            &[u32_len(r, "argmax_rows")?, u32_len(c, "argmax_rows")?, 0, 0],
+            &[(1, x.buffer()), (4, out.buffer())],
+            g,
+        )
     }
 
     fn count_correct(&mut self, logits: &GpuTensor, labels: &GpuTensor, acc: &mut GpuTensor, index: usize) -> Result<()> {

@@ -72,17 +72,25 @@ pub fn diagnose(adapters: &[AdapterSummary], loader: VulkanLoader, os: &str, icd
         return Some(DriverNotice {
             severity: Severity::Info,
             headline: format!("Only a software GPU was found: {} — it runs on your CPU", soft.name),
-            why: format!("No hardware GPU has a {api} driver here, so the GPU exercises run on {}, which emulates a GPU on the CPU: everything works, but its numbers are your CPU's, not a GPU's.", soft.name),
+            why: format!(
+                "No hardware GPU has a {api} driver here, so the GPU exercises run on {}, which emulates a GPU on the CPU: everything works, but its numbers are your CPU's, not a GPU's.",
+                soft.name
+            ),
             fixes,
         });
     }
     let mut why = match (os, loader) {
         ("macos", _) => "wgpu found no Metal device.".to_string(),
-        (_, VulkanLoader::Missing) => format!("The Vulkan loader ({}) is not installed, so no Vulkan driver can be used.", if os == "windows" { "vulkan-1.dll" } else { "libvulkan.so.1" }),
+        (_, VulkanLoader::Missing) => format!(
+            "The Vulkan loader ({}) is not installed, so no Vulkan driver can be used.",
+            if os == "windows" { "vulkan-1.dll" } else { "libvulkan.so.1" }
+        ),
         _ => "The Vulkan loader is installed, but it reports no device: no Vulkan driver (ICD) is installed for this GPU.".to_string(),
     };
     if let (Some(v), true) = (icd_env, os != "macos") {
-        why.push_str(&format!(" VK_ICD_FILENAMES / VK_DRIVER_FILES is set to {v:?}: the loader looks only there — unset it to use the installed drivers."));
+        why.push_str(&format!(
+            " VK_ICD_FILENAMES / VK_DRIVER_FILES is set to {v:?}: the loader looks only there — unset it to use the installed drivers."
+        ));
     }
     let headline = match adapters.first() {
         Some(gl) => {
@@ -144,7 +152,19 @@ mod tests {
             max_storage_buffers_per_shader_stage: 0,
         };
         let (device_type, vendor, device) = (if software { "Cpu" } else { "DiscreteGpu" }.to_string(), 0, 0);
-        AdapterSummary { index: 0, name: name.into(), backend: backend.into(), device_type, driver: String::new(), driver_info: String::new(), vendor, device, software, features: vec![], limits }
+        AdapterSummary {
+            index: 0,
+            name: name.into(),
+            backend: backend.into(),
+            device_type,
+            driver: String::new(),
+            driver_info: String::new(),
+            vendor,
+            device,
+            software,
+            features: vec![],
+            limits,
+        }
     }
 
     #[test]
@@ -166,7 +186,8 @@ mod tests {
 
     #[test]
     fn only_gl_says_no_driver_and_names_the_icd_override() {
-        let n = diagnose(&[adapter("llvmpipe (LLVM 15)", "Gl", true)], VulkanLoader::Present, "linux", Some("/nonexistent")).expect("a notice");
+        let n =
+            diagnose(&[adapter("llvmpipe (LLVM 15)", "Gl", true)], VulkanLoader::Present, "linux", Some("/nonexistent")).expect("a notice");
         assert_eq!(n.severity, Severity::Warning);
         assert!(n.headline.contains("No Vulkan GPU driver") && n.headline.contains("OpenGL"), "{}", n.headline);
         assert!(n.why.contains("no Vulkan driver (ICD)") && n.why.contains("/nonexistent") && n.why.contains("llvmpipe"), "{}", n.why);
@@ -177,7 +198,8 @@ mod tests {
         let n = diagnose(&[adapter("llvmpipe", "Vulkan", true)], VulkanLoader::Present, "linux", None).expect("a notice");
         assert_eq!(n.severity, Severity::Info);
         assert!(n.headline.contains("software GPU") && n.headline.contains("llvmpipe"), "{}", n.headline);
-        let w = diagnose(&[adapter("Microsoft Basic Render Driver", "Dx12", true)], VulkanLoader::Missing, "windows", None).expect("a notice");
+        let w =
+            diagnose(&[adapter("Microsoft Basic Render Driver", "Dx12", true)], VulkanLoader::Missing, "windows", None).expect("a notice");
         assert!(w.fixes[0].contains("Update the GPU driver"), "{:?}", w.fixes);
         let m = diagnose(&[], VulkanLoader::NotUsed, "macos", Some("/x")).expect("a notice");
         assert!(m.fixes[0].contains("Metal") && !m.why.contains("VK_ICD"), "{m:?}");

@@ -45,7 +45,13 @@ impl KernelProfiler {
     }
 
     /// Opens a query for the next pass; its timestamp writes go into the pass descriptor.
-    pub fn begin(&mut self, encoder: &mut wgpu::CommandEncoder, kernel: String, flops: f64, bytes: f64) -> Option<wgpu::ComputePassTimestampWrites<'_>> {
+    pub fn begin(
+        &mut self,
+        encoder: &mut wgpu::CommandEncoder,
+        kernel: String,
+        flops: f64,
+        bytes: f64,
+    ) -> Option<wgpu::ComputePassTimestampWrites<'_>> {
         self.costs.push((kernel, flops, bytes));
         let q = self.profiler.begin_pass_query((self.costs.len() - 1).to_string(), encoder);
         self.open = Some(q);
@@ -80,7 +86,14 @@ impl KernelProfiler {
                 let Some(t) = q.time else { continue };
                 let Some((name, flops, bytes)) = q.label.parse::<usize>().ok().and_then(|i| self.costs.get(i)) else { continue };
                 self.busy_ns += (t.end - t.start).max(0.0) * 1e9;
-                self.results.push(KernelTime { name: name.clone(), start_s: t.start, end_s: t.end, flops: *flops, bytes: *bytes, submitted });
+                self.results.push(KernelTime {
+                    name: name.clone(),
+                    start_s: t.start,
+                    end_s: t.end,
+                    flops: *flops,
+                    bytes: *bytes,
+                    submitted,
+                });
             }
         }
     }
@@ -153,7 +166,14 @@ pub(super) fn work_estimate(kernel: Kernel, params: &[u32], bindings: &[(u32, &w
         _ => {
             let bytes: f64 = bindings.iter().map(|(_, b)| b.size() as f64).sum();
             let elements = match kernel {
-                Kernel::SumCols | Kernel::SumRows | Kernel::ArgmaxRows | Kernel::AccumulateSum | Kernel::CountCorrect | Kernel::SoftmaxXent | Kernel::SoftmaxXentRowwise | Kernel::Transpose => p(0) * p(1),
+                Kernel::SumCols
+                | Kernel::SumRows
+                | Kernel::ArgmaxRows
+                | Kernel::AccumulateSum
+                | Kernel::CountCorrect
+                | Kernel::SoftmaxXent
+                | Kernel::SoftmaxXentRowwise
+                | Kernel::Transpose => p(0) * p(1),
                 _ => p(0),
             };
             let per = match kernel {

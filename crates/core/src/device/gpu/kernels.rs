@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-
 use crate::error::{Error, Result};
 use crate::tensor::DType;
 
@@ -244,10 +243,8 @@ impl PipelineCache {
         let def = key.kernel.def();
         let source = source(key)?;
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(def.file),
-            source: wgpu::ShaderSource::Wgsl(source.into()),
-        });
+        let module = device
+            .create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(def.file), source: wgpu::ShaderSource::Wgsl(source.into()) });
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(def.entry),
             layout: None,
@@ -304,7 +301,10 @@ mod tests {
         };
         gpu.prepare().unwrap();
         for &k in Kernel::ALL.iter().filter(|k| k.compile() == Compile::AtPrepare) {
-            assert!(gpu.pipelines.contains(&PipelineKey { kernel: k, dtype: DType::F32, variant: 0 }), "{k:?} was not compiled by prepare()");
+            assert!(
+                gpu.pipelines.contains(&PipelineKey { kernel: k, dtype: DType::F32, variant: 0 }),
+                "{k:?} was not compiled by prepare()"
+            );
         }
     }
 }

@@ -64,15 +64,41 @@ fn epilogue(v: f32, col: u32, mask: f32) -> f32 {{
     let b = &mut body;
     *b += "    let m1 = p.m - 1u;\n    let n1 = p.n - 1u;\n";
     *b += &format!("    let row0 = wid.y * {rr}u;\n    let col0 = wid.x * {nt}u + lid.x * {cc}u;\n");
-    for r in 0..rr { *b += &format!("    let ri{r} = min(row0 + {r}u, m1);\n"); }
-    for c in 0..cc { *b += &format!("    let cj{c} = min(col0 + {c}u, n1);\n"); }
+    for r in 0..rr {
+        *b += &format!("    let ri{r} = min(row0 + {r}u, m1);\n");
+    }
+    for c in 0..cc {
+        *b += &format!("    let cj{c} = min(col0 + {c}u, n1);\n");
+    }
     *b += "    // Start of each aligned group of 8 rows/columns (only used when VA / VB).\n";
-    for g in 0..rr / 8 { *b += &format!("    let rg{g} = min(row0 + {}u, max(p.m, 8u) - 8u);\n", 8 * g); }
-    for g in 0..cc / 8 { *b += &format!("    let cg{g} = min(col0 + {}u, max(p.n, 8u) - 8u);\n", 8 * g); }
-    for r in 0..rr { *b += "   "; for c in 0..cc { *b += &format!(" var s{r}_{c} = 0.0;"); } *b += "\n"; }
+    for g in 0..rr / 8 {
+        *b += &format!("    let rg{g} = min(row0 + {}u, max(p.m, 8u) - 8u);\n", 8 * g);
+    }
+    for g in 0..cc / 8 {
+        *b += &format!("    let cg{g} = min(col0 + {}u, max(p.n, 8u) - 8u);\n", 8 * g);
+    }
+    for r in 0..rr {
+        *b += "   ";
+        for c in 0..cc {
+            *b += &format!(" var s{r}_{c} = 0.0;");
+        }
+        *b += "\n";
+    }
     *b += "    let kend = p.k & ~7u;\n    for (var k = 0u; k < kend; k += 8u) {\n";
-    for kk in 0..8 { *b += "       "; for r in 0..rr { *b += &format!(" var a{r}_{kk}: f32;"); } *b += "\n"; }
-    for kk in 0..8 { *b += "       "; for c in 0..cc { *b += &format!(" var b{kk}_{c}: f32;"); } *b += "\n"; }
+    for kk in 0..8 {
+        *b += "       ";
+        for r in 0..rr {
+            *b += &format!(" var a{r}_{kk}: f32;");
+        }
+        *b += "\n";
+    }
+    for kk in 0..8 {
+        *b += "       ";
+        for c in 0..cc {
+            *b += &format!(" var b{kk}_{c}: f32;");
+        }
+        *b += "\n";
+    }
     // `t` is a vec4<u32> of 8 values; `dst(q)` names the variable that gets value q.
     let unpack = |b: &mut String, load: String, dst: &dyn Fn(u32) -> String| {
         *b += &format!("                {{ let t = {load};");
@@ -82,36 +108,82 @@ fn epilogue(v: f32, col: u32, mask: f32) -> f32 {{
         *b += " }\n";
     };
     *b += "        if VA {\n            if TA {\n";
-    for g in 0..rr / 8 { for kk in 0..8 {
-        unpack(b, format!("a[((k + {kk}u) * p.m + rg{g}) >> 3u]"), &|q| format!("a{}_{kk}", 8 * g + q));
-    } }
+    for g in 0..rr / 8 {
+        for kk in 0..8 {
+            unpack(b, format!("a[((k + {kk}u) * p.m + rg{g}) >> 3u]"), &|q| format!("a{}_{kk}", 8 * g + q));
+        }
+    }
     *b += "            } else {\n";
-    for r in 0..rr { unpack(b, format!("a[(ri{r} * p.k + k) >> 3u]"), &|q| format!("a{r}_{q}")); }
+    for r in 0..rr {
+        unpack(b, format!("a[(ri{r} * p.k + k) >> 3u]"), &|q| format!("a{r}_{q}"));
+    }
     *b += "            }\n        } else {\n";
-    for kk in 0..8 { *b += "           "; for r in 0..rr { *b += &format!(" a{r}_{kk} = la(ri{r}, k + {kk}u);"); } *b += "\n"; }
+    for kk in 0..8 {
+        *b += "           ";
+        for r in 0..rr {
+            *b += &format!(" a{r}_{kk} = la(ri{r}, k + {kk}u);");
+        }
+        *b += "\n";
+    }
     *b += "        }\n        if VB {\n            if TB {\n";
-    for c in 0..cc { unpack(b, format!("b[(cj{c} * p.k + k) >> 3u]"), &|q| format!("b{q}_{c}")); }
+    for c in 0..cc {
+        unpack(b, format!("b[(cj{c} * p.k + k) >> 3u]"), &|q| format!("b{q}_{c}"));
+    }
     *b += "            } else {\n";
-    for g in 0..cc / 8 { for kk in 0..8 {
-        unpack(b, format!("b[((k + {kk}u) * p.n + cg{g}) >> 3u]"), &|q| format!("b{kk}_{}", 8 * g + q));
-    } }
+    for g in 0..cc / 8 {
+        for kk in 0..8 {
+            unpack(b, format!("b[((k + {kk}u) * p.n + cg{g}) >> 3u]"), &|q| format!("b{kk}_{}", 8 * g + q));
+        }
+    }
     *b += "            }\n        } else {\n";
-    for kk in 0..8 { *b += "           "; for c in 0..cc { *b += &format!(" b{kk}_{c} = lb(k + {kk}u, cj{c});"); } *b += "\n"; }
+    for kk in 0..8 {
+        *b += "           ";
+        for c in 0..cc {
+            *b += &format!(" b{kk}_{c} = lb(k + {kk}u, cj{c});");
+        }
+        *b += "\n";
+    }
     *b += "        }\n";
-    for kk in 0..8 { for r in 0..rr { *b += "       "; for c in 0..cc { *b += &format!(" s{r}_{c} = fma(a{r}_{kk}, b{kk}_{c}, s{r}_{c});"); } *b += "\n"; } }
+    for kk in 0..8 {
+        for r in 0..rr {
+            *b += "       ";
+            for c in 0..cc {
+                *b += &format!(" s{r}_{c} = fma(a{r}_{kk}, b{kk}_{c}, s{r}_{c});");
+            }
+            *b += "\n";
+        }
+    }
     *b += "    }\n    // K % 8 tail (scalar loads).\n    for (var k = kend; k < p.k; k += 1u) {\n";
-    *b += "       "; for r in 0..rr { *b += &format!(" let a{r} = la(ri{r}, k);"); } *b += "\n";
-    *b += "       "; for c in 0..cc { *b += &format!(" let b{c} = lb(k, cj{c});"); } *b += "\n";
-    for r in 0..rr { *b += "       "; for c in 0..cc { *b += &format!(" s{r}_{c} = fma(a{r}, b{c}, s{r}_{c});"); } *b += "\n"; }
+    *b += "       ";
+    for r in 0..rr {
+        *b += &format!(" let a{r} = la(ri{r}, k);");
+    }
+    *b += "\n";
+    *b += "       ";
+    for c in 0..cc {
+        *b += &format!(" let b{c} = lb(k, cj{c});");
+    }
+    *b += "\n";
+    for r in 0..rr {
+        *b += "       ";
+        for c in 0..cc {
+            *b += &format!(" s{r}_{c} = fma(a{r}, b{c}, s{r}_{c});");
+        }
+        *b += "\n";
+    }
     *b += "    }\n";
-    for c in 0..cc { *b += &format!("    let ok{c} = col0 + {c}u < p.n;\n"); }
+    for c in 0..cc {
+        *b += &format!("    let ok{c} = col0 + {c}u < p.n;\n");
+    }
 
     s += "@compute @workgroup_size(8, 1, 1)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>, @builtin(local_invocation_index) li: u32) {\n";
     s += &body;
     s += "    let count = p.count != 0u;\n    if p.out16 == 0u {\n";
     for r in 0..rr {
         s += &format!("        if row0 + {r}u < p.m {{\n            let base = (row0 + {r}u) * p.n + col0;\n");
-        for c in 0..cc { s += &format!("            if ok{c} {{ c_f32[base + {c}u] = epilogue(s{r}_{c}, col0 + {c}u, 1.0); }}\n"); }
+        for c in 0..cc {
+            s += &format!("            if ok{c} {{ c_f32[base + {c}u] = epilogue(s{r}_{c}, col0 + {c}u, 1.0); }}\n");
+        }
         s += "        }\n";
     }
     s += "    } else {\n        // N is even and col0 a multiple of 8, so columns (c, c+1) share one word of C.\n";

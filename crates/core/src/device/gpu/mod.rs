@@ -8,9 +8,9 @@ pub mod driver_help;
 mod kernel_profiler;
 mod kernels;
 #[cfg(test)]
-mod matmul_gen;
-#[cfg(test)]
 mod matmul16_gen;
+#[cfg(test)]
+mod matmul_gen;
 mod pool;
 mod quant;
 mod readback;
@@ -19,7 +19,6 @@ pub mod tuning;
 
 use std::sync::{Arc, Mutex};
 
-
 pub use adapters::{AdapterSummary, GpuSelector};
 pub use kernel_profiler::KernelTime;
 pub use kernels::{matmul16_coop_source, render as render_template};
@@ -27,13 +26,15 @@ pub use pool::GpuTensor;
 pub use tuning::{Matmul16Variant, MatmulVariant};
 
 use crate::error::{Error, Result};
-use crate::tensor::{AmpOps, BackendBase, BackendInfo, BackendKind, CoreOps, DType, Epilogue, Ledger, MemCategory, MemoryReport, Shape, Telemetry, memory_lock};
+use crate::tensor::{
+    AmpOps, BackendBase, BackendInfo, BackendKind, CoreOps, DType, Epilogue, Ledger, MemCategory, MemoryReport, Shape, Telemetry,
+    memory_lock,
+};
 use kernels::{Kernel, PipelineCache, PipelineKey, WG};
 use pool::{Shared, buffer_size};
 use recorder::Recorder;
 
-const STORAGE: wgpu::BufferUsages =
-    wgpu::BufferUsages::STORAGE.union(wgpu::BufferUsages::COPY_SRC).union(wgpu::BufferUsages::COPY_DST);
+const STORAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE.union(wgpu::BufferUsages::COPY_SRC).union(wgpu::BufferUsages::COPY_DST);
 const STAGING: wgpu::BufferUsages = wgpu::BufferUsages::MAP_READ.union(wgpu::BufferUsages::COPY_DST);
 
 /// Up to this many classes, softmax-cross-entropy runs one thread per row.
@@ -98,7 +99,10 @@ impl GpuBackend {
             features |= coop;
         }
         // The summary lists what this device was opened with, not all the adapter could do.
-        summary.features.retain(|name| adapters::WANTED_FEATURES.iter().any(|(f, n)| n == name && features.contains(*f)) || (name == adapters::COOP_MATRIX_F16 && coop16));
+        summary.features.retain(|name| {
+            adapters::WANTED_FEATURES.iter().any(|(f, n)| n == name && features.contains(*f))
+                || (name == adapters::COOP_MATRIX_F16 && coop16)
+        });
         let experimental_features = if coop16 {
             // SAFETY: wgpu asks its user to accept that experimental features may still have
             // bugs; the only one requested is EXPERIMENTAL_COOPERATIVE_MATRIX, used by one kernel
@@ -128,7 +132,12 @@ impl GpuBackend {
 
         let timestamps = features.contains(wgpu::Features::TIMESTAMP_QUERY);
         let rec = Recorder::new(&device, &queue, timestamps);
-        let dummy = device.create_buffer(&wgpu::BufferDescriptor { label: Some("unused binding"), size: 256, usage: STORAGE, mapped_at_creation: false });
+        let dummy = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("unused binding"),
+            size: 256,
+            usage: STORAGE,
+            mapped_at_creation: false,
+        });
         let shared = Arc::new(Shared { pool: Default::default(), ledger: Arc::new(Mutex::new(Ledger::with_budget(budget))) });
         Ok(GpuBackend {
             device,
@@ -292,7 +301,15 @@ impl GpuBackend {
     }
 
     /// `run` for a kernel instantiated for `dtype` (the 16-bit kernels).
-    fn run_as(&mut self, dtype: DType, kernel: Kernel, variant: u32, params: &[u32], bindings: &[(u32, &wgpu::Buffer)], groups: (u32, u32)) -> Result<()> {
+    fn run_as(
+        &mut self,
+        dtype: DType,
+        kernel: Kernel,
+        variant: u32,
+        params: &[u32],
+        bindings: &[(u32, &wgpu::Buffer)],
+        groups: (u32, u32),
+    ) -> Result<()> {
         if groups.0 == 0 || groups.1 == 0 {
             return Ok(());
         }
@@ -338,7 +355,13 @@ impl GpuBackend {
             return Err(Error::Internal(format!("transpose of {:?} into {:?}", src.shape, dst.shape)));
         }
         let g = self.grid(r * c);
-        self.run(Kernel::Transpose, 0, &[u32_len(r, "transpose")?, u32_len(c, "transpose")?, 0, 0], &[(1, src.buffer()), (2, dst.buffer())], g)
+        self.run(
+            Kernel::Transpose,
+            0,
+            &[u32_len(r, "transpose")?, u32_len(c, "transpose")?, 0, 0],
+            &[(1, src.buffer()), (2, dst.buffer())],
+            g,
+        )
     }
 
     /// The refusal of work beyond this adapter's limits.
@@ -353,7 +376,11 @@ impl GpuBackend {
 }
 
 fn u32_len(n: usize, what: &'static str) -> Result<u32> {
-    u32::try_from(n).map_err(|_| Error::UnsupportedOp { op: what, backend: "the gpu backend".into(), why: format!("{n} elements exceed the 2^32 a GPU kernel can index") })
+    u32::try_from(n).map_err(|_| Error::UnsupportedOp {
+        op: what,
+        backend: "the gpu backend".into(),
+        why: format!("{n} elements exceed the 2^32 a GPU kernel can index"),
+    })
 }
 
 impl BackendBase for GpuBackend {
@@ -383,7 +410,16 @@ impl AmpOps for GpuBackend {
         amp::cast(self, x, out, stats)
     }
 
-    fn matmul16(&mut self, a: &GpuTensor, b: &GpuTensor, c: &mut GpuTensor, ta: bool, tb: bool, epi: Epilogue<'_, GpuTensor>, stats: Option<&mut GpuTensor>) -> Result<()> {
+    fn matmul16(
+        &mut self,
+        a: &GpuTensor,
+        b: &GpuTensor,
+        c: &mut GpuTensor,
+        ta: bool,
+        tb: bool,
+        epi: Epilogue<'_, GpuTensor>,
+        stats: Option<&mut GpuTensor>,
+    ) -> Result<()> {
         amp::matmul16(self, a, b, c, ta, tb, epi, stats)
     }
 
@@ -395,7 +431,15 @@ impl AmpOps for GpuBackend {
         amp::unscale_check(self, g, state)
     }
 
-    fn amp_update(&mut self, p: &mut GpuTensor, g: &GpuTensor, slots: &mut [GpuTensor], opt: AmpOptimizer<'_, GpuTensor>, state: &GpuTensor, w16: Option<&mut GpuTensor>) -> Result<()> {
+    fn amp_update(
+        &mut self,
+        p: &mut GpuTensor,
+        g: &GpuTensor,
+        slots: &mut [GpuTensor],
+        opt: AmpOptimizer<'_, GpuTensor>,
+        state: &GpuTensor,
+        w16: Option<&mut GpuTensor>,
+    ) -> Result<()> {
         amp::amp_update(self, p, g, slots, opt, state, w16)
     }
 

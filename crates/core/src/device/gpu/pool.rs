@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-
 use crate::tensor::{DType, Ledger, MemCategory, Shape, TensorMeta, memory_lock};
 
 /// Freed buffers kept for reuse beyond this are destroyed instead.

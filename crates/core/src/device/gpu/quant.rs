@@ -85,11 +85,26 @@ impl QuantOps for GpuBackend {
     fn matmul_i8(&mut self, a: &GpuTensor, b: &GpuTensor, c: &mut GpuTensor, ta: bool, tb: bool) -> Result<()> {
         let (m, n, k) = checks::matmul_i8(a, b, c, ta, tb)?;
         let (dims, groups, variant) = self.i8_launch("matmul_i8", (m, n, k), ta, tb)?;
-        self.run_as(DType::I8, Kernel::MatmulI8, variant, &[dims[0], dims[1], dims[2], 0, 0], &[(1, a.buffer()), (2, b.buffer()), (3, c.buffer())], groups)
+        self.run_as(
+            DType::I8,
+            Kernel::MatmulI8,
+            variant,
+            &[dims[0], dims[1], dims[2], 0, 0],
+            &[(1, a.buffer()), (2, b.buffer()), (3, c.buffer())],
+            groups,
+        )
     }
 
     /// The same kernel's `main_dequant` entry: each sum finished into f32 in registers.
-    fn matmul_i8_dequant(&mut self, a: &GpuTensor, b: &GpuTensor, out: &mut GpuTensor, ta: bool, tb: bool, epi: Dequant<'_, GpuTensor>) -> Result<()> {
+    fn matmul_i8_dequant(
+        &mut self,
+        a: &GpuTensor,
+        b: &GpuTensor,
+        out: &mut GpuTensor,
+        ta: bool,
+        tb: bool,
+        epi: Dequant<'_, GpuTensor>,
+    ) -> Result<()> {
         let (mnk, per_column) = checks::matmul_i8_dequant(a, b, out, ta, tb, &epi)?;
         let (dims, groups, variant) = self.i8_launch("matmul_i8_dequant", mnk, ta, tb)?;
         let flags = per_column as u32 | (epi.bias.is_some() as u32) << 1 | (epi.relu as u32) << 2 | (epi.act_scale.is_some() as u32) << 3;
@@ -97,7 +112,8 @@ impl QuantOps for GpuBackend {
         // scales stand in for it.
         let bias = epi.bias.unwrap_or(epi.scales);
         let act = epi.act_scale.unwrap_or(epi.scales);
-        let bindings = [(1, a.buffer()), (2, b.buffer()), (4, epi.scales.buffer()), (5, bias.buffer()), (6, out.buffer()), (7, act.buffer())];
+        let bindings =
+            [(1, a.buffer()), (2, b.buffer()), (4, epi.scales.buffer()), (5, bias.buffer()), (6, out.buffer()), (7, act.buffer())];
         self.run_as(DType::I8, Kernel::MatmulI8Dequant, variant, &[dims[0], dims[1], dims[2], flags, 0], &bindings, groups)
     }
 }

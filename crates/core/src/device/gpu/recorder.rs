@@ -3,7 +3,6 @@
 //! slot of one uniform buffer that is written once per submit; each pass is bracketed by
 //! timestamp queries (where the adapter has them) to measure GPU busy time.
 
-
 use super::kernel_profiler::KernelProfiler;
 use crate::error::{Error, Result};
 

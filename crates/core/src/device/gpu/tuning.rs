@@ -46,9 +46,8 @@ const CACHE_FILE: &str = "kernel-choices.json";
 /// else a fresh measurement.
 pub fn choose(gpu: &mut GpuBackend) -> Result<MatmulVariant> {
     if let Ok(v) = std::env::var("GPULAB_MATMUL_VARIANT") {
-        return MatmulVariant::parse(&v).ok_or_else(|| {
-            Error::InvalidConfig(format!("GPULAB_MATMUL_VARIANT={v:?} is not one of: reg-block, tiled"))
-        });
+        return MatmulVariant::parse(&v)
+            .ok_or_else(|| Error::InvalidConfig(format!("GPULAB_MATMUL_VARIANT={v:?} is not one of: reg-block, tiled")));
     }
     let key = CacheKey::new("matmul-variant", &gpu.info());
     let cache = DiskCache::named(CACHE_FILE);
@@ -124,11 +123,16 @@ impl Matmul16Variant {
 pub fn choose16(gpu: &mut GpuBackend, dt: DType) -> Result<Matmul16Variant> {
     let runs = gpu.matmul16_variants(dt);
     if let Ok(v) = std::env::var("GPULAB_MATMUL16_VARIANT") {
-        let v = Matmul16Variant::parse(&v).ok_or_else(|| Error::InvalidConfig(format!("GPULAB_MATMUL16_VARIANT={v:?} is not one of: plain, reg-block, coop")))?;
+        let v = Matmul16Variant::parse(&v)
+            .ok_or_else(|| Error::InvalidConfig(format!("GPULAB_MATMUL16_VARIANT={v:?} is not one of: plain, reg-block, coop")))?;
         if !runs.contains(&v) {
             return Err(Error::InvalidConfig(format!(
                 "GPULAB_MATMUL16_VARIANT=coop: the cooperative-matrix GEMM is f16 only and needs EXPERIMENTAL_COOPERATIVE_MATRIX with a 16×16×16 f16/f32 configuration; {} for {}",
-                if gpu.has_coop16() { "it does not run bf16".to_string() } else { format!("the adapter {} has no such support", gpu.summary.name) },
+                if gpu.has_coop16() {
+                    "it does not run bf16".to_string()
+                } else {
+                    format!("the adapter {} has no such support", gpu.summary.name)
+                },
                 dt.name()
             )));
         }

@@ -78,7 +78,13 @@ pub trait ConvOps: BackendBase {
 
     /// The max-pool's backward: grad_in `[pixels, C]` (HWC, `geom` is the pool's input) gets
     /// each output gradient at its winner's index and 0 everywhere else. Overwrites grad_in.
-    fn max_pool_backward(&mut self, grad_out: &Self::Tensor, argmax: &Self::Tensor, grad_in: &mut Self::Tensor, geom: ImageGeom) -> Result<()> {
+    fn max_pool_backward(
+        &mut self,
+        grad_out: &Self::Tensor,
+        argmax: &Self::Tensor,
+        grad_in: &mut Self::Tensor,
+        geom: ImageGeom,
+    ) -> Result<()> {
         let _ = (grad_out, argmax, grad_in, geom);
         Err(refuse(self, "max_pool_backward"))
     }

@@ -74,13 +74,7 @@ pub trait CoreOps: BackendBase {
     /// out[0, r] = argmax_c x[r, c] (first maximum wins), as u32.
     fn argmax_rows(&mut self, x: &Self::Tensor, out: &mut Self::Tensor) -> Result<()>;
     /// acc[0, index] += #{r : argmax_c logits[r, c] == labels[r]}, as u32.
-    fn count_correct(
-        &mut self,
-        logits: &Self::Tensor,
-        labels: &Self::Tensor,
-        acc: &mut Self::Tensor,
-        index: usize,
-    ) -> Result<()>;
+    fn count_correct(&mut self, logits: &Self::Tensor, labels: &Self::Tensor, acc: &mut Self::Tensor, index: usize) -> Result<()>;
     fn sgd_step(&mut self, p: &mut Self::Tensor, g: &Self::Tensor, v: &mut Self::Tensor, hp: Sgd) -> Result<()>;
     fn adamw_step(
         &mut self,

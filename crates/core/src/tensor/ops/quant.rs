@@ -44,7 +44,26 @@ mod tests {
             let q = (v / s).round_ties_even();
             if q.is_nan() { 0 } else { q.clamp(-127.0, 127.0) as i8 }
         };
-        let mut vals = vec![0.5f32, 1.5, 2.5, -0.5, -1.5, -2.5, 126.5, -126.5, 127.5, -127.5, 128.0, 1e30, -1e30, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, -0.0, 0.49999997];
+        let mut vals = vec![
+            0.5f32,
+            1.5,
+            2.5,
+            -0.5,
+            -1.5,
+            -2.5,
+            126.5,
+            -126.5,
+            127.5,
+            -127.5,
+            128.0,
+            1e30,
+            -1e30,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -0.0,
+            0.49999997,
+        ];
         vals.extend((0..20000).map(|i| (i as f32 - 10000.0) * 0.0137));
         for &v in &vals {
             for s in [1.0f32, 0.01, 0.37, 3.0] {
@@ -122,7 +141,15 @@ pub trait QuantOps: CoreOps {
     /// finished into f32 by `epi` (`Dequant`: · scale, + bias, ReLU) where it is computed, so
     /// no i32 tensor is written. Equal bit for bit to `matmul_i8_dequant_unfused` (this
     /// default, for a backend without a fused kernel).
-    fn matmul_i8_dequant(&mut self, a: &Self::Tensor, b: &Self::Tensor, out: &mut Self::Tensor, trans_a: bool, trans_b: bool, epi: Dequant<'_, Self::Tensor>) -> Result<()> {
+    fn matmul_i8_dequant(
+        &mut self,
+        a: &Self::Tensor,
+        b: &Self::Tensor,
+        out: &mut Self::Tensor,
+        trans_a: bool,
+        trans_b: bool,
+        epi: Dequant<'_, Self::Tensor>,
+    ) -> Result<()> {
         matmul_i8_dequant_unfused(self, a, b, out, trans_a, trans_b, epi)
     }
 }
@@ -130,7 +157,15 @@ pub trait QuantOps: CoreOps {
 /// `matmul_i8_dequant` as separate ops: `matmul_i8` into an i32 tensor, then `dequantize`,
 /// `bias_add`, `relu`. The default of every backend without a fused kernel, and what the fused
 /// kernels are tested against.
-pub fn matmul_i8_dequant_unfused<B: QuantOps + ?Sized>(be: &mut B, a: &B::Tensor, b: &B::Tensor, out: &mut B::Tensor, trans_a: bool, trans_b: bool, epi: Dequant<'_, B::Tensor>) -> Result<()> {
+pub fn matmul_i8_dequant_unfused<B: QuantOps + ?Sized>(
+    be: &mut B,
+    a: &B::Tensor,
+    b: &B::Tensor,
+    out: &mut B::Tensor,
+    trans_a: bool,
+    trans_b: bool,
+    epi: Dequant<'_, B::Tensor>,
+) -> Result<()> {
     if let Some(why) = be.quant_unavailable() {
         return Err(unsupported(be, "matmul_i8_dequant", &why));
     }

@@ -25,7 +25,8 @@ pub const PALETTE: [&str; 8] = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E6
 /// The chart as an `<svg>` element to place inline in HTML (no XML prologue). Every text is
 /// escaped; non-finite points (and x ≤ 0 on a log axis) are left out and said so in the legend.
 pub fn chart_svg(c: &Chart) -> String {
-    let (series, dropped): (Vec<Vec<[f64; 2]>>, Vec<usize>) = c.series.iter().map(|s| drawable(s, c.log_x && c.kind == ChartKind::Line)).unzip();
+    let (series, dropped): (Vec<Vec<[f64; 2]>>, Vec<usize>) =
+        c.series.iter().map(|s| drawable(s, c.log_x && c.kind == ChartKind::Line)).unzip();
     let dropped: usize = dropped.iter().sum();
     let mut legend: Vec<(Option<&str>, String)> = c
         .series
@@ -34,7 +35,10 @@ pub fn chart_svg(c: &Chart) -> String {
         .map(|(i, s)| {
             // The full provenance where it fits the line; the page's caption always has it.
             let full = format!("{} — {}", s.name, s.provenance.label());
-            (Some(PALETTE[i % PALETTE.len()]), if full.chars().count() <= 100 { full } else { format!("{} — {}", s.name, s.provenance.short()) })
+            (
+                Some(PALETTE[i % PALETTE.len()]),
+                if full.chars().count() <= 100 { full } else { format!("{} — {}", s.name, s.provenance.short()) },
+            )
         })
         .collect();
     if c.kind == ChartKind::Bars || !c.markers.is_empty() {
@@ -54,17 +58,34 @@ pub fn chart_svg(c: &Chart) -> String {
     );
     let all: Vec<[f64; 2]> = series.iter().flatten().copied().collect();
     if all.is_empty() {
-        let _ = writeln!(s, "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"middle\" fill=\"#555\">no data points in this run</text>", W / 2.0, TOP + PLOT_H / 2.0);
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"middle\" fill=\"#555\">no data points in this run</text>",
+            W / 2.0,
+            TOP + PLOT_H / 2.0
+        );
     } else {
         match c.kind {
             ChartKind::Line => line_body(&mut s, c, &series, &all),
             ChartKind::Bars => bars_body(&mut s, c, &series, &all),
         }
     }
-    let _ = writeln!(s, "<rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{:.0}\" height=\"{PLOT_H}\" fill=\"none\" stroke=\"#333\"/>", W - LEFT - RIGHT);
+    let _ =
+        writeln!(s, "<rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{:.0}\" height=\"{PLOT_H}\" fill=\"none\" stroke=\"#333\"/>", W - LEFT - RIGHT);
     let x_title = if c.log_x && c.kind == ChartKind::Line { format!("{} (log scale)", c.x_label) } else { c.x_label.clone() };
-    let _ = writeln!(s, "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"middle\">{}</text>", LEFT + (W - LEFT - RIGHT) / 2.0, TOP + PLOT_H + 40.0, escape(&x_title));
-    let _ = writeln!(s, "<text transform=\"translate(16 {:.0}) rotate(-90)\" text-anchor=\"middle\">{}</text>", TOP + PLOT_H / 2.0, escape(&c.y_label));
+    let _ = writeln!(
+        s,
+        "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"middle\">{}</text>",
+        LEFT + (W - LEFT - RIGHT) / 2.0,
+        TOP + PLOT_H + 40.0,
+        escape(&x_title)
+    );
+    let _ = writeln!(
+        s,
+        "<text transform=\"translate(16 {:.0}) rotate(-90)\" text-anchor=\"middle\">{}</text>",
+        TOP + PLOT_H / 2.0,
+        escape(&c.y_label)
+    );
     for (i, (colour, text)) in legend.iter().enumerate() {
         let y = TOP + PLOT_H + X_AXIS_H + LEGEND_LINE * i as f64 + 12.0;
         match colour {
@@ -72,7 +93,13 @@ pub fn chart_svg(c: &Chart) -> String {
                 let _ = write!(s, "<rect x=\"{LEFT}\" y=\"{:.0}\" width=\"14\" height=\"10\" fill=\"{col}\"/>", y - 9.0);
             }
             None => {
-                let _ = write!(s, "<line x1=\"{LEFT}\" y1=\"{:.0}\" x2=\"{:.0}\" y2=\"{:.0}\" stroke=\"#b3261e\" stroke-dasharray=\"4 3\"/>", y - 4.0, LEFT + 14.0, y - 4.0);
+                let _ = write!(
+                    s,
+                    "<line x1=\"{LEFT}\" y1=\"{:.0}\" x2=\"{:.0}\" y2=\"{:.0}\" stroke=\"#b3261e\" stroke-dasharray=\"4 3\"/>",
+                    y - 4.0,
+                    LEFT + 14.0,
+                    y - 4.0
+                );
             }
         }
         let _ = writeln!(s, "<text x=\"{:.0}\" y=\"{y:.0}\">{}</text>", LEFT + 20.0, escape(text));
@@ -125,7 +152,13 @@ fn line_body(s: &mut String, c: &Chart, series: &[Vec<[f64; 2]>], all: &[[f64; 2
     y_grid(s, &y, &yticks);
     for t in xticks {
         let px = x.to_px(t);
-        let _ = writeln!(s, "<line x1=\"{px:.1}\" y1=\"{TOP}\" x2=\"{px:.1}\" y2=\"{:.0}\" stroke=\"#e4e4e4\"/><text x=\"{px:.1}\" y=\"{:.0}\" text-anchor=\"middle\">{}</text>", TOP + PLOT_H, TOP + PLOT_H + 16.0, num(t));
+        let _ = writeln!(
+            s,
+            "<line x1=\"{px:.1}\" y1=\"{TOP}\" x2=\"{px:.1}\" y2=\"{:.0}\" stroke=\"#e4e4e4\"/><text x=\"{px:.1}\" y=\"{:.0}\" text-anchor=\"middle\">{}</text>",
+            TOP + PLOT_H,
+            TOP + PLOT_H + 16.0,
+            num(t)
+        );
     }
     for (i, (mx, label)) in c.markers.iter().enumerate() {
         if !(mx.is_finite() && *mx >= xlo && *mx <= xhi) {
@@ -171,7 +204,13 @@ fn bars_body(s: &mut String, c: &Chart, series: &[Vec<[f64; 2]>], all: &[[f64; 2
     let every = (groups.len() as f64 * 48.0 / (W - LEFT - RIGHT)).ceil().max(1.0) as usize;
     for (g, gx) in groups.iter().enumerate() {
         if g % every == 0 {
-            let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{:.0}\" text-anchor=\"middle\">{}</text>", LEFT + gw * (g as f64 + 0.5), TOP + PLOT_H + 16.0, num(*gx));
+            let _ = writeln!(
+                s,
+                "<text x=\"{:.1}\" y=\"{:.0}\" text-anchor=\"middle\">{}</text>",
+                LEFT + gw * (g as f64 + 0.5),
+                TOP + PLOT_H + 16.0,
+                num(*gx)
+            );
         }
     }
     let zero = y.to_px(0.0_f64.clamp(ylo, yhi));
@@ -183,7 +222,12 @@ fn bars_body(s: &mut String, c: &Chart, series: &[Vec<[f64; 2]>], all: &[[f64; 2
             let bx = LEFT + gw * g as f64 + 0.1 * gw + bw * i as f64;
             let py = y.to_px(p[1]);
             let (top, height) = (py.min(zero), (py - zero).abs().max(0.5));
-            let _ = write!(s, "<rect class=\"bar\" x=\"{bx:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{height:.1}\" fill=\"{col}\"><title>{name}: {}</title></rect>", (bw * 0.95).max(1.0), num(p[1]));
+            let _ = write!(
+                s,
+                "<rect class=\"bar\" x=\"{bx:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{height:.1}\" fill=\"{col}\"><title>{name}: {}</title></rect>",
+                (bw * 0.95).max(1.0),
+                num(p[1])
+            );
         }
         s.push('\n');
     }
@@ -193,7 +237,14 @@ fn bars_body(s: &mut String, c: &Chart, series: &[Vec<[f64; 2]>], all: &[[f64; 2
 fn y_grid(s: &mut String, y: &Axis, ticks: &[f64]) {
     for t in ticks {
         let py = y.to_px(*t);
-        let _ = writeln!(s, "<line x1=\"{LEFT}\" y1=\"{py:.1}\" x2=\"{:.0}\" y2=\"{py:.1}\" stroke=\"#e4e4e4\"/><text x=\"{:.0}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>", W - RIGHT, LEFT - 6.0, py + 4.0, num(*t));
+        let _ = writeln!(
+            s,
+            "<line x1=\"{LEFT}\" y1=\"{py:.1}\" x2=\"{:.0}\" y2=\"{py:.1}\" stroke=\"#e4e4e4\"/><text x=\"{:.0}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            W - RIGHT,
+            LEFT - 6.0,
+            py + 4.0,
+            num(*t)
+        );
     }
 }
 
@@ -242,7 +293,15 @@ fn nice_step(raw: f64) -> f64 {
     }
     let mag = 10f64.powf(raw.log10().floor());
     let f = raw / mag;
-    mag * if f <= 1.0 { 1.0 } else if f <= 2.0 { 2.0 } else if f <= 5.0 { 5.0 } else { 10.0 }
+    mag * if f <= 1.0 {
+        1.0
+    } else if f <= 2.0 {
+        2.0
+    } else if f <= 5.0 {
+        5.0
+    } else {
+        10.0
+    }
 }
 
 /// Ticks on a log axis within [lo, hi] (lo > 0): the powers of ten, and 2× and 5× them when the

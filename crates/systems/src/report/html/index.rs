@@ -32,12 +32,27 @@ pub fn index_html(heading: &str, rows: &[IndexRow]) -> String {
             Some(l) => format!("<a href=\"{}\">{}</a>", escape(l), escape(&r.title)),
             None => escape(&r.title),
         };
-        let key = r.key_figure.as_ref().map(|f| format!("{}: <b>{}</b> <span class=\"prov\">({})</span>", escape(&f.label), escape(&figure_text(f)), escape(f.provenance.short()))).unwrap_or_else(|| "—".into());
+        let key = r
+            .key_figure
+            .as_ref()
+            .map(|f| {
+                format!(
+                    "{}: <b>{}</b> <span class=\"prov\">({})</span>",
+                    escape(&f.label),
+                    escape(&figure_text(f)),
+                    escape(f.provenance.short())
+                )
+            })
+            .unwrap_or_else(|| "—".into());
         let verdict = match &r.error {
             Some(e) => format!("<td class=\"err\">failed: {}</td>", escape(e)),
             None => format!("<td>{}</td>", escape(&r.verdict)),
         };
-        let _ = writeln!(h, "<tr><td class=\"n\">{}</td><td>{title}</td><td>{key}</td>{verdict}<td class=\"n\">{:.1}</td></tr>", r.number, r.seconds);
+        let _ = writeln!(
+            h,
+            "<tr><td class=\"n\">{}</td><td>{title}</td><td>{key}</td>{verdict}<td class=\"n\">{:.1}</td></tr>",
+            r.number, r.seconds
+        );
     }
     h.push_str("</tbody>\n</table>\n</body>\n</html>\n");
     h

@@ -53,9 +53,21 @@ div.tw{overflow-x:auto}code{background:#f4f4f4;padding:0 3px;border-radius:3px}p
 /// The whole page for one report.
 pub fn to_html(r: &Report) -> String {
     let mut h = String::new();
-    let _ = write!(h, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{}</title>\n<style>\n{STYLE}\n</style>\n</head>\n<body>\n", escape(&r.title));
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{}</title>\n<style>\n{STYLE}\n</style>\n</head>\n<body>\n",
+        escape(&r.title)
+    );
     let m = &r.metadata;
-    let _ = writeln!(h, "<h1>{}</h1>\n<p class=\"meta\">gpulab {} · exercise <code>{}</code> · started {} · seed {}</p>", escape(&r.title), escape(&m.gpulab_version), escape(&r.exercise), escape(&m.started_at), m.seed);
+    let _ = writeln!(
+        h,
+        "<h1>{}</h1>\n<p class=\"meta\">gpulab {} · exercise <code>{}</code> · started {} · seed {}</p>",
+        escape(&r.title),
+        escape(&m.gpulab_version),
+        escape(&r.exercise),
+        escape(&m.started_at),
+        m.seed
+    );
     if r.stopped_early {
         h.push_str("<p class=\"stopped\">This run was stopped early; the figures cover only what finished.</p>\n");
     }
@@ -67,7 +79,13 @@ pub fn to_html(r: &Report) -> String {
     }
     if let Some(sg) = &r.suggestion {
         let sets: String = sg.settings.iter().map(|(k, v)| format!(" --set {k}={v}")).collect();
-        let _ = writeln!(h, "<h2>Next step</h2>\n<p>{}: <code>gpulab run {}{}</code></p>", escape(&sg.label), escape(&r.exercise), escape(&sets));
+        let _ = writeln!(
+            h,
+            "<h2>Next step</h2>\n<p>{}: <code>gpulab run {}{}</code></p>",
+            escape(&sg.label),
+            escape(&r.exercise),
+            escape(&sets)
+        );
     }
     figures(&mut h, &r.figures);
     for t in &r.tables {
@@ -78,11 +96,29 @@ pub fn to_html(r: &Report) -> String {
     }
     for c in &r.charts {
         let provs = sources(c.series.iter().map(|s| (s.name.as_str(), s.provenance.label())));
-        let _ = writeln!(h, "<figure id=\"chart-{}\">\n<h3>{}</h3>\n{}<figcaption>{} against {}{} · {}</figcaption>\n</figure>", escape(&c.id), escape(&c.title), chart_svg(c), escape(&c.y_label), escape(&c.x_label), if c.log_x { " (log scale)" } else { "" }, escape(&provs));
+        let _ = writeln!(
+            h,
+            "<figure id=\"chart-{}\">\n<h3>{}</h3>\n{}<figcaption>{} against {}{} · {}</figcaption>\n</figure>",
+            escape(&c.id),
+            escape(&c.title),
+            chart_svg(c),
+            escape(&c.y_label),
+            escape(&c.x_label),
+            if c.log_x { " (log scale)" } else { "" },
+            escape(&provs)
+        );
     }
     diagrams(&mut h, &r.attachments);
     for t in &r.timelines {
-        let _ = writeln!(h, "<h2>Timeline: {}</h2>\n<figure>\n{}<figcaption>{} Every span is in <a href=\"{}\">{}</a> (open it in ui.perfetto.dev or chrome://tracing).</figcaption>\n</figure>", escape(&t.title), timeline_svg(t), escape(&t.gpu_note), escape(&crate::profile::trace::file_name(t)), escape(&crate::profile::trace::file_name(t)));
+        let _ = writeln!(
+            h,
+            "<h2>Timeline: {}</h2>\n<figure>\n{}<figcaption>{} Every span is in <a href=\"{}\">{}</a> (open it in ui.perfetto.dev or chrome://tracing).</figcaption>\n</figure>",
+            escape(&t.title),
+            timeline_svg(t),
+            escape(&t.gpu_note),
+            escape(&crate::profile::trace::file_name(t)),
+            escape(&crate::profile::trace::file_name(t))
+        );
     }
     cards(&mut h, r);
     reproduce(&mut h, r);
@@ -126,7 +162,13 @@ fn figures(h: &mut String, figs: &[Figure]) {
     }
     h.push_str("<h2>Headline figures</h2>\n<div class=\"figures\">\n");
     for f in figs {
-        let _ = writeln!(h, "<div class=\"figure\"><div>{}</div><div class=\"v\">{}</div><div class=\"prov\">{}</div></div>", escape(&f.label), escape(&figure_text(f)), escape(&f.provenance.label()));
+        let _ = writeln!(
+            h,
+            "<div class=\"figure\"><div>{}</div><div class=\"v\">{}</div><div class=\"prov\">{}</div></div>",
+            escape(&f.label),
+            escape(&figure_text(f)),
+            escape(&f.provenance.label())
+        );
     }
     h.push_str("</div>\n");
 }
@@ -170,7 +212,13 @@ pub fn sources<'a>(pairs: impl Iterator<Item = (&'a str, String)>) -> String {
 /// what a file holds, so a report read from someone else's JSON stays inert.
 fn diagrams(h: &mut String, attachments: &[Attachment]) {
     for a in attachments.iter().filter(|a| a.file_name.ends_with(".svg") && a.bytes.is_empty()) {
-        let _ = writeln!(h, "<h2>Diagram</h2>\n<figure><img alt=\"{}\" src=\"data:image/svg+xml,{}\"><figcaption>{} beside this report</figcaption></figure>", escape(&a.file_name), percent_encode(&a.text), escape(&a.file_name));
+        let _ = writeln!(
+            h,
+            "<h2>Diagram</h2>\n<figure><img alt=\"{}\" src=\"data:image/svg+xml,{}\"><figcaption>{} beside this report</figcaption></figure>",
+            escape(&a.file_name),
+            percent_encode(&a.text),
+            escape(&a.file_name)
+        );
     }
 }
 
@@ -196,7 +244,9 @@ fn cards(h: &mut String, r: &Report) {
     for c in &r.check_yourself {
         let answer = match c.answer.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
             Some(a) => a.lines().map(inline_code).collect::<Vec<_>>().join("<br>\n"),
-            None => "<span class=\"muted\">No answer written yet for this question — work it out from the lesson and your run.</span>".into(),
+            None => {
+                "<span class=\"muted\">No answer written yet for this question — work it out from the lesson and your run.</span>".into()
+            }
         };
         let _ = writeln!(h, "<details><summary>{}</summary>\n<p>{answer}</p></details>", inline_code(&c.question));
     }
@@ -235,18 +285,40 @@ fn reproduce(h: &mut String, r: &Report) {
     row("data set", &m.dataset);
     row("host", &m.host);
     for b in &m.backends {
-        row("backend", &format!("{} · driver {}{}", b.label(), if b.driver.is_empty() { "—" } else { &b.driver }, if b.timestamps { " · GPU timestamps" } else { "" }));
+        row(
+            "backend",
+            &format!(
+                "{} · driver {}{}",
+                b.label(),
+                if b.driver.is_empty() { "—" } else { &b.driver },
+                if b.timestamps { " · GPU timestamps" } else { "" }
+            ),
+        );
     }
     for (k, v) in &m.hyperparameters {
         row(&format!("hyper-parameter {k}"), v);
     }
     h.push_str("</tbody>\n</table>\n");
     if !r.config.is_empty() {
-        let sets: String = r.config.iter().map(|(k, v)| format!(" --set {k}={}", if v.contains(' ') || v.is_empty() { format!("'{v}'") } else { v.clone() })).collect();
-        let _ = writeln!(h, "<p>Settings of this run, as a command:</p>\n<pre><code>gpulab run {}{}</code></pre>", escape(&r.exercise), escape(&sets));
+        let sets: String = r
+            .config
+            .iter()
+            .map(|(k, v)| format!(" --set {k}={}", if v.contains(' ') || v.is_empty() { format!("'{v}'") } else { v.clone() }))
+            .collect();
+        let _ = writeln!(
+            h,
+            "<p>Settings of this run, as a command:</p>\n<pre><code>gpulab run {}{}</code></pre>",
+            escape(&r.exercise),
+            escape(&sets)
+        );
     }
     let files: Vec<String> = r.attachments.iter().map(|a| format!("<a href=\"{0}\">{0}</a>", escape(&a.file_name))).collect();
-    let _ = writeln!(h, "<p class=\"muted\">Beside this page: <a href=\"report.json\">report.json</a> (everything, re-readable by gpulab), <a href=\"report.csv\">report.csv</a> (every chart point), <a href=\"report.md\">report.md</a>{}{}.</p>", if files.is_empty() { "" } else { ", " }, files.join(", "));
+    let _ = writeln!(
+        h,
+        "<p class=\"muted\">Beside this page: <a href=\"report.json\">report.json</a> (everything, re-readable by gpulab), <a href=\"report.csv\">report.csv</a> (every chart point), <a href=\"report.md\">report.md</a>{}{}.</p>",
+        if files.is_empty() { "" } else { ", " },
+        files.join(", ")
+    );
 }
 
 #[cfg(test)]

@@ -9,13 +9,27 @@ fn series(name: &str, points: Vec<[f64; 2]>) -> Series {
 }
 
 fn chart(id: &str, kind: ChartKind, log_x: bool, series: Vec<Series>) -> Chart {
-    Chart { id: id.into(), title: format!("{id} {NASTY}"), x_label: "size".into(), y_label: "GFLOP/s".into(), kind, log_x, series, markers: vec![(100.0, format!("marker {NASTY}"))] }
+    Chart {
+        id: id.into(),
+        title: format!("{id} {NASTY}"),
+        x_label: "size".into(),
+        y_label: "GFLOP/s".into(),
+        kind,
+        log_x,
+        series,
+        markers: vec![(100.0, format!("marker {NASTY}"))],
+    }
 }
 
 fn report() -> Report {
     let mut r = Report { exercise: "cpu-vs-gpu".into(), title: format!("Exercise 1 {NASTY}"), ..Default::default() };
     r.verdict = Verdict { summary: format!("summary {NASTY}"), evidence: vec![format!("evidence {NASTY}")] };
-    r.figures.push(Figure { label: format!("speed {NASTY}"), value: 1234.5678, unit: "samples/s".into(), provenance: Provenance::derived("two <runs>") });
+    r.figures.push(Figure {
+        label: format!("speed {NASTY}"),
+        value: 1234.5678,
+        unit: "samples/s".into(),
+        provenance: Provenance::derived("two <runs>"),
+    });
     r.tables.push(Table {
         title: format!("table {NASTY}"),
         columns: vec![Column::text("backend"), Column::num("time", "ms", 2, Provenance::Simulated("a <model>".into()))],
@@ -23,8 +37,18 @@ fn report() -> Report {
     });
     r.tables.push(Table { title: "second".into(), columns: vec![Column::text("x")], rows: vec![] });
     let sweep: Vec<[f64; 2]> = (0..=4).map(|e| [10f64.powi(e), e as f64]).collect();
-    r.charts.push(chart("sweep", ChartKind::Line, true, vec![series(&format!("cpu {NASTY}"), sweep), series("gpu", vec![[0.0, 1.0], [10.0, f64::NAN], [100.0, 2.0]])]));
-    r.charts.push(chart("memory", ChartKind::Bars, false, vec![series("parameters", vec![[1.0, 10.0], [2.0, 20.0]]), series("activations", vec![[1.0, 5.0], [3.0, 7.0]])]));
+    r.charts.push(chart(
+        "sweep",
+        ChartKind::Line,
+        true,
+        vec![series(&format!("cpu {NASTY}"), sweep), series("gpu", vec![[0.0, 1.0], [10.0, f64::NAN], [100.0, 2.0]])],
+    ));
+    r.charts.push(chart(
+        "memory",
+        ChartKind::Bars,
+        false,
+        vec![series("parameters", vec![[1.0, 10.0], [2.0, 20.0]]), series("activations", vec![[1.0, 5.0], [3.0, 7.0]])],
+    ));
     r.charts.push(chart("empty", ChartKind::Line, false, vec![]));
     r.notes.push(format!("note {NASTY}"));
     r.suggestion = Some(Suggestion { label: format!("try {NASTY}"), settings: [("batch".to_string(), "<256>".to_string())].into() });
@@ -32,9 +56,21 @@ fn report() -> Report {
         CheckCard { question: format!("Why `x < y`? {NASTY}"), answer: Some("Because `a & b`.\nSecond line.".into()) },
         CheckCard { question: "*Unanswered?* **Really** 2 * 3".into(), answer: None },
     ];
-    r.attachments.push(Attachment { file_name: "architecture.svg".into(), text: format!("<svg><script>alert(1)</script><text>{NASTY}</text></svg>"), ..Default::default() });
+    r.attachments.push(Attachment {
+        file_name: "architecture.svg".into(),
+        text: format!("<svg><script>alert(1)</script><text>{NASTY}</text></svg>"),
+        ..Default::default()
+    });
     r.config.insert("backends".into(), "cpu,gpu".into());
-    r.metadata.backends.push(gpulab_core::tensor::BackendInfo { name: "llvmpipe <x>".into(), software: true, kind: gpulab_core::tensor::BackendKind::Gpu, api: "Vulkan".into(), driver: "Mesa".into(), device_type: "Cpu".into(), timestamps: false });
+    r.metadata.backends.push(gpulab_core::tensor::BackendInfo {
+        name: "llvmpipe <x>".into(),
+        software: true,
+        kind: gpulab_core::tensor::BackendKind::Gpu,
+        api: "Vulkan".into(),
+        driver: "Mesa".into(),
+        device_type: "Cpu".into(),
+        timestamps: false,
+    });
     r
 }
 
@@ -64,7 +100,13 @@ fn every_table_chart_figure_and_card_is_present() {
     // Each report table, plus the reproducibility table.
     assert_eq!(h.matches("<table>").count(), r.tables.len() + 1);
     assert_eq!(h.matches("<div class=\"tw\"><table>").count(), r.tables.len(), "wide tables scroll inside their box");
-    assert!(h.contains("time (ms)") && h.contains("simulated: a &lt;model&gt;") && h.contains("<td class=\"n\">1.50</td>") && h.contains("<td>—</td>"), "units, provenance and cells");
+    assert!(
+        h.contains("time (ms)")
+            && h.contains("simulated: a &lt;model&gt;")
+            && h.contains("<td class=\"n\">1.50</td>")
+            && h.contains("<td>—</td>"),
+        "units, provenance and cells"
+    );
     assert!(h.contains("1235 samples/s") && h.contains("derived from two &lt;runs&gt;"), "headline figure with its provenance");
     assert_eq!(h.matches("<details>").count(), 2);
     assert!(h.contains("No answer written yet"), "an unanswered card says so");
@@ -103,11 +145,7 @@ fn log_ticks_are_decades_or_one_two_five() {
 fn log_axis_spaces_decades_evenly() {
     let c = chart("d", ChartKind::Line, true, vec![series("s", vec![[1.0, 1.0], [10.0, 2.0], [100.0, 3.0]])]);
     let svg = chart_svg(&c);
-    let xs: Vec<f64> = svg
-        .split("<circle cx=\"")
-        .skip(1)
-        .filter_map(|p| p.split('"').next()?.parse().ok())
-        .collect();
+    let xs: Vec<f64> = svg.split("<circle cx=\"").skip(1).filter_map(|p| p.split('"').next()?.parse().ok()).collect();
     assert_eq!(xs.len(), 3, "{svg}");
     assert!(((xs[1] - xs[0]) - (xs[2] - xs[1])).abs() < 0.2, "decades evenly spaced: {xs:?}");
 }
@@ -116,8 +154,24 @@ fn log_axis_spaces_decades_evenly() {
 fn index_links_reports_and_lists_failures() {
     let fig = Figure { label: "speed-up".into(), value: 3.25, unit: "×".into(), provenance: Provenance::derived("runs") };
     let rows = vec![
-        IndexRow { number: 1, title: "One <a>".into(), key_figure: Some(fig), verdict: "GPU wins".into(), seconds: 12.34, link: Some("cpu-vs-gpu/report.html".into()), error: None },
-        IndexRow { number: 2, title: "Two".into(), key_figure: None, verdict: String::new(), seconds: 0.5, link: None, error: Some("invalid setting: backend <x>".into()) },
+        IndexRow {
+            number: 1,
+            title: "One <a>".into(),
+            key_figure: Some(fig),
+            verdict: "GPU wins".into(),
+            seconds: 12.34,
+            link: Some("cpu-vs-gpu/report.html".into()),
+            error: None,
+        },
+        IndexRow {
+            number: 2,
+            title: "Two".into(),
+            key_figure: None,
+            verdict: String::new(),
+            seconds: 0.5,
+            link: None,
+            error: Some("invalid setting: backend <x>".into()),
+        },
     ];
     let h = index_html("heading & more", &rows);
     assert!(h.contains("<a href=\"cpu-vs-gpu/report.html\">One &lt;a&gt;</a>") && h.contains("3.25 ×") && h.contains("12.3"), "{h}");
@@ -128,7 +182,14 @@ fn index_links_reports_and_lists_failures() {
 #[test]
 fn timelines_draw_a_row_per_lane_and_merge_touching_spans() {
     use crate::profile::{Span, Timeline};
-    let span = |lane: &str, name: &str, a: f64, b: f64| Span { lane: lane.into(), name: name.into(), start_s: a, end_s: b, flops: None, bytes: None };
+    let span = |lane: &str, name: &str, a: f64, b: f64| Span {
+        lane: lane.into(),
+        name: name.into(),
+        start_s: a,
+        end_s: b,
+        flops: None,
+        bytes: None,
+    };
     // 1000 back-to-back spans of one stage merge into one bar; a gap splits them.
     let mut spans: Vec<Span> = (0..1000).map(|i| span("main thread", "compute <k>", i as f64 * 1e-4, (i + 1) as f64 * 1e-4)).collect();
     spans.push(span("loader worker 0", "load", 0.2, 0.3));

@@ -35,14 +35,29 @@ pub fn timeline_svg(t: &Timeline) -> String {
     );
     for (i, lane) in t.lanes.iter().enumerate() {
         let y = TOP + LANE_H * i as f64;
-        let _ = writeln!(s, "<text x=\"4\" y=\"{:.0}\">{}</text><line x1=\"{LABEL_W}\" y1=\"{:.0}\" x2=\"{:.0}\" y2=\"{:.0}\" stroke=\"#eee\"/>", y + 15.0, escape(lane), y + LANE_H, W - RIGHT, y + LANE_H);
+        let _ = writeln!(
+            s,
+            "<text x=\"4\" y=\"{:.0}\">{}</text><line x1=\"{LABEL_W}\" y1=\"{:.0}\" x2=\"{:.0}\" y2=\"{:.0}\" stroke=\"#eee\"/>",
+            y + 15.0,
+            escape(lane),
+            y + LANE_H,
+            W - RIGHT,
+            y + LANE_H
+        );
         let mut spans: Vec<_> = t.lane_spans(lane).collect();
         spans.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
         // Merge neighbours of one stage that touch within half a pixel.
         let mut cur: Option<(&str, f64, f64)> = None;
         let flush = |c: Option<(&str, f64, f64)>, s: &mut String| {
             if let Some((n, a, b)) = c {
-                let _ = write!(s, "<rect x=\"{a:.1}\" y=\"{:.0}\" width=\"{:.1}\" height=\"{:.0}\" fill=\"{}\"/>", y + 3.0, (b - a).max(0.5), LANE_H - 6.0, colour(n));
+                let _ = write!(
+                    s,
+                    "<rect x=\"{a:.1}\" y=\"{:.0}\" width=\"{:.1}\" height=\"{:.0}\" fill=\"{}\"/>",
+                    y + 3.0,
+                    (b - a).max(0.5),
+                    LANE_H - 6.0,
+                    colour(n)
+                );
             }
         };
         for sp in spans {
@@ -60,11 +75,24 @@ pub fn timeline_svg(t: &Timeline) -> String {
     }
     for tick in linear_ticks(0.0, dur * 1e3) {
         let x = px(t0 + tick / 1e3);
-        let _ = writeln!(s, "<line x1=\"{x:.1}\" y1=\"{axis_y:.0}\" x2=\"{x:.1}\" y2=\"{:.0}\" stroke=\"#333\"/><text x=\"{x:.1}\" y=\"{:.0}\" text-anchor=\"middle\">{} ms</text>", axis_y + 4.0, axis_y + 16.0, num(tick));
+        let _ = writeln!(
+            s,
+            "<line x1=\"{x:.1}\" y1=\"{axis_y:.0}\" x2=\"{x:.1}\" y2=\"{:.0}\" stroke=\"#333\"/><text x=\"{x:.1}\" y=\"{:.0}\" text-anchor=\"middle\">{} ms</text>",
+            axis_y + 4.0,
+            axis_y + 16.0,
+            num(tick)
+        );
     }
     for (i, n) in names.iter().enumerate() {
         let (x, y) = (LABEL_W + 150.0 * (i % 4) as f64, axis_y + 36.0 + 18.0 * (i / 4) as f64);
-        let _ = writeln!(s, "<rect x=\"{x:.0}\" y=\"{:.0}\" width=\"12\" height=\"10\" fill=\"{}\"/><text x=\"{:.0}\" y=\"{y:.0}\">{}</text>", y - 9.0, colour(n), x + 16.0, escape(n));
+        let _ = writeln!(
+            s,
+            "<rect x=\"{x:.0}\" y=\"{:.0}\" width=\"12\" height=\"10\" fill=\"{}\"/><text x=\"{:.0}\" y=\"{y:.0}\">{}</text>",
+            y - 9.0,
+            colour(n),
+            x + 16.0,
+            escape(n)
+        );
     }
     s.push_str("</svg>\n");
     s
