@@ -66,13 +66,14 @@ fn int8_layer_ops(runs: usize) -> gpulab::Result<Vec<(&'static str, f64)>> {
     let mut acc = b.zeros([m, n], DType::I32, MemCategory::Activations)?;
     let mut y = b.zeros([m, n], DType::F32, MemCategory::Activations)?;
     let bias = b.zeros([1, n], DType::F32, MemCategory::Parameters)?;
-    let mut out = vec![];
-    out.push(("zeros i8 [64,784]", time_op(b, runs, |b| b.zeros([m, k], DType::I8, MemCategory::Activations).map(drop))?));
-    out.push(("quantize_with [64,784]", time_op(b, runs, |b| b.quantize_with(&x, &mut xq, &sx))?));
-    out.push(("matmul_i8 64x784x256", time_op(b, runs, |b| b.matmul_i8(&xq, &wq, &mut acc, false, false))?));
-    out.push(("matmul f32 64x784x256", time_op(b, runs, |b| b.matmul(&x, &w, &mut y, false, false, false))?));
-    out.push(("dequantize [64,256]", time_op(b, runs, |b| b.dequantize(&acc, &sw, &mut y))?));
-    out.push(("bias_add [64,256]", time_op(b, runs, |b| b.bias_add(&mut y, &bias))?));
+    let mut out = vec![
+        ("zeros i8 [64,784]", time_op(b, runs, |b| b.zeros([m, k], DType::I8, MemCategory::Activations).map(drop))?),
+        ("quantize_with [64,784]", time_op(b, runs, |b| b.quantize_with(&x, &mut xq, &sx))?),
+        ("matmul_i8 64x784x256", time_op(b, runs, |b| b.matmul_i8(&xq, &wq, &mut acc, false, false))?),
+        ("matmul f32 64x784x256", time_op(b, runs, |b| b.matmul(&x, &w, &mut y, false, false, false))?),
+        ("dequantize [64,256]", time_op(b, runs, |b| b.dequantize(&acc, &sw, &mut y))?),
+        ("bias_add [64,256]", time_op(b, runs, |b| b.bias_add(&mut y, &bias))?),
+    ];
     out.push(("relu [64,256]", time_op(b, runs, |b| b.relu(&mut y))?));
     let epi = |b| Dequant { scales: &sw, bias: Some(b), relu: true, act_scale: None };
     out.push(("the four above, unfused", time_op(b, runs, |b| matmul_i8_dequant_unfused(b, &xq, &wq, &mut y, false, false, epi(&bias)))?));

@@ -30,12 +30,7 @@ pub(crate) fn python_with_safetensors() -> Option<String> {
         Some(p) => vec![p],
         None => vec!["python3".into(), "python".into()],
     };
-    for py in candidates {
-        if Command::new(&py).args(["-c", "import safetensors, numpy"]).output().is_ok_and(|o| o.status.success()) {
-            return Some(py);
-        }
-    }
-    None
+    candidates.into_iter().find(|py| Command::new(py).args(["-c", "import safetensors, numpy"]).output().is_ok_and(|o| o.status.success()))
 }
 
 /// python3 with safetensors+numpy, or None after printing why `test` is skipped; a failure

@@ -38,13 +38,11 @@ fn exe() -> &'static Path {
 }
 
 fn next(w: &mut ChildProcess) -> Option<ChildEvent> {
-    loop {
-        match w.next(Duration::from_secs(120)) {
-            Some(Line::Event(e)) => return Some(e),
-            Some(Line::Unexpected(l)) => panic!("unexpected output from the child: {l:?}"),
-            None if w.output_ended() => return None,
-            None => panic!("the child went silent for 120 s: {}", w.stderr_tail()),
-        }
+    match w.next(Duration::from_secs(120)) {
+        Some(Line::Event(e)) => Some(e),
+        Some(Line::Unexpected(l)) => panic!("unexpected output from the child: {l:?}"),
+        None if w.output_ended() => None,
+        None => panic!("the child went silent for 120 s: {}", w.stderr_tail()),
     }
 }
 

@@ -24,7 +24,7 @@ fn pipe(workers: usize, latency_ms: f64) -> PipelineConfig {
         num_workers: workers,
         prefetch_factor: 1,
         cache: true,
-        pin_memory: workers % 2 == 0,
+        pin_memory: workers.is_multiple_of(2),
         cost: SourceCost { storage_latency_ms: latency_ms, decode_passes: 1, rotate_deg: 5.0, noise: 0.02 },
     }
 }

@@ -158,8 +158,7 @@ fn quantization_from_an_exercise_5_checkpoint_and_bad_input_is_refused_by_name()
     let e = err(&[&format!("checkpoint={}", cnn.display())]);
     assert!(e.contains("CNN 1x8x8") && e.contains("MLP's checkpoint"), "{e}");
     let e = gpulab::serve::load_model(&gpulab::serve::ModelSource::Checkpoint(cnn.clone()))
-        .err()
-        .expect("a CNN checkpoint is not served")
+        .expect_err("a CNN checkpoint is not served")
         .to_string();
     assert!(e.contains("CNN 1x8x8") && e.contains("inference server"), "{e}");
 

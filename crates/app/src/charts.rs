@@ -66,8 +66,6 @@ pub fn short_num(v: f64) -> String {
     let a = v.abs();
     if a == 0.0 {
         "0".into()
-    } else if a >= 10_000.0 {
-        format!("{:.0}", v)
     } else if a >= 100.0 {
         format!("{:.0}", v)
     } else if a >= 10.0 {

@@ -22,8 +22,7 @@ enum Outcome {
     Failed(String),
 }
 
-/// The categories that show how memory splits; staging/other are tiny bookkeeping.
-
+// The categories that show how memory splits; staging/other are tiny bookkeeping.
 const OOM_RESPONSE: &str = "reduce the batch size, train in mixed precision (exercise 3), accumulate gradients over several smaller batches, or recompute activations (checkpointing) instead of storing them";
 
 impl Exercise for BatchSweep {
@@ -88,7 +87,7 @@ impl Exercise for BatchSweep {
         self.validate(s)?;
         let device = s.one_device("backend")?;
         let budget_mib = s.float("vram_budget_mib")?;
-        let budget = (budget_mib > 0.0).then(|| (budget_mib * (1u64 << 20) as f64) as u64);
+        let budget = (budget_mib > 0.0).then_some((budget_mib * (1u64 << 20) as f64) as u64);
         let data = common::load_dataset(s)?;
         let sizes = s.list("batch_sizes")?;
         let (resolved, sizing) = super::sizing::resolve(s, &device, &data, sizes.len() as f64, 0.0, sink)?;

@@ -18,8 +18,7 @@ use gpulab_systems::train::{self, TrainConfig, TrainEvent, TrainReport, TrainSin
 
 pub struct PrecisionLab;
 
-/// The categories mixed precision changes.
-
+// The categories mixed precision changes.
 /// One training run and what it gave.
 struct Run {
     label: String,

@@ -381,7 +381,7 @@ fn conv_shapes(
         f32(op, cols)?;
     }
     let xs = chw(op, geom)?;
-    let k = geom.channels.checked_mul(super::CONV_KERNEL * super::CONV_KERNEL).unwrap_or(usize::MAX);
+    let k = geom.channels.saturating_mul(super::CONV_KERNEL * super::CONV_KERNEL);
     let cs = hwc(op, geom.with_channels(k))?;
     expect_shape(op, x, xs, "the CHW images")?;
     expect_shape(op, cols, cs, "the columns")?;

@@ -44,7 +44,7 @@ pub fn export(s: &Settings, out: &Path) -> Result<Exported> {
     }
     let arch = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes, conv: None };
     arch.validate()?;
-    let orders = data.train_len().checked_mul(cfg.epochs).unwrap_or(usize::MAX);
+    let orders = data.train_len().saturating_mul(cfg.epochs);
     if orders > 50_000_000 {
         return Err(Error::InvalidConfig(format!(
             "epochs: {} epochs × {} samples of shuffling order is too large to export (limit 50 million indices)",

@@ -83,13 +83,7 @@ pub fn bench_matmul(
     Ok(rows)
 }
 
-fn rows_f32(
-    n: usize,
-    runs: usize,
-    cpu: bool,
-    mut gpu: Option<&mut GpuBackend>,
-    on_row: &mut dyn FnMut(&MatmulRow),
-) -> Result<Vec<MatmulRow>> {
+fn rows_f32(n: usize, runs: usize, cpu: bool, gpu: Option<&mut GpuBackend>, on_row: &mut dyn FnMut(&MatmulRow)) -> Result<Vec<MatmulRow>> {
     let mut rows = Vec::new();
     let mut cpu_b = CpuBackend::new();
     let a = random_matrix(n * n, 1);
@@ -111,7 +105,7 @@ fn rows_f32(
         on_row(&row);
         rows.push(row);
     }
-    if let Some(g) = gpu.as_deref_mut() {
+    if let Some(g) = gpu {
         let chosen = g.matmul_variant();
         for v in MatmulVariant::ALL {
             g.set_matmul_variant(v);

@@ -30,8 +30,8 @@ impl Default for Policy {
 
 impl Policy {
     fn due(&self, d: StepDone) -> bool {
-        (self.every_steps > 0 && d.next.step % self.every_steps == 0)
-            || (self.every_epochs > 0 && d.epoch_end && d.next.epoch % self.every_epochs == 0)
+        (self.every_steps > 0 && d.next.step.is_multiple_of(self.every_steps))
+            || (self.every_epochs > 0 && d.epoch_end && d.next.epoch.is_multiple_of(self.every_epochs))
             || (self.at_end && d.run_end)
     }
 }

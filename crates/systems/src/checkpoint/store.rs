@@ -60,7 +60,7 @@ pub fn list(dir: &Path) -> Result<Vec<PathBuf>, CheckpointError> {
     };
     let mut found: Vec<(u64, PathBuf)> =
         entries.filter_map(|e| e.ok()).map(|e| e.path()).filter_map(|p| step_of(&p).map(|s| (s, p))).collect();
-    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
     Ok(found.into_iter().map(|(_, p)| p).collect())
 }
 

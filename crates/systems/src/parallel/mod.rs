@@ -102,7 +102,7 @@ impl DpConfig {
         if n > MAX_REPLICAS {
             return bad(format!("replicas {n} is more than the limit of {MAX_REPLICAS}"));
         }
-        if global_batch % n != 0 {
+        if !global_batch.is_multiple_of(n) {
             return bad(format!(
                 "batch {global_batch} does not divide by replicas {n}: every replica needs an equal shard of the global batch; use a multiple of {n}, e.g. {}",
                 (global_batch / n).max(1) * n
@@ -139,7 +139,7 @@ impl DpConfig {
             return bad("shard_optimizer needs overlap=false: the sharded step reduce-scatters every gradient after backward, on the training thread".into());
         }
         if let Some(l) = self.link
-            && (!(l.bytes_per_s > 0.0 && l.bytes_per_s.is_finite()) || !(l.latency_s >= 0.0 && l.latency_s < 1.0))
+            && !(l.bytes_per_s > 0.0 && l.bytes_per_s.is_finite() && l.latency_s >= 0.0 && l.latency_s < 1.0)
         {
             return bad(format!(
                 "the simulated link needs a positive bandwidth and a latency in [0, 1) s, got {} B/s and {} s",

@@ -54,7 +54,7 @@ impl PipeConfig {
         if m > MAX_MICRO_BATCHES {
             return bad(format!("micro_batches {m} is more than the limit of {MAX_MICRO_BATCHES}"));
         }
-        if global_batch % m != 0 {
+        if !global_batch.is_multiple_of(m) {
             return bad(format!(
                 "batch {global_batch} does not divide by micro_batches {m}: every micro-batch needs the same rows; use a multiple of {m}, e.g. {}",
                 (global_batch / m).max(1) * m

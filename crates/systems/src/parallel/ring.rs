@@ -305,7 +305,7 @@ impl RingPeer {
                     if last {
                         finishing(m, Some(t), at);
                     } else {
-                        m.iter_mut().zip(t).for_each(|(m, t)| *m = *t + *m);
+                        m.iter_mut().zip(t).for_each(|(m, t)| *m += *t);
                     }
                 })
             })?;

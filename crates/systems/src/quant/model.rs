@@ -60,7 +60,7 @@ impl HostLayer {
 /// the f32 model on `b` in batches of `batch`: the static activation scales.
 pub fn calibrate<B: Backend>(b: &mut B, layers: &[HostLayer], samples: &[f32], batch: usize, kind: ObserverKind) -> Result<Vec<f32>> {
     let inputs = layers.first().map(|l| l.shape[0]).ok_or_else(|| Error::InvalidConfig("a model needs at least one layer".into()))?;
-    if samples.is_empty() || samples.len() % inputs != 0 || batch == 0 {
+    if samples.is_empty() || !samples.len().is_multiple_of(inputs) || batch == 0 {
         return Err(Error::InvalidConfig(format!(
             "calibration needs at least one sample of {inputs} values and a batch ≥ 1 (got {} values, batch {batch})",
             samples.len()

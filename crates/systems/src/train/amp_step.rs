@@ -232,12 +232,12 @@ impl<B: Backend> Amp<B> {
     /// Grows AdamW's factor table to cover the next step.
     fn ensure_table(&mut self, b: &mut B, opt: Optimizer) -> Result<()> {
         let need = (self.steps_base + self.issued + 1) as usize;
-        if let (Optimizer::AdamW(hp), Some((table, rows))) = (opt, self.adam_table.as_mut()) {
-            if need > *rows {
-                let grown = need.max(2 * *rows);
-                *table = adam_table(b, hp, grown)?;
-                *rows = grown;
-            }
+        if let (Optimizer::AdamW(hp), Some((table, rows))) = (opt, self.adam_table.as_mut())
+            && need > *rows
+        {
+            let grown = need.max(2 * *rows);
+            *table = adam_table(b, hp, grown)?;
+            *rows = grown;
         }
         Ok(())
     }

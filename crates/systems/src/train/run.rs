@@ -182,7 +182,7 @@ fn run_steps<B: Backend, P: Phases<B>>(b: &mut B, run: Run<'_, B>, mut model: Ml
             win_steps += 1;
             win_seen += idx.len();
             let last = i as u64 + 1 == steps_per_epoch;
-            if step % cfg.log_every as u64 == 0 || last {
+            if step.is_multiple_of(cfg.log_every as u64) || last {
                 // Reading back waits for the device; the window's wall time includes it.
                 let t5 = Instant::now();
                 let Totals { loss, correct, .. } = steps.take_totals(b)?;

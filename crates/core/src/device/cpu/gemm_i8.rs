@@ -6,6 +6,7 @@
 //!   a pair of i8 products is at most 2·128² = 32 768 in magnitude, so nothing saturates on
 //!   the full i8 range. 16 multiply-adds per instruction against the f32 FMA's 8.
 //! - A portable loop over a row of a and a row of bᵀ, which the compiler vectorises.
+//!
 //! The packed kernels keep b's packed form with its tensor (weights are packed once) and run
 //! register-blocked micro-tiles on rayon over blocks of rows, like the f32 path. Each kernel
 //! hands every finished i32 sum to a `Store`, which keeps it (`Raw`: `matmul_i8`) or turns it

@@ -36,7 +36,7 @@ mod tests {
             assert_eq!(rayon::current_thread_index(), None, "a new thread is no worker");
             let sum = super::drive(|| {
                 assert_eq!(rayon::current_thread_index(), Some(0), "the driver is worker 0");
-                let nested = super::drive(|| rayon::current_num_threads());
+                let nested = super::drive(rayon::current_num_threads);
                 assert_eq!(nested, rayon::current_num_threads(), "a nested drive runs in the same pool");
                 (0..10_000u64).into_par_iter().map(|v| v * v).sum::<u64>()
             });

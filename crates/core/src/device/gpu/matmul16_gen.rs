@@ -7,7 +7,7 @@
 
 /// R rows × C columns of C per invocation, 8 invocations side by side.
 pub fn gen_tmpl16(rr: u32, cc: u32) -> String {
-    assert!(rr % 8 == 0 && cc % 8 == 0);
+    assert!(rr.is_multiple_of(8) && cc.is_multiple_of(8));
     let nt = cc * 8;
     let mut s = format!(
         r#"{{{{FLOAT16}}}}

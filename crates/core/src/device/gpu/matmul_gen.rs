@@ -3,9 +3,9 @@
 //! generator's output; `GPULAB_REGEN_SHADERS=1 cargo test --release -p gpulab-core --lib` rewrites it.
 
 pub fn gen_tmpl(rr: u32, cc: u32, sg: bool) -> String {
-    assert!(rr % 4 == 0 && cc % 4 == 0);
+    assert!(rr.is_multiple_of(4) && cc.is_multiple_of(4));
     if sg {
-        assert!(rr % 8 == 0);
+        assert!(rr.is_multiple_of(8));
     }
     let mut s = String::new();
     s += &format!(

@@ -36,43 +36,6 @@ pub fn quantize_value(v: f32, scale: f32) -> i8 {
     ((t + MAGIC) - MAGIC).clamp(-127.0, 127.0) as i8
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn quantize_value_rounds_half_to_even_and_saturates() {
-        let reference = |v: f32, s: f32| {
-            let q = (v / s).round_ties_even();
-            if q.is_nan() { 0 } else { q.clamp(-127.0, 127.0) as i8 }
-        };
-        let mut vals = vec![
-            0.5f32,
-            1.5,
-            2.5,
-            -0.5,
-            -1.5,
-            -2.5,
-            126.5,
-            -126.5,
-            127.5,
-            -127.5,
-            128.0,
-            1e30,
-            -1e30,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            f32::NAN,
-            -0.0,
-            0.49999997,
-        ];
-        vals.extend((0..20000).map(|i| (i as f32 - 10000.0) * 0.0137));
-        for &v in &vals {
-            for s in [1.0f32, 0.01, 0.37, 3.0] {
-                assert_eq!(super::quantize_value(v, s), reference(v, s), "{v} / {s}");
-            }
-        }
-    }
-}
-
 /// INT8 quantization. Symmetric: a value v is stored as q = clamp(round(v / scale), −127, 127)
 /// (`quantize_value`), and read back as q · scale. I8 tensors take one byte per element (the
 /// GPU packs four per 32-bit word), so the ledger counts an int8 weight at a quarter of its
@@ -189,4 +152,41 @@ pub fn matmul_i8_dequant_unfused<B: QuantOps + ?Sized>(
         be.relu(out)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn quantize_value_rounds_half_to_even_and_saturates() {
+        let reference = |v: f32, s: f32| {
+            let q = (v / s).round_ties_even();
+            if q.is_nan() { 0 } else { q.clamp(-127.0, 127.0) as i8 }
+        };
+        let mut vals = vec![
+            0.5f32,
+            1.5,
+            2.5,
+            -0.5,
+            -1.5,
+            -2.5,
+            126.5,
+            -126.5,
+            127.5,
+            -127.5,
+            128.0,
+            1e30,
+            -1e30,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -0.0,
+            0.49999997,
+        ];
+        vals.extend((0..20000).map(|i| (i as f32 - 10000.0) * 0.0137));
+        for &v in &vals {
+            for s in [1.0f32, 0.01, 0.37, 3.0] {
+                assert_eq!(super::quantize_value(v, s), reference(v, s), "{v} / {s}");
+            }
+        }
+    }
 }
