@@ -12,7 +12,7 @@ use gpulab::serve::batcher::{self, Request};
 use gpulab::serve::engine::softmax;
 use gpulab::serve::loadgen::{self, Arrivals, LoadSpec, Outcome, Target};
 use gpulab::serve::metrics::ServerMetrics;
-use gpulab::serve::{BatchPolicy, Engine, HostModel, ServeConfig, Server, SubmitError};
+use gpulab::serve::{BatchPolicy, HostModel, InferenceEngine, ServeConfig, Server, SubmitError};
 
 use super::common::{random, require_gpu};
 
@@ -42,7 +42,7 @@ fn concurrent_answers_match(device: Device) {
     let m = model();
     let (queue, batches) = batcher::queue(policy(8, 1000, 4096), m.arch.input);
     let metrics = ServerMetrics::new("t", "t", false).unwrap();
-    let engine = Engine::start(device, m.clone(), batches, metrics.engine.clone()).unwrap();
+    let engine = InferenceEngine::start(device, m.clone(), batches, metrics.engine.clone()).unwrap();
     let inputs = loadgen::random_inputs(13, 400, 3);
     std::thread::scope(|s| {
         for t in 0..4 {
@@ -89,7 +89,7 @@ fn cuda_says_it_is_unavailable() {
     let m = model();
     let (_q, batches) = batcher::queue(policy(4, 0, 8), 13);
     let metrics = ServerMetrics::new("t", "t", false).unwrap();
-    let err = Engine::start(Device::Cuda(0), m, batches, metrics.engine.clone()).err().expect("no CUDA here").to_string();
+    let err = InferenceEngine::start(Device::Cuda(0), m, batches, metrics.engine.clone()).err().expect("no CUDA here").to_string();
     assert!(err.contains("CUDA"), "{err}");
 }
 
@@ -308,7 +308,7 @@ fn in_process_open_loop_counts_latency_from_the_scheduled_arrival() {
     let m = model();
     let (queue, batches) = batcher::queue(policy(16, 2000, 4096), 13);
     let metrics = ServerMetrics::new("t", "t", false).unwrap();
-    let engine = Engine::start(Device::Cpu, m, batches, metrics.engine.clone()).unwrap();
+    let engine = InferenceEngine::start(Device::Cpu, m, batches, metrics.engine.clone()).unwrap();
     let spec = LoadSpec {
         arrivals: Arrivals::Open { rate_per_s: 300.0 },
         duration: Duration::from_secs(1),
@@ -442,7 +442,7 @@ fn served_int8_matches_quant_mlp(device: Device) {
 
     let (queue, batches) = batcher::queue(policy(8, 1000, 4096), 13);
     let metrics = ServerMetrics::new("t", "t", false).unwrap();
-    let engine = Engine::start(device, served, batches, metrics.engine.clone()).unwrap();
+    let engine = InferenceEngine::start(device, served, batches, metrics.engine.clone()).unwrap();
     // Two at a time and one by one: batching must not change an int8 answer (static scales).
     let mut replies = Vec::new();
     for pair in inputs.chunks(2) {

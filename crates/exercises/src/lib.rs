@@ -2,7 +2,7 @@
 //! `Exercise::run`, so whatever one shows, the others can produce and check.
 
 mod batch_sweep;
-mod checkpoint;
+mod checkpointing;
 mod common;
 mod cpu_vs_gpu;
 mod distributed;
@@ -10,10 +10,10 @@ mod inference;
 mod input_pipeline;
 pub mod lessons;
 pub mod live;
-mod pipeline_common;
 mod platform;
 mod precision;
 pub mod presets;
+mod profiled_runs;
 mod profiling;
 mod quantization;
 pub mod run_control;
@@ -77,7 +77,7 @@ pub trait Exercise: Send + Sync {
 pub fn registry() -> Vec<Box<dyn Exercise>> {
     let mut all: Vec<Box<dyn Exercise>> = vec![Box::new(cpu_vs_gpu::CpuVsGpu), Box::new(batch_sweep::BatchSweep)];
     all.push(Box::new(precision::PrecisionLab));
-    all.push(Box::new(checkpoint::CheckpointLab));
+    all.push(Box::new(checkpointing::CheckpointLab));
     all.extend([Box::new(input_pipeline::InputPipeline) as Box<dyn Exercise>, Box::new(profiling::Profiling)]);
     all.push(Box::new(platform::PlatformLab));
     all.push(Box::new(distributed::Distributed));

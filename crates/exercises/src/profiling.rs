@@ -4,7 +4,7 @@
 
 use super::Exercise;
 use super::common;
-use super::pipeline_common::{self as pc};
+use super::profiled_runs::{self as pc};
 use super::settings::Settings;
 use super::settings::{self, Value};
 use super::sink::{Event, Sink};

@@ -198,7 +198,7 @@ impl Exercise for Distributed {
                 let series = format!("{} N={n}", mode.name());
                 let of = if rounds > 1 { format!(" (round {}/{rounds})", round + 1) } else { String::new() };
                 sink.emit(Event::Phase(format!("{series}{of}: {}, global batch {global}", dp.kind.label(n))));
-                let mut lanes: Vec<Option<(Vec<parallel::StepTimes>, Vec<(f64, f64)>)>> = vec![None; n];
+                let mut lanes: Vec<Option<(Vec<parallel::StepClock>, Vec<(f64, f64)>)>> = vec![None; n];
                 // The live charts follow the first round; later rounds only move the progress bar.
                 let mut watch = |m: Option<Msg>| {
                     match m {
@@ -285,9 +285,9 @@ fn live_timeline(
     sink: &mut dyn Sink,
     dp: &DpConfig,
     global: usize,
-    lanes: &mut [Option<(Vec<parallel::StepTimes>, Vec<(f64, f64)>)>],
+    lanes: &mut [Option<(Vec<parallel::StepClock>, Vec<(f64, f64)>)>],
     rank: usize,
-    steps: Vec<parallel::StepTimes>,
+    steps: Vec<parallel::StepClock>,
     comm_spans: Vec<(f64, f64)>,
 ) {
     if let Some(slot) = lanes.get_mut(rank) {

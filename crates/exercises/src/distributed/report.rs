@@ -13,7 +13,7 @@ use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, P
 
 /// Provenance of the timing figures: measured, unless a link preset slowed the messages.
 struct Prov {
-    link: Option<cost::Preset>,
+    link: Option<cost::LinkPreset>,
 }
 
 impl Prov {

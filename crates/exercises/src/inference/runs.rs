@@ -14,7 +14,7 @@ use gpulab_systems::nn::{Mlp, Optimizer, OptimizerKind};
 use gpulab_systems::report::Provenance;
 use gpulab_systems::serve::loadgen::{self, Arrivals, LoadResult, LoadSpec, LoadSummary, Target};
 use gpulab_systems::serve::metrics::ServerMetrics;
-use gpulab_systems::serve::{BatchPolicy, DeviceModel, Engine, EngineTotals, HostModel, batcher};
+use gpulab_systems::serve::{BatchPolicy, DeviceModel, HostModel, InferenceEngine, InferenceTotals, batcher};
 use gpulab_systems::train::{F32Phases, Step};
 
 /// One configuration under one load, and what it measured.
@@ -23,7 +23,7 @@ pub struct RunResult {
     pub policy: BatchPolicy,
     pub arrivals: Arrivals,
     pub summary: LoadSummary,
-    pub totals: EngineTotals,
+    pub totals: InferenceTotals,
     /// The backend the engine ran on.
     pub backend: gpulab_core::tensor::BackendInfo,
     /// Highest queue depth sampled during the run, and the last one.
@@ -70,7 +70,7 @@ pub fn run_one(
 ) -> Result<RunResult> {
     let (queue, batches) = batcher::queue(policy.clone(), model.arch.input);
     let metrics = ServerMetrics::new(&model.version, &device.to_string(), false)?;
-    let engine = Engine::start(device.clone(), model.clone(), batches, metrics.engine.clone())?;
+    let engine = InferenceEngine::start(device.clone(), model.clone(), batches, metrics.engine.clone())?;
     let spec = LoadSpec { arrivals, duration, max_requests: 2_000_000, drain: Duration::from_secs(10), seed: 8 };
     let target = Target::InProcess(queue.clone());
     let start = Instant::now();

@@ -7,22 +7,22 @@ use gpulab_core::error::{Error, Result};
 
 /// A named interconnect with its nominal per-direction bandwidth and per-message latency.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Preset {
+pub struct LinkPreset {
     pub id: &'static str,
     pub name: &'static str,
     pub link: SimLink,
 }
 
 /// Nominal figures (vendor per-direction bandwidths; typical small-message latencies).
-pub const PRESETS: [Preset; 4] = [
-    Preset { id: "pcie4", name: "PCIe 4.0 x16", link: SimLink { bytes_per_s: 32e9, latency_s: 5e-6 } },
-    Preset { id: "nvlink4", name: "NVLink 4", link: SimLink { bytes_per_s: 450e9, latency_s: 2e-6 } },
-    Preset { id: "100gbe", name: "100 GbE", link: SimLink { bytes_per_s: 12.5e9, latency_s: 10e-6 } },
-    Preset { id: "10gbe", name: "10 GbE", link: SimLink { bytes_per_s: 1.25e9, latency_s: 50e-6 } },
+pub const PRESETS: [LinkPreset; 4] = [
+    LinkPreset { id: "pcie4", name: "PCIe 4.0 x16", link: SimLink { bytes_per_s: 32e9, latency_s: 5e-6 } },
+    LinkPreset { id: "nvlink4", name: "NVLink 4", link: SimLink { bytes_per_s: 450e9, latency_s: 2e-6 } },
+    LinkPreset { id: "100gbe", name: "100 GbE", link: SimLink { bytes_per_s: 12.5e9, latency_s: 10e-6 } },
+    LinkPreset { id: "10gbe", name: "10 GbE", link: SimLink { bytes_per_s: 1.25e9, latency_s: 50e-6 } },
 ];
 
 /// The preset with this id; `measured` (or empty) means none.
-pub fn preset(id: &str) -> Result<Option<Preset>> {
+pub fn preset(id: &str) -> Result<Option<LinkPreset>> {
     if id.is_empty() || id == "measured" {
         return Ok(None);
     }

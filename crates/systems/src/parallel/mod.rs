@@ -21,7 +21,7 @@ pub mod ring;
 mod run;
 mod summary;
 
-pub use replica::{LinkProbe, Msg, ReplicaOut, StepTimes};
+pub use replica::{LinkProbe, Msg, ReplicaOut, StepClock};
 pub use ring::SimLink;
 pub use run::train;
 pub use summary::{DpReport, ReplicaLanes, StepSplit, timeline};

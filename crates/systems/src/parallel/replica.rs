@@ -33,12 +33,12 @@ pub enum Msg {
     Device { rank: usize, step: u64, wall_s: f64, busy_s: Option<f64>, memory: Vec<(gpulab_core::tensor::MemCategory, u64)> },
     /// One replica's clock readings of the run's first `timeline_steps` steps (or of all its
     /// steps, when it ran fewer), sent once, so the lab can draw the timeline live.
-    Lanes { rank: usize, steps: Vec<StepTimes>, comm_spans: Vec<(f64, f64)> },
+    Lanes { rank: usize, steps: Vec<StepClock>, comm_spans: Vec<(f64, f64)> },
 }
 
 /// One step's clock readings on one replica, seconds since the run's origin.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct StepTimes {
+pub struct StepClock {
     pub start: f64,
     /// The shard is gathered and written into the input tensors.
     pub data_end: f64,
@@ -82,7 +82,7 @@ pub struct LinkProbe {
 pub struct ReplicaOut {
     pub rank: usize,
     pub info: BackendInfo,
-    pub steps: Vec<StepTimes>,
+    pub steps: Vec<StepClock>,
     pub comm: CommStats,
     /// All-reduces on the communication thread (overlap), seconds since the origin.
     pub comm_spans: Vec<(f64, f64)>,
@@ -186,7 +186,7 @@ pub fn run_replica<B: Backend>(b: &mut B, plan: ReplicaPlan<'_>, mut peer: RingP
                 (reduced, now())
             };
             let end = now();
-            times.push(StepTimes { start, data_end, compute_end, reduced, updated, end });
+            times.push(StepClock { start, data_end, compute_end, reduced, updated, end });
             step += 1;
             if times.len() == timeline_steps {
                 let _ = events.send(Msg::Lanes { rank, steps: times.clone(), comm_spans: reducer.comm_spans.clone() });

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::DpConfig;
 use super::bucket::Bucket;
-use super::replica::{LinkProbe, ReplicaOut, StepTimes};
+use super::replica::{LinkProbe, ReplicaOut, StepClock};
 use crate::nn::MlpConfig;
 use crate::train::TrainConfig;
 use gpulab_core::spans::{Span, Timeline};
@@ -71,7 +71,7 @@ pub(super) fn summarize(dp: &DpConfig, cfg: &TrainConfig, model: &MlpConfig, buc
     let n = outs.len().max(1);
     let steps = outs.iter().map(|o| o.steps.len()).min().unwrap_or(0);
     let mut per_replica = vec![StepSplit::default(); outs.len()];
-    let all: Vec<&[StepTimes]> = outs.iter().map(|o| o.steps.as_slice()).collect();
+    let all: Vec<&[StepClock]> = outs.iter().map(|o| o.steps.as_slice()).collect();
     for k in 0..steps {
         for (r, (t, sync, idle)) in sync_and_idle(&all, k).into_iter().enumerate() {
             let s = &mut per_replica[r];
@@ -129,7 +129,7 @@ pub(super) fn summarize(dp: &DpConfig, cfg: &TrainConfig, model: &MlpConfig, buc
 /// Step `k` of every replica: its clock readings, the time from its backward's end to its
 /// gradients being reduced plus a sharded step's all-gather (sync), and the part of that spent
 /// waiting for the slowest replica's backward (idle); the rest of sync is exposed communication.
-fn sync_and_idle(replicas: &[&[StepTimes]], k: usize) -> Vec<(StepTimes, f64, f64)> {
+fn sync_and_idle(replicas: &[&[StepClock]], k: usize) -> Vec<(StepClock, f64, f64)> {
     let slowest = replicas.iter().map(|s| s[k].compute_end).fold(f64::MIN, f64::max);
     replicas
         .iter()
@@ -144,7 +144,7 @@ fn sync_and_idle(replicas: &[&[StepTimes]], k: usize) -> Vec<(StepTimes, f64, f6
 
 /// One replica's clock readings, as far as the timeline needs them.
 pub struct ReplicaLanes<'a> {
-    pub steps: &'a [StepTimes],
+    pub steps: &'a [StepClock],
     /// All-reduces on the replica's communication thread (overlap on).
     pub comm_spans: &'a [(f64, f64)],
 }
@@ -156,7 +156,7 @@ pub struct ReplicaLanes<'a> {
 pub fn timeline(dp: &DpConfig, global_batch: usize, replicas: &[ReplicaLanes<'_>]) -> Timeline {
     let steps = replicas.iter().map(|o| o.steps.len()).min().unwrap_or(0).min(dp.timeline_steps);
     let mut spans = Vec::new();
-    let all: Vec<&[StepTimes]> = replicas.iter().map(|o| o.steps).collect();
+    let all: Vec<&[StepClock]> = replicas.iter().map(|o| o.steps).collect();
     for k in 0..steps {
         for (r, (t, _, idle)) in sync_and_idle(&all, k).into_iter().enumerate() {
             let lane = format!("replica {r}");

@@ -12,6 +12,6 @@ pub mod serving;
 pub mod traffic_csv;
 pub mod training;
 
-pub use result::{CanaryEvent, Sample, ScaleAction, ServingResult, Totals};
+pub use result::{CanaryEvent, Sample, ScaleAction, ServingResult, SimTotals};
 pub use scenario::Scenario;
 pub use serving::simulate;

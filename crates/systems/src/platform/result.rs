@@ -36,7 +36,7 @@ pub struct Sample {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Totals {
+pub struct SimTotals {
     pub arrived: u64,
     pub rejected: u64,
     pub timed_out: u64,
@@ -89,7 +89,7 @@ pub struct CanaryEvent {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ServingResult {
     pub samples: Vec<Sample>,
-    pub totals: Totals,
+    pub totals: SimTotals,
     pub scale_actions: Vec<ScaleAction>,
     pub canary: Vec<CanaryEvent>,
     /// Latency percentiles over every served request of the run, seconds.

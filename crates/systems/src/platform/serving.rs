@@ -15,7 +15,7 @@ mod canary;
 
 use super::control::{self, VersionStats};
 use super::events::{Ev, Queue};
-use super::result::{Sample, ScaleAction, ServingResult, Totals};
+use super::result::{Sample, ScaleAction, ServingResult, SimTotals};
 use super::scenario::{Scenario, ServiceTime, Signal};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,7 +71,7 @@ pub struct Sim<'a> {
     rng_service: ChaCha8Rng,
     rng_route: ChaCha8Rng,
     rng_spot: ChaCha8Rng,
-    t: Totals,
+    t: SimTotals,
     // Windows: the current sample, the autoscaler interval, the canary window per version.
     sample_lat: Vec<f64>,
     all_lat: Vec<f64>,
@@ -126,7 +126,7 @@ impl<'a> Sim<'a> {
             rng_service: rng(sc.seed, 1),
             rng_route: rng(sc.seed, 2),
             rng_spot: rng(sc.seed, 3),
-            t: Totals::default(),
+            t: SimTotals::default(),
             sample_lat: Vec::new(),
             all_lat: Vec::new(),
             sample_counts: [0; 4],

@@ -44,7 +44,7 @@ impl PipelineConfig {
 
 /// Per-step times on the training thread, seconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct StepTimes {
+pub struct StageTimes {
     pub data_wait_s: f64,
     pub upload_s: f64,
     /// Recording, submitting and waiting for the step's kernels.
@@ -56,7 +56,7 @@ pub struct ProfiledRun {
     pub pipeline: PipelineConfig,
     pub train: TrainReport,
     pub timeline: Timeline,
-    pub steps: Vec<StepTimes>,
+    pub steps: Vec<StageTimes>,
     pub cache: CacheStats,
     pub diagnosis: Diagnosis,
 }
@@ -78,7 +78,7 @@ struct LoaderFeed {
     loader: Loader,
     spans: SpanRecorder,
     pin_memory: bool,
-    steps: Vec<StepTimes>,
+    steps: Vec<StageTimes>,
 }
 
 impl<B: Backend> Feed<B> for LoaderFeed {
@@ -121,7 +121,7 @@ impl<B: Backend> Feed<B> for LoaderFeed {
         self.spans.record(MAIN, name, start, end);
         let d = end.saturating_duration_since(start).as_secs_f64();
         if name == stage::DATA_WAIT {
-            self.steps.push(StepTimes::default());
+            self.steps.push(StageTimes::default());
         }
         if let Some(s) = self.steps.last_mut() {
             match name {

@@ -19,7 +19,7 @@ use gpulab_core::with_backend;
 
 /// What the inference thread has done so far (a snapshot is a copy).
 #[derive(Clone, Debug, Default)]
-pub struct EngineTotals {
+pub struct InferenceTotals {
     pub batches: u64,
     pub samples: u64,
     /// Wall time spent running batches (upload, forward, read-back), seconds. Measured.
@@ -33,10 +33,10 @@ pub struct EngineTotals {
 
 /// Shared between the inference thread and whoever watches it.
 #[derive(Clone, Default)]
-pub struct EngineStats(Arc<Mutex<EngineTotals>>);
+pub struct EngineStats(Arc<Mutex<InferenceTotals>>);
 
 impl EngineStats {
-    pub fn snapshot(&self) -> EngineTotals {
+    pub fn snapshot(&self) -> InferenceTotals {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -64,17 +64,17 @@ pub struct EngineReady {
 }
 
 /// The running inference thread.
-pub struct Engine {
+pub struct InferenceEngine {
     pub stats: EngineStats,
     pub ready: EngineReady,
     thread: JoinHandle<Result<()>>,
 }
 
-impl Engine {
+impl InferenceEngine {
     /// Starts the thread, opens `device` on it, uploads the model and runs one batch of each
     /// of sizes 1 and max batch (kernels compiled before the first request). Returns once it
     /// serves, or the error that stopped it (e.g. `cuda`: CUDA unavailable).
-    pub fn start(device: Device, model: HostModel, batches: Batches, metrics: EngineMetrics) -> Result<Engine> {
+    pub fn start(device: Device, model: HostModel, batches: Batches, metrics: EngineMetrics) -> Result<InferenceEngine> {
         let stats = EngineStats::default();
         let (ready_tx, ready_rx) = mpsc::channel();
         let st = stats.clone();
@@ -95,7 +95,7 @@ impl Engine {
             })
             .map_err(|e| Error::Internal(format!("could not start the inference thread: {e}")))?;
         match ready_rx.recv() {
-            Ok(Ok(ready)) => Ok(Engine { stats, ready, thread }),
+            Ok(Ok(ready)) => Ok(InferenceEngine { stats, ready, thread }),
             Ok(Err(e)) => {
                 let _ = thread.join();
                 Err(e)
@@ -108,7 +108,7 @@ impl Engine {
     }
 
     /// Waits for the thread to drain the queue and stop (it stops once every `Queue` is gone).
-    pub fn join(self) -> Result<EngineTotals> {
+    pub fn join(self) -> Result<InferenceTotals> {
         let stats = self.stats;
         match self.thread.join() {
             Ok(r) => r.map(|_| stats.snapshot()),

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use super::batcher::{self, BatchPolicy, Queue, SubmitError};
-use super::engine::{Engine, EngineReady, EngineTotals};
+use super::engine::{EngineReady, InferenceEngine, InferenceTotals};
 use super::metrics::ServerMetrics;
 use super::model::HostModel;
 use gpulab_core::device::Device;
@@ -62,7 +62,7 @@ pub struct Server {
     pub ready: EngineReady,
     pub model_version: String,
     stop: Option<oneshot::Sender<()>>,
-    thread: JoinHandle<Result<EngineTotals>>,
+    thread: JoinHandle<Result<InferenceTotals>>,
 }
 
 /// The body of `POST /v1/predict`: `{"input": [..]}` or `{"inputs": [[..], ..]}`.
@@ -103,7 +103,7 @@ impl Server {
         let metrics = ServerMetrics::new(&model.version, &backend_name, matches!(cfg.device, Device::Gpu(_)))?;
         let (queue, batches) = batcher::queue(cfg.policy.clone(), model.arch.input);
         let version = model.version.clone();
-        let engine = Engine::start(cfg.device.clone(), model, batches, metrics.engine.clone())?;
+        let engine = InferenceEngine::start(cfg.device.clone(), model, batches, metrics.engine.clone())?;
         let ready = engine.ready.clone();
         let state =
             Arc::new(AppState { queue, metrics, version: version.clone(), backend: ready.backend.label(), max_body: cfg.max_body_bytes });
@@ -143,7 +143,7 @@ impl Server {
     }
 
     /// Waits until the server has stopped (after `shutdown` or a signal); what it served.
-    pub fn wait(self) -> Result<EngineTotals> {
+    pub fn wait(self) -> Result<InferenceTotals> {
         let _keep = self.stop;
         self.thread.join().map_err(|_| Error::Internal("the server thread panicked".into()))?
     }

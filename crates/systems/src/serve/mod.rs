@@ -12,6 +12,6 @@ pub mod metrics;
 pub mod model;
 
 pub use batcher::{BatchPolicy, Prediction, Queue, SubmitError};
-pub use engine::{Engine, EngineReady, EngineStats, EngineTotals};
+pub use engine::{EngineReady, EngineStats, InferenceEngine, InferenceTotals};
 pub use http::{ServeConfig, Server};
 pub use model::{DeviceModel, HostModel, ModelSource, load_model};

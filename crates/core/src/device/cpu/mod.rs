@@ -6,11 +6,11 @@
 mod amp;
 mod conv;
 mod core;
+mod drive;
 mod gemm_bf16;
 mod gemm_i8;
 mod ops;
 mod pairs;
-mod pool;
 mod quant;
 mod tensor;
 
@@ -22,12 +22,12 @@ use crate::tensor::{
     TensorMeta, checks, memory_lock,
 };
 
+pub use drive::drive;
 pub use gemm_bf16::{Bf16Path, f16_path_name};
 pub use ops::PAR_THRESHOLD;
 /// The optimizer steps' arithmetic on host slices: exercise 6's sharded step (ZeRO-1) runs each
 /// replica's part of the update through the very function the full step uses, so its bits match.
 pub use ops::{adamw as adamw_host, sgd as sgd_host};
-pub use pool::drive;
 pub use tensor::CpuTensor;
 pub(crate) use tensor::Storage;
 

@@ -2,6 +2,7 @@
 
 pub mod adapters;
 mod amp;
+mod buffer_pool;
 mod conv;
 mod core;
 pub mod driver_help;
@@ -11,7 +12,6 @@ mod kernels;
 mod matmul16_gen;
 #[cfg(test)]
 mod matmul_gen;
-mod pool;
 mod quant;
 mod readback;
 mod recorder;
@@ -20,9 +20,9 @@ pub mod tuning;
 use std::sync::{Arc, Mutex};
 
 pub use adapters::{AdapterSummary, GpuSelector};
+pub use buffer_pool::GpuTensor;
 pub use kernel_profiler::KernelTime;
 pub use kernels::{matmul16_coop_source, render as render_template};
-pub use pool::GpuTensor;
 pub use tuning::{Matmul16Variant, MatmulVariant};
 
 use crate::error::{Error, Result};
@@ -30,8 +30,8 @@ use crate::tensor::{
     AmpOps, BackendBase, BackendInfo, BackendKind, CoreOps, DType, Epilogue, Ledger, MemCategory, MemoryReport, Shape, Telemetry,
     memory_lock,
 };
+use buffer_pool::{Shared, buffer_size};
 use kernels::{Kernel, PipelineCache, PipelineKey, WG};
-use pool::{Shared, buffer_size};
 use recorder::Recorder;
 
 const STORAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE.union(wgpu::BufferUsages::COPY_SRC).union(wgpu::BufferUsages::COPY_DST);

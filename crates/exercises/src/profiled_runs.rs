@@ -132,7 +132,7 @@ pub fn runs_table(title: &str, runs: &[ProfiledRun]) -> Table {
         .iter()
         .map(|r| {
             let n = r.steps.len().max(1) as f64;
-            let mean = |f: fn(&gpulab_systems::profile::session::StepTimes) -> f64| r.steps.iter().map(f).sum::<f64>() / n * 1e3;
+            let mean = |f: fn(&gpulab_systems::profile::session::StageTimes) -> f64| r.steps.iter().map(f).sum::<f64>() / n * 1e3;
             vec![
                 Cell::from(r.label.as_str()),
                 r.pipeline.describe().into(),
