@@ -252,6 +252,7 @@ fn distributed(quick: bool) {
         shard_optimizer,
         link: None,
         timeline_steps: 0,
+        checkpoints: None,
     };
     println!(
         "Data parallel, MLP 784-512-256-10, global batch 256, CPU replicas × 1 thread (median of rounds, interleaved; speed-up derived)"

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Args;
-use gpulab::checkpoint::{ChildEvent, ChildSpec, Policy, run_child};
-use gpulab::train::TrainConfig;
+use gpulab::checkpoint::{ChildSpec, Policy, run_child};
+use gpulab::train::{TrainConfig, TrainEvent};
 
 #[derive(Args)]
 pub struct CheckpointArgs {
@@ -48,7 +48,7 @@ pub fn run(a: CheckpointArgs, backend: String, dataset: String, cfg: TrainConfig
             }
         });
         // The parent reads these lines; once it has gone there is no one to train for.
-        let mut emit = |ev: ChildEvent| {
+        let mut emit = |ev: TrainEvent| {
             if writeln!(std::io::stdout(), "{}", ev.to_line()).is_err() {
                 std::process::exit(1);
             }
@@ -56,25 +56,15 @@ pub fn run(a: CheckpointArgs, backend: String, dataset: String, cfg: TrainConfig
         return match run_child(&spec, &mut emit, request) {
             Ok(_) => Ok(()),
             Err(e) => {
-                println!("{}", ChildEvent::Failed { message: e.to_string() }.to_line());
+                println!("{}", TrainEvent::Failed { message: e.to_string() }.to_line());
                 Err(e.into())
             }
         };
     }
-    let mut emit = |ev: ChildEvent| match ev {
-        ChildEvent::Backend { info } => eprintln!("training on {}", info.label()),
-        ChildEvent::Skipped { path, reason, .. } => eprintln!("skipped {path}: {reason}"),
-        ChildEvent::Resumed { path, step, epoch, batch } => {
-            eprintln!("resumed from {path}: step {step}, epoch {} batch {batch}", epoch + 1)
-        }
-        ChildEvent::Fresh => eprintln!("starting at step 0"),
-        ChildEvent::Saved { path, bytes, write_s, .. } => eprintln!("saved {path}: {bytes} bytes in {:.1} ms (measured)", write_s * 1e3),
-        ChildEvent::Epoch { epoch, val_loss, val_accuracy } => {
-            eprintln!("epoch {:>3}: val loss {val_loss:.4} acc {:5.1}% (measured)", epoch + 1, val_accuracy * 100.0)
-        }
-        _ => {}
-    };
-    let report = run_child(&spec, &mut emit, request)?;
+    let mut progress = super::train::TrainProgress::new();
+    let report = run_child(&spec, &mut |ev| progress.event(ev), request);
+    progress.finish();
+    let report = report?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

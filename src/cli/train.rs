@@ -5,6 +5,8 @@ use gpulab::nn::{AmpConfig, ModelKind, OptimizerKind, Precision};
 use gpulab::train::{self, TrainConfig, TrainEvent, TrainReport};
 use gpulab::with_backend;
 
+use indicatif::ProgressBar;
+
 use super::progress;
 
 #[derive(Args)]
@@ -91,15 +93,45 @@ pub fn run(a: TrainArgs) -> anyhow::Result<()> {
 
 fn run_with_progress<B: gpulab::tensor::Backend>(b: &mut B, data: &data::Dataset, cfg: &TrainConfig) -> anyhow::Result<TrainReport> {
     eprintln!("per-epoch figures are measured in this run; GPU busy % is derived from GPU timestamp queries");
-    let pb = progress::bar(0, "train");
-    let mut sink = |ev: TrainEvent| match ev {
-        TrainEvent::Started { total_steps, .. } => pb.set_length(total_steps),
-        TrainEvent::Progress { step, loss, accuracy, .. } => {
-            pb.set_position(step);
-            pb.set_message(format!("loss {loss:.4} acc {:.1}%", accuracy * 100.0));
-        }
-        TrainEvent::Epoch(e) => pb.suspend(|| {
-            eprintln!(
+    let mut progress = TrainProgress::new();
+    let report = train::train(b, data, cfg, &mut |ev: TrainEvent| progress.event(ev));
+    progress.finish();
+    Ok(report?)
+}
+
+/// The CLI's face of the training protocol: a progress bar with the latest loss, and a line on
+/// stderr per epoch, resume and checkpoint.
+pub(super) struct TrainProgress {
+    pb: ProgressBar,
+}
+
+impl TrainProgress {
+    pub(super) fn new() -> Self {
+        TrainProgress { pb: progress::bar(0, "train") }
+    }
+
+    pub(super) fn finish(&self) {
+        self.pb.finish_and_clear();
+    }
+
+    pub(super) fn event(&mut self, ev: TrainEvent) {
+        let line = |text: String| self.pb.suspend(|| eprintln!("{text}"));
+        match ev {
+            TrainEvent::Backend { info } => line(format!("training on {}", info.label())),
+            TrainEvent::Started { total_steps, .. } => self.pb.set_length(total_steps),
+            TrainEvent::Skipped { path, reason, .. } => line(format!("skipped {path}: {reason}")),
+            TrainEvent::Resumed { path, step, epoch, batch } => {
+                line(format!("resumed from {path}: step {step}, epoch {} batch {batch}", epoch + 1))
+            }
+            TrainEvent::Fresh => line("starting at step 0".into()),
+            TrainEvent::Progress { step, loss, accuracy, .. } => {
+                self.pb.set_position(step);
+                self.pb.set_message(format!("loss {loss:.4} acc {:.1}%", accuracy * 100.0));
+            }
+            TrainEvent::Saved { path, bytes, write_s, .. } => {
+                line(format!("saved {path}: {bytes} bytes in {:.1} ms (measured)", write_s * 1e3))
+            }
+            TrainEvent::Epoch(e) => line(format!(
                 "epoch {:>3}: train loss {:.4} acc {:5.1}% | val loss {:.4} acc {:5.1}% | {:.0} samples/s{}",
                 e.epoch + 1,
                 e.train_loss,
@@ -108,12 +140,10 @@ fn run_with_progress<B: gpulab::tensor::Backend>(b: &mut B, data: &data::Dataset
                 e.val_accuracy * 100.0,
                 e.samples_per_s,
                 e.gpu_busy_s.map(|s| format!(" | GPU busy {:.0}%", 100.0 * s / e.train_wall_s.max(1e-12))).unwrap_or_default()
-            )
-        }),
-    };
-    let report = train::train(b, data, cfg, &mut sink);
-    pb.finish_and_clear();
-    Ok(report?)
+            )),
+            _ => {}
+        }
+    }
 }
 
 pub(super) fn print_summary(r: &TrainReport) {

@@ -7,11 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use gpulab::checkpoint::{
-    CheckpointError, CheckpointMeta, Checkpointer, ChildEvent, ChildSpec, Damage, Policy, damage, format, restore, run_child, snapshot,
-    store,
+    CheckpointError, CheckpointMeta, Checkpointer, ChildSpec, Damage, Policy, damage, format, restore, run_child, snapshot, store,
 };
 use gpulab::nn::{MlpConfig, ModelKind, OptimizerKind};
-use gpulab::train::TrainConfig;
+use gpulab::train::{TrainConfig, TrainEvent};
 
 use crate::common::backend_tests;
 
@@ -28,12 +27,12 @@ pub fn small_spec(dir: &Path, optimizer: OptimizerKind, every: u64) -> ChildSpec
 }
 
 /// Trains `spec` in this process; returns (step, loss) per step and the checkpoints written.
-pub fn train(spec: &ChildSpec) -> (Vec<(u64, f64)>, Vec<ChildEvent>) {
+pub fn train(spec: &ChildSpec) -> (Vec<(u64, f64)>, Vec<TrainEvent>) {
     let mut events = Vec::new();
-    let mut emit = |e: ChildEvent| events.push(e);
+    let mut emit = |e: TrainEvent| events.push(e);
     run_child(spec, &mut emit, Arc::new(AtomicBool::new(false))).expect("training runs");
     let losses =
-        events.iter().filter_map(|e| if let ChildEvent::Step { step, loss, .. } = e { Some((*step, *loss)) } else { None }).collect();
+        events.iter().filter_map(|e| if let TrainEvent::Progress { step, loss, .. } = e { Some((*step, *loss)) } else { None }).collect();
     (losses, events)
 }
 
@@ -188,7 +187,7 @@ fn resume_falls_back_past_damaged_checkpoints_and_still_matches_the_reference() 
 
     spec.resume = true;
     let (got, events) = train(&spec);
-    assert!(events.iter().filter(|e| matches!(e, ChildEvent::Skipped { .. })).count() == 2);
+    assert!(events.iter().filter(|e| matches!(e, TrainEvent::Skipped { .. })).count() == 2);
     assert_eq!(got.first().map(|l| l.0), Some(ck.meta.position.step + 1), "resumed at the wrong step");
     for (step, loss) in &got {
         let w = want[*step as usize - 1];
@@ -201,7 +200,7 @@ fn resume_falls_back_past_damaged_checkpoints_and_still_matches_the_reference() 
 fn a_fresh_run_refuses_a_folder_that_already_holds_checkpoints() {
     let tmp = tempfile::tempdir().unwrap();
     train(&small_spec(tmp.path(), OptimizerKind::Sgd, 50));
-    let mut emit = |_e: ChildEvent| {};
+    let mut emit = |_e: TrainEvent| {};
     let err = run_child(&small_spec(tmp.path(), OptimizerKind::Sgd, 50), &mut emit, Arc::new(AtomicBool::new(false))).unwrap_err();
     assert!(err.to_string().contains("already holds checkpoints"), "{err}");
 }
@@ -214,7 +213,7 @@ fn every_e_epochs_saves_at_epoch_ends_only() {
     spec.policy.at_end = false;
     let (losses, events) = train(&spec);
     let per_epoch = losses.len() as u64 / 2;
-    let saved: Vec<u64> = events.iter().filter_map(|e| if let ChildEvent::Saved { step, .. } = e { Some(*step) } else { None }).collect();
+    let saved: Vec<u64> = events.iter().filter_map(|e| if let TrainEvent::Saved { step, .. } = e { Some(*step) } else { None }).collect();
     assert_eq!(saved, [per_epoch, 2 * per_epoch]);
     let ck = store::read(&newest(tmp.path())).unwrap();
     assert_eq!((ck.meta.position.epoch, ck.meta.position.batch), (2, 0), "the loader continues at the next epoch's first batch");
@@ -262,7 +261,7 @@ fn fp16_resume_restores_the_loss_scaler_and_matches_the_reference() {
     // Resuming that folder as an fp32 run is refused by name.
     let mut as_f32 = small_spec(dir.path(), OptimizerKind::AdamW, 10);
     as_f32.resume = true;
-    let mut emit = |_e: ChildEvent| {};
+    let mut emit = |_e: TrainEvent| {};
     let err = run_child(&as_f32, &mut emit, Arc::new(AtomicBool::new(false))).unwrap_err().to_string();
     assert!(err.contains("fp16") && err.contains("fp32"), "{err}");
 }
@@ -291,7 +290,7 @@ fn a_cnn_checkpoint_and_an_mlp_run_refuse_each_other_and_leave_the_files() {
         assert!(before.len() >= 2, "{written:?} wrote {} files", before.len());
         spec.cfg.model = resumed;
         spec.resume = true;
-        let mut emit = |_e: ChildEvent| {};
+        let mut emit = |_e: TrainEvent| {};
         let err = run_child(&spec, &mut emit, Arc::new(AtomicBool::new(false))).unwrap_err().to_string();
         // digits: 1×8×8 images; the CNN's dense head reads its 32×2×2 pooled maps.
         let (cnn, mlp) = ("CNN 1x8x8 conv3x3 16-pool-conv3x3 32-pool-128-24-16-10", "MLP 64-24-16-10");
@@ -332,7 +331,7 @@ fn a_resume_with_another_optimizer_is_refused_and_leaves_the_files() {
         assert!(before.len() >= 2, "{written:?} wrote {} files", before.len());
         let mut spec = small_spec(tmp.path(), resumed, 20);
         spec.resume = true;
-        let mut emit = |_e: ChildEvent| {};
+        let mut emit = |_e: TrainEvent| {};
         let err = run_child(&spec, &mut emit, Arc::new(AtomicBool::new(false))).unwrap_err().to_string();
         assert!(
             err.contains(&format!("optimizer {}", written.name())) && err.contains(&format!("uses {}", resumed.name())),
@@ -423,7 +422,7 @@ fn cnn_run<B: gpulab::tensor::Backend>(b: &mut B, dir: &Path, every: u64, resume
     let data = gpulab::data::load(&"shapes:res=8,channels=2,n=200".parse().unwrap(), 3).unwrap();
     let cfg =
         TrainConfig { model: ModelKind::Cnn, hidden: vec![16], batch: 16, epochs: 2, lr: 0.05, log_every: 1, ..TrainConfig::default() };
-    let mut emit = |_e: ChildEvent| {};
+    let mut emit = |_e: TrainEvent| {};
     let policy = Policy { every_steps: every, every_epochs: 0, keep_last: 100, at_end: true };
     let mut hooks = Checkpointer {
         dir: dir.into(),

@@ -8,9 +8,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use gpulab::checkpoint::child_process::{ChildProcess, Line};
-use gpulab::checkpoint::{ChildEvent, ChildSpec, Policy, store};
+use gpulab::checkpoint::{ChildSpec, Policy, store};
 use gpulab::nn::OptimizerKind;
-use gpulab::train::TrainConfig;
+use gpulab::train::{TrainConfig, TrainEvent};
 use rand::{Rng, SeedableRng};
 
 fn spec(dir: &Path, every: u64) -> ChildSpec {
@@ -37,7 +37,7 @@ fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_gpulab"))
 }
 
-fn next(w: &mut ChildProcess) -> Option<ChildEvent> {
+fn next(w: &mut ChildProcess) -> Option<TrainEvent> {
     match w.next(Duration::from_secs(120)) {
         Some(Line::Event(e)) => Some(e),
         Some(Line::Unexpected(l)) => panic!("unexpected output from the child: {l:?}"),
@@ -53,11 +53,11 @@ fn run_to_end(spec: &ChildSpec) -> BTreeMap<u64, f64> {
     let mut finished = false;
     while let Some(e) = next(&mut w) {
         match e {
-            ChildEvent::Step { step, loss, .. } => {
+            TrainEvent::Progress { step, loss, .. } => {
                 losses.insert(step, loss);
             }
-            ChildEvent::Finished { .. } => finished = true,
-            ChildEvent::Failed { message } => panic!("child failed: {message}"),
+            TrainEvent::Finished { .. } => finished = true,
+            TrainEvent::Failed { message } => panic!("child failed: {message}"),
             _ => {}
         }
     }
@@ -86,7 +86,7 @@ fn sigkill_at_random_moments_twenty_times_then_resume_is_bit_exact() {
         let mut killed = false;
         while let Some(e) = next(&mut w) {
             match e {
-                ChildEvent::Step { step, loss, .. } => {
+                TrainEvent::Progress { step, loss, .. } => {
                     // A step redone after a resume must give the very same loss.
                     if let Some(old) = seen.insert(step, loss) {
                         assert_eq!(old.to_bits(), loss.to_bits(), "round {round}: step {step} redone with a different loss");
@@ -97,11 +97,11 @@ fn sigkill_at_random_moments_twenty_times_then_resume_is_bit_exact() {
                         killed = true;
                     }
                 }
-                ChildEvent::Saving { .. } if at_save && steps_here > 0 => {
+                TrainEvent::Saving { .. } if at_save && steps_here > 0 => {
                     at_write_start += 1;
                     killed = true;
                 }
-                ChildEvent::Failed { message } => panic!("round {round}: child failed: {message}"),
+                TrainEvent::Failed { message } => panic!("round {round}: child failed: {message}"),
                 _ => {}
             }
             if killed {
@@ -115,7 +115,7 @@ fn sigkill_at_random_moments_twenty_times_then_resume_is_bit_exact() {
         // like steps that never ran.
         if killed {
             while let Some(e) = next(&mut w) {
-                if let ChildEvent::Step { step, loss, .. } = e
+                if let TrainEvent::Progress { step, loss, .. } = e
                     && let Some(old) = seen.insert(step, loss)
                 {
                     assert_eq!(old.to_bits(), loss.to_bits(), "round {round}: step {step} redone with a different loss");
@@ -190,13 +190,13 @@ fn a_save_requested_on_stdin_is_written_after_the_current_step() {
     let mut last_step = 0;
     while let Some(e) = next(&mut w) {
         match e {
-            ChildEvent::Step { step, .. } => {
+            TrainEvent::Progress { step, .. } => {
                 if step == 1 {
                     w.request_save().unwrap();
                 }
                 last_step = step;
             }
-            ChildEvent::Saved { step, .. } => saved.push(step),
+            TrainEvent::Saved { step, .. } => saved.push(step),
             _ => {}
         }
     }
@@ -242,20 +242,20 @@ fn a_cnn_killed_mid_run_resumes_bit_exact_with_its_convolutions() {
     };
     while let Some(e) = next(&mut w) {
         match e {
-            ChildEvent::Step { step, loss, .. } => {
+            TrainEvent::Progress { step, loss, .. } => {
                 record(step, loss);
                 if step >= 9 {
                     w.kill().unwrap();
                     break;
                 }
             }
-            ChildEvent::Failed { message } => panic!("child failed: {message}"),
+            TrainEvent::Failed { message } => panic!("child failed: {message}"),
             _ => {}
         }
     }
     // Steps the child ran while the kill was on its way.
     while let Some(e) = next(&mut w) {
-        if let ChildEvent::Step { step, loss, .. } = e {
+        if let TrainEvent::Progress { step, loss, .. } = e {
             record(step, loss);
         }
     }

@@ -3,9 +3,9 @@
 
 use gpulab::data::{self, Dataset};
 use gpulab::exercises::{self, CollectSink, Event};
-use gpulab::parallel::{self, DpConfig, DpReport, Msg, ReplicaKind};
+use gpulab::parallel::{self, DpConfig, DpReport, ReplicaKind};
 use gpulab::report::Provenance;
-use gpulab::train::TrainConfig;
+use gpulab::train::{TrainConfig, TrainEvent};
 
 use crate::common::with_gpu;
 
@@ -18,7 +18,7 @@ fn cfg(batch: usize) -> TrainConfig {
 }
 
 fn dp(replicas: usize, kind: ReplicaKind, bucket_cap_mb: f64, overlap: bool) -> DpConfig {
-    DpConfig { replicas, kind, bucket_cap_mb, overlap, shard_optimizer: false, link: None, timeline_steps: 8 }
+    DpConfig { replicas, kind, bucket_cap_mb, overlap, shard_optimizer: false, link: None, timeline_steps: 8, checkpoints: None }
 }
 
 fn cpu(replicas: usize) -> DpConfig {
@@ -151,7 +151,7 @@ fn a_stop_ends_every_replica_at_the_same_step() {
     let c = TrainConfig { log_every: 1, epochs: 50, ..cfg(32) };
     let mut seen = 0;
     let r = parallel::train(&data, &c, &cpu(2), &mut |m| {
-        seen += matches!(m, Some(Msg::Loss { .. })) as usize;
+        seen += matches!(m, Some(TrainEvent::Progress { replica: Some(0), .. })) as usize;
         seen >= 2
     })
     .unwrap();

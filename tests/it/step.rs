@@ -142,13 +142,16 @@ fn forward_only_equals_training_forward_on_gpu() {
     });
 }
 
-/// The data-parallel seam sits between backward and the optimizer step: zeroing every
-/// gradient there (plain SGD, no weight decay) leaves the weights as they were initialised,
+/// The data-parallel seam sits between backward and the optimizer step: a strategy that zeroes
+/// every gradient there (plain SGD, no weight decay) leaves the weights as they were initialised,
 /// in f32 and in fp16 (where the scaler still sees finite gradients).
 #[test]
-fn reduce_gradients_runs_between_backward_and_update() {
+fn a_strategy_runs_between_backward_and_update() {
     use gpulab::data::{self, DatasetSpec};
-    use gpulab::train::{Inline, LoaderPosition, NullSink, StepDone, TrainConfig, TrainHooks, train_with};
+    use gpulab::error::Result;
+    use gpulab::train::{
+        Inline, LoaderPosition, NullSink, Phases, Step, StepAt, Strategy, TrainConfig, TrainHooks, TrainSink, train_strategy,
+    };
 
     #[derive(Default)]
     struct ZeroGrads {
@@ -157,21 +160,31 @@ fn reduce_gradients_runs_between_backward_and_update() {
         calls: u64,
     }
     impl TrainHooks<CpuBackend> for ZeroGrads {
-        fn restore(&mut self, b: &mut CpuBackend, model: &mut Mlp<CpuBackend>) -> gpulab::error::Result<Option<LoaderPosition>> {
+        fn restore(&mut self, b: &mut CpuBackend, model: &mut Mlp<CpuBackend>) -> Result<Option<LoaderPosition>> {
             self.initial = model.read_parameters(b)?;
             Ok(None)
         }
-        fn reduce_gradients(&mut self, b: &mut CpuBackend, model: &mut Mlp<CpuBackend>) -> gpulab::error::Result<()> {
+    }
+    impl Strategy<CpuBackend> for ZeroGrads {
+        fn step<P: Phases<CpuBackend>>(
+            &mut self,
+            b: &mut CpuBackend,
+            model: &mut Mlp<CpuBackend>,
+            step: &mut Step<CpuBackend, P>,
+            at: StepAt,
+            _sink: &mut dyn TrainSink,
+        ) -> Result<bool> {
+            step.forward(b, model)?;
+            step.backward(b, model)?;
             self.calls += 1;
             for p in model.weights.iter_mut().chain(model.biases.iter_mut()) {
                 b.fill(&mut p.grad, 0.0)?;
             }
-            Ok(())
+            step.apply_update(b, model, at.number)?;
+            Ok(false)
         }
-        fn after_step(&mut self, b: &mut CpuBackend, model: &Mlp<CpuBackend>, done: StepDone) -> gpulab::error::Result<()> {
-            if done.run_end {
-                self.last = model.read_parameters(b)?;
-            }
+        fn finish(&mut self, b: &mut CpuBackend, model: &Mlp<CpuBackend>, _sink: &mut dyn TrainSink) -> Result<()> {
+            self.last = model.read_parameters(b)?;
             Ok(())
         }
     }
@@ -188,10 +201,10 @@ fn reduce_gradients_runs_between_backward_and_update() {
             amp: AmpConfig::new(precision),
             ..TrainConfig::default()
         };
-        let mut hooks = ZeroGrads::default();
-        let report = train_with(&mut CpuBackend::new(), &data, &cfg, &mut NullSink, &mut hooks, &mut Inline).unwrap();
-        assert_eq!(hooks.calls, report.steps, "{precision:?}: called once per step");
+        let (mut hooks, mut strategy) = (ZeroGrads::default(), ZeroGrads::default());
+        let report = train_strategy(&mut CpuBackend::new(), &data, &cfg, &mut NullSink, &mut hooks, &mut Inline, &mut strategy).unwrap();
+        assert_eq!(strategy.calls, report.steps, "{precision:?}: called once per step");
         assert!(!hooks.initial.is_empty());
-        assert_eq!(hooks.last, hooks.initial, "{precision:?}: zeroed gradients, unchanged weights");
+        assert_eq!(strategy.last, hooks.initial, "{precision:?}: zeroed gradients, unchanged weights");
     }
 }

@@ -111,7 +111,7 @@ impl Exercise for BatchSweep {
             let cfg = common::train_config(s, batch as usize)?;
             let result = with_backend!(&mut engine, b => {
                 b.reset_memory_peaks();
-                let mut bridge = TrainBridge { sink: &mut *sink, series: format!("batch {batch}"), total_steps: 0 };
+                let mut bridge = TrainBridge::new(&mut *sink, format!("batch {batch}"));
                 train::train(b, &data, &cfg, &mut bridge)
             });
             let outcome = match result {

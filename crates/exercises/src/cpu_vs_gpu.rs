@@ -124,7 +124,7 @@ impl Exercise for CpuVsGpu {
             sink.emit(Event::Log(format!("training on {}", info.label())));
             let sampler = if info.kind != gpulab_core::tensor::BackendKind::Cpu { UtilizationSampler::start(&info.name) } else { None };
             let result = with_backend!(&mut engine, b => {
-                let mut bridge = TrainBridge { sink: &mut *sink, series, total_steps: 0 };
+                let mut bridge = TrainBridge::new(&mut *sink, series);
                 train::train(b, &data, &cfg, &mut bridge)
             });
             if let Err(e) = &result {

@@ -193,7 +193,7 @@ fn train_one(engine: &mut Engine, data: &Dataset, cfg: TrainConfig, label: Strin
     let amp = cfg.amp;
     let (result, loss) = with_backend!(engine, b => {
         b.reset_memory_peaks();
-        let mut curve = Curve { bridge: TrainBridge { sink: &mut *sink, series: label.clone(), total_steps: 0 }, loss: Vec::new() };
+        let mut curve = Curve { bridge: TrainBridge::new(&mut *sink, label.clone()), loss: Vec::new() };
         let r = train::train(b, data, &cfg, &mut curve);
         (r, curve.loss)
     });

@@ -100,7 +100,7 @@ pub fn profiled_watched(
 ) -> Result<(ProfiledRun, Vec<Window>)> {
     sink.emit(Event::Phase(format!("{label}: {}", pipe.describe())));
     with_backend!(engine, b => b.reset_memory_peaks());
-    let mut rec = Recorder { inner: TrainBridge { sink: &mut *sink, series: label.into(), total_steps: 0 }, windows: Vec::new() };
+    let mut rec = Recorder { inner: TrainBridge::new(&mut *sink, label), windows: Vec::new() };
     let run = profile_training(engine, data.clone(), cfg, pipe, label, peaks, &mut rec)?;
     let windows = rec.windows;
     for (i, st) in run.steps.iter().enumerate() {

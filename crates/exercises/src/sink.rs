@@ -90,12 +90,31 @@ impl Sink for CollectSink {
     }
 }
 
-/// Lets a training run report into an exercise sink: per-step loss points, the device watch
-/// (`watch::emit`: GPU busy % and memory per log window) and the stop flag.
+/// The one adapter from the training protocol (`TrainEvent`: in-process runs, data-parallel
+/// replicas, a checkpointed child's JSON lines) to an exercise's sink: the live charts ("loss",
+/// "val_accuracy", the device watch's "gpu_busy" and "memory" per log window, a data-parallel
+/// run's "replica_split" and timeline), the progress bar, resume logs, and the stop flag.
 pub struct TrainBridge<'a> {
     pub sink: &'a mut dyn Sink,
+    /// The run's series on the charts; a data-parallel replica's device windows and step split
+    /// are "<series> replica R".
     pub series: String,
+    /// Steps in the run (from `Started`).
     pub total_steps: u64,
+    /// A progress bar several runs share: added to every step, and the bar's total.
+    pub progress: Option<(u64, u64)>,
+    /// Draw the live charts; false only moves the progress bar (a repeated round).
+    pub charts: bool,
+}
+
+impl<'a> TrainBridge<'a> {
+    pub fn new(sink: &'a mut dyn Sink, series: impl Into<String>) -> Self {
+        TrainBridge { sink, series: series.into(), total_steps: 0, progress: None, charts: true }
+    }
+
+    fn point(&mut self, chart: &str, series: String, x: f64, y: f64, provenance: Provenance) {
+        self.sink.emit(Event::Point { chart: chart.into(), series, x, y, provenance });
+    }
 }
 
 impl gpulab_systems::train::TrainSink for TrainBridge<'_> {
@@ -103,28 +122,42 @@ impl gpulab_systems::train::TrainSink for TrainBridge<'_> {
         use gpulab_systems::train::TrainEvent as T;
         match ev {
             T::Started { total_steps, .. } => self.total_steps = total_steps,
-            T::Progress { step, loss, window_s, gpu_busy_s, memory, .. } => {
-                self.sink.emit(Event::Point {
-                    chart: "loss".into(),
-                    series: self.series.clone(),
-                    x: step as f64,
-                    y: loss,
-                    provenance: Provenance::Measured,
-                });
-                let window =
-                    super::watch::Window { step, wall_s: window_s, busy_s: gpu_busy_s, memory: super::watch::Window::memory_of(&memory) };
-                super::watch::emit(&mut *self.sink, &self.series, &window);
-                self.sink.emit(Event::Progress { done: step, total: self.total_steps });
+            T::Progress { replica, step, loss, window_s, gpu_busy_s, memory, .. } => {
+                // Replica 0 speaks for a data-parallel run (every replica's loss is the run's);
+                // each replica's device is its own.
+                let for_run = replica.is_none_or(|r| r == 0);
+                if self.charts {
+                    if for_run {
+                        self.point("loss", self.series.clone(), step as f64, loss, Provenance::Measured);
+                    }
+                    let device = match replica {
+                        Some(r) => format!("{} replica {r}", self.series),
+                        None => self.series.clone(),
+                    };
+                    let window = super::watch::Window { step, wall_s: window_s, busy_s: gpu_busy_s, memory };
+                    super::watch::emit(&mut *self.sink, &device, &window);
+                }
+                if for_run {
+                    let (done, total) = match self.progress {
+                        Some((base, total)) => (base + step, total),
+                        None => (step, self.total_steps),
+                    };
+                    self.sink.emit(Event::Progress { done, total });
+                }
             }
-            T::Epoch(e) => {
-                self.sink.emit(Event::Point {
-                    chart: "val_accuracy".into(),
-                    series: self.series.clone(),
-                    x: (e.epoch + 1) as f64,
-                    y: e.val_accuracy * 100.0,
-                    provenance: Provenance::Measured,
-                });
+            T::Split { replica, step, compute_ms, sync_ms } if self.charts => {
+                let p = Provenance::derived("each replica's clock readings");
+                let series = format!("{} replica {replica}", self.series);
+                self.point("replica_split", format!("{series} compute"), step as f64, compute_ms, p.clone());
+                self.point("replica_split", format!("{series} sync"), step as f64, sync_ms, p);
             }
+            T::Timeline(t) if self.charts => self.sink.emit(Event::Timeline(t)),
+            T::Epoch(e) if self.charts => {
+                self.point("val_accuracy", self.series.clone(), (e.epoch + 1) as f64, e.val_accuracy * 100.0, Provenance::Measured);
+            }
+            T::Skipped { path, reason, .. } => self.sink.emit(Event::Log(format!("resume skipped {path}: {reason}"))),
+            T::Resumed { path, step, .. } => self.sink.emit(Event::Log(format!("resumed from {path} (step {step})"))),
+            _ => {}
         }
     }
     fn stop_requested(&self) -> bool {

@@ -1,8 +1,7 @@
 //! Watching the device during training: the two live charts every training exercise declares
 //! and fills per log window — GPU busy % (the backend's busy time from GPU timestamps over the
 //! window's wall time) and the memory ledger by category. One helper; `sink::TrainBridge` calls
-//! it for the exercises that train in-process, exercise 5 from its children's JSON lines and
-//! exercise 6 from its replicas' messages.
+//! it for every training run's log windows (in process, a replica's, a child's JSON lines).
 
 use super::live::LiveChartSpec;
 use super::sink::{Event, Sink};
@@ -52,11 +51,6 @@ impl Window {
         let busy = self.busy_s?;
         (self.wall_s > 0.0 && busy.is_finite()).then(|| (busy / self.wall_s * 100.0).clamp(0.0, 100.0))
     }
-
-    /// The current bytes of a ledger report, categories that hold nothing left out.
-    pub fn memory_of(report: &MemoryReport) -> Vec<(MemCategory, u64)> {
-        report.categories.iter().filter(|c| c.1 > 0).map(|c| (c.0, c.1)).collect()
-    }
 }
 
 /// Emits the window's points: busy % on `run`'s series, and one memory series per category
@@ -83,7 +77,7 @@ pub struct Recorder<S> {
 impl<S: TrainSink> TrainSink for Recorder<S> {
     fn event(&mut self, ev: TrainEvent) {
         if let TrainEvent::Progress { step, window_s, gpu_busy_s, memory, .. } = &ev {
-            self.windows.push(Window { step: *step, wall_s: *window_s, busy_s: *gpu_busy_s, memory: Window::memory_of(memory) });
+            self.windows.push(Window { step: *step, wall_s: *window_s, busy_s: *gpu_busy_s, memory: memory.clone() });
         }
         self.inner.event(ev)
     }
@@ -166,7 +160,7 @@ mod tests {
             budget: None,
         };
         let mut sink = CollectSink::default();
-        emit(&mut sink, "CPU", &Window { step: 5, wall_s: 0.5, busy_s: None, memory: Window::memory_of(&report) });
+        emit(&mut sink, "CPU", &Window { step: 5, wall_s: 0.5, busy_s: None, memory: gpulab_systems::train::memory_held(&report) });
         emit(&mut sink, "", &Window { step: 6, wall_s: 0.5, busy_s: Some(0.25), memory: vec![] });
         let points: Vec<(String, String, f64, f64)> = sink
             .events

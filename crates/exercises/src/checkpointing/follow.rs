@@ -1,13 +1,14 @@
-//! Follows one training child process: turns its JSON lines into live chart points and a
-//! record of what happened, and kills it (SIGKILL) once it reports the chosen step.
+//! Follows one training child process: its JSON lines (`TrainEvent`s) go to the live charts
+//! through `TrainBridge` and into a record of what happened, and it is killed (SIGKILL) once it
+//! reports the chosen step.
 
 use std::time::{Duration, Instant};
 
+use crate::sink::TrainBridge;
 use crate::{Event, Sink};
 use gpulab_core::error::{Error, Result};
-use gpulab_systems::checkpoint::ChildEvent;
 use gpulab_systems::checkpoint::child_process::{ChildProcess, Line};
-use gpulab_systems::report::Provenance;
+use gpulab_systems::train::{TrainEvent, TrainSink};
 
 /// A checkpoint write the child reported. Measured in the child.
 #[derive(Clone, Debug)]
@@ -89,45 +90,36 @@ pub fn follow(
                 continue;
             }
         };
-        match ev {
-            ChildEvent::Backend { info } => log.backend = Some(info),
-            ChildEvent::Started { total_steps, .. } => log.total_steps = total_steps,
-            ChildEvent::Skipped { path, kind, reason } => {
-                sink.emit(Event::Log(format!("resume skipped {path}: {reason}")));
-                log.skipped.push((path, kind, reason));
+        match &ev {
+            TrainEvent::Backend { info } => log.backend = Some(info.clone()),
+            TrainEvent::Started { total_steps, .. } => log.total_steps = *total_steps,
+            TrainEvent::Skipped { path, kind, reason } => log.skipped.push((path.clone(), kind.clone(), reason.clone())),
+            TrainEvent::Resumed { path, step, .. } => log.resumed_from = Some((path.clone(), *step)),
+            TrainEvent::Progress { step, loss, .. } => log.losses.push((*step, *loss)),
+            TrainEvent::Saved { step, bytes, write_s, .. } => log.saves.push(SaveRecord { step: *step, bytes: *bytes, write_s: *write_s }),
+            TrainEvent::Finished { steps, train_wall_s, model, parameters, .. } => {
+                log.finished = Some((*steps, *train_wall_s));
+                log.model = (!model.is_empty()).then(|| (model.clone(), *parameters));
             }
-            ChildEvent::Resumed { path, step, .. } => {
-                sink.emit(Event::Log(format!("resumed from {path} (step {step})")));
-                log.resumed_from = Some((path, step));
-            }
-            ChildEvent::Fresh => {}
-            ChildEvent::Step { step, loss, window_s, busy_s, memory, .. } => {
-                log.losses.push((step, loss));
-                sink.emit(Event::Point {
-                    chart: "loss".into(),
-                    series: series.into(),
-                    x: step as f64,
-                    y: loss,
-                    provenance: Provenance::Measured,
-                });
-                crate::watch::emit(sink, series, &crate::watch::Window { step, wall_s: window_s, busy_s, memory });
-                sink.emit(Event::Progress { done: progress_base + step, total: progress_total });
-                if kill_at.is_some_and(|k| step >= k) && log.killed_after.is_none() {
-                    child.kill()?;
-                    log.killed_after = Some(step);
-                    sink.emit(Event::Log(format!("{series}: sent SIGKILL after step {step}")));
-                }
-            }
-            ChildEvent::Saving { .. } => {}
-            ChildEvent::Saved { step, bytes, write_s, .. } => {
-                log.saves.push(SaveRecord { step, bytes, write_s });
-            }
-            ChildEvent::Epoch { .. } => {}
-            ChildEvent::Finished { steps, train_wall_s, model, parameters, .. } => {
-                log.finished = Some((steps, train_wall_s));
-                log.model = (!model.is_empty()).then_some((model, parameters));
-            }
-            ChildEvent::Failed { message } => failed = Some(message),
+            TrainEvent::Failed { message } => failed = Some(message.clone()),
+            _ => {}
+        }
+        let reported = match &ev {
+            TrainEvent::Progress { step, .. } => Some(*step),
+            _ => None,
+        };
+        // The lab charts loss and the device per window, not validation accuracy.
+        if !matches!(ev, TrainEvent::Epoch(_)) {
+            let mut bridge = TrainBridge { progress: Some((progress_base, progress_total)), ..TrainBridge::new(&mut *sink, series) };
+            bridge.event(ev);
+        }
+        if let Some(step) = reported
+            && kill_at.is_some_and(|k| step >= k)
+            && log.killed_after.is_none()
+        {
+            child.kill()?;
+            log.killed_after = Some(step);
+            sink.emit(Event::Log(format!("{series}: sent SIGKILL after step {step}")));
         }
     }
     let status = child.wait()?;

@@ -12,10 +12,11 @@ use super::Exercise;
 use super::common;
 use super::live::LiveChartSpec;
 use super::settings::{self, Settings, Value};
-use super::sink::{Event, Sink};
+use super::sink::{Event, Sink, TrainBridge};
 use gpulab_core::error::{Error, Result};
-use gpulab_systems::parallel::{self, DpConfig, DpReport, Msg, ReplicaKind, cost};
+use gpulab_systems::parallel::{self, DpConfig, DpReport, ReplicaKind, cost};
 use gpulab_systems::report::{Provenance, Report};
+use gpulab_systems::train::{TrainEvent, TrainSink};
 
 pub struct Distributed;
 
@@ -75,6 +76,7 @@ fn plan(s: &Settings, mode: Mode, replicas: usize) -> Result<(DpConfig, usize)> 
         shard_optimizer: s.bool("shard_optimizer")?,
         link,
         timeline_steps: 24,
+        checkpoints: None,
     };
     Ok((dp, global))
 }
@@ -162,8 +164,7 @@ impl Exercise for Distributed {
         for mode in modes(s)? {
             for &n in &replicas {
                 let (dp, global) = plan(s, mode, n as usize)?;
-                common::train_config(s, global)?;
-                dp.validate(global, usize::MAX)?;
+                dp.validate(&common::train_config(s, global)?, usize::MAX)?;
             }
         }
         Ok(())
@@ -198,18 +199,13 @@ impl Exercise for Distributed {
                 let series = format!("{} N={n}", mode.name());
                 let of = if rounds > 1 { format!(" (round {}/{rounds})", round + 1) } else { String::new() };
                 sink.emit(Event::Phase(format!("{series}{of}: {}, global batch {global}", dp.kind.label(n))));
-                let mut lanes: Vec<Option<(Vec<parallel::StepClock>, Vec<(f64, f64)>)>> = vec![None; n];
                 // The live charts follow the first round; later rounds only move the progress bar.
-                let mut watch = |m: Option<Msg>| {
-                    match m {
-                        Some(Msg::Lanes { rank, steps, comm_spans }) if round == 0 => {
-                            live_timeline(&mut *sink, &dp, global, &mut lanes, rank, steps, comm_spans)
-                        }
-                        Some(m @ Msg::Progress { .. }) => forward(&mut *sink, &series, m),
-                        Some(m) if round == 0 => forward(&mut *sink, &series, m),
-                        _ => {}
+                let mut bridge = TrainBridge { charts: round == 0, ..TrainBridge::new(&mut *sink, series.clone()) };
+                let mut watch = |ev: Option<TrainEvent>| {
+                    if let Some(ev) = ev {
+                        bridge.event(ev);
                     }
-                    sink.stop_requested()
+                    bridge.stop_requested()
                 };
                 let result = match parallel::train(&data, &cfg, &dp, &mut watch) {
                     Ok(r) => Ok(r),
@@ -277,48 +273,4 @@ fn rounds_note(sweep: &[(Mode, usize)], tries: &[Vec<std::result::Result<DpRepor
         "Every replica count ran once per round, in turn; the tables, charts and verdict use each count's run with the median throughput, since a shared machine's speed drifts from run to run. Samples/s per round (measured): {}.",
         each.join("; ")
     ))
-}
-
-/// Keeps replica `rank`'s first steps and, once every replica's have come, draws the run's
-/// timeline live (the report's timeline, with the same title, replaces it at the end).
-fn live_timeline(
-    sink: &mut dyn Sink,
-    dp: &DpConfig,
-    global: usize,
-    lanes: &mut [Option<(Vec<parallel::StepClock>, Vec<(f64, f64)>)>],
-    rank: usize,
-    steps: Vec<parallel::StepClock>,
-    comm_spans: Vec<(f64, f64)>,
-) {
-    if let Some(slot) = lanes.get_mut(rank) {
-        *slot = Some((steps, comm_spans));
-    }
-    let all: Option<Vec<parallel::ReplicaLanes<'_>>> =
-        lanes.iter().map(|l| l.as_ref().map(|(s, c)| parallel::ReplicaLanes { steps: s, comm_spans: c })).collect();
-    if let Some(all) = all {
-        sink.emit(Event::Timeline(Box::new(parallel::timeline(dp, global, &all))));
-    }
-}
-
-/// Forwards a replica message to the exercise's sink as a live point, progress or log.
-fn forward(sink: &mut dyn Sink, series: &str, m: Msg) {
-    let point =
-        |chart: &str, series: String, x: f64, y: f64, p: Provenance| Event::Point { chart: chart.into(), series, x, y, provenance: p };
-    match m {
-        Msg::Progress { step, total } => sink.emit(Event::Progress { done: step, total }),
-        Msg::Loss { step, loss, .. } => sink.emit(point("loss", series.into(), step as f64, loss, Provenance::Measured)),
-        Msg::Val { epoch, accuracy } => {
-            sink.emit(point("val_accuracy", series.into(), (epoch + 1) as f64, accuracy * 100.0, Provenance::Measured))
-        }
-        Msg::Split { rank, step, compute_ms, sync_ms } => {
-            let p = Provenance::derived("each replica's clock readings");
-            sink.emit(point("replica_split", format!("{series} replica {rank} compute"), step as f64, compute_ms, p.clone()));
-            sink.emit(point("replica_split", format!("{series} replica {rank} sync"), step as f64, sync_ms, p));
-        }
-        Msg::Device { rank, step, wall_s, busy_s, memory } => {
-            let w = crate::watch::Window { step, wall_s, busy_s, memory };
-            crate::watch::emit(sink, &format!("{series} replica {rank}"), &w);
-        }
-        Msg::Lanes { .. } => {} // drawn by `live_timeline`
-    }
 }

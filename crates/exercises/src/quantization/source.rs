@@ -37,7 +37,7 @@ pub fn train_first(
 ) -> Result<(TrainReport, Option<Vec<HostLayer>>)> {
     let mut capture = Capture { params: None };
     let report = with_backend!(engine, b => {
-        let mut bridge = TrainBridge { sink: &mut *sink, series: "fp32 training".into(), total_steps: 0 };
+        let mut bridge = TrainBridge::new(&mut *sink, "fp32 training");
         train::train_with(b, data, cfg, &mut bridge, &mut capture, &mut Inline)
     })?;
     let widths = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes, conv: None }.widths();

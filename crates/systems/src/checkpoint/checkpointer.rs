@@ -5,10 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::format::{CheckpointMeta, RngState};
-use super::protocol::ChildEvent;
 use super::{model_state, store};
 use crate::nn::{GradScalerState, Mlp};
-use crate::train::{LoaderPosition, StepDone, TrainConfig, TrainHooks};
+use crate::train::{LoaderPosition, StepDone, TrainConfig, TrainEvent, TrainHooks};
 use gpulab_core::error::{Error, Result};
 use gpulab_core::tensor::Backend;
 
@@ -45,7 +44,7 @@ pub struct Checkpointer<'a> {
     pub dataset: String,
     /// Set from outside to save after the current step.
     pub request: Arc<AtomicBool>,
-    pub emit: &'a mut dyn FnMut(ChildEvent),
+    pub emit: &'a mut dyn FnMut(TrainEvent),
     /// The loss scaler's state read by `restore`, handed to the loop once.
     pub scaler: Option<GradScalerState>,
     /// `wants_state` decided to save after the current step.
@@ -62,15 +61,15 @@ impl<B: Backend> TrainHooks<B> for Checkpointer<'_> {
                     p.display()
                 )));
             }
-            (self.emit)(ChildEvent::Fresh);
+            (self.emit)(TrainEvent::Fresh);
             return Ok(None);
         }
         let (found, skipped) = store::newest_valid(&self.dir, &model.cfg, model_state::optimizer_kind(model))?;
         for s in skipped {
-            (self.emit)(ChildEvent::Skipped { path: s.path.display().to_string(), kind: s.kind.into(), reason: s.reason });
+            (self.emit)(TrainEvent::Skipped { path: s.path.display().to_string(), kind: s.kind.into(), reason: s.reason });
         }
         let Some((path, ck)) = found else {
-            (self.emit)(ChildEvent::Fresh);
+            (self.emit)(TrainEvent::Fresh);
             return Ok(None);
         };
         let h = &ck.meta.hyperparameters;
@@ -104,7 +103,7 @@ impl<B: Backend> TrainHooks<B> for Checkpointer<'_> {
         model_state::restore(b, model, &ck.tensors)?;
         model.step = ck.meta.optimizer_step;
         let p = ck.meta.position;
-        (self.emit)(ChildEvent::Resumed { path: path.display().to_string(), step: p.step, epoch: p.epoch, batch: p.batch });
+        (self.emit)(TrainEvent::Resumed { path: path.display().to_string(), step: p.step, epoch: p.epoch, batch: p.batch });
         Ok(Some(p))
     }
 
@@ -123,7 +122,7 @@ impl<B: Backend> TrainHooks<B> for Checkpointer<'_> {
             return Ok(());
         }
         let step = done.next.step;
-        (self.emit)(ChildEvent::Saving { step });
+        (self.emit)(TrainEvent::Saving { step });
         let tensors = model_state::snapshot(b, model)?;
         let meta = CheckpointMeta {
             position: done.next,
@@ -142,7 +141,7 @@ impl<B: Backend> TrainHooks<B> for Checkpointer<'_> {
         };
         let saved = store::save(&self.dir, &meta, &tensors)?;
         store::prune(&self.dir, self.policy.keep_last)?;
-        (self.emit)(ChildEvent::Saved { step, path: saved.path.display().to_string(), bytes: saved.bytes, write_s: saved.write_s });
+        (self.emit)(TrainEvent::Saved { step, path: saved.path.display().to_string(), bytes: saved.bytes, write_s: saved.write_s });
         Ok(())
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use super::{Checkpointer, ChildEvent, Policy};
+use super::{Checkpointer, Policy};
 use crate::data::{self, DatasetSpec};
 use crate::train::{self, TrainConfig, TrainEvent, TrainReport};
 use gpulab_core::device::Device;
@@ -64,34 +64,24 @@ impl ChildSpec {
     }
 }
 
-/// Trains `spec` with checkpoints, reporting every event to `emit`; `request` asks for a
-/// checkpoint after the current step.
-pub fn run_child(spec: &ChildSpec, emit: &mut dyn FnMut(ChildEvent), request: Arc<AtomicBool>) -> Result<TrainReport> {
+/// Trains `spec` with checkpoints, reporting every event (the loop's and the checkpointer's)
+/// to `emit`; `request` asks for a checkpoint after the current step.
+pub fn run_child(spec: &ChildSpec, emit: &mut dyn FnMut(TrainEvent), request: Arc<AtomicBool>) -> Result<TrainReport> {
     spec.cfg.validate()?;
     let device: Device = spec.backend.parse()?;
     let data_spec: DatasetSpec = spec.dataset.parse()?;
     let data = data::load(&data_spec, spec.cfg.seed)?;
     let mut engine = device.open(None)?;
     with_backend!(&mut engine, b => {
-        emit(ChildEvent::Backend { info: b.info() });
+        emit(TrainEvent::Backend { info: b.info() });
         // Both the loop's events and the checkpointer's go to `emit`; the RefCell lets them share it.
         let emit = std::cell::RefCell::new(emit);
-        let mut ck_emit = |ev: ChildEvent| (emit.borrow_mut())(ev);
+        let mut ck_emit = |ev: TrainEvent| (emit.borrow_mut())(ev);
         let mut hooks = Checkpointer { dir: spec.dir.clone(), policy: spec.policy, resume: spec.resume, cfg: spec.cfg.clone(), dataset: data.name.clone(), request, emit: &mut ck_emit, scaler: None, saving: false };
-        let mut sink = |ev: TrainEvent| {
-            let out = match ev {
-                TrainEvent::Started { total_steps, steps_per_epoch } => ChildEvent::Started { total_steps, steps_per_epoch },
-                TrainEvent::Progress { step, epoch, loss, window_s, gpu_busy_s, memory, .. } => {
-                    let memory = memory.categories.iter().filter(|c| c.1 > 0).map(|c| (c.0, c.1)).collect();
-                    ChildEvent::Step { step, epoch, loss, window_s, busy_s: gpu_busy_s, memory }
-                }
-                TrainEvent::Epoch(e) => ChildEvent::Epoch { epoch: e.epoch, val_loss: e.val_loss, val_accuracy: e.val_accuracy },
-            };
-            (emit.borrow_mut())(out)
-        };
+        let mut sink = |ev: TrainEvent| (emit.borrow_mut())(ev);
         let report = train::train_with(b, &data, &spec.cfg, &mut sink, &mut hooks, &mut train::Inline)?;
         let model = spec.cfg.model.config(data.shape, data.features, &spec.cfg.hidden, data.classes)?.label();
-        (emit.borrow_mut())(ChildEvent::Finished { steps: report.steps, val_accuracy: report.final_val_accuracy, train_wall_s: report.train_wall_s, model, parameters: report.parameters as u64 });
+        (emit.borrow_mut())(TrainEvent::Finished { steps: report.steps, val_accuracy: report.final_val_accuracy, train_wall_s: report.train_wall_s, model, parameters: report.parameters as u64 });
         Ok(report)
     })
 }

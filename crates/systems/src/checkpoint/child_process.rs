@@ -9,13 +9,13 @@ use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::ChildEvent;
+use crate::train::TrainEvent;
 use gpulab_core::error::{Error, Result};
 
 /// One line from the child.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Line {
-    Event(ChildEvent),
+    Event(TrainEvent),
     /// Output that is not one of our events (kept for the error message, never trusted).
     Unexpected(String),
 }
@@ -66,7 +66,7 @@ impl ChildProcess {
         std::thread::spawn(move || {
             for line in BufReader::new(out).lines() {
                 let Ok(line) = line else { break };
-                let l = ChildEvent::parse(&line).map(Line::Event).unwrap_or(Line::Unexpected(line));
+                let l = TrainEvent::parse_line(&line).map(Line::Event).unwrap_or(Line::Unexpected(line));
                 if tx.send(l).is_err() {
                     break;
                 }

@@ -7,7 +7,6 @@ pub mod child_process;
 mod damage;
 pub mod format;
 mod model_state;
-mod protocol;
 pub mod store;
 
 pub use checkpointer::{Checkpointer, Policy};
@@ -16,4 +15,3 @@ pub use damage::{Damage, damage};
 pub use format::{Checkpoint, CheckpointMeta, NamedTensor};
 pub use gpulab_core::error::CheckpointError;
 pub use model_state::{restore, snapshot};
-pub use protocol::ChildEvent;

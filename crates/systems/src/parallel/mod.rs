@@ -1,14 +1,16 @@
-//! Data parallelism, no GUI: N replicas of the MLP, each on its own thread and backend, train on
-//! shards of every global batch and average their gradients with a ring all-reduce written here
-//! (ring.rs) — bucketed like PyTorch DDP (bucket.rs), optionally overlapped with backward
-//! (reducer.rs), through the training loop's `TrainHooks::reduce_gradients` seam.
+//! Data parallelism, no GUI: N replicas of the model (the MLP or the CNN, in f32 or under
+//! autocast), each on its own thread and backend, run the one training loop with the `Replica`
+//! strategy (replica.rs): they train on shards of every global batch and average their gradients
+//! with a ring all-reduce written here (ring.rs) — bucketed like PyTorch DDP (bucket.rs),
+//! optionally overlapped with backward, or with the optimizer step sharded (ZeRO-1; reducer.rs).
 //!
 //! Replicas: CPU replicas that split the cores (each its own rayon pool of k threads, which
 //! the CPU backend's GEMM and element-wise kernels use), N wgpu devices on one adapter (real
 //! synchronisation and transfer cost, no extra compute), one replica per wgpu adapter, and the
 //! CUDA slot (refused with the CUDA backend's own error until it lands).
 //!
-//! `pipeline.rs`: model and pipeline parallelism (GPipe micro-batches) on CPU stages.
+//! `pipeline.rs`: model and pipeline parallelism (GPipe micro-batches) on CPU stages: its own
+//! stage loop (micro-batches flow between the stages' threads), on the loop's `Schedule`.
 //!
 //! `cost.rs` holds the ring cost model and the link presets used to extrapolate, simulated.
 
@@ -21,11 +23,16 @@ pub mod ring;
 mod run;
 mod summary;
 
-pub use replica::{LinkProbe, Msg, ReplicaOut, StepClock};
+pub use replica::{LinkProbe, Replica, ReplicaOut};
 pub use ring::SimLink;
 pub use run::train;
 pub use summary::{DpReport, ReplicaLanes, StepSplit, timeline};
 
+use std::path::PathBuf;
+
+use crate::checkpoint::Policy;
+use crate::nn::Precision;
+use crate::train::TrainConfig;
 use gpulab_core::error::{Error, Result};
 
 /// Where the replicas run.
@@ -89,12 +96,27 @@ pub struct DpConfig {
     pub link: Option<SimLink>,
     /// Steps drawn in the timeline (the run's first ones).
     pub timeline_steps: usize,
+    /// Save checkpoints (replica 0) and resume from them (every replica).
+    pub checkpoints: Option<DpCheckpoints>,
+}
+
+/// Checkpoints of a data-parallel run, in the single-device format (model, optimizer state,
+/// loader position, loss scaler): every replica holds the same state, so replica 0 writes it and
+/// every replica restores it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DpCheckpoints {
+    pub dir: PathBuf,
+    pub policy: Policy,
+    /// Continue from the newest valid checkpoint in `dir` (else `dir` must hold none).
+    pub resume: bool,
 }
 
 impl DpConfig {
-    /// Refuses what cannot run, naming the setting and the limit.
-    pub fn validate(&self, global_batch: usize, train_len: usize) -> Result<()> {
+    /// Refuses what cannot run with `cfg` (whose `batch` is the global batch), naming the
+    /// setting and the limit.
+    pub fn validate(&self, cfg: &TrainConfig, train_len: usize) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidConfig(m));
+        let global_batch = cfg.batch;
         let n = self.replicas;
         if n == 0 {
             return bad("replicas must be at least 1".into());
@@ -137,6 +159,15 @@ impl DpConfig {
         }
         if self.shard_optimizer && self.overlap {
             return bad("shard_optimizer needs overlap=false: the sharded step reduce-scatters every gradient after backward, on the training thread".into());
+        }
+        if self.shard_optimizer && cfg.amp.precision != Precision::F32 {
+            return bad(format!(
+                "shard_optimizer needs precision=fp32, not {}: the sharded step updates f32 parameters in host memory, and mixed precision's update runs on the device with its loss scaler and 16-bit weight copies",
+                cfg.amp.precision.name()
+            ));
+        }
+        if self.shard_optimizer && self.checkpoints.is_some() {
+            return bad("checkpoints need shard_optimizer=false: with ZeRO-1 each replica holds only its 1/N of the optimizer state, and gathering it for a checkpoint is not built".into());
         }
         if let Some(l) = self.link
             && !(l.bytes_per_s > 0.0 && l.bytes_per_s.is_finite() && l.latency_s >= 0.0 && l.latency_s < 1.0)

@@ -7,7 +7,11 @@
 //! the idle share of stages × wall time, compared with GPipe's (N−1)/(M+N−1).
 //!
 //! The math is the model's own: `Mlp::forward` and `Mlp::backward_layers` on each stage's
-//! layers, started from the whole model's initial weights (`Mlp::new_from_layer`).
+//! layers, started from the whole model's initial weights (`Mlp::new_from_layer`), in f32.
+//!
+//! Stages are not a strategy of the training loop (`train::Strategy`): the loop runs whole
+//! steps on one thread, while a pipeline step is split over the stages' threads, micro-batch by
+//! micro-batch. They walk the loop's batches (`train::Schedule`) in the same order.
 
 use std::ops::Range;
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -16,7 +20,7 @@ use std::time::Instant;
 use super::ReplicaKind;
 use crate::data::{Dataset, batcher};
 use crate::nn::{GradWrite, Mlp, MlpConfig, Workspace, take_totals};
-use crate::train::TrainConfig;
+use crate::train::{Schedule, TrainConfig};
 use gpulab_core::device::CpuBackend;
 use gpulab_core::error::{Error, Result};
 use gpulab_core::spans::{Span, Timeline};
@@ -209,13 +213,12 @@ fn run_stage<B: Backend>(b: &mut B, plan: StagePlan<'_>) -> Result<StageOut> {
         }
     };
     let (mut xb, mut yb) = (Vec::new(), Vec::new());
-    let n = data.train_len();
-    let per_epoch = batcher::batches_per_epoch(n, cfg.batch, true) as u64;
+    let schedule = schedule(data, cfg);
     let (mut first_start, mut last_end) = (now(), 0.0);
     let mut step = 0u64;
     'run: for epoch in 0..cfg.epochs {
-        let order = batcher::epoch_order(n, cfg.seed, epoch as u64);
-        for global in order.chunks_exact(cfg.batch).take(per_epoch as usize) {
+        let order = schedule.order(epoch);
+        for global in schedule.batches(&order) {
             if step >= steps {
                 break 'run;
             }
@@ -285,6 +288,11 @@ fn run_stage<B: Backend>(b: &mut B, plan: StagePlan<'_>) -> Result<StageOut> {
     Ok(StageOut { spans, busy_s, first_start, last_end, losses, params: model.read_parameters(b)? })
 }
 
+/// Whole global batches, every epoch in the loop's order.
+fn schedule(data: &Dataset, cfg: &TrainConfig) -> Schedule {
+    Schedule { samples: data.train_len(), batch: cfg.batch, seed: cfg.seed, epochs: cfg.epochs, drop_last: true }
+}
+
 /// Trains `cfg`'s MLP (its `batch` is the global batch) pipelined as `pc` says, on CPU stages of
 /// one thread each.
 pub fn train_pipeline(data: &Dataset, cfg: &TrainConfig, pc: &PipeConfig) -> Result<PipeReport> {
@@ -300,8 +308,7 @@ pub fn train_pipeline(data: &Dataset, cfg: &TrainConfig, pc: &PipeConfig) -> Res
             data.train_len()
         )));
     }
-    let per_epoch = batcher::batches_per_epoch(data.train_len(), cfg.batch, true) as u64;
-    let steps = (per_epoch * cfg.epochs as u64).min(pc.max_steps.unwrap_or(u64::MAX));
+    let steps = schedule(data, cfg).total_steps().min(pc.max_steps.unwrap_or(u64::MAX));
     let ranges = split_layers(&widths, pc.stages);
     let mut links: Vec<Links> = (0..ranges.len()).map(|_| Links::default()).collect();
     for s in 1..ranges.len() {

@@ -1,4 +1,4 @@
-//! Gradient synchronisation through the training loop's seam (`TrainHooks::reduce_gradients`):
+//! Gradient synchronisation between backward and the update (a replica's strategy calls it):
 //! each bucket's gradients are staged to the host, all-reduced round the ring, averaged and
 //! written back. With overlap on, a bucket is handed to a communication thread as soon as
 //! backward has finished its layers (`layer_done`), and backward goes on meanwhile; without it,
@@ -10,10 +10,9 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use super::bucket::{Bucket, ParamRef};
+use super::bucket::{Bucket, all_params_mut};
 use super::ring::{CommStats, RingPeer};
 use crate::nn::{Mlp, Optimizer};
-use crate::train::TrainHooks;
 use gpulab_core::error::{Error, Result};
 use gpulab_core::tensor::Backend;
 
@@ -72,12 +71,12 @@ impl Reducer {
         })
     }
 
-    /// Backward has finished layer `layer`: with overlap, launch every bucket now complete.
+    /// Backward has finished dense layer `layer`: with overlap, launch every bucket now complete.
     pub fn layer_done<B: Backend>(&mut self, b: &mut B, model: &Mlp<B>, layer: usize) -> Result<()> {
         if self.replicas == 1 || matches!(self.comm, Comm::Inline { .. }) {
             return Ok(());
         }
-        while self.launched < self.buckets.len() && self.buckets[self.launched].ready_after_layer >= layer {
+        while self.launched < self.buckets.len() && self.buckets[self.launched].ready_after_layer.is_some_and(|l| l >= layer) {
             self.launch_next(b, model)?;
         }
         Ok(())
@@ -91,7 +90,7 @@ impl Reducer {
 
     fn launch_next<B: Backend>(&mut self, b: &mut B, model: &Mlp<B>) -> Result<()> {
         let bucket = &self.buckets[self.launched];
-        let tensors: Vec<&B::Tensor> = bucket.params.iter().map(|p| grad_of(model, p)).collect();
+        let tensors: Vec<&B::Tensor> = bucket.params.iter().map(|p| p.of(model).map(|p| &p.grad)).collect::<Result<_>>()?;
         // A buffer the last write-back gave up, so a step allocates (and page-faults) nothing.
         let mut flat = self.spare.pop().unwrap_or_default();
         flat.clear();
@@ -132,8 +131,9 @@ impl Reducer {
         Ok(v)
     }
 
-    /// Every bucket: launched (the rest now), reduced, averaged and written back.
-    fn finish<B: Backend>(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<()> {
+    /// Every bucket: launched (the rest now), reduced, averaged and written back into the
+    /// gradients, with the stop vote (`stop_agreed` says the result).
+    pub fn reduce_gradients<B: Backend>(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<()> {
         if self.replicas == 1 {
             // One replica has nothing to average: no staging, the plain single-device step.
             self.stop_agreed = self.stop_vote;
@@ -153,7 +153,7 @@ impl Reducer {
             }
             let mut at = 0;
             for p in &self.buckets[i].params {
-                b.write_f32(grad_of_mut(model, p), &flat[at..at + p.elements])?;
+                b.write_f32(&mut p.of_mut(model)?.grad, &flat[at..at + p.elements])?;
                 at += p.elements;
             }
             self.spare.push(flat);
@@ -169,9 +169,9 @@ impl Reducer {
     /// on its own thread or the backend cannot lend its tensors.
     fn reduce_in_place<B: Backend>(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<bool> {
         let Comm::Inline { peer, .. } = &mut self.comm else { return Ok(false) };
-        let mut weights: Vec<Option<&mut [f32]>> = model.weights.iter_mut().map(|p| b.host_f32_mut(&mut p.grad)).collect();
-        let mut biases: Vec<Option<&mut [f32]>> = model.biases.iter_mut().map(|p| b.host_f32_mut(&mut p.grad)).collect();
-        if weights.iter().chain(&biases).any(Option::is_none) {
+        let (dense, convs) = counts(model);
+        let mut grads: Vec<Option<&mut [f32]>> = all_params_mut(model).map(|p| b.host_f32_mut(&mut p.grad)).collect();
+        if grads.iter().any(Option::is_none) {
             return Ok(false);
         }
         let inv = 1.0 / self.replicas as f32;
@@ -180,8 +180,7 @@ impl Reducer {
         for (i, bucket) in self.buckets.iter().enumerate() {
             let mut segs: Vec<&mut [f32]> = Vec::with_capacity(bucket.params.len() + 1);
             for p in &bucket.params {
-                let slot = if p.bias { biases.get_mut(p.layer) } else { weights.get_mut(p.layer) };
-                let seg = slot.and_then(Option::take).filter(|s| s.len() == p.elements);
+                let seg = grads.get_mut(p.slot(dense, convs)).and_then(Option::take).filter(|s| s.len() == p.elements);
                 segs.push(seg.ok_or_else(|| {
                     Error::Internal(format!(
                         "bucket {i}: layer {}'s gradient is missing, taken twice or not {} values",
@@ -206,15 +205,12 @@ impl Reducer {
     /// travel as in an all-reduce, and each replica does 1/N of the update. The update is
     /// element-wise and runs through the full step's own function, so every parameter ends
     /// with the bits the unsharded step gives. None, with nothing done, where it cannot run (a
-    /// communication thread, a backend that keeps its tensors to itself, a CNN's stem).
+    /// communication thread, a backend that keeps its tensors to itself).
     pub fn sharded_step<B: Backend>(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<Option<ShardTimes>> {
         let Comm::Inline { peer, .. } = &mut self.comm else { return Ok(None) };
-        if model.stem.is_some() {
-            return Ok(None);
-        }
-        let (Some(mut weights), Some(mut biases)) = (lend(b, &mut model.weights), lend(b, &mut model.biases)) else { return Ok(None) };
-        model.step += 1;
-        let (opt, step) = (model.optimizer, model.step);
+        let (dense, convs) = counts(model);
+        let (opt, step) = (model.optimizer, model.step + 1);
+        let Some(mut lent) = lend(b, all_params_mut(model)) else { return Ok(None) };
         let inv = 1.0 / self.replicas as f32;
         let mut vote = [if self.stop_vote { 1.0 } else { 0.0 }];
         let mut times = ShardTimes::default();
@@ -222,7 +218,7 @@ impl Reducer {
         for (i, bucket) in self.buckets.iter().enumerate() {
             let mut params = Vec::with_capacity(bucket.params.len());
             for p in &bucket.params {
-                let slot = if p.bias { biases.get_mut(p.layer) } else { weights.get_mut(p.layer) };
+                let slot = lent.get_mut(p.slot(dense, convs));
                 params.push(slot.and_then(Option::take).filter(|h| h.value.len() == p.elements).ok_or_else(|| {
                     Error::Internal(format!(
                         "bucket {i}: layer {}'s parameter is missing, taken twice or not {} values",
@@ -254,6 +250,8 @@ impl Reducer {
         }
         // Every replica holds the owner's sum of the votes now (the vote rides with the values).
         self.stop_agreed = vote[0] > 0.0;
+        drop(lent);
+        model.step = step;
         Ok(Some(times))
     }
 
@@ -266,12 +264,6 @@ impl Reducer {
                 thread.take().and_then(|t| t.join().ok()).map(|p| p.stats).unwrap_or_default()
             }
         }
-    }
-}
-
-impl<B: Backend> TrainHooks<B> for Reducer {
-    fn reduce_gradients(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<()> {
-        self.finish(b, model)
     }
 }
 
@@ -337,10 +329,9 @@ fn step_range(opt: Optimizer, step: u32, value: &mut [f32], g: &[f32], state: &m
     }
 }
 
-/// Every parameter's host memory, in layer order; None where the backend does not lend it.
-fn lend<'t, B: Backend>(b: &mut B, params: &'t mut [crate::nn::Param<B>]) -> Option<Vec<Option<HostParam<'t>>>> {
+/// Every parameter's host memory, in `params`' order; None where the backend does not lend it.
+fn lend<'t, B: Backend + 't>(b: &mut B, params: impl Iterator<Item = &'t mut crate::nn::Param<B>>) -> Option<Vec<Option<HostParam<'t>>>> {
     params
-        .iter_mut()
         .map(|p| {
             let state = p.state.iter_mut().map(|t| b.host_f32_mut(t)).collect::<Option<Vec<_>>>()?;
             Some(Some(HostParam { value: b.host_f32_mut(&mut p.value)?, grad: b.host_f32_mut(&mut p.grad)?, state }))
@@ -348,12 +339,9 @@ fn lend<'t, B: Backend>(b: &mut B, params: &'t mut [crate::nn::Param<B>]) -> Opt
         .collect()
 }
 
-fn grad_of<'m, B: Backend>(model: &'m Mlp<B>, p: &ParamRef) -> &'m B::Tensor {
-    if p.bias { &model.biases[p.layer].grad } else { &model.weights[p.layer].grad }
-}
-
-fn grad_of_mut<'m, B: Backend>(model: &'m mut Mlp<B>, p: &ParamRef) -> &'m mut B::Tensor {
-    if p.bias { &mut model.biases[p.layer].grad } else { &mut model.weights[p.layer].grad }
+/// Dense layers and convolutions: what `ParamRef::slot` counts in.
+fn counts<B: Backend>(model: &Mlp<B>) -> (usize, usize) {
+    (model.weights.len(), model.stem.as_ref().map_or(0, |s| s.weights.len()))
 }
 
 fn comm_gone() -> Error {
@@ -372,7 +360,7 @@ mod tests {
     /// ranks agreed to stop after each step (the last rank votes to stop at step 1).
     fn run(n: usize, cap_bytes: usize, opt: Optimizer, sharded: bool) -> Vec<(Vec<Vec<f32>>, Vec<bool>)> {
         let cfg = MlpConfig { input: 257, hidden: vec![13, 5], classes: 3, conv: None };
-        let buckets = bucket::plan(&[257, 13, 5, 3], cap_bytes);
+        let buckets = bucket::plan(&cfg, cap_bytes);
         let origin = Instant::now();
         std::thread::scope(|s| {
             let hs: Vec<_> = ring(n, None)

@@ -1,56 +1,25 @@
-//! One data-parallel replica's training loop, on its own thread with its own backend: its shard
-//! of every global batch, forward, backward (buckets all-reduced as they finish when overlap is
-//! on), the gradient seam `TrainHooks::reduce_gradients`, the optimizer step. Every replica
-//! starts from the same seed, so the same weights; the averaged gradient keeps them identical.
+//! One data-parallel replica, on its own thread with its own backend: the training loop
+//! (`train::train_strategy`) with the `Replica` strategy — its shard of every global batch,
+//! forward, backward (buckets all-reduced as they finish when overlap is on), the gradients
+//! averaged with the other replicas' (or ZeRO-1's sharded step), the optimizer step, in any
+//! precision and for any model the loop trains. Every replica starts from the same seed, so the
+//! same weights; the averaged gradient keeps them identical.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::Instant;
 
+use super::DpCheckpoints;
 use super::bucket::Bucket;
 use super::reducer::Reducer;
 use super::ring::{CommStats, RingPeer};
-use crate::data::{Dataset, batcher};
-use crate::nn::{Mlp, MlpConfig, Workspace, take_totals};
-use crate::train::{F32Phases, TrainConfig, TrainHooks};
+use crate::checkpoint::{Checkpointer, Policy};
+use crate::data::Dataset;
+use crate::nn::{Mlp, Totals};
+use crate::train::{self, Inline, NoHooks, Phases, Rank, Step, StepAt, StepClock, Strategy, TrainConfig, TrainEvent, TrainSink};
 use gpulab_core::error::{Error, Result};
 use gpulab_core::tensor::{Backend, BackendInfo};
-
-/// What the replicas tell the coordinating thread while they run.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Msg {
-    /// Steps done out of the run's total (replica 0).
-    Progress { step: u64, total: u64 },
-    /// Mean training loss and accuracy over the global batches since the last one (replica 0,
-    /// all-reduced over the replicas).
-    Loss { step: u64, loss: f64, accuracy: f64 },
-    /// Validation accuracy after an epoch (replica 0; every replica holds the same weights).
-    Val { epoch: usize, accuracy: f64 },
-    /// One replica's latest step split: compute, and waiting for the gradient sync (ms).
-    Split { rank: usize, step: u64, compute_ms: f64, sync_ms: f64 },
-    /// One replica's device over the log window that ended at `step`: wall seconds, GPU busy
-    /// seconds from timestamps (None on the CPU), and its ledger's current bytes per category.
-    Device { rank: usize, step: u64, wall_s: f64, busy_s: Option<f64>, memory: Vec<(gpulab_core::tensor::MemCategory, u64)> },
-    /// One replica's clock readings of the run's first `timeline_steps` steps (or of all its
-    /// steps, when it ran fewer), sent once, so the lab can draw the timeline live.
-    Lanes { rank: usize, steps: Vec<StepClock>, comm_spans: Vec<(f64, f64)> },
-}
-
-/// One step's clock readings on one replica, seconds since the run's origin.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct StepClock {
-    pub start: f64,
-    /// The shard is gathered and written into the input tensors.
-    pub data_end: f64,
-    /// Forward and backward are done (the device synchronised).
-    pub compute_end: f64,
-    /// Every gradient is all-reduced and written back (sharded: reduce-scattered).
-    pub reduced: f64,
-    /// The optimizer step is done (sharded: this replica's shard of it).
-    pub updated: f64,
-    /// The step is done (sharded: the updated parameters are all-gathered; else `updated`).
-    pub end: f64,
-}
 
 /// What a replica needs besides its backend and its end of the ring.
 pub struct ReplicaPlan<'a> {
@@ -63,11 +32,14 @@ pub struct ReplicaPlan<'a> {
     pub overlap: bool,
     /// ZeRO-1: the sharded optimizer step (`Reducer::sharded_step`).
     pub shard_optimizer: bool,
-    /// Steps the live timeline shows (`Msg::Lanes`).
+    /// Steps the live timeline shows (`TrainEvent::Lanes`).
     pub timeline_steps: usize,
     pub origin: Instant,
     pub stop: &'a AtomicBool,
-    pub events: Sender<Msg>,
+    /// Every event of this replica's loop, tagged with its rank.
+    pub events: Sender<(usize, TrainEvent)>,
+    /// Save (replica 0) and resume (every replica) checkpoints.
+    pub checkpoints: Option<&'a DpCheckpoints>,
 }
 
 /// A measured link: per-message latency and bandwidth of this run's ring (host memory).
@@ -131,124 +103,191 @@ fn probe(peer: &mut RingPeer, elements: usize) -> Result<Option<LinkProbe>> {
     Ok(Some(LinkProbe { latency_s, bytes_per_s: bytes / secs }))
 }
 
-pub fn run_replica<B: Backend>(b: &mut B, plan: ReplicaPlan<'_>, mut peer: RingPeer) -> Result<ReplicaOut> {
-    let ReplicaPlan { rank, replicas, data, cfg, buckets, overlap, shard_optimizer, timeline_steps, origin, stop, events } = plan;
-    let model_cfg = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes, conv: None };
-    let mut model = Mlp::new(b, model_cfg.clone(), cfg.optimizer(), cfg.seed)?;
-    let shard = cfg.batch / replicas;
-    let mut ws = Workspace::new(b, &model_cfg, shard, true)?;
-    // Compile and touch every kernel before the clock starts (gradients are overwritten by
-    // the first real step; the totals are dropped).
-    b.prepare()?;
-    model.forward(b, &mut ws)?;
-    model.backward(b, &mut ws)?;
-    take_totals(b, &mut [&mut ws.acc])?;
-    let probe = probe(&mut peer, model_cfg.parameter_count())?;
-    let mut reducer = Reducer::new(peer, buckets, overlap, origin)?;
+/// The data-parallel strategy: one replica's step, with the gradients averaged over the ring
+/// between backward and the update, and its clock readings.
+pub struct Replica {
+    rank: Rank,
+    /// The ring end, until `prepare` times it and hands it to the reducer.
+    peer: Option<RingPeer>,
+    buckets: Vec<Bucket>,
+    overlap: bool,
+    shard_optimizer: bool,
+    reducer: Option<Reducer>,
+    timeline_steps: usize,
+    origin: Instant,
+    probe: Option<LinkProbe>,
+    clocks: Vec<StepClock>,
+    params: Vec<Vec<f32>>,
+    comm: CommStats,
+    comm_spans: Vec<(f64, f64)>,
+}
 
-    let n = data.train_len();
-    let steps_per_epoch = batcher::batches_per_epoch(n, cfg.batch, true) as u64;
-    let total = steps_per_epoch * cfg.epochs as u64;
-    let (mut xb, mut yb) = (Vec::new(), Vec::new());
-    let mut times = Vec::with_capacity(total as usize);
-    let mut val_accuracy = Vec::new();
-    let (mut step, mut win_rows, mut stopped_early) = (0u64, 0usize, false);
-    let mut eval_s = 0.0;
-    let now = || origin.elapsed().as_secs_f64();
-    let loop_start = now();
-    b.take_busy_seconds()?; // the live busy % starts from the first step
-    let mut win_start = now();
-    'epochs: for epoch in 0..cfg.epochs {
-        let order = batcher::epoch_order(n, cfg.seed, epoch as u64);
-        for (i, global) in order.chunks_exact(cfg.batch).enumerate() {
-            let start = now();
-            batcher::gather(&data.train_x, &data.train_y, data.features, &global[rank * shard..(rank + 1) * shard], &mut xb, &mut yb);
-            b.write_f32(&mut ws.x, &xb)?;
-            b.write_u32(&mut ws.y, &yb)?;
-            let data_end = now();
-            model.forward(b, &mut ws)?;
-            reducer.stop_vote = stop.load(Ordering::Relaxed);
-            model.backward_with(b, &mut ws, |b, m, layer| reducer.layer_done(b, m, layer))?;
+impl Replica {
+    fn secs(&self, t: Instant) -> f64 {
+        t.duration_since(self.origin).as_secs_f64()
+    }
+
+    fn lanes(&self) -> TrainEvent {
+        let comm_spans = self.reducer.as_ref().map_or_else(|| self.comm_spans.clone(), |r| r.comm_spans.clone());
+        TrainEvent::Lanes { replica: self.rank.rank, steps: self.clocks.clone(), comm_spans }
+    }
+}
+
+fn not_prepared() -> Error {
+    Error::Internal("a replica stepped before its ring was set up".into())
+}
+
+impl<B: Backend> Strategy<B> for Replica {
+    fn rank(&self) -> Option<Rank> {
+        Some(self.rank)
+    }
+
+    fn prepare(&mut self, _b: &mut B, model: &Mlp<B>) -> Result<()> {
+        let mut peer = self.peer.take().ok_or_else(not_prepared)?;
+        self.probe = probe(&mut peer, model.cfg.parameter_count())?;
+        self.reducer = Some(Reducer::new(peer, std::mem::take(&mut self.buckets), self.overlap, self.origin)?);
+        Ok(())
+    }
+
+    fn step<P: Phases<B>>(
+        &mut self,
+        b: &mut B,
+        model: &mut Mlp<B>,
+        step: &mut Step<B, P>,
+        at: StepAt,
+        sink: &mut dyn TrainSink,
+    ) -> Result<bool> {
+        let origin = self.origin;
+        let now = || origin.elapsed().as_secs_f64();
+        let reducer = self.reducer.as_mut().ok_or_else(not_prepared)?;
+        step.forward(b, model)?;
+        reducer.stop_vote = at.stop_requested;
+        step.backward_with(b, model, &mut |b, m, layer| reducer.layer_done(b, m, layer))?;
+        b.sync()?;
+        let compute_end = now();
+        let (reduced, updated) = if self.shard_optimizer {
+            let t = reducer.sharded_step(b, model)?.ok_or_else(|| Error::InvalidConfig("shard_optimizer needs CPU replicas with overlap=false: the sharded step updates the parameters in host memory, after backward".into()))?;
+            // Reduce-scatter, update, all-gather: in that order with one bucket; with
+            // several, each bucket's three run in turn and the spans are their sums.
+            let reduced = compute_end + t.reduce_scatter_s;
+            (reduced, reduced + t.update_s)
+        } else {
+            reducer.reduce_gradients(b, model)?;
+            let reduced = now();
+            step.apply_update(b, model, at.number)?;
+            b.flush()?;
             b.sync()?;
-            let compute_end = now();
-            let (reduced, updated) = if shard_optimizer {
-                let t = reducer.sharded_step(b, &mut model)?.ok_or_else(|| Error::InvalidConfig("shard_optimizer needs CPU replicas with overlap=false: the sharded step updates the parameters in host memory, after backward".into()))?;
-                // Reduce-scatter, update, all-gather: in that order with one bucket; with
-                // several, each bucket's three run in turn and the spans are their sums.
-                let reduced = compute_end + t.reduce_scatter_s;
-                (reduced, reduced + t.update_s)
-            } else {
-                reducer.reduce_gradients(b, &mut model)?; // the data-parallel seam
-                let reduced = now();
-                model.update(b)?;
-                b.flush()?;
-                b.sync()?;
-                (reduced, now())
+            (reduced, now())
+        };
+        let stop_agreed = reducer.stop_agreed;
+        let (start, data_end) = (self.secs(at.started), self.secs(at.data_ready));
+        self.clocks.push(StepClock { start, data_end, compute_end, reduced, updated, end: now() });
+        if self.clocks.len() == self.timeline_steps {
+            sink.event(self.lanes());
+        }
+        Ok(stop_agreed)
+    }
+
+    /// Sums the window's loss and correct count over the replicas (as f32, in the ring).
+    fn reduce_totals(&mut self, t: Totals) -> Result<Totals> {
+        let reducer = self.reducer.as_mut().ok_or_else(not_prepared)?;
+        let g = reducer.all_reduce_host(vec![t.loss as f32, t.correct as f32])?;
+        Ok(Totals { loss: g[0] as f64, correct: g[1] as u64, ..t })
+    }
+
+    fn window(&mut self, step: u64, sink: &mut dyn TrainSink) {
+        if let Some(t) = self.clocks.last() {
+            sink.event(TrainEvent::Split {
+                replica: self.rank.rank,
+                step,
+                compute_ms: ((t.compute_end - t.data_end) + (t.updated - t.reduced)) * 1e3,
+                sync_ms: ((t.reduced - t.compute_end) + (t.end - t.updated)) * 1e3,
+            });
+        }
+    }
+
+    fn finish(&mut self, b: &mut B, model: &Mlp<B>, sink: &mut dyn TrainSink) -> Result<()> {
+        if self.clocks.len() < self.timeline_steps {
+            sink.event(self.lanes());
+        }
+        self.params = model.read_parameters(b)?;
+        if let Some(mut r) = self.reducer.take() {
+            self.comm_spans = std::mem::take(&mut r.comm_spans);
+            self.comm = r.close();
+        }
+        Ok(())
+    }
+}
+
+/// A replica's loop reports into the coordinator's channel, tagged with its rank, and stops
+/// when the coordinator says so (every replica votes with that flag).
+struct ToCoordinator<'a> {
+    rank: usize,
+    events: Sender<(usize, TrainEvent)>,
+    stop: &'a AtomicBool,
+}
+
+impl TrainSink for ToCoordinator<'_> {
+    fn event(&mut self, ev: TrainEvent) {
+        let _ = self.events.send((self.rank, ev));
+    }
+    fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+pub fn run_replica<B: Backend>(b: &mut B, plan: ReplicaPlan<'_>, peer: RingPeer) -> Result<ReplicaOut> {
+    let ReplicaPlan { rank, replicas, data, cfg, buckets, overlap, shard_optimizer, timeline_steps, origin, stop, events, checkpoints } =
+        plan;
+    let mut replica = Replica {
+        rank: Rank { rank, replicas },
+        peer: Some(peer),
+        buckets,
+        overlap,
+        shard_optimizer,
+        reducer: None,
+        timeline_steps,
+        origin,
+        probe: None,
+        clocks: Vec::new(),
+        params: Vec::new(),
+        comm: CommStats::default(),
+        comm_spans: Vec::new(),
+    };
+    let mut sink = ToCoordinator { rank, events: events.clone(), stop };
+    let report = match checkpoints {
+        None => train::train_strategy(b, data, cfg, &mut sink, &mut NoHooks, &mut Inline, &mut replica)?,
+        Some(ck) => {
+            let mut emit = |ev: TrainEvent| {
+                let _ = events.send((rank, ev));
             };
-            let end = now();
-            times.push(StepClock { start, data_end, compute_end, reduced, updated, end });
-            step += 1;
-            if times.len() == timeline_steps {
-                let _ = events.send(Msg::Lanes { rank, steps: times.clone(), comm_spans: reducer.comm_spans.clone() });
-            }
-            win_rows += cfg.batch;
-            let last = i as u64 + 1 == steps_per_epoch;
-            // Every replica takes the same branch (the step count and the stop vote are
-            // shared), so the extra all-reduce below is called the same number of times.
-            if step % cfg.log_every as u64 == 0 || last || reducer.stop_agreed {
-                let t = take_totals(b, &mut [&mut ws.acc])?;
-                let g = reducer.all_reduce_host(vec![t.loss as f32, t.correct as f32])?;
-                if rank == 0 {
-                    let rows = win_rows.max(1) as f64;
-                    let _ = events.send(Msg::Loss { step, loss: g[0] as f64 / rows, accuracy: g[1] as f64 / rows });
-                    let _ = events.send(Msg::Progress { step, total });
-                }
-                let _ = events.send(Msg::Split {
-                    rank,
-                    step,
-                    compute_ms: ((compute_end - data_end) + (updated - reduced)) * 1e3,
-                    sync_ms: ((reduced - compute_end) + (end - updated)) * 1e3,
-                });
-                let t = now();
-                let _ = events.send(Msg::Device {
-                    rank,
-                    step,
-                    wall_s: t - win_start,
-                    busy_s: b.take_busy_seconds()?,
-                    memory: b.memory().categories.iter().filter(|c| c.1 > 0).map(|c| (c.0, c.1)).collect(),
-                });
-                win_start = t;
-                win_rows = 0;
-            }
-            if reducer.stop_agreed {
-                stopped_early = true;
-                break 'epochs;
-            }
+            // Every replica holds the same weights, optimizer and scaler state: replica 0 saves
+            // them, every replica restores them.
+            let policy = if rank == 0 { ck.policy } else { Policy { every_steps: 0, every_epochs: 0, at_end: false, ..ck.policy } };
+            let mut hooks = Checkpointer {
+                dir: ck.dir.clone(),
+                policy,
+                resume: ck.resume,
+                cfg: cfg.clone(),
+                dataset: data.name.clone(),
+                request: Arc::new(AtomicBool::new(false)),
+                emit: &mut emit,
+                scaler: None,
+                saving: false,
+            };
+            train::train_strategy(b, data, cfg, &mut sink, &mut hooks, &mut Inline, &mut replica)?
         }
-        let t = now();
-        let (_, acc) = crate::train::evaluate(&mut F32Phases, b, &model, data, shard)?;
-        eval_s += now() - t;
-        val_accuracy.push(acc);
-        if rank == 0 {
-            let _ = events.send(Msg::Val { epoch, accuracy: acc });
-        }
-    }
-    if times.len() < timeline_steps {
-        let _ = events.send(Msg::Lanes { rank, steps: times.clone(), comm_spans: reducer.comm_spans.clone() });
-    }
-    let train_wall_s = now() - loop_start - eval_s;
-    let comm_spans = std::mem::take(&mut reducer.comm_spans);
-    let comm = reducer.close();
+    };
     Ok(ReplicaOut {
         rank,
-        info: b.info(),
-        steps: times,
-        comm,
-        comm_spans,
-        params: model.read_parameters(b)?,
-        val_accuracy,
-        train_wall_s,
-        probe,
-        stopped_early,
+        info: report.backend,
+        steps: replica.clocks,
+        comm: replica.comm,
+        comm_spans: replica.comm_spans,
+        params: replica.params,
+        val_accuracy: report.epochs.iter().map(|e| e.val_accuracy).collect(),
+        train_wall_s: report.train_wall_s,
+        probe: replica.probe,
+        stopped_early: report.stopped_early,
     })
 }

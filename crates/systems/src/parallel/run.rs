@@ -1,16 +1,15 @@
-//! Opens the replicas' backends, runs one thread per replica and forwards their messages to
-//! the caller's thread (which owns the sink), then sums up what they measured.
+//! Opens the replicas' backends, runs one thread per replica and forwards their events to the
+//! caller's thread (which owns the sink), then sums up what they measured.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
-use super::replica::{Msg, ReplicaOut, ReplicaPlan, run_replica};
-use super::summary::{DpReport, summarize};
+use super::replica::{ReplicaOut, ReplicaPlan, run_replica};
+use super::summary::{DpReport, ReplicaLanes, summarize, timeline};
 use super::{DpConfig, ReplicaKind, bucket, ring};
 use crate::data::Dataset;
-use crate::nn::MlpConfig;
-use crate::train::TrainConfig;
+use crate::train::{StepClock, TrainConfig, TrainEvent};
 use gpulab_core::device::gpu::{GpuBackend, GpuSelector, adapters};
 use gpulab_core::device::{CpuBackend, cuda};
 use gpulab_core::error::{Error, Result};
@@ -58,21 +57,23 @@ fn open(kind: ReplicaKind, n: usize) -> Result<Vec<Opened>> {
 }
 
 /// Trains `cfg` (whose `batch` is the global batch) data-parallel as `dp` says. `watch` runs on
-/// this thread with each of the replicas' messages (None: a poll while none came, at least
-/// every 50 ms) and returns true to stop: every replica then stops after the same step.
-pub fn train(data: &Dataset, cfg: &TrainConfig, dp: &DpConfig, watch: &mut dyn FnMut(Option<Msg>) -> bool) -> Result<DpReport> {
+/// this thread with the run's events (None: a poll while none came, at least every 50 ms) and
+/// returns true to stop: every replica then stops after the same step. Replica 0 speaks for the
+/// run (every replica holds the same weights); the others' device windows (`Progress` with
+/// their `replica`) and step splits come too, and once every replica's first steps are in, the
+/// live timeline (`TrainEvent::Timeline`).
+pub fn train(data: &Dataset, cfg: &TrainConfig, dp: &DpConfig, watch: &mut dyn FnMut(Option<TrainEvent>) -> bool) -> Result<DpReport> {
     cfg.validate()?;
-    dp.validate(cfg.batch, data.train_len())?;
+    dp.validate(cfg, data.train_len())?;
     if data.val_len() == 0 {
         return Err(Error::InvalidConfig(format!("data set {} has an empty validation split", data.name)));
     }
-    let model_cfg = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes, conv: None };
-    model_cfg.validate()?;
-    let buckets = bucket::plan(&model_cfg.widths(), bucket::cap_bytes(dp.bucket_cap_mb)?);
+    let model_cfg = cfg.model.config(data.shape, data.features, &cfg.hidden, data.classes)?;
+    let buckets = bucket::plan(&model_cfg, bucket::cap_bytes(dp.bucket_cap_mb)?);
     let opened = open(dp.kind, dp.replicas)?;
     let peers = ring::ring(dp.replicas, dp.link);
     let stop = AtomicBool::new(false);
-    let (tx, rx) = channel::<Msg>();
+    let (tx, rx) = channel::<(usize, TrainEvent)>();
     let origin = Instant::now();
     let results: Vec<Result<ReplicaOut>> = std::thread::scope(|s| {
         let mut handles = Vec::new();
@@ -89,6 +90,7 @@ pub fn train(data: &Dataset, cfg: &TrainConfig, dp: &DpConfig, watch: &mut dyn F
                 origin,
                 stop: &stop,
                 events: tx.clone(),
+                checkpoints: dp.checkpoints.as_ref(),
             };
             let h = std::thread::Builder::new().name(format!("replica {rank}")).spawn_scoped(s, move || match backend {
                 Opened::Cpu(pool) => pool.install(|| run_replica(&mut CpuBackend::new(), plan, peer)),
@@ -97,13 +99,17 @@ pub fn train(data: &Dataset, cfg: &TrainConfig, dp: &DpConfig, watch: &mut dyn F
             handles.push(h.map_err(|e| Error::TrainingProcess(format!("could not start replica {rank}'s thread: {e}"))));
         }
         drop(tx);
+        let mut lanes: Vec<Option<Lanes>> = vec![None; dp.replicas];
         loop {
-            let msg = match rx.recv_timeout(Duration::from_millis(50)) {
-                Ok(m) => Some(m),
+            let ev = match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok((rank, ev)) => match forward(dp, cfg.batch, &mut lanes, rank, ev) {
+                    Some(ev) => Some(ev),
+                    None => continue,
+                },
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => break,
             };
-            if watch(msg) {
+            if watch(ev) {
                 stop.store(true, Ordering::Relaxed);
             }
         }
@@ -115,6 +121,27 @@ pub fn train(data: &Dataset, cfg: &TrainConfig, dp: &DpConfig, watch: &mut dyn F
     });
     let outs = first_cause(results)?;
     Ok(summarize(dp, cfg, &model_cfg, &buckets, outs))
+}
+
+/// One replica's clock readings of the run's first steps and its communication thread's spans.
+type Lanes = (Vec<StepClock>, Vec<(f64, f64)>);
+
+/// What the watcher sees of replica `rank`'s event: replica 0's events speak for the run; of the
+/// others', only what is theirs (device windows, step splits). Lanes are kept until every
+/// replica's are in, then drawn as the live timeline (the report's, with the same title,
+/// replaces it at the end).
+fn forward(dp: &DpConfig, global: usize, lanes: &mut [Option<Lanes>], rank: usize, ev: TrainEvent) -> Option<TrainEvent> {
+    match ev {
+        TrainEvent::Lanes { replica, steps, comm_spans } => {
+            *lanes.get_mut(replica)? = Some((steps, comm_spans));
+            let all: Option<Vec<ReplicaLanes<'_>>> =
+                lanes.iter().map(|l| l.as_ref().map(|(s, c)| ReplicaLanes { steps: s, comm_spans: c })).collect();
+            Some(TrainEvent::Timeline(Box::new(timeline(dp, global, &all?))))
+        }
+        ev @ (TrainEvent::Progress { .. } | TrainEvent::Split { .. }) => Some(ev),
+        ev if rank == 0 => Some(ev),
+        _ => None,
+    }
 }
 
 /// Every replica's result, or the error that started it: a replica that fails takes its

@@ -5,9 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use super::DpConfig;
 use super::bucket::Bucket;
-use super::replica::{LinkProbe, ReplicaOut, StepClock};
+use super::replica::{LinkProbe, ReplicaOut};
 use crate::nn::MlpConfig;
-use crate::train::TrainConfig;
+use crate::train::{StepClock, TrainConfig};
 use gpulab_core::spans::{Span, Timeline};
 use gpulab_core::tensor::BackendInfo;
 

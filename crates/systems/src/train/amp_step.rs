@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::step::{Phases, StepBuffers, no_scaler};
+use super::step::{LayerDone, Phases, StepBuffers, no_scaler};
 use crate::nn::cnn::StemWorkspace;
 use crate::nn::{Accumulators, AmpConfig, GradScaler, GradScalerState, Mlp, MlpConfig, Optimizer, Param, Totals};
 use gpulab_core::error::{Error, Result};
@@ -305,7 +305,7 @@ impl<B: Backend> Phases<B> for Amp<B> {
 
     /// Loss, correct count and every parameter's f32 gradient (scaled by the device's loss
     /// scale when a scaler runs).
-    fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut AmpWorkspace<B>) -> Result<()> {
+    fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut AmpWorkspace<B>, ready: &mut LayerDone<'_, B>) -> Result<()> {
         let last = self.w16.len() - 1;
         let grad_scale = self.cfg.loss_weight / ws.batch as f32;
         let grad_logits = ws.grad_logits.as_mut().ok_or_else(|| Error::Internal("AMP backward on a forward-only workspace".into()))?;
@@ -319,6 +319,7 @@ impl<B: Backend> Phases<B> for Amp<B> {
             let input = if i == 0 { first } else { &ws.acts[i - 1] };
             b.matmul16(input, &ws.grads[i], &mut model.weights[i].grad, true, false, Epilogue::None, None)?;
             b.sum_cols(&ws.grads[i], &mut model.biases[i].grad)?;
+            ready(b, model, i)?;
             if i > 0 {
                 let (before, after) = ws.grads.split_at_mut(i);
                 b.matmul16(

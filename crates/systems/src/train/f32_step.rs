@@ -1,7 +1,7 @@
 //! The f32 phases: the model's own forward, backward and optimizer step on f32 workspaces.
 
 use super::AmpReport;
-use super::step::{Phases, StepBuffers};
+use super::step::{LayerDone, Phases, StepBuffers};
 use crate::nn::{Accumulators, Mlp, MlpConfig, Workspace};
 use gpulab_core::error::Result;
 use gpulab_core::tensor::Backend;
@@ -24,8 +24,8 @@ impl<B: Backend> Phases<B> for F32Phases {
         model.forward(b, ws)
     }
 
-    fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut Workspace<B>) -> Result<()> {
-        model.backward(b, ws)
+    fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut Workspace<B>, ready: &mut LayerDone<'_, B>) -> Result<()> {
+        model.backward_with(b, ws, ready)
     }
 
     fn apply_update(&mut self, b: &mut B, model: &mut Mlp<B>, _step: u64) -> Result<()> {

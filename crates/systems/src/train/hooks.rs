@@ -40,12 +40,6 @@ pub trait TrainHooks<B: Backend> {
     fn restored_scaler(&mut self) -> Option<GradScalerState> {
         None
     }
-    /// The data-parallel seam: called between the backward phase and the optimizer step, when
-    /// every parameter's `.grad` holds this replica's gradient. Exercise 6 all-reduces them
-    /// here; a single-device run leaves them alone.
-    fn reduce_gradients(&mut self, _b: &mut B, _model: &mut Mlp<B>) -> Result<()> {
-        Ok(())
-    }
     /// Called before `after_step`: whether it will save this step. The loop then reads what a
     /// save needs from the device first (the loss scaler's state and a mixed-precision run's
     /// optimizer step count live there) — a sync, so only when asked.

@@ -1,5 +1,6 @@
 //! The training loop. It only talks to a `TrainSink`, so the CLI's progress bars, the GUI's
-//! charts and the tests' collectors are interchangeable (burn-train's renderer pattern).
+//! charts and the tests' collectors are interchangeable (burn-train's renderer pattern), and to
+//! a `Strategy` that runs each step (one device, or one data-parallel replica of N).
 
 mod amp_step;
 mod config;
@@ -8,8 +9,10 @@ mod f32_step;
 pub mod feed;
 mod hooks;
 mod run;
+mod schedule;
 mod sink;
 mod step;
+mod strategy;
 
 pub use amp_step::{Amp, AmpReport, AmpWorkspace};
 pub use config::TrainConfig;
@@ -17,9 +20,11 @@ pub use evaluate::evaluate;
 pub use f32_step::F32Phases;
 pub use feed::{Feed, Inline};
 pub use hooks::{LoaderPosition, NoHooks, StepDone, TrainHooks};
-pub use run::{EpochSummary, TrainReport, median, train, train_fed, train_with};
-pub use sink::{NullSink, TrainEvent, TrainSink};
-pub use step::{ByRows, Phases, Step, StepBuffers};
+pub use run::{EpochSummary, TrainReport, median, train, train_fed, train_strategy, train_with};
+pub use schedule::Schedule;
+pub use sink::{NullSink, TrainEvent, TrainSink, memory_held};
+pub use step::{ByRows, LayerDone, Phases, Step, StepBuffers};
+pub use strategy::{Rank, SingleDevice, StepAt, StepClock, Strategy};
 
 /// A training step in f32.
 pub type F32Step<B> = Step<B, F32Phases>;

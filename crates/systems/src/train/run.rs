@@ -5,9 +5,12 @@ use serde::{Deserialize, Serialize};
 use super::amp_step::{Amp, AmpReport};
 use super::f32_step::F32Phases;
 use super::feed::{Feed, Inline};
+use super::schedule::Schedule;
+use super::sink::memory_held;
 use super::step::{Phases, Step};
+use super::strategy::{SingleDevice, StepAt, Strategy};
 use super::{LoaderPosition, NoHooks, StepDone, TrainConfig, TrainEvent, TrainHooks, TrainSink};
-use crate::data::{Dataset, batcher};
+use crate::data::Dataset;
 use crate::nn::{Mlp, MlpConfig, Totals};
 use gpulab_core::error::{Error, Result};
 use gpulab_core::spans::stage;
@@ -16,7 +19,8 @@ use gpulab_core::tensor::{Backend, BackendInfo, MemoryReport};
 
 /// One epoch's figures. Losses and accuracies are measured on this run's data; times are wall
 /// clock on this machine; `gpu_busy_s` is derived from GPU timestamp queries.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct EpochSummary {
     pub epoch: usize,
     pub train_loss: f64,
@@ -83,15 +87,34 @@ pub fn train_with<B: Backend>(
     hooks: &mut dyn TrainHooks<B>,
     feed: &mut dyn Feed<B>,
 ) -> Result<TrainReport> {
+    train_strategy(b, data, cfg, sink, hooks, feed, &mut SingleDevice)
+}
+
+/// The training loop, for any strategy (one device, a data-parallel replica): `train_with`, with
+/// `strategy` running each step. A replica's `cfg.batch` is the global batch.
+pub fn train_strategy<B: Backend, S: Strategy<B>>(
+    b: &mut B,
+    data: &Dataset,
+    cfg: &TrainConfig,
+    sink: &mut dyn TrainSink,
+    hooks: &mut dyn TrainHooks<B>,
+    feed: &mut dyn Feed<B>,
+    strategy: &mut S,
+) -> Result<TrainReport> {
     cfg.validate()?;
     if data.train_len() == 0 || data.val_len() == 0 {
         return Err(Error::InvalidConfig(format!("data set {} has an empty train or validation split", data.name)));
     }
     let model_cfg = cfg.model.config(data.shape, data.features, &cfg.hidden, data.classes)?;
     let mut model = Mlp::new(b, model_cfg.clone(), cfg.optimizer(), cfg.seed)?;
+    let rank = strategy.rank();
     let n = data.train_len();
-    let batch = cfg.batch.min(n);
-    let steps_per_epoch = batcher::batches_per_epoch(n, batch, false) as u64;
+    let schedule = Schedule { samples: n, batch: cfg.batch.min(n), seed: cfg.seed, epochs: cfg.epochs, drop_last: rank.is_some() };
+    let replicas = rank.map_or(1, |r| r.replicas);
+    if !schedule.batch.is_multiple_of(replicas) {
+        return Err(Error::InvalidConfig(format!("batch {} does not divide by replicas {replicas}", schedule.batch)));
+    }
+    let steps_per_epoch = schedule.steps_per_epoch();
     let start = hooks.restore(b, &mut model)?.unwrap_or_default();
     if start.epoch > cfg.epochs || start.batch >= steps_per_epoch as usize {
         return Err(Error::InvalidConfig(format!(
@@ -99,21 +122,22 @@ pub fn train_with<B: Backend>(
             start.epoch, start.batch, cfg.epochs
         )));
     }
-    sink.event(TrainEvent::Started { total_steps: steps_per_epoch * cfg.epochs as u64, steps_per_epoch });
-    let run = Run { data, cfg, sink, hooks, feed, model_cfg, start, n, batch, steps_per_epoch };
+    sink.event(TrainEvent::Started { total_steps: schedule.total_steps(), steps_per_epoch });
+    let rows = schedule.batch / replicas;
+    let run = Run { data, cfg, sink, hooks, feed, model_cfg, start, schedule };
     match Amp::new(b, &model, cfg.amp)? {
         None => {
-            let step = Step::new(b, &model, F32Phases, batch)?;
-            run_steps(b, run, model, step)
+            let step = Step::new(b, &model, F32Phases, rows)?;
+            run_steps(b, run, model, step, strategy)
         }
         Some(amp) => {
-            let step = Step::new(b, &model, amp, batch)?;
-            run_steps(b, run, model, step)
+            let step = Step::new(b, &model, amp, rows)?;
+            run_steps(b, run, model, step, strategy)
         }
     }
 }
 
-/// What `run_steps` needs from `train_with`.
+/// What `run_steps` needs from `train_strategy`.
 struct Run<'a, B: Backend> {
     data: &'a Dataset,
     cfg: &'a TrainConfig,
@@ -122,17 +146,24 @@ struct Run<'a, B: Backend> {
     feed: &'a mut dyn Feed<B>,
     model_cfg: MlpConfig,
     start: LoaderPosition,
-    n: usize,
-    batch: usize,
-    steps_per_epoch: u64,
+    schedule: Schedule,
 }
 
-/// The loop, once per precision (static dispatch through `P`).
-fn run_steps<B: Backend, P: Phases<B>>(b: &mut B, run: Run<'_, B>, mut model: Mlp<B>, mut steps: Step<B, P>) -> Result<TrainReport> {
-    let Run { data, cfg, sink, hooks, feed, model_cfg, start, n, batch, steps_per_epoch } = run;
+/// The loop, once per precision and strategy (static dispatch through `P` and `S`).
+fn run_steps<B: Backend, P: Phases<B>, S: Strategy<B>>(
+    b: &mut B,
+    run: Run<'_, B>,
+    mut model: Mlp<B>,
+    mut steps: Step<B, P>,
+    strategy: &mut S,
+) -> Result<TrainReport> {
+    let Run { data, cfg, sink, hooks, feed, model_cfg, start, schedule } = run;
     if let Some(state) = hooks.restored_scaler() {
         steps.restore_scaler(b, state)?;
     }
+    let rank = strategy.rank();
+    let replicas = rank.map_or(1, |r| r.replicas);
+    let steps_per_epoch = schedule.steps_per_epoch();
     let mut xb = Vec::new();
     let mut yb = Vec::new();
     let mut epochs = Vec::new();
@@ -141,22 +172,26 @@ fn run_steps<B: Backend, P: Phases<B>>(b: &mut B, run: Run<'_, B>, mut model: Ml
     let mut window_ms = Vec::new();
     let (mut total_wall, mut total_busy, mut any_busy) = (0.0f64, 0.0f64, false);
     let mut stopped_early = false;
-    steps.warm_up(b, &mut model, Some(n % batch).filter(|&r| r != 0 && n > batch))?;
+    steps.warm_up(b, &mut model, schedule.tail_rows())?;
+    strategy.prepare(b, &model)?;
     b.take_busy_seconds()?; // start the GPU clock from zero
 
     'epochs: for epoch in start.epoch..cfg.epochs {
-        let order = batcher::epoch_order(n, cfg.seed, epoch as u64);
+        let order = schedule.order(epoch);
+        // Rows seen count every replica's.
         let (mut ep_loss, mut ep_correct, mut ep_seen, mut ep_wall) = (0.0f64, 0u64, 0usize, 0.0f64);
         // GPU busy seconds, taken per log window (the live chart) and summed for the epoch.
         let mut ep_busy: Option<f64> = None;
         let (mut win_steps, mut win_seen) = (0u64, 0usize);
         let mut win_start = Instant::now();
         let skip = if epoch == start.epoch { start.batch } else { 0 };
-        for (i, idx) in order.chunks(batch).enumerate().skip(skip) {
-            if sink.stop_requested() {
+        for (i, global) in schedule.batches(&order).enumerate().skip(skip) {
+            let stop_requested = sink.stop_requested();
+            if stop_requested && rank.is_none() {
                 stopped_early = true;
                 break 'epochs;
             }
+            let idx = rank.map_or(global, |r| r.shard(global));
             let t0 = Instant::now();
             feed.batch(data, epoch, idx, &mut xb, &mut yb)?;
             let t1 = Instant::now();
@@ -165,10 +200,8 @@ fn run_steps<B: Backend, P: Phases<B>>(b: &mut B, run: Run<'_, B>, mut model: Ml
             feed.upload(b, x, y, &xb, &yb)?;
             let t2 = Instant::now();
             feed.span(stage::UPLOAD, t1, t2);
-            steps.forward(b, &model)?;
-            steps.backward(b, &mut model)?;
-            hooks.reduce_gradients(b, &mut model)?; // the data-parallel seam (exercise 6)
-            steps.apply_update(b, &mut model, step + 1)?;
+            let at = StepAt { number: step + 1, started: t0, data_ready: t2, stop_requested };
+            let stop_agreed = strategy.step(b, &mut model, &mut steps, at, &mut *sink)?;
             let t3 = Instant::now();
             feed.span(stage::RECORD, t2, t3);
             b.flush()?;
@@ -180,12 +213,14 @@ fn run_steps<B: Backend, P: Phases<B>>(b: &mut B, run: Run<'_, B>, mut model: Ml
             }
             step += 1;
             win_steps += 1;
-            win_seen += idx.len();
+            win_seen += global.len();
             let last = i as u64 + 1 == steps_per_epoch;
-            if step.is_multiple_of(cfg.log_every as u64) || last {
+            // Every replica takes the same branch (the step count and the stop agreement are
+            // shared), so `reduce_totals` is called the same number of times on each.
+            if step.is_multiple_of(cfg.log_every as u64) || last || stop_agreed {
                 // Reading back waits for the device; the window's wall time includes it.
                 let t5 = Instant::now();
-                let Totals { loss, correct, .. } = steps.take_totals(b)?;
+                let Totals { loss, correct, .. } = strategy.reduce_totals(steps.take_totals(b)?)?;
                 feed.span(stage::READBACK, t5, Instant::now());
                 let secs = win_start.elapsed().as_secs_f64();
                 let win_busy = b.take_busy_seconds()?;
@@ -202,6 +237,7 @@ fn run_steps<B: Backend, P: Phases<B>>(b: &mut B, run: Run<'_, B>, mut model: Ml
                 ep_correct += correct;
                 ep_seen += win_seen;
                 sink.event(TrainEvent::Progress {
+                    replica: rank.map(|r| r.rank),
                     step,
                     epoch,
                     loss: mean,
@@ -209,8 +245,9 @@ fn run_steps<B: Backend, P: Phases<B>>(b: &mut B, run: Run<'_, B>, mut model: Ml
                     samples_per_s: win_seen as f64 / secs.max(1e-12),
                     window_s: secs,
                     gpu_busy_s: win_busy,
-                    memory: b.memory(),
+                    memory: memory_held(&b.memory()),
                 });
+                strategy.window(step, &mut *sink);
                 (win_steps, win_seen) = (0, 0);
                 win_start = Instant::now();
             }
@@ -222,13 +259,17 @@ fn run_steps<B: Backend, P: Phases<B>>(b: &mut B, run: Run<'_, B>, mut model: Ml
                 done.scaler = steps.sync_state(b, &mut model)?;
             }
             hooks.after_step(b, &model, done)?;
+            if stop_agreed {
+                stopped_early = true;
+                break 'epochs;
+            }
         }
         // Work after the epoch's last window (a hook's checkpoint) still counts.
         let busy = match (ep_busy, b.take_busy_seconds()?) {
             (Some(a), Some(b)) => Some(a + b),
             (a, b) => a.or(b),
         };
-        let (val_loss, val_accuracy) = steps.evaluate(b, &model, data, batch)?;
+        let (val_loss, val_accuracy) = steps.evaluate(b, &model, data, schedule.batch / replicas)?;
         b.take_busy_seconds()?; // validation is not part of the training figures
         if let Some(s) = busy {
             total_busy += s;
@@ -249,6 +290,7 @@ fn run_steps<B: Backend, P: Phases<B>>(b: &mut B, run: Run<'_, B>, mut model: Ml
         sink.event(TrainEvent::Epoch(summary.clone()));
         epochs.push(summary);
     }
+    strategy.finish(b, &model, &mut *sink)?;
 
     let seen = total_seen;
     let gpu_busy_s = any_busy.then_some(total_busy);

@@ -1,8 +1,9 @@
 //! One training step cut into phases — forward, backward (fills every parameter's `.grad`),
 //! apply_update (the optimizer) — for either precision. The loop in `run.rs`, validation and
 //! the benchmark are written once against `Step<B, P>`; `P` (`F32Phases` or `Amp`) says how
-//! each phase runs. Data parallelism all-reduces the gradients between backward and
-//! apply_update; an inference server runs the forward phase alone (`predict`).
+//! each phase runs. A strategy (`strategy.rs`) drives the phases: data parallelism all-reduces
+//! the gradients between backward and apply_update; an inference server runs the forward phase
+//! alone (`predict`).
 
 use std::marker::PhantomData;
 
@@ -24,6 +25,15 @@ pub trait StepBuffers<B: Backend> {
     fn score(&mut self, b: &mut B) -> Result<()>;
 }
 
+/// Called by backward as soon as dense layer `i`'s weight and bias gradients are final (layers
+/// last first), before the gradient flows on to layer `i − 1`: data parallelism starts
+/// all-reducing a finished bucket there while the rest of backward runs (overlap).
+pub type LayerDone<'r, B> = dyn FnMut(&mut B, &Mlp<B>, usize) -> Result<()> + 'r;
+
+fn no_layer_hook<B: Backend>(_b: &mut B, _model: &Mlp<B>, _layer: usize) -> Result<()> {
+    Ok(())
+}
+
 /// How one precision runs each phase of a step.
 pub trait Phases<B: Backend> {
     type Buffers: StepBuffers<B>;
@@ -34,8 +44,9 @@ pub trait Phases<B: Backend> {
     fn refresh_weights(&mut self, b: &mut B, model: &Mlp<B>) -> Result<()>;
     /// Logits of `ws`'s inputs, with the weights of the last `refresh_weights`.
     fn forward(&self, b: &mut B, model: &Mlp<B>, ws: &mut Self::Buffers) -> Result<()>;
-    /// Loss, correct count and every parameter's `.grad`, from the forward pass in `ws`.
-    fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut Self::Buffers) -> Result<()>;
+    /// Loss, correct count and every parameter's `.grad`, from the forward pass in `ws`,
+    /// calling `ready` as each dense layer's gradients become final.
+    fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut Self::Buffers, ready: &mut LayerDone<'_, B>) -> Result<()>;
     /// The optimizer step from the parameters' `.grad` (step numbers count from 1).
     fn apply_update(&mut self, b: &mut B, model: &mut Mlp<B>, step: u64) -> Result<()>;
     /// Tensors read back with the totals at each log window (AMP: the loss scaler's state and
@@ -146,14 +157,14 @@ impl<B: Backend, P: Phases<B>> Step<B, P> {
         self.phases.refresh_weights(b, model)?;
         let full = self.ws.full();
         self.phases.forward(b, model, full)?;
-        self.phases.backward(b, model, full)?;
+        self.phases.backward(b, model, full, &mut no_layer_hook)?;
         take_totals(b, &mut [full.accumulators()])?;
         self.phases.warm_up_update(b, model)?;
         if let Some(rows) = tail_rows.filter(|&r| r > 0) {
             self.inputs(b, model, rows)?;
             let tail = self.ws.current();
             self.phases.forward(b, model, tail)?;
-            self.phases.backward(b, model, tail)?;
+            self.phases.backward(b, model, tail, &mut no_layer_hook)?;
             take_totals(b, &mut [tail.accumulators()])?;
         }
         Ok(())
@@ -174,7 +185,12 @@ impl<B: Backend, P: Phases<B>> Step<B, P> {
 
     /// Backward phase: loss, correct count and every parameter's `.grad`.
     pub fn backward(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<()> {
-        self.phases.backward(b, model, self.ws.current())
+        self.phases.backward(b, model, self.ws.current(), &mut no_layer_hook)
+    }
+
+    /// `backward`, calling `ready` as each dense layer's gradients become final.
+    pub fn backward_with(&mut self, b: &mut B, model: &mut Mlp<B>, ready: &mut LayerDone<'_, B>) -> Result<()> {
+        self.phases.backward(b, model, self.ws.current(), ready)
     }
 
     /// Update phase: the optimizer step (AMP: unscale, inf check, skip or step).
