@@ -249,3 +249,31 @@ fn rounds_report_each_counts_median_run() {
         assert_eq!(shown.round(), each[1], "N={n}: the table shows the median round ({note})");
     }
 }
+
+/// `gpulab run distributed --set model=cnn --set precision=bf16`: the CNN under bf16 autocast,
+/// data-parallel, with its report, metadata and live charts; the pipeline part (fp32 MLP only)
+/// is left out with a note that says why.
+#[test]
+fn the_exercise_trains_the_cnn_under_bf16() {
+    let ex = exercises::find("distributed").unwrap();
+    let mut s = ex.settings();
+    s.apply(
+        &["model=cnn", "precision=bf16", "dataset=shapes:res=8,n=256", "hidden=16", "replicas=1,2", "epochs=1", "batch=32", "rounds=1"]
+            .map(String::from),
+    )
+    .unwrap();
+    let mut sink = CollectSink::default();
+    let r = ex.run(&s, &mut sink).unwrap();
+    assert_eq!(r.table("Scaling").unwrap().rows.len(), 2);
+    assert!(r.metadata.precision.contains("bf16"), "{}", r.metadata.precision);
+    assert!(r.metadata.hyperparameters.get("architecture").is_some_and(|a| a.starts_with("CNN")), "{:?}", r.metadata.hyperparameters);
+    assert!(r.verdict.evidence.iter().any(|e| e.contains("bit-identical")), "{:?}", r.verdict.evidence);
+    assert!(r.notes.iter().any(|n| n.contains("Pipeline parallel was not run") && n.contains("precision=bf16")), "{:?}", r.notes);
+    assert!(r.table("Pipeline parallel (CPU stages, 1 thread each)").is_none());
+    assert!(exercises::live::undeclared_ids(&ex.live_charts(), &sink.events).is_empty());
+    assert!(sink.events.iter().any(|e| matches!(e, Event::Point { chart, series, .. } if chart == "loss" && series == "strong N=2")));
+    // ZeRO-1 with bf16 is refused before anything runs, naming the setting.
+    s.apply(&["shard_optimizer=true".into()]).unwrap();
+    let e = ex.validate(&s).expect_err("ZeRO-1 under bf16").to_string();
+    assert!(e.contains("shard_optimizer") && e.contains("precision=fp32"), "{e}");
+}

@@ -131,13 +131,13 @@ fn batch_sweep_trains_the_cnn_and_names_it() {
     let arch = r.metadata.hyperparameters.get("architecture").unwrap();
     assert!(arch.starts_with("CNN 1x8x8 conv3x3 16-pool-conv3x3 32-pool-128-16-4"), "{arch}");
     // The exercises without a model setting train the MLP, and say so.
-    let ex = exercises::find("distributed").unwrap();
+    let ex = exercises::find("quantization").unwrap();
     assert!(ex.settings().get("model").is_none());
 }
 
 #[test]
 fn the_model_setting_is_validated_against_the_data_set() {
-    for id in ["cpu-vs-gpu", "batch-sweep", "precision", "input-pipeline", "checkpoint", "profiling"] {
+    for id in ["cpu-vs-gpu", "batch-sweep", "precision", "input-pipeline", "checkpoint", "distributed", "profiling"] {
         let ex = exercises::find(id).unwrap();
         let mut s = ex.settings();
         assert!(s.apply(&["model=resnet".to_string()]).is_err(), "{id}: model=resnet accepted");

@@ -6,7 +6,7 @@ use super::settings::{self, Settings, Value};
 use gpulab_core::error::Result;
 use gpulab_core::tensor::{MemCategory, MemoryReport};
 use gpulab_systems::data::{self, Dataset, DatasetSpec};
-use gpulab_systems::nn::{ModelKind, OptimizerKind};
+use gpulab_systems::nn::{AmpConfig, ModelKind, OptimizerKind, Precision};
 use gpulab_systems::report::{CheckCard, Metadata, Report};
 use gpulab_systems::train::TrainConfig;
 
@@ -46,6 +46,25 @@ pub fn training_settings(s: Settings, dataset: &str, hidden: &[u64], batch: i64,
 /// an exercise without it trains the MLP).
 pub fn model_setting(s: Settings) -> Settings {
     s.add("model", "Model", "mlp, or cnn: 3×3 convolutions to 16 then 32 channels, each with ReLU and 2×2 max-pool, then the hidden layers — for image data sets", settings::choice("mlp", &["mlp", "cnn"]))
+}
+
+/// The "precision" setting of the exercises that train in one precision of their choice (read
+/// by `train_config`; an exercise without it trains in fp32).
+pub fn precision_setting(s: Settings) -> Settings {
+    s.add(
+        "precision",
+        "Precision",
+        "fp32, or mixed precision: fp16 (with a GradScaler; needs SHADER_F16 on a GPU) or bf16 — see exercise 3",
+        settings::choice("fp32", &["fp32", "fp16", "bf16"]),
+    )
+}
+
+/// The precision the settings ask for: their "precision" setting, or fp32 where there is none.
+pub fn amp_config(s: &Settings) -> Result<AmpConfig> {
+    match s.get("precision") {
+        Some(_) => Ok(AmpConfig::new(s.choice("precision")?.parse::<Precision>()?)),
+        None => Ok(AmpConfig::default()),
+    }
 }
 
 /// The model the settings ask for: their "model" setting, or the MLP where there is none.
@@ -99,7 +118,7 @@ pub fn train_config(s: &Settings, batch: usize) -> Result<TrainConfig> {
         weight_decay: 0.0,
         seed: s.int("seed")? as u64,
         log_every: s.int("log_every")? as usize,
-        amp: Default::default(),
+        amp: amp_config(s)?,
         model: model_kind(s)?,
     };
     cfg.validate()?;

@@ -6,13 +6,13 @@ use super::Exercise;
 use super::common;
 use super::profiled_runs::{self as pc};
 use super::settings::Settings;
-use super::settings::{self, Value};
+use super::settings::Value;
 use super::sink::{Event, Sink};
 use super::watch;
 use crate::common::report_for;
 use gpulab_core::device::Engine;
 use gpulab_core::error::Result;
-use gpulab_systems::nn::{AmpConfig, Precision};
+use gpulab_systems::nn::AmpConfig;
 use gpulab_systems::profile::Bottleneck;
 use gpulab_systems::profile::kernels::{self, KernelRow};
 use gpulab_systems::profile::peaks::{self, Peaks};
@@ -40,12 +40,7 @@ impl Exercise for Profiling {
         let s = common::one_backend(Settings::default());
         let s = common::model_setting(common::training_settings(s, "shapes:res=16,n=1600", &[256, 128], 64, 1));
         let s = pc::pipeline_settings(pc::cost_settings(s, 0.3, 3), 1, 0, false);
-        let s = s.add(
-            "precision",
-            "Precision",
-            "fp32, or mixed precision: fp16 (with a GradScaler; needs SHADER_F16 on a GPU) or bf16 — see exercise 3",
-            settings::choice("fp32", &["fp32", "fp16", "bf16"]),
-        );
+        let s = common::precision_setting(s);
         s.add(
             "measure_again",
             "Apply the fix and measure again",
@@ -170,7 +165,7 @@ impl Exercise for Profiling {
 }
 
 fn amp(s: &Settings) -> Result<AmpConfig> {
-    Ok(AmpConfig::new(s.choice("precision")?.parse::<Precision>()?))
+    common::amp_config(s)
 }
 
 /// The fix for the last run's bottleneck, as settings the lab applies with one click before

@@ -3,6 +3,8 @@
 //! per-replica batch): throughput, speed-up, efficiency, where each step's time goes
 //! (compute / exposed communication / idle), bytes all-reduced, accuracy; a per-replica
 //! timeline; and the ring cost model extrapolated to 8…512 GPUs per link preset (simulated).
+//! The replicas run the one training loop, so any model (MLP, CNN) and precision (fp32,
+//! fp16/bf16 autocast) trains data-parallel.
 
 mod pipeline_report;
 mod report;
@@ -115,7 +117,7 @@ impl Exercise for Distributed {
         let s = s
             .add("pipeline_stages", "Pipeline stages", "Pipeline parallel: the model's layers split over this many CPU stages of one thread each (0 = off; at most the layers and the cores)", settings::int(2, 0, parallel::MAX_REPLICAS as i64))
             .add("micro_batches", "Micro-batches", "Pipeline parallel: micro-batch counts M to compare (each must divide the batch); M = 1 is plain model parallelism", settings::list(&[1, 2, 4, 8], 1, parallel::pipeline::MAX_MICRO_BATCHES as u64));
-        let mut s = common::training_settings(s, "digits", &[256, 128], 128, 3);
+        let mut s = common::precision_setting(common::model_setting(common::training_settings(s, "digits", &[256, 128], 128, 3)));
         if let Some(b) = s.0.iter_mut().find(|x| x.key == "batch") {
             b.help = "Strong scaling: the global batch, split evenly over the replicas · weak scaling: each replica's batch".into();
         }
@@ -226,6 +228,7 @@ impl Exercise for Distributed {
         let note = rounds_note(&sweep, &tries);
         let mut report = report::build(self, s, &data, median_runs(&sweep, &tries), stopped)?;
         report.notes.extend(note);
+        report.notes.extend(pipeline_report::skipped(s)?);
         pipeline_report::add(&mut report, &pipes);
         Ok(report)
     }

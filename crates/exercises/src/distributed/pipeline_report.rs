@@ -7,7 +7,7 @@ use crate::settings::Settings;
 use crate::sink::{Event, Sink};
 use gpulab_core::error::Result;
 use gpulab_systems::data::Dataset;
-use gpulab_systems::parallel::pipeline::{PipeConfig, PipeReport, train_pipeline};
+use gpulab_systems::parallel::pipeline::{PipeConfig, PipeReport, train_pipeline, unsupported};
 use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Provenance, Report, Series, Table};
 
 /// The runs: one stage (the baseline), then `pipeline_stages` stages for each micro-batch
@@ -15,6 +15,10 @@ use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Provenance, Report,
 pub fn sweep(s: &Settings, data: &Dataset, sink: &mut dyn Sink) -> Result<Vec<PipeReport>> {
     let stages = s.int("pipeline_stages")? as usize;
     if stages == 0 {
+        return Ok(Vec::new());
+    }
+    if let Some(why) = skipped(s)? {
+        sink.emit(Event::Log(why));
         return Ok(Vec::new());
     }
     let cfg = common::train_config(s, s.int("batch")? as usize)?;
@@ -40,10 +44,20 @@ pub fn sweep(s: &Settings, data: &Dataset, sink: &mut dyn Sink) -> Result<Vec<Pi
     Ok(out)
 }
 
+/// Why the pipeline runs are left out of a run whose data-parallel part trains a model or
+/// precision the stages cannot (they train the fp32 MLP), as the report's note says.
+pub fn skipped(s: &Settings) -> Result<Option<String>> {
+    if s.int("pipeline_stages")? == 0 {
+        return Ok(None);
+    }
+    let cfg = common::train_config(s, s.int("batch")? as usize)?;
+    Ok(unsupported(&cfg).map(|why| format!("Pipeline parallel was not run: {why}.")))
+}
+
 /// Settings the sweep refuses, checked before anything runs.
 pub fn validate(s: &Settings) -> Result<()> {
     let stages = s.int("pipeline_stages")? as usize;
-    if stages == 0 {
+    if stages == 0 || skipped(s)?.is_some() {
         return Ok(());
     }
     let cfg = common::train_config(s, s.int("batch")? as usize)?;

@@ -2,8 +2,8 @@
 //! each number with its provenance.
 
 use super::{Distributed, Mode, Run};
-use crate::common::percent;
 use crate::common::report_for;
+use crate::common::{self, percent};
 use crate::settings::Settings;
 use gpulab_core::error::Result;
 use gpulab_systems::data::Dataset;
@@ -340,6 +340,11 @@ pub fn build(ex: &Distributed, s: &Settings, data: &Dataset, runs: Vec<Run>, sto
     let mut meta = Metadata::new(s.int("seed")? as u64);
     meta.dataset = format!("{} — {}", data.name, data.source);
     meta.hyperparameters = s.to_map();
+    meta.hyperparameters.insert("architecture".into(), common::architecture(s, data)?);
+    let amp = common::amp_config(s)?;
+    if amp.precision != gpulab_systems::nn::Precision::F32 {
+        meta.precision = amp.label();
+    }
     let ok: Vec<&DpReport> = runs.iter().filter_map(|r| r.result.as_ref().ok()).collect();
     if let Some(r) = ok.iter().max_by_key(|r| r.replicas) {
         meta.backends = r.backends.clone();

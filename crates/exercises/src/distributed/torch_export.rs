@@ -16,7 +16,7 @@ use gpulab_core::device::CpuBackend;
 use gpulab_core::error::{Error, Result};
 use gpulab_systems::checkpoint::format::{bias_name, weight_name};
 use gpulab_systems::data::{Dataset, batcher};
-use gpulab_systems::nn::{MlpConfig, Optimizer, he_normal};
+use gpulab_systems::nn::{MlpConfig, ModelKind, Optimizer, Precision, he_normal};
 use gpulab_systems::train::{TrainConfig, TrainEvent, TrainSink};
 
 /// The Python program; it reads everything else from the files beside it.
@@ -39,6 +39,13 @@ pub fn export(s: &Settings, out: &Path) -> Result<Exported> {
     common::validate_training(s)?;
     let data = common::load_dataset(s)?;
     let cfg = common::train_config(s, s.int("batch")? as usize)?;
+    if cfg.model != ModelKind::Mlp || cfg.amp.precision != Precision::F32 {
+        return Err(Error::InvalidConfig(format!(
+            "the PyTorch export writes the fp32 MLP (nn.Linear layers), not model={} precision={}; export with model=mlp precision=fp32",
+            cfg.model.name(),
+            cfg.amp.precision.name()
+        )));
+    }
     if data.train_len() == 0 || data.val_len() == 0 {
         return Err(Error::InvalidConfig(format!("data set {} has an empty train or validation split", data.name)));
     }

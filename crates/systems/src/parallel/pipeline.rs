@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use super::ReplicaKind;
 use crate::data::{Dataset, batcher};
-use crate::nn::{GradWrite, Mlp, MlpConfig, Workspace, take_totals};
+use crate::nn::{GradWrite, Mlp, MlpConfig, ModelKind, Precision, Workspace, take_totals};
 use crate::train::{Schedule, TrainConfig};
 use gpulab_core::device::CpuBackend;
 use gpulab_core::error::{Error, Result};
@@ -293,10 +293,24 @@ fn schedule(data: &Dataset, cfg: &TrainConfig) -> Schedule {
     Schedule { samples: data.train_len(), batch: cfg.batch, seed: cfg.seed, epochs: cfg.epochs, drop_last: true }
 }
 
+/// Why the stages cannot train `cfg`'s model or precision, when they cannot.
+pub fn unsupported(cfg: &TrainConfig) -> Option<String> {
+    (cfg.model != ModelKind::Mlp || cfg.amp.precision != Precision::F32).then(|| {
+        format!(
+            "pipeline stages train the MLP in fp32 (each stage runs its dense layers' f32 forward and backward), not model={} precision={}; use model=mlp precision=fp32, or pipeline_stages=0",
+            cfg.model.name(),
+            cfg.amp.precision.name()
+        )
+    })
+}
+
 /// Trains `cfg`'s MLP (its `batch` is the global batch) pipelined as `pc` says, on CPU stages of
 /// one thread each.
 pub fn train_pipeline(data: &Dataset, cfg: &TrainConfig, pc: &PipeConfig) -> Result<PipeReport> {
     cfg.validate()?;
+    if let Some(why) = unsupported(cfg) {
+        return Err(Error::InvalidConfig(why));
+    }
     let arch = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes, conv: None };
     arch.validate()?;
     let widths = arch.widths();
