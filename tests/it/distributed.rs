@@ -1,9 +1,11 @@
 //! Data parallelism (exercise 6 and `gpulab::parallel`): N replicas against one device, bit-
 //! exactness of buckets and overlap, refusals that name the setting, the exercise's report.
 
+use gpulab::checkpoint::{Policy, store};
 use gpulab::data::{self, Dataset};
 use gpulab::exercises::{self, CollectSink, Event};
-use gpulab::parallel::{self, DpConfig, DpReport, ReplicaKind};
+use gpulab::nn::{AmpConfig, ModelKind, Precision};
+use gpulab::parallel::{self, DpCheckpoints, DpConfig, DpReport, ReplicaKind};
 use gpulab::report::Provenance;
 use gpulab::train::{TrainConfig, TrainEvent};
 
@@ -248,6 +250,142 @@ fn rounds_report_each_counts_median_run() {
         let gpulab::report::Cell::Num(shown) = row[col] else { panic!("{row:?}") };
         assert_eq!(shown.round(), each[1], "N={n}: the table shows the median round ({note})");
     }
+}
+
+/// Tiny 8×8 images: enough for the CNN, small enough for every model × precision.
+fn small_images() -> Dataset {
+    data::load(&"shapes:res=8,n=256".parse().unwrap(), 3).unwrap()
+}
+
+fn small_cfg(model: ModelKind, precision: Precision) -> TrainConfig {
+    TrainConfig {
+        model,
+        hidden: vec![16],
+        batch: 32,
+        epochs: 1,
+        lr: 0.05,
+        log_every: 2,
+        amp: AmpConfig::new(precision),
+        ..Default::default()
+    }
+}
+
+/// The replicas run the one training loop, so every model and precision trains data-parallel
+/// and the averaged gradients keep the replicas bit-identical: MLP and CNN, f32 and fp16/bf16
+/// autocast. Overlapped small buckets (launched from inside the 16-bit backward) and, in f32,
+/// ZeRO-1's sharded step give the same bits as the plain all-reduce.
+#[test]
+fn replicas_stay_bit_identical_for_every_model_and_precision() {
+    let data = small_images();
+    for model in [ModelKind::Mlp, ModelKind::Cnn] {
+        for precision in Precision::ALL {
+            let c = small_cfg(model, precision);
+            let what = format!("{model:?} {precision:?}");
+            let plain = train(&data, &c, &cpu(2));
+            assert!(plain.replicas_identical, "{what}: the replicas drifted apart");
+            assert!(plain.steps == (data.train_len() / 32) as u64 && plain.final_val_accuracy > 0.0, "{what}: {} steps", plain.steps);
+            let untrained = train(&data, &TrainConfig { lr: 1e-9, ..c.clone() }, &cpu(2));
+            assert!(max_diff(&plain.params, &untrained.params) > 1e-4, "{what}: the parameters did not move");
+            if model == ModelKind::Cnn {
+                assert_eq!(plain.params.len(), 2 * 2 + 2 * 2, "{what}: dense and convolution parameters");
+            }
+            let overlapped = train(&data, &c, &dp(2, ReplicaKind::Cpu { threads: 1 }, 0.002, true));
+            assert!(overlapped.buckets >= 3 && overlapped.replicas_identical, "{what}");
+            assert_eq!(bits(&overlapped.params), bits(&plain.params), "{what}: overlap changed the bits");
+            if precision == Precision::F32 {
+                let sharded = train(&data, &c, &DpConfig { shard_optimizer: true, ..dp(2, ReplicaKind::Cpu { threads: 1 }, 0.002, false) });
+                assert_eq!(bits(&sharded.params), bits(&plain.params), "{what}: ZeRO-1 changed the bits");
+            }
+        }
+    }
+}
+
+/// Two wgpu devices train the CNN under bf16 autocast with overlapped buckets and stay
+/// bit-identical (kept small: llvmpipe runs it on the CPU).
+#[test]
+fn wgpu_replicas_train_the_cnn_under_autocast_in_step() {
+    with_gpu("wgpu_replicas_train_the_cnn_under_autocast_in_step", |_| {
+        let data = data::load(&"shapes:res=8,n=96".parse().unwrap(), 3).unwrap();
+        let c = TrainConfig { batch: 16, ..small_cfg(ModelKind::Cnn, Precision::BF16) };
+        let r = train(&data, &c, &dp(2, ReplicaKind::GpuDevices, 0.002, true));
+        assert!(r.replicas_identical, "the wgpu replicas drifted apart");
+        assert!(r.steps >= 4 && r.buckets >= 3, "{} steps, {} buckets", r.steps, r.buckets);
+        let one = train(&data, &c, &cpu(1));
+        let d = max_diff(&one.params, &r.params);
+        // bf16 operands on both, summed in different orders: a stated 2e-2 after a few steps.
+        assert!(d <= 2e-2, "2 wgpu replicas differ from 1 CPU replica by {d}");
+    });
+}
+
+/// Every (step, loss) replica 0 reported, and the run.
+fn train_logged(data: &Dataset, c: &TrainConfig, d: &DpConfig) -> (DpReport, Vec<(u64, u64)>) {
+    let mut losses = Vec::new();
+    let r = parallel::train(data, c, d, &mut |ev| {
+        if let Some(TrainEvent::Progress { replica: Some(0), step, loss, .. }) = ev {
+            losses.push((step, loss.to_bits()));
+        }
+        false
+    })
+    .unwrap_or_else(|e| panic!("{d:?}: {e}"));
+    (r, losses)
+}
+
+/// A data-parallel run checkpointed by replica 0 and "crashed" after step 6 resumes on every
+/// replica from that checkpoint (model, optimizer state, loader position, loss scaler) and
+/// ends with the uninterrupted run's bits: every later loss, the final weights, and the final
+/// checkpoint's tensors. fp16 with its GradScaler and AdamW, so every kind of state matters.
+#[test]
+fn a_data_parallel_run_resumes_bit_exactly_from_its_checkpoint() {
+    let data = small_images();
+    let c = TrainConfig {
+        optimizer: gpulab::nn::OptimizerKind::AdamW,
+        lr: 0.01,
+        log_every: 1,
+        epochs: 2,
+        ..small_cfg(ModelKind::Cnn, Precision::F16)
+    };
+    let with = |dir: &std::path::Path, every: u64, resume: bool| DpConfig {
+        checkpoints: Some(DpCheckpoints {
+            dir: dir.into(),
+            policy: Policy { every_steps: every, every_epochs: 0, keep_last: 100, at_end: true },
+            resume,
+        }),
+        ..cpu(2)
+    };
+    let (ref_dir, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (want, want_losses) = train_logged(&data, &c, &with(ref_dir.path(), 0, false));
+    assert!(want.steps >= 12 && want.replicas_identical, "{} steps", want.steps);
+    train_logged(&data, &c, &with(dir.path(), 3, false));
+    for p in store::list(dir.path()).unwrap() {
+        if store::step_of(&p).unwrap() > 6 {
+            std::fs::remove_file(p).unwrap(); // never written: the run died after step 6's
+        }
+    }
+    let (got, got_losses) = train_logged(&data, &c, &with(dir.path(), 3, true));
+    assert!(got.replicas_identical);
+    assert_eq!(got_losses.first().map(|l| l.0), Some(7), "resumed at the wrong step");
+    for (step, loss) in &got_losses {
+        assert_eq!(want_losses[*step as usize - 1], (*step, *loss), "the loss at step {step} differs");
+    }
+    assert_eq!(bits(&got.params), bits(&want.params), "the final weights differ from the uninterrupted run's");
+    let newest = |d: &std::path::Path| store::read(&store::list(d).unwrap()[0]).unwrap();
+    let (a, b) = (newest(ref_dir.path()), newest(dir.path()));
+    assert!(a.meta.grad_scaler.is_some() && a.tensors.contains_key("optimizer.exp_avg.conv0.weight"), "{:?}", a.tensors.keys());
+    assert!(a.tensors == b.tensors, "the final checkpoints' weights or optimizer state differ");
+}
+
+/// What the sharded step cannot do is refused by name: mixed precision (its update runs on the
+/// device with the loss scaler) and checkpoints (each replica holds 1/N of the optimizer state).
+#[test]
+fn zero1_refuses_autocast_and_checkpoints_by_name() {
+    let data = small_images();
+    let zero = DpConfig { shard_optimizer: true, ..cpu(2) };
+    let e = parallel::train(&data, &small_cfg(ModelKind::Mlp, Precision::BF16), &zero, &mut |_| false).expect_err("refused").to_string();
+    assert!(e.contains("shard_optimizer") && e.contains("precision=fp32") && e.contains("bf16"), "{e}");
+    let dir = tempfile::tempdir().unwrap();
+    let ck = DpConfig { checkpoints: Some(DpCheckpoints { dir: dir.path().into(), policy: Policy::default(), resume: false }), ..zero };
+    let e = parallel::train(&data, &small_cfg(ModelKind::Mlp, Precision::F32), &ck, &mut |_| false).expect_err("refused").to_string();
+    assert!(e.contains("checkpoints") && e.contains("shard_optimizer=false"), "{e}");
 }
 
 /// `gpulab run distributed --set model=cnn --set precision=bf16`: the CNN under bf16 autocast,
