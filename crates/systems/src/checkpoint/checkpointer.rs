@@ -51,6 +51,22 @@ pub struct Checkpointer<'a> {
     pub saving: bool,
 }
 
+impl<'a> Checkpointer<'a> {
+    /// Hooks that save `cfg`'s run on `data_set` into `dir` by `policy` (and when `request` is
+    /// set), resuming from it when `resume`, with their events to `emit`.
+    pub fn new(
+        dir: PathBuf,
+        policy: Policy,
+        resume: bool,
+        cfg: TrainConfig,
+        dataset: String,
+        request: Arc<AtomicBool>,
+        emit: &'a mut dyn FnMut(TrainEvent),
+    ) -> Self {
+        Checkpointer { dir, policy, resume, cfg, dataset, request, emit, scaler: None, saving: false }
+    }
+}
+
 impl<B: Backend> TrainHooks<B> for Checkpointer<'_> {
     fn restore(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<Option<LoaderPosition>> {
         if !self.resume {

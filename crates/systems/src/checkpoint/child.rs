@@ -77,7 +77,7 @@ pub fn run_child(spec: &ChildSpec, emit: &mut dyn FnMut(TrainEvent), request: Ar
         // Both the loop's events and the checkpointer's go to `emit`; the RefCell lets them share it.
         let emit = std::cell::RefCell::new(emit);
         let mut ck_emit = |ev: TrainEvent| (emit.borrow_mut())(ev);
-        let mut hooks = Checkpointer { dir: spec.dir.clone(), policy: spec.policy, resume: spec.resume, cfg: spec.cfg.clone(), dataset: data.name.clone(), request, emit: &mut ck_emit, scaler: None, saving: false };
+        let mut hooks = Checkpointer::new(spec.dir.clone(), spec.policy, spec.resume, spec.cfg.clone(), data.name.clone(), request, &mut ck_emit);
         let mut sink = |ev: TrainEvent| (emit.borrow_mut())(ev);
         let report = train::train_with(b, &data, &spec.cfg, &mut sink, &mut hooks, &mut train::Inline)?;
         let model = spec.cfg.model.config(data.shape, data.features, &spec.cfg.hidden, data.classes)?.label();

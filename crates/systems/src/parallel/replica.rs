@@ -264,17 +264,8 @@ pub fn run_replica<B: Backend>(b: &mut B, plan: ReplicaPlan<'_>, peer: RingPeer)
             // Every replica holds the same weights, optimizer and scaler state: replica 0 saves
             // them, every replica restores them.
             let policy = if rank == 0 { ck.policy } else { Policy { every_steps: 0, every_epochs: 0, at_end: false, ..ck.policy } };
-            let mut hooks = Checkpointer {
-                dir: ck.dir.clone(),
-                policy,
-                resume: ck.resume,
-                cfg: cfg.clone(),
-                dataset: data.name.clone(),
-                request: Arc::new(AtomicBool::new(false)),
-                emit: &mut emit,
-                scaler: None,
-                saving: false,
-            };
+            let request = Arc::new(AtomicBool::new(false));
+            let mut hooks = Checkpointer::new(ck.dir.clone(), policy, ck.resume, cfg.clone(), data.name.clone(), request, &mut emit);
             train::train_strategy(b, data, cfg, &mut sink, &mut hooks, &mut Inline, &mut replica)?
         }
     };
