@@ -4,6 +4,8 @@
 mod bench;
 mod checkpointed;
 mod class;
+#[cfg(test)]
+mod doc_check;
 mod export;
 mod info;
 mod progress;

@@ -52,6 +52,28 @@ pub fn lesson(id: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The exercise `a` names and its settings: the preset's (or the defaults), then each --set,
+/// then --scenario. Not yet validated as a whole (`Exercise::validate`).
+pub(super) fn settings_for(a: &RunArgs) -> anyhow::Result<(Box<dyn exercises::Exercise>, exercises::Settings)> {
+    let ex =
+        exercises::find(&a.id).ok_or_else(|| anyhow::anyhow!("unknown exercise {:?}; known: {}", a.id, exercises::ids().join(", ")))?;
+    let mut settings = match &a.preset {
+        Some(name) => exercises::presets::find(ex.as_ref(), name)?.settings(ex.as_ref())?,
+        None => ex.settings(),
+    };
+    settings.apply(&a.set)?;
+    if let Some(file) = &a.scenario {
+        if settings.get("scenario_file").is_none() {
+            anyhow::bail!("--scenario: exercise {} takes no scenario file (only exercises with a scenario_file setting do)", ex.id());
+        }
+        if a.set.iter().any(|s| s.trim_start().starts_with("scenario_file=")) {
+            anyhow::bail!("--scenario and --set scenario_file= both name a scenario; give one");
+        }
+        settings.apply(&[format!("scenario_file={}", file.display())])?;
+    }
+    Ok((ex, settings))
+}
+
 /// Progress bars for a headless run; events that matter are printed above them.
 pub(super) struct CliSink {
     pub(super) bar: ProgressBar,
@@ -90,22 +112,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     if a.backend.is_some() || !a.only.is_empty() {
         anyhow::bail!("--backend and --only go with `gpulab run all`; for one exercise use --set backend=… (see --show-settings)");
     }
-    let ex =
-        exercises::find(&a.id).ok_or_else(|| anyhow::anyhow!("unknown exercise {:?}; known: {}", a.id, exercises::ids().join(", ")))?;
-    let mut settings = match &a.preset {
-        Some(name) => exercises::presets::find(ex.as_ref(), name)?.settings(ex.as_ref())?,
-        None => ex.settings(),
-    };
-    settings.apply(&a.set)?;
-    if let Some(file) = &a.scenario {
-        if settings.get("scenario_file").is_none() {
-            anyhow::bail!("--scenario: exercise {} takes no scenario file (only exercises with a scenario_file setting do)", ex.id());
-        }
-        if a.set.iter().any(|s| s.trim_start().starts_with("scenario_file=")) {
-            anyhow::bail!("--scenario and --set scenario_file= both name a scenario; give one");
-        }
-        settings.apply(&[format!("scenario_file={}", file.display())])?;
-    }
+    let (ex, settings) = settings_for(&a)?;
     if a.show_settings {
         for s in &settings.0 {
             println!("{:<16} = {:<24} {}", s.key, s.value.to_text(), s.help);

@@ -78,7 +78,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
 }
 
 /// The exercises to run, in chapter order: all, or those named by `--only`.
-fn select(only: &[String]) -> anyhow::Result<Vec<Box<dyn Exercise>>> {
+pub(super) fn select(only: &[String]) -> anyhow::Result<Vec<Box<dyn Exercise>>> {
     let all = exercises::registry();
     if only.is_empty() {
         return Ok(all);

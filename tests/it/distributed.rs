@@ -182,8 +182,8 @@ fn wgpu_devices_on_one_adapter_train_what_the_cpu_trains() {
 fn the_exercise_reports_scaling_with_provenance_timelines_and_a_verdict() {
     let ex = exercises::find("distributed").unwrap();
     let mut s = ex.settings();
-    s.apply(&["replicas=1,2", "kind=cpu", "hidden=32", "epochs=1", "batch=64", "scaling=both", "bucket_cap_mb=0.01"].map(String::from))
-        .unwrap();
+    let small = ["replicas=1,2", "kind=cpu", "hidden=32", "size=as-set", "dataset=digits", "epochs=1", "batch=64"];
+    s.apply(&[&small[..], &["scaling=both", "bucket_cap_mb=0.01"]].concat().into_iter().map(String::from).collect::<Vec<_>>()).unwrap();
     let mut sink = CollectSink::default();
     let r = ex.run(&s, &mut sink).unwrap();
     let t = r.table("Scaling").unwrap();
@@ -233,7 +233,8 @@ fn the_exercise_reports_scaling_with_provenance_timelines_and_a_verdict() {
 fn rounds_report_each_counts_median_run() {
     let ex = exercises::find("distributed").unwrap();
     let mut s = ex.settings();
-    s.apply(&["replicas=1,2", "kind=cpu", "hidden=32", "epochs=1", "batch=64", "rounds=3", "pipeline_stages=0"].map(String::from)).unwrap();
+    let small = ["replicas=1,2", "kind=cpu", "hidden=32", "size=as-set", "dataset=digits", "epochs=1", "batch=64"];
+    s.apply(&[&small[..], &["rounds=3", "pipeline_stages=0"]].concat().into_iter().map(String::from).collect::<Vec<_>>()).unwrap();
     let mut sink = CollectSink::default();
     let r = ex.run(&s, &mut sink).unwrap();
     let phases = sink.events.iter().filter(|e| matches!(e, Event::Phase(p) if p.contains("round"))).count();

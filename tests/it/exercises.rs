@@ -57,7 +57,10 @@ fn cpu_vs_gpu_runs_to_a_computed_verdict() {
     use gpulab::device::gpu::adapters;
     let has_gpu = require_gpu() || !adapters::enumerate(&adapters::instance()).is_empty();
     let backends = if has_gpu { "cpu,gpu" } else { "cpu" };
-    let s = settings("cpu-vs-gpu", &[&format!("backends={backends}"), "epochs=1", "sweep_sizes=16,48", "sweep_runs=1", "hidden=32"]);
+    let s = settings(
+        "cpu-vs-gpu",
+        &[&format!("backends={backends}"), "epochs=1", "sweep_sizes=16,48", "sweep_runs=1", "hidden=32", "size=as-set"],
+    );
     let (r, events) = run("cpu-vs-gpu", &s);
     let training = r.table("Training").unwrap();
     assert_eq!(training.rows.len(), backends.split(',').count());

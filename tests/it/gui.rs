@@ -104,7 +104,7 @@ fn exercise_1_runs_end_to_end_and_shows_results() {
     h.step();
     assert_eq!(h.state().selected(), "cpu-vs-gpu");
     let backends = if gpu { "cpu,gpu" } else { "cpu" };
-    for (k, v) in [("backends", backends), ("epochs", "1"), ("sweep_sizes", "16,32"), ("sweep_runs", "1")] {
+    for (k, v) in [("backends", backends), ("epochs", "1"), ("sweep_sizes", "16,32"), ("sweep_runs", "1"), ("size", "as-set")] {
         h.state_mut().set_setting(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
     }
     // A bad value is refused and the old one stays.
@@ -246,7 +246,7 @@ fn exercise_3_runs_all_precisions_to_a_verdict() {
     h.step();
     assert_eq!(h.state().selected(), "precision");
     let backend = if gpu { "gpu" } else { "cpu" };
-    for (k, v) in [("backend", backend), ("epochs", "1"), ("hidden", "32"), ("demo_epochs", "1")] {
+    for (k, v) in [("backend", backend), ("epochs", "1"), ("hidden", "32"), ("demo_epochs", "1"), ("size", "as-set")] {
         h.state_mut().set_setting(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
     }
     h.step();
@@ -413,7 +413,16 @@ fn exercise_6_trains_replicas_to_a_verdict_with_per_replica_timelines() {
     h.get_by_label("6. 1 vs N devices: data parallelism").click();
     h.step();
     assert_eq!(h.state().selected(), "distributed");
-    for (k, v) in [("replicas", "1,2"), ("kind", "cpu"), ("hidden", "32"), ("epochs", "1"), ("batch", "64"), ("bucket_cap_mb", "0.01")] {
+    for (k, v) in [
+        ("replicas", "1,2"),
+        ("kind", "cpu"),
+        ("hidden", "32"),
+        ("size", "as-set"),
+        ("dataset", "digits"),
+        ("epochs", "1"),
+        ("batch", "64"),
+        ("bucket_cap_mb", "0.01"),
+    ] {
         h.state_mut().set_setting(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
     }
     h.step();

@@ -37,6 +37,8 @@ fn the_binary_reads_lessons_and_trains_from_any_directory() {
         "sweep_sizes=32",
         "--set",
         "sweep_runs=1",
+        "--set",
+        "size=as-set",
         "--out",
         "report",
     ];
@@ -98,7 +100,7 @@ fn without_a_vulkan_driver_the_lab_opens_shows_the_fix_and_runs_exercise_1_on_th
     no_driver(&mut lab);
     lab.args(["--screenshot", "shot.png", "--exercise", "1", "--frames", "5"])
         .env("GPULAB_SCREENSHOT_RUN", "1")
-        .env("GPULAB_SCREENSHOT_SET", "backends=cpu;epochs=1;sweep_sizes=32,64;sweep_runs=1")
+        .env("GPULAB_SCREENSHOT_SET", "backends=cpu;epochs=1;sweep_sizes=32,64;sweep_runs=1;size=as-set")
         .stderr(Stdio::from(std::fs::File::create(&log).expect("log file")));
     let mut child = lab.spawn().expect("start gpulab");
     let t0 = Instant::now();

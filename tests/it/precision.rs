@@ -10,7 +10,14 @@ fn run(backend: &str) -> Report {
     let ex = exercises::find("precision").unwrap();
     let mut s = ex.settings();
     // Batch 32: enough steps in one short demo epoch for the scaled run to visibly learn.
-    let sets = [format!("backend={backend}"), "epochs=2".into(), "hidden=64".into(), "batch=32".into(), "demo_epochs=1".into()];
+    let sets = [
+        format!("backend={backend}"),
+        "epochs=2".into(),
+        "hidden=64".into(),
+        "batch=32".into(),
+        "demo_epochs=1".into(),
+        "size=as-set".into(),
+    ];
     s.apply(&sets).unwrap();
     ex.run(&s, &mut CollectSink::default()).unwrap()
 }
@@ -85,12 +92,13 @@ fn precision_lab_trains_the_cnn_at_every_precision() {
     assert!(num(&t.rows[1][act]) < num(&t.rows[0][act]), "16-bit columns take less memory: {:?}", t.rows);
 }
 
-/// At exercise 3's defaults activations dominate, so FP16's and BF16's peak memory by the
-/// ledger is at most 0.7× FP32's (one epoch; the ledger's bytes do not depend on timing).
+/// At exercise 3's defaults with the widths as set (the lesson's digits model) activations
+/// dominate, so FP16's and BF16's peak memory by the ledger is at most 0.7× FP32's (one epoch;
+/// the ledger's bytes do not depend on timing).
 fn check_default_memory(backend: &str) {
     let ex = exercises::find("precision").unwrap();
     let mut s = ex.settings();
-    s.apply(&[format!("backend={backend}"), "epochs=1".into(), "underflow_demo=false".into()]).unwrap();
+    s.apply(&[format!("backend={backend}"), "epochs=1".into(), "underflow_demo=false".into(), "size=as-set".into()]).unwrap();
     let r = ex.run(&s, &mut CollectSink::default()).unwrap();
     let t = r.table("Precisions").unwrap();
     let total = col(&r, "Precisions", "total peak");

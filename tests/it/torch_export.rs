@@ -16,7 +16,7 @@ use safetensors::{Dtype, SafeTensors};
 
 use crate::checkpoint_interop::python_or_skip;
 
-const SETTINGS: &[&str] = &["hidden=24,16", "batch=40", "epochs=2", "seed=7"];
+const SETTINGS: &[&str] = &["dataset=digits", "hidden=24,16", "size=as-set", "batch=40", "epochs=2", "seed=7"];
 
 fn export(dir: &Path) -> torch_export::Exported {
     let mut s = exercises::find("distributed").unwrap().settings();

@@ -143,8 +143,11 @@ fn profiling_charts_gpu_busy_and_memory_live_and_reports_memory_by_category() {
 fn precision_on_the_cpu_charts_memory_per_precision_and_no_busy() {
     let ex = exercises::find("precision").unwrap();
     let mut s = ex.settings();
-    s.apply(&["backend=cpu", "precisions=fp32,bf16", "underflow_demo=false", "epochs=1", "hidden=32", "log_every=5"].map(String::from))
-        .unwrap();
+    s.apply(
+        &["backend=cpu", "precisions=fp32,bf16", "underflow_demo=false", "epochs=1", "hidden=32", "log_every=5", "size=as-set"]
+            .map(String::from),
+    )
+    .unwrap();
     let mut sink = CollectSink::default();
     ex.run(&s, &mut sink).unwrap();
     assert!(live::undeclared_ids(&ex.live_charts(), &sink.events).is_empty());

@@ -9,10 +9,10 @@ use crate::common::report_for;
 use gpulab_core::device::telemetry::UtilizationSampler;
 use gpulab_core::device::{Device, Engine};
 use gpulab_core::error::{Error, Result};
-use gpulab_core::tensor::{BackendInfo, prelude::*};
+use gpulab_core::tensor::{BackendInfo, BackendKind, prelude::*};
 use gpulab_core::with_backend;
 use gpulab_systems::bench::{random_matrix, time_matmul};
-use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
+use gpulab_systems::report::{Cell, Chart, ChartKind, Claims, Column, Figure, Metadata, Provenance, Report, Series, Table};
 use gpulab_systems::train::{self, TrainReport};
 
 pub struct CpuVsGpu;
@@ -25,6 +25,9 @@ struct Trained {
     /// Mean GPU utilisation NVML reported during training (NVIDIA only).
     nvml_utilization: Option<f64>,
 }
+
+/// Seconds of training arithmetic the default run is sized for (`size=auto`).
+const DEFAULT_TARGET_S: f64 = 10.0;
 
 /// The label every GPU's speed ratio starts with (the class view charts it across machines).
 const SPEED_RATIO: &str = "GPU / CPU training speed";
@@ -61,21 +64,30 @@ impl Exercise for CpuVsGpu {
         let s = common::model_setting(common::training_settings(s, "digits", &[128, 64], 64, 5))
             .add("sweep_sizes", "Matmul sizes", "n for the n×n×n matmul sweep", settings::list(&[64, 128, 256, 512, 1024], 1, 8192))
             .add("sweep_runs", "Runs per size", "Timed runs per matmul size (the median is reported)", settings::int(3, 1, 50));
-        super::sizing::settings(s)
+        // The first run sizes the model from the backends' peaks, so a real GPU has enough work per
+        // step to show what it adds; "too small for a GPU" is the lesson's digits model as set.
+        super::sizing::settings_with(s, "auto", DEFAULT_TARGET_S)
     }
 
     fn presets(&self) -> Vec<Preset> {
-        super::sizing::presets(
-            "The lesson's small model: a few seconds anywhere, and too small for any GPU to win at training",
+        let mut p = super::sizing::presets(
+            "The defaults: the hidden layers sized from every backend's measured peak (cached per adapter) so that training on all of them takes about 10 s of arithmetic: enough work per step for a hardware GPU to show what it adds",
             (
                 "A 2048-wide MLP at batch 256 on 64×64 colour shapes, and matmuls up to n = 4096: enough work per step for a GPU to win",
                 &[("batch", "256"), ("epochs", "3"), ("sweep_sizes", "256,512,1024,2048,4096")],
             ),
             (
-                "The model sized from the GPU's measured peak (cached per adapter) so its training takes about 20 s on a laptop or a workstation",
+                "The model sized from the backends' measured peaks (cached per adapter) on 64×64 colour shapes, so its training takes about 20 s on a laptop or a workstation",
                 &[("batch", "256"), ("target_s", "20"), ("sweep_sizes", "256,512,1024,2048")],
             ),
-        )
+        );
+        p.insert(
+            1,
+            super::sizing::too_small_preset(
+                "The digits model with its hidden layers as set (128, 64): a few seconds anywhere, and too small for any GPU to win at training",
+            ),
+        );
+        p
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {
@@ -90,9 +102,10 @@ impl Exercise for CpuVsGpu {
         self.validate(s)?;
         let data = common::load_dataset(s)?;
         let devices = s.devices("backends")?;
-        // size=auto sizes the model for the first GPU chosen (the CPU when none is).
-        let sizing_device = devices.iter().find(|d| !matches!(d, Device::Cpu)).or(devices.first()).cloned().unwrap_or(Device::Cpu);
-        let (resolved, sizing) = super::sizing::resolve(s, &sizing_device, &data, 1.0, 0.0, sink)?;
+        // size=auto sizes the model so that training on every backend, one after another, takes
+        // about target_s of arithmetic at their measured peaks.
+        let budget = super::sizing::Budget { runs: 1.0, extra_passes: 0.0, grow_only: false };
+        let (resolved, sizing) = super::sizing::resolve_for(s, &devices, &data, budget, sink)?;
         let s = &resolved;
         let cfg = common::train_config(s, s.int("batch")? as usize)?;
         let sizes: Vec<usize> = s.list("sweep_sizes")?.into_iter().map(|v| v as usize).collect();
@@ -240,13 +253,21 @@ fn training_table(trained: &[Trained]) -> Table {
     t
 }
 
-/// The first size from which the GPU beats the CPU at every larger size, if any.
+/// The sizes both backends measured, ascending (whatever order `sweep_sizes` gave), each with
+/// whether the GPU was faster there.
+fn wins(cpu: &[(usize, f64)], gpu: &[(usize, f64)]) -> Vec<(usize, bool)> {
+    let mut w: Vec<(usize, bool)> = gpu.iter().filter_map(|(n, g)| cpu.iter().find(|(m, _)| m == n).map(|(_, c)| (*n, g > c))).collect();
+    w.sort_unstable();
+    w.dedup_by_key(|x| x.0);
+    w
+}
+
+/// The smallest size from which the GPU beats the CPU at every larger size, if any.
 fn crossover(cpu: &[(usize, f64)], gpu: &[(usize, f64)]) -> Option<usize> {
-    let wins: Vec<(usize, bool)> = gpu.iter().filter_map(|(n, g)| cpu.iter().find(|(m, _)| m == n).map(|(_, c)| (*n, g > c))).collect();
-    let first_loss_from_end = wins.iter().rposition(|(_, w)| !w);
-    match first_loss_from_end {
-        None => wins.first().map(|(n, _)| *n),
-        Some(i) => wins.get(i + 1).map(|(n, _)| *n),
+    let w = wins(cpu, gpu);
+    match w.iter().rposition(|(_, won)| !won) {
+        None => w.first().map(|(n, _)| *n),
+        Some(i) => w.get(i + 1).map(|(n, _)| *n),
     }
 }
 
@@ -346,27 +367,20 @@ fn build_report(
         });
     }
 
-    // Verdict, from the numbers.
-    let mut v = Verdict::default();
-    let cpu_run = trained.iter().find_map(|t| match (&t.result, &t.info) {
-        (Ok(r), Some(i)) if i.kind == gpulab_core::tensor::BackendKind::Cpu => Some(r),
+    // Figures and verdict, from the numbers.
+    let figures = |t: &Trained| match (&t.result, &t.info) {
+        (Ok(r), Some(i)) => Some(RunFigures::of(i, r, t.nvml_utilization)),
         _ => None,
-    });
-    let gpu_runs: Vec<(&BackendInfo, &TrainReport, Option<f64>)> = trained
-        .iter()
-        .filter_map(|t| match (&t.result, &t.info) {
-            (Ok(r), Some(i)) if i.kind != gpulab_core::tensor::BackendKind::Cpu => Some((i, r, t.nvml_utilization)),
-            _ => None,
-        })
-        .collect();
-    let mut summary = Vec::new();
-    for (info, r, nvml) in &gpu_runs {
-        let name = short_label(info);
-        if let Some(c) = cpu_run {
-            let speedup = c.train_wall_s / r.train_wall_s.max(1e-12);
+    };
+    let cpu_run = trained.iter().filter(|t| t.info.as_ref().is_some_and(|i| i.kind == BackendKind::Cpu)).find_map(figures);
+    let gpu_runs: Vec<RunFigures> =
+        trained.iter().filter(|t| t.info.as_ref().is_some_and(|i| i.kind != BackendKind::Cpu)).filter_map(figures).collect();
+    if let Some(c) = &cpu_run {
+        for g in &gpu_runs {
+            let speedup = c.train_s / g.train_s.max(1e-12);
             let (word, factor) = if speedup >= 1.0 { ("faster", speedup) } else { ("slower", 1.0 / speedup) };
             report.figures.push(Figure {
-                label: format!("{name} trains {word} than the CPU by"),
+                label: format!("{} trains {word} than the CPU by", g.name),
                 value: factor,
                 unit: "×".into(),
                 provenance: Provenance::derived("the two measured training times"),
@@ -374,86 +388,210 @@ fn build_report(
             // The same comparison as one signed-direction ratio (above 1: the GPU is faster),
             // which compares across machines.
             report.figures.push(Figure {
-                label: format!("{SPEED_RATIO} ({name})"),
+                label: format!("{SPEED_RATIO} ({})", g.name),
                 value: speedup,
                 unit: "×".into(),
                 provenance: Provenance::derived("CPU training time ÷ GPU training time"),
             });
-            summary.push(format!(
-                "Training on {name} took {} against {} on the CPU: {factor:.1}× {word}.",
-                common::duration(r.train_wall_s),
-                common::duration(c.train_wall_s)
-            ));
-            let why = if info.software {
-                format!(
-                    "{name} is a software GPU: runs on your CPU. It emulates GPU threads on the same cores the CPU backend uses, and pays for the emulation, so it cannot win here."
-                )
-            } else if let Some(busy) = r.gpu_busy_fraction.filter(|b| *b < 0.5) {
-                format!(
-                    "The GPU was busy only {} of the training time: this model is too small to keep it fed, and per-step costs (submitting work, reading back results) dominate. Bigger batches or a bigger model move the balance.",
-                    percent(busy)
-                )
-            } else if speedup >= 1.0 {
-                format!(
-                    "The GPU was busy {} of the time, so the win comes from its parallel arithmetic.",
-                    r.gpu_busy_fraction.map(percent).unwrap_or_else(|| "an unmeasured share".into())
-                )
-            } else {
-                "The GPU's arithmetic advantage does not cover its per-step overheads at this size.".to_string()
-            };
-            summary.push(why);
-        }
-        v.evidence.push(format!(
-            "{name}: {:.0} samples/s, median step {:.3} ms, GPU busy {}{}, validation accuracy {:.2}%.",
-            r.samples_per_s,
-            r.median_step_ms,
-            r.gpu_busy_fraction.map(percent).unwrap_or_else(|| "not measurable (no timestamp queries)".into()),
-            nvml.map(|u| format!(" (the NVIDIA driver reported {u:.0}% utilisation)")).unwrap_or_default(),
-            r.final_val_accuracy * 100.0
-        ));
-    }
-    if let Some(c) = cpu_run {
-        v.evidence.push(format!(
-            "CPU: {:.0} samples/s, median step {:.3} ms, validation accuracy {:.2}%.",
-            c.samples_per_s,
-            c.median_step_ms,
-            c.final_val_accuracy * 100.0
-        ));
-    }
-    for (info, p) in gpus.iter().map(|g| (&g.0, &g.1)) {
-        let name = short_label(info);
-        let peak_g = p.iter().map(|(_, g)| *g).fold(0.0, f64::max);
-        let peak_c = cpu_points.iter().map(|(_, g)| *g).fold(0.0, f64::max);
-        match crossover(&cpu_points, p) {
-            Some(n) => {
-                gflops.markers.push((n as f64, format!("{name} wins from n = {n}")));
-                v.evidence.push(format!("Matmul: {name} beats the CPU from n = {n} upward (peaks {peak_g:.1} vs {peak_c:.1} GFLOP/s)."));
-            }
-            None => v.evidence.push(format!(
-                "Matmul: {name} does not beat the CPU at any size up to n = {} on this machine (peaks {peak_g:.1} vs {peak_c:.1} GFLOP/s).",
-                p.last().map(|(n, _)| *n).unwrap_or(0)
-            )),
         }
     }
-    if summary.is_empty() {
-        summary.push(match cpu_run {
-            Some(c) => format!(
-                "Only the CPU trained ({:.2} s, {:.0} samples/s); select a GPU backend to compare.",
-                c.train_wall_s, c.samples_per_s
-            ),
-            None => "No backend finished training; see the status column.".into(),
-        });
+    let gpu_sweeps: Vec<SweepFigures> = gpus.iter().map(|(info, p)| SweepFigures { name: short_label(info), points: p.clone() }).collect();
+    for g in &gpu_sweeps {
+        if let Some(n) = crossover(&cpu_points, &g.points) {
+            gflops.markers.push((n as f64, format!("{} wins from n = {n}", g.name)));
+        }
     }
-    v.summary = summary.join(" ");
+    let v = verdict(cpu_run.as_ref(), &gpu_runs, &cpu_points, &gpu_sweeps).verdict();
     report.note_software_backends();
     report.verdict = v;
     report.charts = vec![loss, acc, gflops];
     report
 }
 
+/// One finished training run's numbers, as the verdict reads them.
+#[derive(Clone, Debug, PartialEq)]
+struct RunFigures {
+    name: String,
+    software: bool,
+    train_s: f64,
+    samples_per_s: f64,
+    median_step_ms: f64,
+    /// GPU busy share of the training time (derived from timestamps); None where unmeasured.
+    busy: Option<f64>,
+    /// Mean NVML utilisation, NVIDIA only.
+    nvml: Option<f64>,
+    val_accuracy: f64,
+}
+
+impl RunFigures {
+    fn of(info: &BackendInfo, r: &TrainReport, nvml: Option<f64>) -> Self {
+        RunFigures {
+            name: short_label(info),
+            software: info.software,
+            train_s: r.train_wall_s,
+            samples_per_s: r.samples_per_s,
+            median_step_ms: r.median_step_ms,
+            busy: r.gpu_busy_fraction,
+            nvml,
+            val_accuracy: r.final_val_accuracy,
+        }
+    }
+}
+
+/// One GPU's matmul sweep: (n, GFLOP/s), in the order measured.
+#[derive(Clone, Debug, PartialEq)]
+struct SweepFigures {
+    name: String,
+    points: Vec<(usize, f64)>,
+}
+
+/// The conditions the verdict's sentences assert (the property test re-checks each one).
+mod cond {
+    pub const NO_HARDWARE_GPU: &str = "GPUs trained, and every one is a software GPU";
+    pub const FASTER: &str = "the GPU trained faster than the CPU";
+    pub const NOT_FASTER: &str = "the GPU did not train faster than the CPU";
+    pub const SOFTWARE_SLOWER: &str = "a software GPU that trained slower than the CPU";
+    pub const SOFTWARE_FASTER: &str = "a software GPU that trained faster than the CPU";
+    pub const IDLE_SLOWER: &str = "busy under half the time, and slower than the CPU";
+    pub const IDLE_FASTER: &str = "busy under half the time, and faster than the CPU";
+    pub const BUSY_FASTER: &str = "busy at least half the time, and faster than the CPU";
+    pub const BUSY_SLOWER: &str = "busy at least half the time, and slower than the CPU";
+    pub const UNMEASURED_FASTER: &str = "busy time unmeasured, and faster than the CPU";
+    pub const UNMEASURED_SLOWER: &str = "busy time unmeasured, and slower than the CPU";
+    pub const CROSSOVER: &str = "the GPU beat the CPU at every swept size from n up, and at none just below";
+    pub const NEVER_WINS: &str = "the GPU beat the CPU at no swept size";
+    pub const WINS_NOT_AT_TOP: &str = "the GPU beat the CPU at some swept sizes but not at the largest";
+    pub const ONLY_CPU: &str = "only the CPU finished training";
+    pub const NO_CPU: &str = "GPUs finished training, the CPU did not";
+    pub const NONE: &str = "no backend finished training";
+}
+
+/// The verdict: how each GPU's training compared with the CPU's and why (from its busy time),
+/// and where its matmuls overtake the CPU's.
+fn verdict(cpu: Option<&RunFigures>, gpus: &[RunFigures], cpu_sweep: &[(usize, f64)], sweeps: &[SweepFigures]) -> Claims {
+    use gpulab_systems::report::Part::{Evidence, Summary};
+    let mut c = Claims::new();
+    let software: Vec<&str> = gpus.iter().filter(|g| g.software).map(|g| g.name.as_str()).collect();
+    c.summary(
+        cond::NO_HARDWARE_GPU,
+        !gpus.is_empty() && gpus.iter().all(|g| g.software),
+        format!(
+            "This machine cannot show what GPU hardware adds: {} {} on the same CPU cores as the CPU backend. On a machine with a hardware GPU, the default settings (the model sized from its measured peak) or the \"big enough for a GPU\" preset show the GPU pull ahead.",
+            software.join(" and "),
+            if software.len() == 1 { "runs" } else { "run" }
+        ),
+    );
+    for g in gpus {
+        c.about(&g.name);
+        if let Some(cpu) = cpu {
+            let faster = g.train_s < cpu.train_s;
+            let speedup = cpu.train_s / g.train_s.max(1e-12);
+            let took =
+                format!("Training on {} took {} against {} on the CPU", g.name, common::duration(g.train_s), common::duration(cpu.train_s));
+            c.one_of(
+                Summary,
+                vec![
+                    (cond::FASTER, faster, format!("{took}: {speedup:.1}× faster.")),
+                    (cond::NOT_FASTER, !faster, format!("{took}: {:.1}× slower.", 1.0 / speedup.max(1e-12))),
+                ],
+            );
+            let busy = g.busy.map(percent).unwrap_or_default();
+            let idle = g.busy.is_some_and(|b| b < 0.5);
+            let fed = g.busy.is_some_and(|b| b >= 0.5);
+            let hw = !g.software;
+            c.one_of(
+                Summary,
+                vec![
+                    (cond::SOFTWARE_SLOWER, g.software && !faster, format!("{} is a software GPU: it runs on the same CPU cores as the CPU backend and also pays for emulating GPU threads.", g.name)),
+                    (cond::SOFTWARE_FASTER, g.software && faster, format!("{} is a software GPU on the same CPU cores, so its lead means the CPU backend's kernels were the slower ones at these shapes, not that GPU hardware helped.", g.name)),
+                    (cond::IDLE_SLOWER, hw && idle && !faster, format!("The GPU was busy only {busy} of the training time: this model is too small to keep it fed, and per-step costs (submitting work, reading back results) dominate. Bigger batches or a bigger model move the balance.")),
+                    (cond::IDLE_FASTER, hw && idle && faster, format!("It won while busy only {busy} of the training time: per-step costs (submitting work, reading back results) took the rest, so more work per step would use it better.")),
+                    (cond::BUSY_FASTER, hw && fed && faster, format!("The GPU was busy {busy} of the time, so the win comes from its parallel arithmetic.")),
+                    (cond::BUSY_SLOWER, hw && fed && !faster, format!("The GPU was busy {busy} of the training time and still slower: its kernels themselves took longer than the CPU's at these shapes, not the per-step overheads; the matmul sweep shows from which size its kernels win.")),
+                    (cond::UNMEASURED_FASTER, hw && g.busy.is_none() && faster, "Its busy time was not measurable (no timestamp queries), so this run cannot say how much of the win is arithmetic.".to_string()),
+                    (cond::UNMEASURED_SLOWER, hw && g.busy.is_none() && !faster, "Its busy time was not measurable (no timestamp queries), so this run cannot tell slow kernels from per-step costs; the matmul sweep compares the kernels alone.".to_string()),
+                ],
+            );
+        }
+        c.fact(
+            Evidence,
+            format!(
+                "{}: {:.0} samples/s, median step {:.3} ms, GPU busy {}{}, validation accuracy {:.2}%.",
+                g.name,
+                g.samples_per_s,
+                g.median_step_ms,
+                g.busy.map(percent).unwrap_or_else(|| "not measurable (no timestamp queries)".into()),
+                g.nvml.map(|u| format!(" (the NVIDIA driver reported {u:.0}% utilisation)")).unwrap_or_default(),
+                g.val_accuracy * 100.0
+            ),
+        );
+    }
+    c.about("");
+    if let Some(cpu) = cpu {
+        c.fact(
+            Evidence,
+            format!(
+                "CPU: {:.0} samples/s, median step {:.3} ms, validation accuracy {:.2}%.",
+                cpu.samples_per_s,
+                cpu.median_step_ms,
+                cpu.val_accuracy * 100.0
+            ),
+        );
+    }
+    let peak = |p: &[(usize, f64)]| p.iter().map(|(_, g)| *g).fold(0.0, f64::max);
+    for g in sweeps {
+        c.about(&g.name);
+        let w = wins(cpu_sweep, &g.points);
+        let Some(&(top, won_top)) = w.last() else { continue };
+        let peaks = format!("peaks {:.1} vs {:.1} GFLOP/s", peak(&g.points), peak(cpu_sweep));
+        let won: Vec<String> = w.iter().filter(|x| x.1).map(|x| x.0.to_string()).collect();
+        let from = crossover(cpu_sweep, &g.points).unwrap_or(0);
+        c.one_of(
+            Evidence,
+            vec![
+                (cond::CROSSOVER, won_top, format!("Matmul: {} beats the CPU from n = {from} upward ({peaks}).", g.name)),
+                (
+                    cond::NEVER_WINS,
+                    won.is_empty(),
+                    format!("Matmul: {} does not beat the CPU at any size up to n = {top} on this machine ({peaks}).", g.name),
+                ),
+                (
+                    cond::WINS_NOT_AT_TOP,
+                    !won.is_empty() && !won_top,
+                    format!("Matmul: {} beat the CPU at n = {} but not at the largest size, n = {top} ({peaks}).", g.name, won.join(", ")),
+                ),
+            ],
+        );
+    }
+    c.about("");
+    let names: Vec<&str> = gpus.iter().map(|g| g.name.as_str()).collect();
+    c.one_of(
+        Summary,
+        vec![
+            (
+                cond::ONLY_CPU,
+                gpus.is_empty() && cpu.is_some(),
+                cpu.map(|c| {
+                    format!("Only the CPU trained ({:.2} s, {:.0} samples/s); select a GPU backend to compare.", c.train_s, c.samples_per_s)
+                })
+                .unwrap_or_default(),
+            ),
+            (
+                cond::NO_CPU,
+                !gpus.is_empty() && cpu.is_none(),
+                format!("The CPU did not train, so there is nothing to compare {} with; add cpu to the backends.", names.join(" and ")),
+            ),
+            (cond::NONE, gpus.is_empty() && cpu.is_none(), "No backend finished training; see the status column.".into()),
+        ],
+    );
+    c
+}
+
 #[cfg(test)]
 mod tests {
-    use super::crossover;
+    use super::*;
+    use gpulab_systems::report::Claim;
+    use proptest::prelude::*;
 
     #[test]
     fn crossover_is_where_the_gpu_keeps_winning() {
@@ -461,5 +599,128 @@ mod tests {
         assert_eq!(crossover(&cpu, &[(64, 1.0), (128, 12.0), (256, 9.0), (512, 20.0)]), Some(512));
         assert_eq!(crossover(&cpu, &[(64, 11.0), (128, 12.0), (256, 13.0), (512, 20.0)]), Some(64));
         assert_eq!(crossover(&cpu, &[(64, 1.0), (128, 2.0), (256, 3.0), (512, 4.0)]), None);
+        // sweep_sizes in any order: the same answer.
+        assert_eq!(
+            crossover(&[(512, 10.0), (64, 10.0), (256, 10.0), (128, 10.0)], &[(256, 9.0), (512, 20.0), (64, 1.0), (128, 12.0)]),
+            Some(512)
+        );
+    }
+
+    fn sweep_and_cpu() -> impl Strategy<Value = (Vec<(usize, f64)>, Vec<(usize, f64)>)> {
+        // Distinct sizes, shuffled; GFLOP/s anywhere from far below to far above the CPU's.
+        (proptest::collection::btree_set(1usize..5000, 0..6), any::<u64>()).prop_flat_map(|(sizes, seed)| {
+            let sizes: Vec<usize> = sizes.into_iter().collect();
+            let n = sizes.len();
+            (Just(sizes), proptest::collection::vec(0.1f64..100.0, n), proptest::collection::vec(0.1f64..100.0, n), Just(seed)).prop_map(
+                move |(sizes, c, g, seed)| {
+                    let mut cpu: Vec<(usize, f64)> = sizes.iter().copied().zip(c).collect();
+                    let mut gpu: Vec<(usize, f64)> = sizes.iter().copied().zip(g).collect();
+                    let k = seed as usize % (n.max(1));
+                    cpu.rotate_left(k);
+                    gpu.reverse();
+                    (cpu, gpu)
+                },
+            )
+        })
+    }
+
+    fn run() -> impl Strategy<Value = RunFigures> {
+        (any::<bool>(), 0.01f64..100.0, proptest::option::of(0.0f64..1.0), proptest::option::of(0.0f64..100.0)).prop_map(
+            |(software, train_s, busy, nvml)| RunFigures {
+                name: String::new(),
+                software,
+                train_s,
+                samples_per_s: 1000.0 / train_s,
+                median_step_ms: train_s,
+                busy,
+                nvml,
+                val_accuracy: 0.9,
+            },
+        )
+    }
+
+    /// Each condition, re-evaluated from the inputs without the verdict's own code.
+    fn oracle(
+        cpu: Option<&RunFigures>,
+        gpus: &[RunFigures],
+        cpu_sweep: &[(usize, f64)],
+        sweeps: &[SweepFigures],
+        c: &Claim,
+    ) -> Option<bool> {
+        let gpu = gpus.iter().find(|g| g.name == c.subject);
+        let faster = || Some(gpu?.train_s < cpu?.train_s);
+        let hw = || gpu.map(|g| !g.software);
+        let busy = || gpu.and_then(|g| g.busy);
+        let beats = |n: usize| -> Option<bool> {
+            let g = sweeps.iter().find(|s| s.name == c.subject)?.points.iter().find(|p| p.0 == n)?.1;
+            Some(g > cpu_sweep.iter().find(|p| p.0 == n)?.1)
+        };
+        let common: Vec<usize> = {
+            let s = sweeps.iter().find(|s| s.name == c.subject);
+            let mut v: Vec<usize> =
+                s.map(|s| s.points.iter().map(|p| p.0).filter(|n| cpu_sweep.iter().any(|p| p.0 == *n)).collect()).unwrap_or_default();
+            v.sort_unstable();
+            v
+        };
+        let number_after = |pat: &str| {
+            c.text.split(pat).nth(1).and_then(|t| t.split(|ch: char| !ch.is_ascii_digit()).next()).and_then(|t| t.parse::<usize>().ok())
+        };
+        Some(match c.condition {
+            cond::NO_HARDWARE_GPU => !gpus.is_empty() && gpus.iter().all(|g| g.software),
+            cond::FASTER => faster()?,
+            cond::NOT_FASTER => !faster()?,
+            cond::SOFTWARE_SLOWER => !hw()? && !faster()?,
+            cond::SOFTWARE_FASTER => !hw()? && faster()?,
+            cond::IDLE_SLOWER => hw()? && busy()? < 0.5 && !faster()?,
+            cond::IDLE_FASTER => hw()? && busy()? < 0.5 && faster()?,
+            cond::BUSY_FASTER => hw()? && busy()? >= 0.5 && faster()?,
+            cond::BUSY_SLOWER => hw()? && busy()? >= 0.5 && !faster()?,
+            cond::UNMEASURED_FASTER => hw()? && busy().is_none() && faster()?,
+            cond::UNMEASURED_SLOWER => hw()? && busy().is_none() && !faster()?,
+            cond::CROSSOVER => {
+                let n = number_after("from n = ")?;
+                let below = common.iter().filter(|&&m| m < n).max();
+                common.contains(&n)
+                    && common.iter().filter(|&&m| m >= n).all(|&m| beats(m) == Some(true))
+                    && below.is_none_or(|&m| beats(m) == Some(false))
+            }
+            cond::NEVER_WINS => {
+                !common.is_empty()
+                    && common.iter().all(|&m| beats(m) == Some(false))
+                    && number_after("up to n = ") == common.last().copied()
+            }
+            cond::WINS_NOT_AT_TOP => {
+                common.iter().any(|&m| beats(m) == Some(true))
+                    && beats(*common.last()?) == Some(false)
+                    && number_after("largest size, n = ") == common.last().copied()
+            }
+            cond::ONLY_CPU => gpus.is_empty() && cpu.is_some(),
+            cond::NO_CPU => !gpus.is_empty() && cpu.is_none(),
+            cond::NONE => gpus.is_empty() && cpu.is_none(),
+            _ => return None,
+        })
+    }
+
+    proptest! {
+        /// Faster or slower, software or hardware, busy high, low or unmeasured, sweeps in any
+        /// order: every sentence printed is true of the numbers.
+        #[test]
+        fn every_printed_claim_holds(
+            cpu in proptest::option::of(run()),
+            gpus in proptest::collection::vec(run(), 0..3),
+            (cpu_sweep, gpu_sweep) in sweep_and_cpu(),
+        ) {
+            let gpus: Vec<RunFigures> = gpus.into_iter().enumerate().map(|(i, g)| RunFigures { name: format!("gpu{i}"), ..g }).collect();
+            let sweeps: Vec<SweepFigures> = gpus.iter().map(|g| SweepFigures { name: g.name.clone(), points: gpu_sweep.clone() }).collect();
+            let claims = verdict(cpu.as_ref(), &gpus, &cpu_sweep, &sweeps);
+            claims.audit(|c| oracle(cpu.as_ref(), &gpus, &cpu_sweep, &sweeps, c)).map_err(TestCaseError::fail)?;
+            prop_assert!(claims.has_summary(), "an empty summary for {cpu:?} {gpus:?}");
+            // With a CPU run, each GPU gets its comparison and its reason.
+            if cpu.is_some() {
+                for g in &gpus {
+                    prop_assert_eq!(claims.printed().filter(|c| c.subject == g.name && c.part == gpulab_systems::report::Part::Summary).count(), 2);
+                }
+            }
+        }
     }
 }

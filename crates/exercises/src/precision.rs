@@ -8,12 +8,13 @@ use super::sink::{Event, Sink, TrainBridge};
 use super::{Exercise, Preset};
 use crate::common::report_for;
 use gpulab_core::device::Engine;
+use gpulab_core::device::gpu::tuning::Matmul16Variant;
 use gpulab_core::error::{Error, Result};
-use gpulab_core::tensor::{MemCategory, prelude::*};
+use gpulab_core::tensor::{BackendKind, MemCategory, prelude::*};
 use gpulab_core::with_backend;
 use gpulab_systems::data::Dataset;
 use gpulab_systems::nn::{AmpConfig, OptimizerKind, Precision};
-use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict};
+use gpulab_systems::report::{Cell, Chart, ChartKind, Claims, Column, Figure, Metadata, Provenance, Report, Series, Table};
 use gpulab_systems::train::{self, TrainConfig, TrainEvent, TrainReport, TrainSink};
 
 pub struct PrecisionLab;
@@ -24,6 +25,8 @@ struct Run {
     label: String,
     amp: AmpConfig,
     result: std::result::Result<TrainReport, String>,
+    /// The matmul kernel that ran it (`matmul_path`).
+    path: MatmulPath,
     /// (step, mean training loss over the read-back window): measured.
     loss: Vec<[f64; 2]>,
 }
@@ -84,21 +87,25 @@ impl Exercise for PrecisionLab {
             .add("demo_epochs", "Demo epochs", "Epochs of each underflow-demo run", settings::int(2, 1, 100));
         // Batch 256: activations outweigh the parameters' extra 16-bit copy, so FP16's peak
         // memory is ≈ 0.64× FP32's by the ledger (at batch 32 the copy ate most of the saving).
-        super::sizing::settings(common::model_setting(common::training_settings(s, "digits", &[128, 64], 256, 10)))
+        // The first run sizes the model from the backend's peak, so the matmuls are large enough
+        // for 16-bit arithmetic to pay where the hardware has it.
+        super::sizing::settings_with(common::model_setting(common::training_settings(s, "digits", &[128, 64], 256, 10)), "auto", 10.0)
     }
 
     fn presets(&self) -> Vec<Preset> {
-        super::sizing::presets(
-            "The lesson's small model on digits",
+        let mut p = super::sizing::presets(
+            "The defaults: the hidden layers sized from the backend's measured FP32 peak (cached per adapter) so that the comparison takes about 10 s of arithmetic, with matmuls large enough for 16-bit arithmetic to pay where the hardware has it",
             (
                 "A 2048-wide MLP at batch 256 on 64×64 colour shapes: matmuls large enough for 16-bit arithmetic and memory to matter",
                 &[("batch", "256"), ("epochs", "2"), ("demo_epochs", "1")],
             ),
             (
-                "The model sized from the backend's measured FP32 peak (cached per adapter) so the comparison takes about 30 s of arithmetic anywhere",
+                "The model sized from the backend's measured FP32 peak (cached per adapter) on 64×64 colour shapes, so the comparison takes about 30 s of arithmetic anywhere",
                 &[("batch", "256"), ("demo_epochs", "1"), ("target_s", "30")],
             ),
-        )
+        );
+        p.insert(1, super::sizing::too_small_preset("The digits model with its hidden layers as set (128, 64): matmuls too small for 16-bit arithmetic to pay off on any backend"));
+        p
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {
@@ -200,7 +207,66 @@ fn train_one(engine: &mut Engine, data: &Dataset, cfg: TrainConfig, label: Strin
     if let Err(e) = &result {
         sink.emit(Event::Log(format!("{label}: {e}")));
     }
-    Run { label, amp, result: result.map_err(|e| e.to_string()), loss }
+    let path = matmul_path(engine, amp.precision);
+    Run { label, amp, result: result.map_err(|e| e.to_string()), loss, path }
+}
+
+/// How a run's matmuls ran on this backend: the kernel, and whether it has fast 16-bit
+/// arithmetic (tensor cores through cuBLAS or a cooperative-matrix kernel, or the CPU's native
+/// bf16 instructions) rather than 16-bit storage multiplied in f32.
+#[derive(Clone, Debug, PartialEq)]
+struct MatmulPath {
+    kind: BackendKind,
+    software: bool,
+    /// The 16-bit (or, for FP32, the f32) GEMM, in words.
+    kernel: String,
+    /// The f32 GEMM FP32 runs on this backend, in words.
+    f32_kernel: String,
+    fast16: bool,
+}
+
+fn matmul_path(engine: &mut Engine, p: Precision) -> MatmulPath {
+    let info = with_backend!(&mut *engine, b => b.info());
+    let (kernel, f32_kernel, fast16) = match engine {
+        Engine::Cpu(cpu) => {
+            let f32k = "the CPU's f32 GEMM (the gemm crate)".to_string();
+            match p {
+                Precision::F32 => (f32k.clone(), f32k, false),
+                Precision::BF16 => (
+                    format!("the CPU's bf16 GEMM: {}", cpu.bf16_path().name()),
+                    f32k,
+                    cpu.bf16_path() != gpulab_core::device::Bf16Path::Widen,
+                ),
+                Precision::F16 => (format!("the CPU's f16 GEMM: {}", gpulab_core::device::cpu::f16_path_name()), f32k, false),
+            }
+        }
+        Engine::Gpu(g) => {
+            let f32k = format!("the {} f32 matmul (chosen for this adapter)", g.matmul_variant().name());
+            match p.dtype16() {
+                None => (f32k.clone(), f32k, false),
+                Some(dt) => match g.matmul16_variant(dt) {
+                    Ok(v) => {
+                        let of: Vec<&str> = g.matmul16_variants(dt).iter().map(|x| x.name()).collect();
+                        (
+                            format!("the {} 16-bit matmul (the fastest of {} on this adapter)", v.label(), of.join(", ")),
+                            f32k,
+                            v == Matmul16Variant::Coop && !info.software,
+                        )
+                    }
+                    Err(e) => (format!("no 16-bit matmul ({e})"), f32k, false),
+                },
+            }
+        }
+        Engine::Cuda(_) => {
+            let f32k = "cuBLAS's f32 GEMM".to_string();
+            if p == Precision::F32 {
+                (f32k.clone(), f32k, false)
+            } else {
+                ("cuBLAS's 16-bit GEMM (tensor cores where the GPU has them)".into(), f32k, true)
+            }
+        }
+    };
+    MatmulPath { kind: info.kind, software: info.software, kernel, f32_kernel, fast16 }
 }
 
 fn ledger() -> Provenance {
@@ -352,7 +418,7 @@ fn build_report(ex: &PrecisionLab, s: &Settings, meta: Metadata, runs: &[Run], d
         report.charts.push(loss_chart("underflow_loss", "Underflow demo: FP16 on tiny gradients", demo));
     }
 
-    report.verdict = verdict(runs, demo, weight);
+    report.verdict = verdict(&figures_of(runs), &figures_of(demo), weight).verdict();
     if let Some(fp32) = runs.iter().find(|r| r.amp.precision == Precision::F32).and_then(|r| r.ok()) {
         report.figures.push(Figure {
             label: "FP32 throughput".into(),
@@ -386,10 +452,10 @@ fn build_report(ex: &PrecisionLab, s: &Settings, meta: Metadata, runs: &[Run], d
         }
     }
     report.note_software_backends();
+    let kernels: Vec<String> = runs.iter().filter(|r| r.ok().is_some()).map(|r| format!("{}: {}", r.label, r.path.kernel)).collect();
     report.notes.push(format!(
-        "Autocast policy: matmuls forward and backward take 16-bit operands and sum in f32; the weights are kept in f32 and the optimizer's pass rounds each updated weight into its 16-bit copy; softmax, loss, bias-gradient sums and the optimizer run in f32. On a GPU the 16-bit matmul is the plain or the register-blocked kernel, whichever measured faster on that adapter. On this CPU, bf16 matmuls: {}; f16 matmuls: {}.",
-        gpulab_core::device::Bf16Path::detect().name(),
-        gpulab_core::device::cpu::f16_path_name()
+        "Autocast policy: matmuls forward and backward take 16-bit operands and sum in f32; the weights are kept in f32 and the optimizer's pass rounds each updated weight into its 16-bit copy; softmax, loss, bias-gradient sums and the optimizer run in f32. The matmuls of each run here ran on: {}.",
+        kernels.join("; ")
     ));
     if !demo.is_empty() {
         report.notes.push(format!(
@@ -400,100 +466,315 @@ fn build_report(ex: &PrecisionLab, s: &Settings, meta: Metadata, runs: &[Run], d
     report
 }
 
-fn verdict(runs: &[Run], demo: &[Run], weight: f32) -> Verdict {
-    let mut v = Verdict::default();
-    let mut summary = Vec::new();
-    let fp32 = runs.iter().find(|r| r.amp.precision == Precision::F32).and_then(|r| r.ok());
-    for run in runs.iter().filter(|r| r.amp.precision != Precision::F32) {
-        let Some(r) = run.ok() else {
-            if let Err(e) = &run.result {
-                summary.push(format!("{} could not run here: {e}.", run.label));
+/// One run's numbers, as the verdict reads them.
+#[derive(Clone, Debug, PartialEq)]
+struct RunFigures {
+    label: String,
+    precision: Precision,
+    scaling: bool,
+    /// The run's result: its numbers, or why it could not run.
+    result: std::result::Result<Trained, String>,
+    path: MatmulPath,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Trained {
+    samples_per_s: f64,
+    total_peak: u64,
+    /// Peak bytes of activations and inputs, and of parameters (the ledger).
+    act_bytes: u64,
+    param_bytes: u64,
+    val_accuracy: f64,
+    /// Share of gradient elements flushed to zero (%), of a 16-bit run.
+    flushed: Option<f64>,
+    /// The first and last logged training loss.
+    loss: Option<(f64, f64)>,
+}
+
+fn figures_of(runs: &[Run]) -> Vec<RunFigures> {
+    runs.iter()
+        .map(|r| RunFigures {
+            label: r.label.clone(),
+            precision: r.amp.precision,
+            scaling: r.amp.scaling(),
+            result: r
+                .result
+                .as_ref()
+                .map(|t| Trained {
+                    samples_per_s: t.samples_per_s,
+                    total_peak: t.memory.total_peak,
+                    act_bytes: peak(&t.memory, MemCategory::Activations) + peak(&t.memory, MemCategory::Inputs),
+                    param_bytes: peak(&t.memory, MemCategory::Parameters),
+                    val_accuracy: t.final_val_accuracy,
+                    flushed: flushed(t),
+                    loss: r.loss.first().zip(r.loss.last()).map(|(a, b)| (a[1], b[1])),
+                })
+                .map_err(Clone::clone),
+            path: r.path.clone(),
+        })
+        .collect()
+}
+
+/// The conditions the verdict's sentences assert (the property test re-checks each one).
+mod cond {
+    pub const CANNOT_SHOW: &str = "16-bit runs finished, none on a path with fast 16-bit arithmetic";
+    pub const FAILED: &str = "this run could not train";
+    pub const FASTER: &str = "over 1.05× FP32's throughput";
+    pub const SLOWER: &str = "under 0.95× FP32's throughput";
+    pub const SAME: &str = "within 5% of FP32's throughput";
+    pub const LESS_MEMORY: &str = "a lower total peak than FP32's";
+    pub const NOT_LESS_MEMORY: &str = "a total peak not below FP32's";
+    pub const LESS_ACTIVATION: &str = "activations and inputs peaked below FP32's";
+    pub const NOT_LESS_ACTIVATION: &str = "activations and inputs did not peak below FP32's";
+    pub const MORE_PARAMETERS: &str = "parameters peaked above FP32's";
+    pub const FASTER_DESPITE: &str = "faster than FP32 by over 5%";
+    pub const NOT_FASTER: &str = "not faster than FP32 by over 5%";
+    pub const ONLY_FP32: &str = "only FP32 finished";
+    pub const NO_FP32: &str = "16-bit runs finished, FP32 did not";
+    pub const NONE: &str = "no run finished";
+}
+
+/// Why 16-bit arithmetic cannot pay off on a run's path, where it cannot.
+fn no_fast_path(p: &MatmulPath) -> String {
+    match p.kind {
+        BackendKind::Cpu => format!("the CPU backend multiplies these 16-bit operands as f32 ({})", p.kernel),
+        _ if p.software => "a software GPU has no fast 16-bit arithmetic (it runs on your CPU)".into(),
+        _ => format!("{} stores 16-bit values but multiplies them in f32", p.kernel),
+    }
+}
+
+fn verdict(runs: &[RunFigures], demo: &[RunFigures], weight: f32) -> Claims {
+    use gpulab_systems::report::Part::{Evidence, Summary};
+    let mut c = Claims::new();
+    let ok16: Vec<&RunFigures> = runs.iter().filter(|r| r.precision != Precision::F32 && r.result.is_ok()).collect();
+    let mut why: Vec<String> = ok16.iter().map(|r| no_fast_path(&r.path)).collect();
+    why.dedup();
+    c.summary(
+        cond::CANNOT_SHOW,
+        !ok16.is_empty() && ok16.iter().all(|r| !r.path.fast16),
+        format!(
+            "This backend cannot show 16-bit arithmetic paying off: {}. What 16 bits do to memory still shows below; on a GPU with fast 16-bit arithmetic (tensor cores through a CUDA build, or an adapter with cooperative matrices), the \"big enough for a GPU\" preset shows 16-bit training outrun FP32.",
+            why.join("; ")
+        ),
+    );
+    let fp32 = runs.iter().find(|r| r.precision == Precision::F32).and_then(|r| r.result.as_ref().ok());
+    for run in runs.iter().filter(|r| r.precision != Precision::F32) {
+        c.about(&run.label);
+        let r = match &run.result {
+            Ok(r) => r,
+            Err(e) => {
+                c.summary(cond::FAILED, true, format!("{} could not run here: {e}.", run.label));
+                continue;
             }
-            continue;
         };
         let Some(base) = fp32 else { continue };
         let speed = r.samples_per_s / base.samples_per_s.max(1e-12);
-        let saved = base.memory.total_peak as f64 - r.memory.total_peak as f64;
-        let act = |t: &TrainReport| peak(&t.memory, MemCategory::Activations) + peak(&t.memory, MemCategory::Inputs);
-        let d_acc = (r.final_val_accuracy - base.final_val_accuracy) * 100.0;
-        let pace = if speed > 1.05 {
-            format!("{speed:.2}× FP32's throughput — faster")
-        } else if speed < 0.95 {
-            format!("{speed:.2}× FP32's throughput — slower")
-        } else {
-            format!("{speed:.2}× FP32's throughput — no faster")
+        let saved = base.total_peak as f64 - r.total_peak as f64;
+        let d_acc = (r.val_accuracy - base.val_accuracy) * 100.0;
+        let pace = |word: &str| format!("{}: {speed:.2}× FP32's throughput — {word}.", run.label);
+        c.one_of(
+            Summary,
+            vec![
+                (cond::FASTER, speed > 1.05, pace("faster")),
+                (cond::SLOWER, speed < 0.95, pace("slower")),
+                (cond::SAME, (0.95..=1.05).contains(&speed), pace("no faster")),
+            ],
+        );
+        let memory = |word: &str| {
+            format!(
+                "It held {:.1} KiB {word} peak memory, with accuracy {} ({d_acc:+.2} points).",
+                saved.abs() / 1024.0,
+                percent(r.val_accuracy)
+            )
         };
-        summary.push(format!(
-            "{}: {pace}, {:.1} KiB {} peak memory, accuracy {} ({d_acc:+.2} points).",
+        c.one_of(Summary, vec![(cond::LESS_MEMORY, saved > 0.0, memory("less")), (cond::NOT_LESS_MEMORY, saved <= 0.0, memory("more"))]);
+        let act = format!(
+            "{}: activations and inputs peaked at {:.1} KiB against FP32's {:.1} KiB ({:.0}% of FP32's",
             run.label,
-            saved.abs() / 1024.0,
-            if saved >= 0.0 { "less" } else { "more" },
-            percent(r.final_val_accuracy),
-        ));
-        v.evidence.push(format!(
-            "{}: activations and inputs peaked at {:.1} KiB against FP32's {:.1} KiB ({:.0}% of FP32's: 16-bit hidden activations, while logits and the loss stay f32); parameters at {:.1} KiB against {:.1} KiB (FP32 master weights plus a 16-bit working copy).",
+            r.act_bytes as f64 / 1024.0,
+            base.act_bytes as f64 / 1024.0,
+            100.0 * r.act_bytes as f64 / (base.act_bytes as f64).max(1.0)
+        );
+        c.one_of(
+            Evidence,
+            vec![
+                (
+                    cond::LESS_ACTIVATION,
+                    r.act_bytes < base.act_bytes,
+                    format!("{act}: 16-bit hidden activations, while logits and the loss stay f32)."),
+                ),
+                (cond::NOT_LESS_ACTIVATION, r.act_bytes >= base.act_bytes, format!("{act}).")),
+            ],
+        );
+        let params = format!(
+            "{}: parameters peaked at {:.1} KiB against FP32's {:.1} KiB",
             run.label,
-            act(r) as f64 / 1024.0,
-            act(base) as f64 / 1024.0,
-            100.0 * act(r) as f64 / (act(base) as f64).max(1.0),
-            peak(&r.memory, MemCategory::Parameters) as f64 / 1024.0,
-            peak(&base.memory, MemCategory::Parameters) as f64 / 1024.0
-        ));
-        // What is known to slow the 16-bit path on this backend, from the run's own facts.
-        let mut costs: Vec<&str> = Vec::new();
-        if r.backend.kind == gpulab_core::tensor::BackendKind::Cpu {
-            if run.amp.precision == Precision::BF16 && gpulab_core::device::Bf16Path::detect() != gpulab_core::device::Bf16Path::Widen {
-                costs.push("this CPU multiplies bf16 natively, but every matmul first packs both operands into bf16 pairs and every activation is rounded to 16 bits, passes FP32 does not make");
-            } else {
-                costs.push("the CPU backend widens these 16-bit operands to f32 for its GEMM (no native kernel for them on this CPU), so 16 bits save memory but not arithmetic");
-            }
-        } else {
-            costs.push("the 16-bit matmul (plain or register-blocked, whichever measured faster on this adapter) unpacks two 16-bit values from each u32, while FP32 runs the f32 kernel chosen for this adapter");
-            if r.backend.software {
-                costs.push("a software GPU has no fast 16-bit arithmetic (it runs on your CPU)");
-            }
+            r.param_bytes as f64 / 1024.0,
+            base.param_bytes as f64 / 1024.0
+        );
+        c.one_of(
+            Evidence,
+            vec![
+                (
+                    cond::MORE_PARAMETERS,
+                    r.param_bytes > base.param_bytes,
+                    format!("{params} (FP32 master weights plus a 16-bit working copy)."),
+                ),
+                (gpulab_systems::report::FACT, true, format!("{params}.")),
+            ],
+        );
+        // How the 16-bit path runs on this backend, from the run's own kernel choice.
+        let p = &run.path;
+        let mut how: Vec<String> = Vec::new();
+        match p.kind {
+            BackendKind::Cpu if p.fast16 => how.push(format!("{}, but every matmul first packs both operands into bf16 pairs and every activation is rounded to 16 bits, passes FP32 does not make", p.kernel)),
+            BackendKind::Cpu => how.push(format!("{}: 16 bits save memory but not arithmetic", p.kernel)),
+            BackendKind::Cuda => how.push(format!("{}, against {} for FP32; gpulab's own kernels round each activation to 16 bits", p.kernel, p.f32_kernel)),
+            BackendKind::Gpu if p.fast16 => how.push(format!("{}, against {} for FP32", p.kernel, p.f32_kernel)),
+            BackendKind::Gpu => how.push(format!("{}, which unpacks two 16-bit values from each u32 and multiplies in f32, against {} for FP32", p.kernel, p.f32_kernel)),
         }
-        if run.amp.scaling() {
-            costs.push("the GradScaler adds an unscale-and-check pass per gradient and one scaler-update kernel per step (no read-back: the skip is decided on the device)");
+        if p.software {
+            how.push("a software GPU has no fast 16-bit arithmetic (it runs on your CPU)".into());
         }
-        let verb = if speed > 1.05 { "faster despite" } else { "not faster; known costs" };
-        v.evidence.push(format!(
-            "{}: measured {:.0} samples/s against FP32's {:.0} — {verb}: {}.",
-            run.label,
-            r.samples_per_s,
-            base.samples_per_s,
-            costs.join("; ")
-        ));
+        if run.scaling {
+            how.push("the GradScaler adds an unscale-and-check pass per gradient and one scaler-update kernel per step (no read-back: the skip is decided on the device)".into());
+        }
+        let measured = format!("{}: measured {:.0} samples/s against FP32's {:.0}", run.label, r.samples_per_s, base.samples_per_s);
+        c.one_of(
+            Evidence,
+            vec![
+                (cond::FASTER_DESPITE, speed > 1.05, format!("{measured} — faster; how the 16-bit path runs here: {}.", how.join("; "))),
+                (cond::NOT_FASTER, speed <= 1.05, format!("{measured} — not faster; how the 16-bit path runs here: {}.", how.join("; "))),
+            ],
+        );
     }
-    let by = |p: Precision, scaling: bool| {
-        demo.iter().find(|r| r.amp.precision == p && r.amp.scaling() == scaling).and_then(|r| r.ok().map(|t| (r, t)))
-    };
-    if let (Some((plain, tp)), Some((scaled, ts))) = (by(Precision::F16, false), by(Precision::F16, true)) {
-        let path = |r: &Run| match (r.loss.first(), r.loss.last()) {
-            (Some(a), Some(b)) => format!("went from {:.3} to {:.3}", a[1], b[1]),
-            _ => "was not logged".into(),
+    c.about("");
+    let by =
+        |p: Precision, scaling: bool| demo.iter().find(|r| r.precision == p && r.scaling == scaling).and_then(|r| r.result.as_ref().ok());
+    if let (Some(tp), Some(ts)) = (by(Precision::F16, false), by(Precision::F16, true)) {
+        let path = |t: &Trained| match t.loss {
+            Some((a, b)) => format!("went from {a:.3} to {b:.3}"),
+            None => "was not logged".into(),
         };
-        let (fp, fs) = (flushed(tp).unwrap_or(0.0), flushed(ts).unwrap_or(0.0));
-        summary.push(format!(
-            "Underflow: with gradients scaled by {weight:e}, FP16 without scaling flushed {fp:.1}% of its nonzero gradient elements to zero and its loss {}; with the GradScaler {fs:.1}% flushed and the loss {}.",
-            path(plain),
-            path(scaled)
-        ));
-        v.evidence.push(format!(
-            "Demo accuracy: FP16 unscaled {}, FP16 + GradScaler {}.",
-            percent(tp.final_val_accuracy),
-            percent(ts.final_val_accuracy)
-        ));
-        if let Some((_, t32)) = by(Precision::F32, false) {
-            v.evidence.push(format!(
-                "Demo FP32 reference (weight 1 and the plain learning rate: the same updates): accuracy {}.",
-                percent(t32.final_val_accuracy)
-            ));
+        c.fact(
+            Summary,
+            format!(
+                "Underflow: with gradients scaled by {weight:e}, FP16 without scaling flushed {:.1}% of its nonzero gradient elements to zero and its loss {}; with the GradScaler {:.1}% flushed and the loss {}.",
+                tp.flushed.unwrap_or(0.0),
+                path(tp),
+                ts.flushed.unwrap_or(0.0),
+                path(ts)
+            ),
+        );
+        c.fact(
+            Evidence,
+            format!("Demo accuracy: FP16 unscaled {}, FP16 + GradScaler {}.", percent(tp.val_accuracy), percent(ts.val_accuracy)),
+        );
+        if let Some(t32) = by(Precision::F32, false) {
+            c.fact(
+                Evidence,
+                format!(
+                    "Demo FP32 reference (weight 1 and the plain learning rate: the same updates): accuracy {}.",
+                    percent(t32.val_accuracy)
+                ),
+            );
         }
     }
-    if summary.is_empty() {
-        summary.push("No run finished; see the status column.".into());
+    let any16 = runs.iter().any(|r| r.precision != Precision::F32 && r.result.is_ok());
+    c.one_of(
+        Summary,
+        vec![
+            (
+                cond::ONLY_FP32,
+                fp32.is_some() && !any16,
+                fp32.map(|f| {
+                    format!("Only FP32 trained ({:.0} samples/s); add fp16 or bf16 to the precisions to compare.", f.samples_per_s)
+                })
+                .unwrap_or_default(),
+            ),
+            (
+                cond::NO_FP32,
+                fp32.is_none() && any16,
+                "FP32 did not train, so there is no baseline to compare the 16-bit runs with; add fp32 to the precisions.".into(),
+            ),
+            (cond::NONE, fp32.is_none() && !any16, "No run finished; see the status column.".into()),
+        ],
+    );
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpulab_systems::report::Claim;
+    use proptest::prelude::*;
+
+    fn path() -> impl Strategy<Value = MatmulPath> {
+        (0..3usize, any::<bool>(), any::<bool>()).prop_map(|(k, software, fast16)| {
+            let kind = [BackendKind::Cpu, BackendKind::Gpu, BackendKind::Cuda][k];
+            MatmulPath { kind, software: software && kind == BackendKind::Gpu, kernel: "k16".into(), f32_kernel: "k32".into(), fast16 }
+        })
     }
-    v.summary = summary.join(" ");
-    v
+
+    fn trained() -> impl Strategy<Value = Trained> {
+        (1.0f64..1e5, 1u64..1 << 30, 0u64..1 << 28, 0u64..1 << 28, 0.0f64..1.0).prop_map(
+            |(samples_per_s, total_peak, act_bytes, param_bytes, val_accuracy)| Trained {
+                samples_per_s,
+                total_peak,
+                act_bytes,
+                param_bytes,
+                val_accuracy,
+                flushed: Some(1.0),
+                loss: Some((2.3, 0.5)),
+            },
+        )
+    }
+
+    fn run(precision: Precision) -> impl Strategy<Value = RunFigures> {
+        (any::<bool>(), any::<bool>(), trained(), path()).prop_map(move |(ok, scaling, t, path)| RunFigures {
+            label: format!("{}{}", precision.name(), if scaling { " + GradScaler" } else { "" }),
+            precision,
+            scaling: scaling && precision != Precision::F32,
+            result: if ok { Ok(t) } else { Err("unsupported here".into()) },
+            path,
+        })
+    }
+
+    fn oracle(runs: &[RunFigures], c: &Claim) -> Option<bool> {
+        let ok = |r: &RunFigures| r.result.as_ref().ok().cloned();
+        let base = runs.iter().find(|r| r.precision == Precision::F32).and_then(ok);
+        let this = runs.iter().find(|r| r.label == c.subject);
+        let t = || this.and_then(ok);
+        let speed = || Some(t()?.samples_per_s / base.as_ref()?.samples_per_s);
+        let done16: Vec<&RunFigures> = runs.iter().filter(|r| r.precision != Precision::F32 && r.result.is_ok()).collect();
+        Some(match c.condition {
+            cond::CANNOT_SHOW => !done16.is_empty() && done16.iter().all(|r| !r.path.fast16),
+            cond::FAILED => this?.result.is_err(),
+            cond::FASTER | cond::FASTER_DESPITE => speed()? > 1.05,
+            cond::SLOWER => speed()? < 0.95,
+            cond::SAME => (0.95..=1.05).contains(&speed()?),
+            cond::NOT_FASTER => speed()? <= 1.05,
+            cond::LESS_MEMORY => t()?.total_peak < base?.total_peak,
+            cond::NOT_LESS_MEMORY => t()?.total_peak >= base?.total_peak,
+            cond::LESS_ACTIVATION => t()?.act_bytes < base?.act_bytes,
+            cond::NOT_LESS_ACTIVATION => t()?.act_bytes >= base?.act_bytes,
+            cond::MORE_PARAMETERS => t()?.param_bytes > base?.param_bytes,
+            cond::ONLY_FP32 => base.is_some() && done16.is_empty(),
+            cond::NO_FP32 => base.is_none() && !done16.is_empty(),
+            cond::NONE => base.is_none() && done16.is_empty(),
+            _ => return None,
+        })
+    }
+
+    proptest! {
+        /// Faster or slower, more or less memory, fast 16-bit paths or none, runs that could not
+        /// train: every sentence printed is true of the numbers.
+        #[test]
+        fn every_printed_claim_holds(fp32 in proptest::option::of(run(Precision::F32)), f16 in run(Precision::F16), bf16 in proptest::option::of(run(Precision::BF16))) {
+            let runs: Vec<RunFigures> = fp32.into_iter().chain([f16]).chain(bf16).collect();
+            let claims = verdict(&runs, &[], 2f32.powi(-24));
+            claims.audit(|c| oracle(&runs, c)).map_err(TestCaseError::fail)?;
+            prop_assert!(claims.has_summary());
+        }
+    }
 }

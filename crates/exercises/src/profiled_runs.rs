@@ -209,7 +209,13 @@ pub fn notes(report: &mut gpulab_systems::report::Report, runs: &[ProfiledRun], 
     if let Some(r) = runs.first() {
         report.notes.push(format!("GPU lane: {}", r.timeline.gpu_note));
     }
-    report.notes.push("Each step waits for the device (as reading the loss every step would), so per-step compute is measured; profiling gives each kernel its own timestamped pass, which costs a little.".into());
+    // Only a run whose kernels were timed paid for a timestamped pass per kernel.
+    let timed = runs.iter().any(|r| r.diagnosis.analysis.gpu_busy_s.is_some());
+    report.notes.push(if timed {
+        "Each step waits for the device (as reading the loss every step would), so per-step compute is measured; profiling gives each kernel its own timestamped pass, which costs a little.".into()
+    } else {
+        "Each step waits for the device (as reading the loss every step would), so per-step compute is measured.".into()
+    });
 }
 
 pub fn training(s: &Settings, batch: usize) -> Result<(Arc<Dataset>, TrainConfig)> {

@@ -28,15 +28,21 @@ const MIN_WIDTH: u64 = 16;
 /// Widths are rounded to a multiple of this (GEMM tiles like it).
 const ROUND: u64 = 16;
 
-/// Adds the `size` and `target_s` settings.
+/// Adds the `size` and `target_s` settings, `size` as set by default.
 pub fn settings(s: Settings) -> Settings {
+    settings_with(s, "as-set", 20.0)
+}
+
+/// Adds the `size` and `target_s` settings with these defaults: an exercise whose first run
+/// should show its effect on any hardware defaults to `auto`.
+pub fn settings_with(s: Settings, size: &str, target_s: f64) -> Settings {
     s.add(
         SIZE,
         "Model size",
-        "as-set: the hidden widths above · auto: the run scales them from this backend's measured peak FLOP/s (cached per adapter) so training takes about the target time",
-        settings::choice("as-set", &["as-set", "auto"]),
+        "as-set: the hidden widths above · auto: the run scales them from the backends' measured peak FLOP/s (cached per adapter) so training takes about the target time (an MLP's; a CNN keeps its widths)",
+        settings::choice(size, &["as-set", "auto"]),
     )
-    .add(TARGET, "Target time (s)", "size=auto: seconds the run's training arithmetic should take at the measured peak", settings::float(20.0, 1.0, 3600.0))
+    .add(TARGET, "Target time (s)", "size=auto: seconds the run's training arithmetic should take at the measured peaks", settings::float(target_s, 1.0, 3600.0))
 }
 
 /// The "big enough for a GPU" data set: 64×64 RGB shapes (12,288 inputs per sample).
@@ -59,7 +65,7 @@ pub fn presets(
         Preset {
             name: "big enough for a GPU",
             description: big.0,
-            overrides: with(&[("dataset", BIG_DATASET), ("hidden", "2048,2048"), ("lr", "0.01")], big.1),
+            overrides: with(&[("dataset", BIG_DATASET), ("hidden", "2048,2048"), ("lr", "0.01"), (SIZE, "as-set")], big.1),
         },
         Preset {
             name: "scaled to this adapter",
@@ -69,29 +75,40 @@ pub fn presets(
     ]
 }
 
+/// The preset of exercises whose default is `size=auto`: the lesson's small model as set, too
+/// small for a GPU to win (the failure mode the default avoids).
+pub fn too_small_preset(description: &'static str) -> super::Preset {
+    super::Preset::new("too small for a GPU", description, &[(SIZE, "as-set")])
+}
+
 /// Checks the two settings where the exercise has them.
 pub fn validate(s: &Settings) -> Result<()> {
     if s.get(SIZE).is_some() {
-        let size = s.choice(SIZE)?;
+        s.choice(SIZE)?;
         s.float(TARGET)?;
-        // The cost model counts an MLP's matmuls; a CNN's convolutions are not in it.
-        if size == "auto" && s.get("model").is_some() && s.choice("model")? != "mlp" {
-            return Err(gpulab_core::Error::InvalidConfig(
-                "size=auto sizes the MLP's hidden layers only: set model=mlp, or size to the settings' own widths with the CNN".into(),
-            ));
-        }
     }
     Ok(())
+}
+
+/// True when `size=auto` will size the model: the setting says so and the model is the MLP
+/// (the cost model counts an MLP's matmuls; a CNN keeps its widths, and its report says so).
+fn sizes(s: &Settings) -> Result<bool> {
+    let cnn = s.get("model").is_some() && s.choice("model")? != "mlp";
+    Ok(s.get(SIZE).is_some() && s.choice(SIZE)? == "auto" && !cnn)
 }
 
 /// What `size=auto` chose and from what.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sizing {
-    /// The backend whose peak sized the model, as labelled in the report.
+    /// The backends whose peaks sized the model, as labelled in the report.
     pub device: String,
+    /// The peak the plan used: one backend's, or for several that train one after another the
+    /// rate at which they finish the same FLOPs together (1 / Σ 1/peak).
     pub peak: Peaks,
-    /// True when the peak came from the cache (measured by an earlier run on this adapter).
+    /// True when every peak came from the cache (measured by an earlier run on this adapter).
     pub cached: bool,
+    /// Each backend's label, peak FLOP/s and whether it came from the cache.
+    pub each: Vec<(String, f64, bool)>,
     pub target_s: f64,
     pub plan: Plan,
 }
@@ -106,6 +123,9 @@ pub struct Plan {
     /// True when the widths hit MIN_WIDTH or MAX_WIDTH and the epochs 1 or MAX_EPOCHS, so the
     /// estimate differs from the target.
     pub clamped: bool,
+    /// True when the widths as set already take longer than the target and the exercise only
+    /// grows a model (exercise 6: a smaller one would show less of data parallelism).
+    pub kept: bool,
 }
 
 /// The most epochs `size=auto` sets when the widest model is still too quick.
@@ -116,23 +136,27 @@ impl Sizing {
         self.plan.flops / self.peak.flops_per_s.max(1.0)
     }
 
-    fn peak_provenance(&self) -> Provenance {
-        if self.cached {
+    fn peak_provenance(cached: bool) -> Provenance {
+        if cached {
             Provenance::derived("a measurement an earlier run cached for this adapter, driver and gpulab version")
         } else {
             Provenance::Measured
         }
     }
 
-    /// The report's figures: the peak, the widths (and epochs) chosen, the estimate.
+    /// The report's figures: each peak, the widths (and epochs) chosen, the estimate.
     pub fn figures(&self) -> Vec<Figure> {
         let from = format!("{}'s measured peak and target_s = {} s", self.device, self.target_s);
-        let mut f = vec![Figure {
-            label: format!("{} matmul peak (sized the model)", self.device),
-            value: self.peak.flops_per_s / 1e9,
-            unit: "GFLOP/s".into(),
-            provenance: self.peak_provenance(),
-        }];
+        let mut f: Vec<Figure> = self
+            .each
+            .iter()
+            .map(|(name, flops, cached)| Figure {
+                label: format!("{name} matmul peak (sized the model)"),
+                value: flops / 1e9,
+                unit: "GFLOP/s".into(),
+                provenance: Self::peak_provenance(*cached),
+            })
+            .collect();
         for (i, w) in self.plan.hidden.iter().enumerate() {
             f.push(Figure {
                 label: format!("auto-sized hidden layer {}", i + 1),
@@ -166,23 +190,32 @@ impl Sizing {
         } else {
             String::new()
         };
+        let peaks = self.each.iter().map(|(n, p, _)| format!("{n} {:.1} GFLOP/s", p / 1e9)).collect::<Vec<_>>().join(", ");
+        if self.plan.kept {
+            return format!(
+                "size=auto: the hidden layers as set ({widths}) already take about {:.1} s of arithmetic at the measured peak ({peaks}; {source}), at least the target of {} s, so they were kept: a smaller model would show less.",
+                self.estimated_s(),
+                self.target_s
+            );
+        }
         format!(
-            "size=auto: hidden layers {widths} and {} epochs, chosen so the run's {:.2e} FLOPs take about {:.1} s at {}'s peak of {:.1} GFLOP/s ({source}). Training runs below a large matmul's peak, so the measured time is longer.{clamp}",
+            "size=auto: hidden layers {widths} and {} epochs, chosen so the run's {:.2e} FLOPs take about {:.1} s at the measured peak{} ({peaks}; {source}). Training runs below a large matmul's peak, so the measured time is longer.{clamp}",
             self.plan.epochs,
             self.plan.flops,
             self.estimated_s(),
-            self.device,
-            self.peak.flops_per_s / 1e9
+            if self.each.len() > 1 { "s of the backends, one after another" } else { "" }
         )
     }
 }
 
 /// Adds what `size=auto` chose to the report: its figures after the exercise's own (the key
-/// figure stays first) and its note.
+/// figure stays first) and its note; or that a CNN kept its widths.
 pub fn annotate(sizing: Option<&Sizing>, report: &mut gpulab_systems::report::Report) {
     if let Some(z) = sizing {
         report.figures.extend(z.figures());
         report.notes.push(z.note());
+    } else if report.config.get(SIZE).is_some_and(|v| v == "auto") {
+        report.notes.push("size=auto sizes an MLP's hidden layers from the measured peak; this CNN kept the hidden widths as set.".into());
     }
 }
 
@@ -258,7 +291,23 @@ pub fn plan(shape: &Shape, hidden: &[u64], budget: f64) -> Plan {
         epochs = wanted.clamp(1.0, MAX_EPOCHS as f64) as u64;
         clamped = wanted < 1.0 || wanted > MAX_EPOCHS as f64;
     }
-    Plan { flops: shape.flops(&hidden, epochs), hidden, epochs, clamped }
+    Plan { flops: shape.flops(&hidden, epochs), hidden, epochs, clamped, kept: false }
+}
+
+/// `plan`, but never below the widths as set: when they already take the budget or more, they
+/// and the epochs are kept (`Plan::kept`).
+pub fn plan_at_least(shape: &Shape, hidden: &[u64], budget: f64) -> Plan {
+    let p = plan(shape, hidden, budget);
+    if p.hidden.iter().zip(hidden).any(|(a, b)| a < b) {
+        return Plan {
+            hidden: hidden.to_vec(),
+            epochs: shape.epochs,
+            flops: shape.flops(hidden, shape.epochs),
+            clamped: false,
+            kept: true,
+        };
+    }
+    p
 }
 
 /// With `size=auto`, the settings with `hidden` (and, if need be, `epochs`) sized for `device`,
@@ -271,29 +320,66 @@ pub fn resolve(
     extra_passes: f64,
     sink: &mut dyn Sink,
 ) -> Result<(Settings, Option<Sizing>)> {
-    if s.get(SIZE).is_none() || s.choice(SIZE)? != "auto" {
+    resolve_for(s, std::slice::from_ref(device), data, Budget { runs, extra_passes, grow_only: false }, sink)
+}
+
+/// How the run spends the sizing budget.
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    /// As in `Shape`: trainings of `epochs` epochs on each backend, and passes that do not grow
+    /// with `epochs`.
+    pub runs: f64,
+    pub extra_passes: f64,
+    /// Never size below the widths as set (`plan_at_least`).
+    pub grow_only: bool,
+}
+
+/// `resolve` for a run that trains the same model on each of `devices` in turn: the model is
+/// sized so that all of them together take about `target_s` (the slowest dominates). A backend
+/// that does not open is left out (the run reports it).
+pub fn resolve_for(
+    s: &Settings,
+    devices: &[Device],
+    data: &Dataset,
+    budget: Budget,
+    sink: &mut dyn Sink,
+) -> Result<(Settings, Option<Sizing>)> {
+    if !sizes(s)? {
         return Ok((s.clone(), None));
     }
     let target_s = s.float(TARGET)?;
-    sink.emit(Event::Phase(format!("sizing the model for {device}")));
-    let mut engine = device.open(None)?;
-    let info = with_backend!(&mut engine, b => b.info());
-    let (peak, cached) = with_backend!(&mut engine, b => peaks::measure_or_cached(b))?;
-    drop(engine);
+    let mut each = Vec::new();
+    let mut last: Option<Peaks> = None;
+    for device in devices {
+        sink.emit(Event::Phase(format!("sizing the model for {device}")));
+        let Ok(mut engine) = device.open(None) else { continue };
+        let info = with_backend!(&mut engine, b => b.info());
+        let (peak, cached) = with_backend!(&mut engine, b => peaks::measure_or_cached(b))?;
+        each.push((super::cpu_vs_gpu::short_label(&info), peak.flops_per_s, cached));
+        last = Some(peak);
+    }
+    let Some(last) = last else { return Ok((s.clone(), None)) };
+    // The same FLOPs on each backend in turn: time = F · Σ 1/peak_i.
+    let combined = 1.0 / each.iter().map(|e| 1.0 / e.1.max(1.0)).sum::<f64>();
+    let peak = Peaks { flops_per_s: combined, ..last };
     let shape = Shape {
         features: data.features,
         classes: data.classes,
         train: data.train_len(),
         val: data.val_len(),
         epochs: s.int("epochs")?.max(1) as u64,
-        runs,
-        extra_passes,
+        runs: budget.runs,
+        extra_passes: budget.extra_passes,
     };
-    let plan = plan(&shape, &s.list("hidden")?, target_s * peak.flops_per_s);
+    let hidden = s.list("hidden")?;
+    let plan =
+        if budget.grow_only { plan_at_least(&shape, &hidden, target_s * combined) } else { plan(&shape, &hidden, target_s * combined) };
     let mut out = s.clone();
     out.set("hidden", &plan.hidden.iter().map(u64::to_string).collect::<Vec<_>>().join(","))?;
     out.set("epochs", &plan.epochs.to_string())?;
-    let sizing = Sizing { device: super::cpu_vs_gpu::short_label(&info), peak, cached, target_s, plan };
+    let device = each.iter().map(|e| e.0.as_str()).collect::<Vec<_>>().join(" and ");
+    let cached = each.iter().all(|e| e.2);
+    let sizing = Sizing { device, peak, cached, each, target_s, plan };
     sink.emit(Event::Log(sizing.note()));
     Ok((out, Some(sizing)))
 }

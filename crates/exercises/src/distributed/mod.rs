@@ -6,6 +6,7 @@
 //! The replicas run the one training loop, so any model (MLP, CNN) and precision (fp32,
 //! fp16/bf16 autocast) trains data-parallel.
 
+mod auto_size;
 mod pipeline_report;
 mod report;
 pub mod torch_export;
@@ -21,6 +22,9 @@ use gpulab_systems::report::{Provenance, Report};
 use gpulab_systems::train::{TrainEvent, TrainSink};
 
 pub struct Distributed;
+
+/// The default data set: 28×28 shapes, enough samples for several epochs of 256-sample steps.
+const SPLIT_DATASET: &str = "shapes:res=28,n=8000,classes=4";
 
 /// Strong scaling keeps the global batch; weak scaling keeps each replica's batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,7 +113,7 @@ impl Exercise for Distributed {
             )
             .add("threads_per_replica", "Threads per replica", "CPU replicas: threads each replica's GEMM and element-wise kernels use (replicas × threads must fit the cores)", settings::int(1, 1, 1024))
             .add("scaling", "Scaling", "strong: the same global batch split N ways · weak: the same batch per replica, so the global batch grows with N · both", settings::choice("strong", &["strong", "weak", "both"]))
-            .add("bucket_cap_mb", "Bucket cap (MiB)", "PyTorch DDP's bucket_cap_mb: gradients are all-reduced in buckets of at most this size (25 = one bucket for these models; try 0.05 to see overlap)", settings::float(25.0, 0.001, parallel::bucket::MAX_CAP_MB))
+            .add("bucket_cap_mb", "Bucket cap (MiB)", "PyTorch DDP's bucket_cap_mb: gradients are all-reduced in buckets of at most this size (25: one bucket unless the gradients pass 25 MiB; try 0.05 to see overlap)", settings::float(25.0, 0.001, parallel::bucket::MAX_CAP_MB))
             .add("overlap", "Overlap", "All-reduce each bucket on a communication thread while backward computes the earlier layers (off by default: on CPU replicas that use every core that thread takes a core from compute; try the small-buckets preset)", Value::Bool(false))
             .add("shard_optimizer", "Sharded optimizer (ZeRO-1)", "Reduce-scatter the gradients, let each replica update its 1/N of the parameters, all-gather them: the same bytes as an all-reduce, 1/N of the update each (CPU replicas, overlap off)", Value::Bool(false))
             .add("rounds", "Rounds", "Runs of every replica count, taken in turn (1, 2, 1, 2, …); the report uses each count's run with the median throughput, since a shared machine's speed drifts from run to run", settings::int(3, 1, 20))
@@ -117,9 +121,15 @@ impl Exercise for Distributed {
         let s = s
             .add("pipeline_stages", "Pipeline stages", "Pipeline parallel: the model's layers split over this many CPU stages of one thread each (0 = off; at most the layers and the cores)", settings::int(2, 0, parallel::MAX_REPLICAS as i64))
             .add("micro_batches", "Micro-batches", "Pipeline parallel: micro-batch counts M to compare (each must divide the batch); M = 1 is plain model parallelism", settings::list(&[1, 2, 4, 8], 1, parallel::pipeline::MAX_MICRO_BATCHES as u64));
-        let mut s = common::precision_setting(common::model_setting(common::training_settings(s, "digits", &[256, 128], 128, 3)));
+        // The default model gives each replica milliseconds of compute per step, so a second
+        // replica can pay for its all-reduce where the cores allow; size=auto only grows it.
+        let mut s = common::precision_setting(common::model_setting(common::training_settings(s, SPLIT_DATASET, &[512, 256], 256, 3)));
         if let Some(b) = s.0.iter_mut().find(|x| x.key == "batch") {
             b.help = "Strong scaling: the global batch, split evenly over the replicas · weak scaling: each replica's batch".into();
+        }
+        let mut s = crate::sizing::settings_with(s, "auto", 10.0);
+        if let Some(z) = s.0.iter_mut().find(|x| x.key == crate::sizing::SIZE) {
+            z.help = "as-set: the hidden widths above · auto: wider layers where this machine's measured peak (cached) leaves time for them in about the target time, never narrower than set".into();
         }
         s
     }
@@ -129,8 +139,13 @@ impl Exercise for Distributed {
         vec![
             Preset::new(
                 "a model worth splitting",
-                "MLP 784-512-256-10 at global batch 256 on 28×28 shapes: each replica gets milliseconds of compute per step, so the all-reduce and the fixed per-step costs weigh less than on the small default",
-                &[("dataset", "shapes:res=28,n=8000,classes=4"), ("hidden", "512,256"), ("batch", "256")],
+                "The default MLP 784-512-256-10 at global batch 256 on 28×28 shapes with its widths as set (not grown from the measured peak): each replica gets milliseconds of compute per step, so the all-reduce and the fixed per-step costs weigh little",
+                &[("dataset", SPLIT_DATASET), ("hidden", "512,256"), ("batch", "256"), (crate::sizing::SIZE, "as-set")],
+            ),
+            Preset::new(
+                "too small to split",
+                "An MLP 64-256-128-10 on the 8×8 digits at global batch 128, as set: microseconds of compute per replica and step, so the all-reduce and the fixed per-step costs can outweigh what a second replica adds",
+                &[("dataset", "digits"), ("hidden", "256,128"), ("batch", "128"), (crate::sizing::SIZE, "as-set")],
             ),
             Preset::new(
                 "weak scaling",
@@ -139,7 +154,7 @@ impl Exercise for Distributed {
             ),
             Preset::new(
                 "a slow network (10 GbE)",
-                "Gradients all-reduced over a simulated 10 GbE link: communication dominates the step",
+                "Gradients all-reduced over a simulated 10 GbE link (every message waits latency + bytes / bandwidth): compare the exposed communication with the measured link's",
                 &[("link", "10gbe")],
             ),
             Preset::new(
@@ -184,6 +199,8 @@ impl Exercise for Distributed {
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
         self.validate(s)?;
         let data = common::load_dataset(s)?;
+        let (resolved, sizing) = crate::sizing::resolve_for(s, &[auto_size::device(s)?], &data, auto_size::budget(s)?, sink)?;
+        let s = &resolved;
         let rounds = s.int("rounds")? as usize;
         let replicas = s.list("replicas")?;
         let sweep: Vec<(Mode, usize)> = modes(s)?.into_iter().flat_map(|m| replicas.iter().map(move |&n| (m, n as usize))).collect();
@@ -229,6 +246,7 @@ impl Exercise for Distributed {
         let mut report = report::build(self, s, &data, median_runs(&sweep, &tries), stopped)?;
         report.notes.extend(note);
         report.notes.extend(pipeline_report::skipped(s)?);
+        crate::sizing::annotate(sizing.as_ref(), &mut report);
         pipeline_report::add(&mut report, &pipes);
         Ok(report)
     }

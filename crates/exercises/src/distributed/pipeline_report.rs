@@ -8,7 +8,7 @@ use crate::sink::{Event, Sink};
 use gpulab_core::error::Result;
 use gpulab_systems::data::Dataset;
 use gpulab_systems::parallel::pipeline::{PipeConfig, PipeReport, train_pipeline, unsupported};
-use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Provenance, Report, Series, Table};
+use gpulab_systems::report::{Cell, Chart, ChartKind, Claims, Column, Provenance, Report, Series, Table};
 
 /// The runs: one stage (the baseline), then `pipeline_stages` stages for each micro-batch
 /// count. Off when `pipeline_stages` is 0.
@@ -129,36 +129,94 @@ fn chart(runs: &[PipeReport]) -> Chart {
     }
 }
 
-/// The verdict's sentence: how the bubble shrank with M and what the uneven stages cost.
-fn sentence(runs: &[PipeReport]) -> Option<String> {
-    let piped: Vec<&PipeReport> = runs.iter().filter(|r| r.stages > 1).collect();
-    let (lo, hi) = (piped.iter().min_by_key(|r| r.micro_batches)?, piped.iter().max_by_key(|r| r.micro_batches)?);
-    let mut s = format!(
-        "Pipeline over {} stages: the measured bubble went from {:.0}% at M={} (theory {:.0}%) to {:.0}% at M={} (theory {:.0}%).",
-        hi.stages,
-        lo.bubble * 100.0,
-        lo.micro_batches,
-        lo.theoretical_bubble * 100.0,
-        hi.bubble * 100.0,
-        hi.micro_batches,
-        hi.theoretical_bubble * 100.0
+/// One pipeline run, as the verdict reads it.
+#[derive(Clone, Debug, PartialEq)]
+struct PipeFigures {
+    stages: usize,
+    micro_batches: usize,
+    samples_per_s: f64,
+    bubble: f64,
+    theoretical_bubble: f64,
+    /// The busiest stage's share of the multiply-adds.
+    busiest: f64,
+}
+
+impl PipeFigures {
+    fn of(r: &PipeReport) -> Self {
+        PipeFigures {
+            stages: r.stages,
+            micro_batches: r.micro_batches,
+            samples_per_s: r.samples_per_s,
+            bubble: r.bubble,
+            theoretical_bubble: r.theoretical_bubble,
+            busiest: r.stage_cost_share.iter().copied().fold(0.0, f64::max),
+        }
+    }
+}
+
+/// The conditions the verdict's sentences assert (the property test re-checks each one).
+mod cond {
+    pub const UNEVEN_ABOVE: &str = "at the most micro-batches, uneven stages and a measured bubble above the formula's";
+    pub const UNEVEN_WITHIN: &str = "at the most micro-batches, uneven stages and a measured bubble not above the formula's";
+}
+
+/// The verdict's sentences: how the bubble shrank with M and what the uneven stages cost.
+fn claims(runs: &[PipeFigures]) -> Claims {
+    use gpulab_systems::report::Part::Summary;
+    let mut c = Claims::new();
+    let piped: Vec<&PipeFigures> = runs.iter().filter(|r| r.stages > 1).collect();
+    let (Some(lo), Some(hi)) = (piped.iter().min_by_key(|r| r.micro_batches), piped.iter().max_by_key(|r| r.micro_batches)) else {
+        return c;
+    };
+    c.fact(
+        Summary,
+        format!(
+            "Pipeline over {} stages: the measured bubble went from {:.0}% at M={} (theory {:.0}%) to {:.0}% at M={} (theory {:.0}%).",
+            hi.stages,
+            lo.bubble * 100.0,
+            lo.micro_batches,
+            lo.theoretical_bubble * 100.0,
+            hi.bubble * 100.0,
+            hi.micro_batches,
+            hi.theoretical_bubble * 100.0
+        ),
     );
-    let busiest = hi.stage_cost_share.iter().copied().fold(0.0, f64::max);
-    if busiest > 1.0 / hi.stages as f64 + 0.1 {
-        s.push_str(&format!(
-            " The busiest stage holds {:.0}% of the multiply-adds, so the others wait for it beyond the formula's equal-stage bubble.",
-            busiest * 100.0
-        ));
+    let uneven = hi.busiest > 1.0 / hi.stages as f64 + 0.1;
+    let holds = format!("The busiest stage holds {:.0}% of the multiply-adds", hi.busiest * 100.0);
+    c.one_of(
+        Summary,
+        vec![
+            (
+                cond::UNEVEN_ABOVE,
+                uneven && hi.bubble > hi.theoretical_bubble,
+                format!("{holds}, so the others wait for it beyond the formula's equal-stage bubble."),
+            ),
+            (
+                cond::UNEVEN_WITHIN,
+                uneven && hi.bubble <= hi.theoretical_bubble,
+                format!("{holds}, yet the measured bubble stayed within the formula's."),
+            ),
+        ],
+    );
+    if let (Some(b), Some(best)) =
+        (runs.iter().find(|r| r.stages == 1), piped.iter().max_by(|a, c| a.samples_per_s.total_cmp(&c.samples_per_s)))
+    {
+        c.fact(
+            Summary,
+            format!(
+                "The fastest pipelined run (M={}) trained at {:.2}× one stage's throughput.",
+                best.micro_batches,
+                best.samples_per_s / b.samples_per_s.max(1e-12)
+            ),
+        );
     }
-    if let Some(b) = baseline(runs) {
-        let best = piped.iter().max_by(|a, c| a.samples_per_s.total_cmp(&c.samples_per_s))?;
-        s.push_str(&format!(
-            " The fastest pipelined run (M={}) trained at {:.2}× one stage's throughput.",
-            best.micro_batches,
-            best.samples_per_s / b.samples_per_s.max(1e-12)
-        ));
-    }
-    Some(s)
+    c
+}
+
+/// The verdict's sentence, if the sweep pipelined anything.
+fn sentence(runs: &[PipeReport]) -> Option<String> {
+    let c = claims(&runs.iter().map(PipeFigures::of).collect::<Vec<_>>());
+    c.has_summary().then(|| c.verdict().summary)
 }
 
 /// Adds the sweep's table, chart, timelines and verdict sentence to the report.
@@ -173,4 +231,42 @@ pub fn add(report: &mut Report, runs: &[PipeReport]) {
         report.verdict.summary = format!("{} {s}", report.verdict.summary);
     }
     report.notes.push("Pipeline parallel runs on CPU stages of one thread each whatever `kind` says; its bubble is every stage's idle time over stages × wall time, from real clock readings.".into());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn run() -> impl Strategy<Value = PipeFigures> {
+        (1usize..4, 1usize..9, 1.0f64..1e4, 0.0f64..1.0, 0.0f64..1.0, 0.0f64..1.0).prop_map(
+            |(stages, micro_batches, samples_per_s, bubble, theoretical_bubble, busiest)| PipeFigures {
+                stages,
+                micro_batches,
+                samples_per_s,
+                bubble,
+                theoretical_bubble,
+                busiest,
+            },
+        )
+    }
+
+    proptest! {
+        /// Even or uneven stages, a bubble above or below the formula's: every sentence printed
+        /// is true of the numbers.
+        #[test]
+        fn every_printed_claim_holds(runs in proptest::collection::vec(run(), 0..5)) {
+            let claims = claims(&runs);
+            let hi = runs.iter().filter(|r| r.stages > 1).max_by_key(|r| r.micro_batches);
+            let uneven = || hi.map(|h| h.busiest > 1.0 / h.stages as f64 + 0.1);
+            claims
+                .audit(|c| match c.condition {
+                    cond::UNEVEN_ABOVE => Some(uneven()? && hi?.bubble > hi?.theoretical_bubble),
+                    cond::UNEVEN_WITHIN => Some(uneven()? && hi?.bubble <= hi?.theoretical_bubble),
+                    _ => None,
+                })
+                .map_err(TestCaseError::fail)?;
+            prop_assert_eq!(claims.has_summary(), hi.is_some());
+        }
+    }
 }

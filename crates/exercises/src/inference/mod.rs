@@ -73,7 +73,7 @@ impl Exercise for InferenceBatching {
             .add(
                 "load_levels",
                 "Load levels (% of capacity)",
-                "Arrival rates as shares of the capacity measured with static batches at max batch",
+                "Arrival rates as shares of the capacity measured with static batches at max batch (or the best static run when none ran at max batch)",
                 settings::list(&[20, 50, 80, 95], 1, 500),
             )
             .add("run_seconds", "Seconds per run", "How long each static and dynamic run sends requests", settings::float(2.0, 0.2, 60.0))
@@ -199,7 +199,13 @@ impl Exercise for InferenceBatching {
         let (inference_mem, training_mem) = runs::memory_ledgers(&device, &model, policy.max_batch)?;
         meta.backends.extend(statics.iter().chain(&dynamics).map(|r| r.backend.clone()).next());
         let stopped = sink.stop_requested();
-        Ok(report::build(self, s, meta, report::Measured { model, statics, dynamics, capacity, inference_mem, training_mem }, stopped))
+        Ok(report::build(
+            self,
+            s,
+            meta,
+            report::Measured { model, statics, dynamics, capacity, inference_mem, training_mem, memory_batch: policy.max_batch },
+            stopped,
+        ))
     }
 }
 

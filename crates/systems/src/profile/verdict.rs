@@ -151,68 +151,182 @@ fn pct(x: f64) -> String {
 
 /// Classifies a run. Pure: the same spans always give the same verdict.
 pub fn diagnose(t: &Timeline, peaks: Option<&Peaks>) -> Diagnosis {
-    let a = Analysis::of(t, peaks);
-    let mut evidence = vec![format!(
-        "Over {} steps ({} of the main thread): waiting for data {} ({}), uploads {} ({}), recording and submitting {} ({}), waiting for the device and reading back {} ({}).",
-        a.steps,
-        ms(a.wall_s),
-        ms(a.data_wait_s),
-        pct(a.share(a.data_wait_s)),
-        ms(a.upload_s),
-        pct(a.share(a.upload_s)),
-        ms(a.cpu_issue_s),
-        pct(a.share(a.cpu_issue_s)),
-        ms(a.wait_s),
-        pct(a.share(a.wait_s))
-    )];
-    match a.gpu_busy_s {
-        Some(b) => evidence.push(format!(
-            "The GPU was busy {} of the time ({}) in {} kernels averaging {:.1} µs each.",
-            pct(a.share(b)),
-            ms(b),
-            a.kernels,
-            a.mean_kernel_s * 1e6
-        )),
-        None => evidence.push("No GPU kernel times (a CPU backend, or an adapter without timestamp queries): the device's share is read from the CPU's record and wait spans.".into()),
-    }
+    classify(Analysis::of(t, peaks))
+}
+
+/// The conditions the diagnosis's sentences assert (the property test re-checks each one).
+pub mod cond {
+    pub const COMMUNICATION: &str = "exposed all-reduce at least COMM_SHARE of the wall time, and no less than data wait or uploads";
+    pub const INPUT: &str = "data wait at least INPUT_SHARE of the wall time";
+    pub const TRANSFER: &str = "uploads at least TRANSFER_SHARE of the wall time";
+    pub const MEMORY: &str = "the device busy at least BUSY_SHARE, over half its kernel time below the ridge";
+    pub const COMPUTE: &str = "the device busy at least BUSY_SHARE, at most half its kernel time below the ridge";
+    pub const DEVICE: &str = "the device busy at least BUSY_SHARE, no peaks to place its kernels";
+    pub const OVERHEAD: &str = "the device busy under BUSY_SHARE, or under 80% in tiny kernels";
+    pub const BELOW_RIDGE: &str = "over half the kernel time below the ridge";
+    pub const ABOVE_RIDGE: &str = "at most half the kernel time below the ridge";
+    pub const TINY_KERNELS: &str = "GPU kernels averaged under TINY_KERNEL_S";
+}
+
+/// The diagnosis of an analysis: the first bottleneck whose rule holds, in the order
+/// communication, input, transfer, the device itself, overhead.
+pub fn classify(a: Analysis) -> Diagnosis {
+    let (bottleneck, claims) = claims(&a);
+    let v = claims.verdict();
+    Diagnosis { bottleneck, summary: v.summary, evidence: v.evidence, analysis: a }
+}
+
+/// The bottleneck and the diagnosis's sentences, each with its condition.
+fn claims(a: &Analysis) -> (Bottleneck, crate::report::Claims) {
+    use crate::report::{Claims, Part::Evidence};
+    let mut c = Claims::new();
+    c.fact(
+        Evidence,
+        format!(
+            "Over {} steps ({} of the main thread): waiting for data {} ({}), uploads {} ({}), recording and submitting {} ({}), waiting for the device and reading back {} ({}).",
+            a.steps,
+            ms(a.wall_s),
+            ms(a.data_wait_s),
+            pct(a.share(a.data_wait_s)),
+            ms(a.upload_s),
+            pct(a.share(a.upload_s)),
+            ms(a.cpu_issue_s),
+            pct(a.share(a.cpu_issue_s)),
+            ms(a.wait_s),
+            pct(a.share(a.wait_s))
+        ),
+    );
+    c.fact(
+        Evidence,
+        match a.gpu_busy_s {
+            Some(b) => format!(
+                "The GPU was busy {} of the time ({}) in {} kernels averaging {:.1} µs each.",
+                pct(a.share(b)),
+                ms(b),
+                a.kernels,
+                a.mean_kernel_s * 1e6
+            ),
+            None => "No GPU kernel times (a CPU backend, or an adapter without timestamp queries): the device's share is read from the CPU's record and wait spans.".into(),
+        },
+    );
     let busy = a.gpu_busy_s.map(|b| a.share(b));
     // Without GPU timestamps, the device's work shows on the CPU as recording (CPU backend) and
     // waiting (GPU backend).
     let device_share = busy.unwrap_or_else(|| a.share(a.cpu_issue_s + a.wait_s));
     if a.comm_s > 0.0 {
-        evidence.push(format!("Waiting for the gradient all-reduce took {} ({}).", ms(a.comm_s), pct(a.share(a.comm_s))));
+        c.fact(Evidence, format!("Waiting for the gradient all-reduce took {} ({}).", ms(a.comm_s), pct(a.share(a.comm_s))));
     }
-    let bottleneck = if communication_bound(a.comm_s, a.wall_s) && a.comm_s >= a.data_wait_s.max(a.upload_s) {
-        Bottleneck::Communication
-    } else if a.share(a.data_wait_s) >= INPUT_SHARE {
-        Bottleneck::Input
-    } else if a.share(a.upload_s) >= TRANSFER_SHARE {
-        Bottleneck::Transfer
-    } else if device_share >= BUSY_SHARE && !(busy.is_some() && a.mean_kernel_s < TINY_KERNEL_S && device_share < 0.8) {
-        match a.memory_bound_share {
-            Some(m) if m > 0.5 => {
-                evidence.push(format!("{} of kernel time was in kernels below the roofline's ridge point (memory-bound).", pct(m)));
-                Bottleneck::Memory
-            }
-            Some(m) => {
-                evidence.push(format!("{} of kernel time was in kernels above the roofline's ridge point (compute-bound).", pct(1.0 - m)));
-                Bottleneck::Compute
-            }
-            None => Bottleneck::Compute,
-        }
-    } else {
-        if busy.is_some() && a.mean_kernel_s < TINY_KERNEL_S {
-            evidence.push(format!("Kernels averaged under {:.0} µs: per-dispatch overhead rivals the work.", TINY_KERNEL_S * 1e6));
-        }
-        Bottleneck::Overhead
-    };
-    let summary = format!("This run is {}. Suggested optimization: {}.", bottleneck.name(), bottleneck.optimization());
-    Diagnosis { bottleneck, summary, evidence, analysis: a }
+    let tiny = busy.is_some() && a.mean_kernel_s < TINY_KERNEL_S;
+    let device = device_share >= BUSY_SHARE && !(tiny && device_share < 0.8);
+    let below = a.memory_bound_share.map(|m| m > 0.5);
+    let rules = [
+        (
+            Bottleneck::Communication,
+            cond::COMMUNICATION,
+            communication_bound(a.comm_s, a.wall_s) && a.comm_s >= a.data_wait_s.max(a.upload_s),
+        ),
+        (Bottleneck::Input, cond::INPUT, a.share(a.data_wait_s) >= INPUT_SHARE),
+        (Bottleneck::Transfer, cond::TRANSFER, a.share(a.upload_s) >= TRANSFER_SHARE),
+        (Bottleneck::Memory, cond::MEMORY, device && below == Some(true)),
+        (Bottleneck::Compute, cond::COMPUTE, device && below == Some(false)),
+        (Bottleneck::Compute, cond::DEVICE, device && below.is_none()),
+        (Bottleneck::Overhead, cond::OVERHEAD, !device),
+    ];
+    let (bottleneck, ..) = rules.iter().find(|r| r.2).copied().unwrap_or(rules[rules.len() - 1]);
+    let mut summary = Claims::new();
+    summary.one_of(
+        crate::report::Part::Summary,
+        rules
+            .iter()
+            .map(|&(b, cond, holds)| (cond, holds, format!("This run is {}. Suggested optimization: {}.", b.name(), b.optimization())))
+            .collect(),
+    );
+    if matches!(bottleneck, Bottleneck::Memory | Bottleneck::Compute) {
+        let m = a.memory_bound_share.unwrap_or(0.0);
+        c.one_of(
+            Evidence,
+            vec![
+                (
+                    cond::BELOW_RIDGE,
+                    below == Some(true),
+                    format!("{} of kernel time was in kernels below the roofline's ridge point (memory-bound).", pct(m)),
+                ),
+                (
+                    cond::ABOVE_RIDGE,
+                    below == Some(false),
+                    format!("{} of kernel time was in kernels above the roofline's ridge point (compute-bound).", pct(1.0 - m)),
+                ),
+            ],
+        );
+    }
+    if bottleneck == Bottleneck::Overhead {
+        c.evidence(
+            cond::TINY_KERNELS,
+            tiny,
+            format!("Kernels averaged under {:.0} µs: per-dispatch overhead rivals the work.", TINY_KERNEL_S * 1e6),
+        );
+    }
+    summary.extend(c);
+    (bottleneck, summary)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    fn analysis() -> impl Strategy<Value = Analysis> {
+        (
+            (1e-3f64..10.0, 0.0f64..1.0, 0.0f64..1.0, 0.0f64..1.0, 0.0f64..1.0),
+            (proptest::option::of(0.0f64..1.2), 1e-7f64..1e-3, proptest::option::of(0.0f64..1.0), prop_oneof![Just(0.0), 0.0f64..1.0]),
+        )
+            .prop_map(|((wall_s, data, upload, issue, wait), (busy, mean_kernel_s, memory_bound_share, comm))| Analysis {
+                wall_s,
+                steps: 10,
+                data_wait_s: data * wall_s,
+                upload_s: upload * wall_s,
+                cpu_issue_s: issue * wall_s,
+                wait_s: wait * wall_s,
+                gpu_busy_s: busy.map(|b| b * wall_s),
+                kernels: 100,
+                mean_kernel_s,
+                memory_bound_share,
+                comm_s: comm * wall_s,
+            })
+    }
+
+    /// Each rule, re-evaluated from the analysis.
+    fn oracle(a: &Analysis, c: &crate::report::Claim) -> Option<bool> {
+        let share = |x: f64| x / a.wall_s;
+        let busy = a.gpu_busy_s.map(share).unwrap_or_else(|| share(a.cpu_issue_s + a.wait_s));
+        let tiny = a.gpu_busy_s.is_some() && a.mean_kernel_s < TINY_KERNEL_S;
+        let device = busy >= BUSY_SHARE && !(tiny && busy < 0.8);
+        Some(match c.condition {
+            cond::COMMUNICATION => share(a.comm_s) >= COMM_SHARE && a.comm_s >= a.data_wait_s && a.comm_s >= a.upload_s,
+            cond::INPUT => share(a.data_wait_s) >= INPUT_SHARE,
+            cond::TRANSFER => share(a.upload_s) >= TRANSFER_SHARE,
+            cond::MEMORY => device && a.memory_bound_share? > 0.5,
+            cond::COMPUTE => device && a.memory_bound_share? <= 0.5,
+            cond::DEVICE => device && a.memory_bound_share.is_none(),
+            cond::OVERHEAD => !device,
+            cond::BELOW_RIDGE => a.memory_bound_share? > 0.5,
+            cond::ABOVE_RIDGE => a.memory_bound_share? <= 0.5,
+            cond::TINY_KERNELS => tiny,
+            _ => return None,
+        })
+    }
+
+    proptest! {
+        /// Input-, transfer-, compute-, memory-, overhead- or communication-bound, with GPU times or
+        /// without: every sentence printed is true of the analysis, and the summary names the
+        /// bottleneck returned.
+        #[test]
+        fn every_printed_claim_holds(a in analysis()) {
+            let (b, claims) = claims(&a);
+            claims.audit(|c| oracle(&a, c)).map_err(TestCaseError::fail)?;
+            prop_assert!(claims.verdict().summary.contains(b.name()));
+        }
+    }
 
     /// `steps` steps of the given stage lengths (ms) on the main thread, and GPU kernels of
     /// `kernel_ms` each, `per_step` per step, each with `intensity` FLOPs per byte.

@@ -2,6 +2,7 @@
 //! number labelled with where it came from, plus the metadata needed to reproduce the run.
 //! The GUI shows it, the CLI writes it, the tests check it.
 
+pub mod claims;
 mod diagram;
 pub mod html;
 mod write;
@@ -12,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use gpulab_core::tensor::BackendInfo;
 
+pub use claims::{Claim, Claims, FACT, Part};
 pub use diagram::{Diagram, DiagramNode, edge_points};
 pub use write::{markdown, read_json, write_all, write_csv, write_html, write_index, write_json, write_markdown};
 

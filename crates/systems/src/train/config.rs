@@ -18,7 +18,7 @@ pub struct TrainConfig {
     /// Mixed precision; the default is plain f32.
     #[serde(default)]
     pub amp: AmpConfig,
-    /// The MLP, or the small CNN (image data sets only).
+    /// The MLP, or the small CNN (image data sets only; every backend and precision).
     #[serde(default)]
     pub model: ModelKind,
 }
