@@ -6,12 +6,17 @@
 
 pub mod batcher;
 pub mod engine;
+pub mod guard;
 pub mod http;
+pub mod limits;
 pub mod loadgen;
 pub mod metrics;
 pub mod model;
+pub mod parse;
+pub mod workspaces;
 
 pub use batcher::{BatchPolicy, Prediction, Queue, SubmitError};
 pub use engine::{EngineReady, EngineStats, InferenceEngine, InferenceTotals};
 pub use http::{ServeConfig, Server};
+pub use limits::Limits;
 pub use model::{DeviceModel, HostModel, ModelSource, load_model};
