@@ -16,7 +16,7 @@ pub mod parse;
 pub mod workspaces;
 
 pub use batcher::{BatchPolicy, Prediction, Queue, SubmitError};
-pub use engine::{EngineReady, EngineStats, InferenceEngine, InferenceTotals};
+pub use engine::{EngineHealth, EngineReady, EngineStats, Fault, InferenceEngine, InferenceTotals};
 pub use http::{ServeConfig, Server};
 pub use limits::Limits;
 pub use model::{DeviceModel, HostModel, ModelSource, load_model};
