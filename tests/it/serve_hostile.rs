@@ -309,16 +309,28 @@ mod binary {
     use std::io::BufRead;
     use std::process::{Child, Command, Stdio};
 
+    /// A `gpulab serve` process, killed if a test ends (or fails) while it still runs.
+    struct Serving(Child);
+
+    impl Drop for Serving {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
     /// `gpulab serve` on a free port with a briefly trained model; returns it and its address.
-    fn serve(extra: &[&str]) -> (Child, SocketAddr) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_gpulab"))
-            .args(["serve", "--train-first", "--backend", "cpu", "--epochs", "1", "--port", "0"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the binary runs");
-        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    fn serve(extra: &[&str]) -> (Serving, SocketAddr) {
+        let mut child = Serving(
+            Command::new(env!("CARGO_BIN_EXE_gpulab"))
+                .args(["serve", "--train-first", "--backend", "cpu", "--epochs", "1", "--port", "0"])
+                .args(extra)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("the binary runs"),
+        );
+        let mut lines = std::io::BufReader::new(child.0.stderr.take().unwrap()).lines();
         let addr = loop {
             let line = lines.next().expect("serve printed its address").unwrap();
             if let Some(rest) = line.split("serving on http://").nth(1) {
@@ -329,21 +341,19 @@ mod binary {
         (child, addr)
     }
 
-    fn signal(child: &Child, sig: &str) {
-        assert!(Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap().success());
+    fn signal(child: &Serving, sig: &str) {
+        assert!(Command::new("kill").args([sig, &child.0.id().to_string()]).status().unwrap().success());
     }
 
-    /// The exit status, or None (and the child killed) if it still runs after `limit`.
-    fn exits_within(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    /// The exit status, or None if it still runs after `limit`.
+    fn exits_within(child: &mut Serving, limit: Duration) -> Option<std::process::ExitStatus> {
         let deadline = Instant::now() + limit;
         while Instant::now() < deadline {
-            if let Some(s) = child.try_wait().unwrap() {
+            if let Some(s) = child.0.try_wait().unwrap() {
                 return Some(s);
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = child.kill();
-        let _ = child.wait();
         None
     }
 
@@ -401,7 +411,7 @@ mod binary {
     fn bodies_of_empty_vectors_do_not_amplify_memory() {
         let (mut child, addr) = serve(&[]);
         let kib = |field: &str| {
-            let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+            let status = std::fs::read_to_string(format!("/proc/{}/status", child.0.id())).unwrap();
             status.lines().find_map(|l| l.strip_prefix(field)).and_then(|v| v.split_whitespace().next()).unwrap().parse::<u64>().unwrap()
         };
         let before = kib("VmRSS:");
