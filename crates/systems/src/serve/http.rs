@@ -14,9 +14,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
@@ -211,12 +211,7 @@ impl Server {
 }
 
 fn router(state: Arc<AppState>) -> Router {
-    Router::new()
-        .route("/v1/predict", post(predict))
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
-        .layer(middleware::from_fn_with_state(state.clone(), front))
-        .with_state(state)
+    Router::new().route("/v1/predict", post(predict)).route("/healthz", get(healthz)).route("/metrics", get(metrics)).with_state(state)
 }
 
 fn error(status: StatusCode, msg: String) -> Response {
@@ -251,28 +246,31 @@ impl Drop for Counted<'_> {
     }
 }
 
-/// In front of every route: the Host / Origin check (403), and the count of every predict
-/// request with its one response, whatever refused or answered it.
-async fn front(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let counted = (req.uri().path() == "/v1/predict").then(|| {
-        s.metrics.request();
-        Counted { metrics: &s.metrics, t0: Instant::now(), done: false }
-    });
-    let response = match guard::check_peer(req.headers(), s.port) {
-        Ok(()) => next.run(req).await,
-        Err(m) => error(StatusCode::FORBIDDEN, m),
-    };
-    if let Some(c) = counted {
-        c.finish(response.status().as_u16());
+/// The Host / Origin check (guard.rs) as an extractor: a handler that takes it answers 403
+/// to a request that does not come from this machine's loopback.
+struct FromLoopback;
+
+impl FromRequestParts<Arc<AppState>> for FromLoopback {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, s: &Arc<AppState>) -> std::result::Result<Self, Response> {
+        guard::check_peer(&parts.headers, s.port).map(|_| FromLoopback).map_err(|m| error(StatusCode::FORBIDDEN, m))
     }
-    response
 }
 
+/// Every predict request is counted with its one response, whatever refused or answered it.
 async fn predict(State(s): State<Arc<AppState>>, req: Request) -> Response {
-    match answer(&s, req).await {
-        Ok(r) => (StatusCode::OK, axum::Json(r)).into_response(),
-        Err((status, msg)) => error(status, msg),
-    }
+    s.metrics.request();
+    let counted = Counted { metrics: &s.metrics, t0: Instant::now(), done: false };
+    let response = match guard::check_peer(req.headers(), s.port) {
+        Err(m) => error(StatusCode::FORBIDDEN, m),
+        Ok(()) => match answer(&s, req).await {
+            Ok(r) => (StatusCode::OK, axum::Json(r)).into_response(),
+            Err((status, msg)) => error(status, msg),
+        },
+    };
+    counted.finish(response.status().as_u16());
+    response
 }
 
 fn unavailable(msg: String) -> Failure {
@@ -313,7 +311,7 @@ async fn answer(s: &AppState, req: Request) -> std::result::Result<PredictRespon
 
 /// 200 "ok" while the server serves; 503 once it is stopping or its inference thread has
 /// died (with the reason), so a supervisor or load balancer stops sending.
-async fn healthz(State(s): State<Arc<AppState>>) -> Response {
+async fn healthz(_: FromLoopback, State(s): State<Arc<AppState>>) -> Response {
     let (status, state, reason) = match s.health.stopped() {
         Some(why) => (StatusCode::SERVICE_UNAVAILABLE, "failed", Some(why)),
         None if s.stopping.load(Ordering::Relaxed) => (StatusCode::SERVICE_UNAVAILABLE, "stopping", None),
@@ -331,6 +329,6 @@ async fn healthz(State(s): State<Arc<AppState>>) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
-async fn metrics(State(s): State<Arc<AppState>>) -> Response {
+async fn metrics(_: FromLoopback, State(s): State<Arc<AppState>>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], s.metrics.render()).into_response()
 }

@@ -29,7 +29,7 @@ pub const CONNECTIONS_REFUSED: &str = "gpulab_connections_refused_total";
 /// Every status a predict response can have; each has its own counter so they add up (499:
 /// the client closed the connection before its answer, or a shutdown's deadline closed it).
 /// Any other status counts under `status="other"`.
-pub const STATUSES: [u16; 12] = [200, 400, 403, 404, 405, 408, 413, 415, 499, 500, 503, 504];
+pub const STATUSES: [u16; 9] = [200, 400, 403, 408, 413, 415, 499, 500, 503];
 
 const META: Metadata<'static> = Metadata::new("gpulab::serve", Level::INFO, Some("gpulab::serve"));
 
