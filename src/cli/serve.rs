@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args;
 use gpulab::device::Device;
 use gpulab::serve::loadgen::{self, Arrivals, LoadSpec, LoadSummary, Target};
-use gpulab::serve::{BatchPolicy, ModelSource, ServeConfig, Server, load_model};
+use gpulab::serve::{BatchPolicy, Limits, ModelSource, ServeConfig, Server, load_model};
 use gpulab::train::TrainConfig;
 
 #[derive(Args)]
@@ -45,9 +45,53 @@ pub struct ServeArgs {
     /// With --train-first: epochs to train.
     #[arg(long, default_value_t = 3)]
     epochs: usize,
-    /// HTTP worker threads.
+    /// HTTP worker threads (also how many large bodies are parsed at once).
     #[arg(long, default_value_t = 2)]
     http_threads: usize,
+    /// Largest request body in bytes; a larger one is refused with 413.
+    #[arg(long, default_value_t = Limits::default().max_body_bytes)]
+    max_body: usize,
+    /// Bytes of request bodies held in memory at once, all clients together (at least --max-body).
+    #[arg(long, default_value_t = Limits::default().body_budget_bytes)]
+    body_budget: usize,
+    /// Connections open at once; one more gets 503 and is closed.
+    #[arg(long, default_value_t = Limits::default().max_connections)]
+    max_connections: usize,
+    /// Time to send a request's headers, from when the connection is ready for it (so also the
+    /// keep-alive idle timeout), e.g. 5s.
+    #[arg(long, default_value = "5s")]
+    header_timeout: String,
+    /// Time to send a request's body once its headers are in (408 after).
+    #[arg(long, default_value = "10s")]
+    body_timeout: String,
+    /// Time a response write may make no progress (a client that stops reading) before the
+    /// connection is closed.
+    #[arg(long, default_value = "10s")]
+    write_timeout: String,
+    /// After Ctrl-C / SIGTERM, how long requests in flight may take before the remaining
+    /// connections are dropped (a second Ctrl-C exits at once).
+    #[arg(long, default_value = "3s")]
+    shutdown_grace: String,
+}
+
+fn duration(flag: &str, s: &str) -> anyhow::Result<Duration> {
+    humantime::parse_duration(s).map_err(|e| anyhow::anyhow!("--{flag} {s:?}: {e}; e.g. 5s or 500ms"))
+}
+
+impl ServeArgs {
+    fn limits(&self) -> anyhow::Result<Limits> {
+        let limits = Limits {
+            max_body_bytes: self.max_body,
+            body_budget_bytes: self.body_budget,
+            max_connections: self.max_connections,
+            header_timeout: duration("header-timeout", &self.header_timeout)?,
+            body_timeout: duration("body-timeout", &self.body_timeout)?,
+            write_timeout: duration("write-timeout", &self.write_timeout)?,
+            shutdown_grace: duration("shutdown-grace", &self.shutdown_grace)?,
+        };
+        limits.validate()?;
+        Ok(limits)
+    }
 }
 
 fn preferred(s: &str) -> anyhow::Result<Vec<usize>> {
@@ -73,6 +117,7 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
         queue_capacity: a.queue,
     };
     policy.validate()?;
+    let limits = a.limits()?;
     let source = match (a.model, a.int8_model) {
         (Some(p), _) => ModelSource::Checkpoint(p),
         (None, Some(p)) => ModelSource::Int8(p),
@@ -87,7 +132,10 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
     }
     let model = load_model(&source)?;
     eprintln!("model {} — {}", model.version, model.source);
-    let cfg = ServeConfig { port: a.port, on_signals: true, http_threads: a.http_threads, ..ServeConfig::new(device, policy.clone()) };
+    let cfg_limits = limits.clone();
+    let cfg =
+        ServeConfig { port: a.port, on_signals: true, http_threads: a.http_threads, limits, ..ServeConfig::new(device, policy.clone()) };
+    gpulab::serve::limits::return_large_buffers_to_the_system();
     let server = Server::start(cfg, model)?;
     eprintln!(
         "serving on http://{} with {} (max batch {}, preferred {:?}, max queue delay {} µs, queue {}): POST /v1/predict, GET /healthz, GET /metrics; Ctrl-C to stop",
@@ -98,8 +146,18 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
         policy.max_queue_delay_us,
         policy.queue_capacity
     );
-    let totals = server.wait()?;
-    eprintln!("stopped after {} batches, {} predictions", totals.batches, totals.samples);
+    let l = &cfg_limits;
+    eprintln!(
+        "limits: body ≤ {} bytes ({} in memory at once), {} connections, headers / keep-alive idle {:?}, body {:?}, stalled write {:?}, shutdown grace {:?}",
+        l.max_body_bytes, l.body_budget_bytes, l.max_connections, l.header_timeout, l.body_timeout, l.write_timeout, l.shutdown_grace
+    );
+    // An inference thread that died ends the server too; its error is the exit status.
+    let stopped = server.wait_stopped()?;
+    let dropped = match stopped.dropped_connections {
+        0 => String::new(),
+        n => format!("; dropped {n} connection(s) still open at the shutdown deadline"),
+    };
+    eprintln!("stopped after {} batches, {} predictions{dropped}", stopped.totals.batches, stopped.totals.samples);
     Ok(())
 }
 
@@ -129,8 +187,7 @@ pub struct LoadgenArgs {
 }
 
 pub fn loadgen(a: LoadgenArgs) -> anyhow::Result<()> {
-    let duration: Duration =
-        humantime::parse_duration(&a.duration).map_err(|e| anyhow::anyhow!("--duration {:?}: {e}; e.g. 10s or 500ms", a.duration))?;
+    let duration = duration("duration", &a.duration)?;
     let arrivals = match (a.rate, a.concurrency) {
         (Some(r), _) => Arrivals::Open { rate_per_s: r },
         (None, Some(c)) => Arrivals::Closed { concurrency: c },
@@ -140,7 +197,7 @@ pub fn loadgen(a: LoadgenArgs) -> anyhow::Result<()> {
     spec.validate()?;
     let target = Target::http(&a.url)?;
     let features = loadgen::server_features(&a.url)?;
-    let inputs = loadgen::random_inputs(features, 256, a.seed);
+    let inputs = loadgen::random_inputs(features, loadgen::input_count(features), a.seed);
     eprintln!("{arrivals:?} for {duration:?} against {} ({features} features, random inputs)", a.url);
     let summary = loadgen::run(&target, &inputs, &spec)?.summary();
     if a.json {

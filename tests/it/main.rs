@@ -38,6 +38,7 @@ mod quant_lab;
 mod quant_model;
 mod scaler;
 mod serve;
+mod serve_hostile;
 mod step;
 mod torch_export;
 mod training;

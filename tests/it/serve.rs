@@ -163,7 +163,8 @@ fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Reply {
 }
 
 fn start(policy: BatchPolicy, max_body: usize) -> Server {
-    let cfg = ServeConfig { max_body_bytes: max_body, ..ServeConfig::new(Device::Cpu, policy) };
+    let mut cfg = ServeConfig::new(Device::Cpu, policy);
+    cfg.limits.max_body_bytes = max_body;
     Server::start(cfg, model()).unwrap()
 }
 
@@ -205,15 +206,17 @@ fn http_predicts_rejects_bad_input_and_counts_every_response() {
         (&format!("{{\"input\": [{}1e999]}}", "0,".repeat(12)), "malformed JSON"),
         (&format!("{{\"input\": [{}1e39]}}", "0,".repeat(12)), "number out of range"),
         ("{\"inputs\": []}", "empty"),
-        ("{\"input\": [1], \"extra\": 1}", "unknown field"),
+        ("{\"extra\": 1, \"input\": [1]}", "unknown field"),
         ("{}", "the body needs"),
-        (&format!("{{\"input\": [{}0]}}", "0.000000000000001,".repeat(400)), "at most 4096 bytes"),
     ];
     for (body, want) in cases {
         let r = http(a, "POST", "/v1/predict", body);
         assert_eq!(r.status, 400, "{body:.60}: {}", r.body);
         assert!(r.body.contains(want), "{body:.60}: {} lacks {want:?}", r.body);
     }
+    let large = http(a, "POST", "/v1/predict", &format!("{{\"input\": [{}0]}}", "0.000000000000001,".repeat(400)));
+    assert_eq!(large.status, 413, "{}", large.body);
+    assert!(large.body.contains("at most 4096"), "{}", large.body);
     let again = http(a, "POST", "/v1/predict", &serde_json::json!({ "input": x }).to_string());
     assert_eq!(again.status, 200, "still serving after bad input");
     let health = http(a, "GET", "/healthz", "");
@@ -224,9 +227,10 @@ fn http_predicts_rejects_bad_input_and_counts_every_response() {
     let samples = parse_prometheus(&metrics.body);
     let get = |n: &str| samples.iter().filter(|(k, _)| k == n || k.starts_with(&format!("{n}{{"))).map(|(_, v)| v).sum::<f64>();
     let requests = get("gpulab_requests_total");
-    assert_eq!(requests, 2.0 + cases.len() as f64);
+    assert_eq!(requests, 3.0 + cases.len() as f64);
     assert_eq!(get("gpulab_responses_total"), requests, "requests = responses by status");
     assert_eq!(get("gpulab_responses_total{status=\"400\"}"), cases.len() as f64);
+    assert_eq!(get("gpulab_responses_total{status=\"413\"}"), 1.0);
     assert_eq!(get("gpulab_predictions_total"), 3.0);
     assert_eq!(get("gpulab_request_duration_seconds_count"), requests);
     assert!(get("gpulab_model_info{version=\"test-1\",backend=\"cpu\"}") == 1.0, "{}", metrics.body);

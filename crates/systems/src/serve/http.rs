@@ -1,33 +1,39 @@
 //! HTTP on loopback with axum + tokio: `POST /v1/predict`, `GET /healthz`, `GET /metrics`.
 //! Every predict request gets exactly one response and one count in
-//! `gpulab_responses_total{status}`; bad input is a 400 naming the problem, a full queue a 503
-//! with `Retry-After`. Shutdown (a signal, or `Server::shutdown`) stops accepting, answers
-//! every accepted request, drains the queue and stops the inference thread.
+//! `gpulab_responses_total{status}`: bad input is a 400 naming the problem, a body over the
+//! limits a 413, a slow one a 408, a non-JSON one a 415, a foreign Host or Origin a 403 (guard.rs),
+//! a full queue a 503 with `Retry-After`. Every client is bounded in time, size and number
+//! (limits.rs, listen.rs, body.rs). Shutdown (a signal, `Server::shutdown`, or the inference
+//! thread dying) stops accepting, gives requests in flight the grace period, drops what is
+//! left, and stops the inference thread; `/healthz` says 503 as soon as the server cannot serve.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
-use tokio::sync::oneshot;
+use tokio::sync::{Semaphore, oneshot};
 
 use super::batcher::{self, BatchPolicy, Queue, SubmitError};
-use super::engine::{EngineReady, InferenceEngine, InferenceTotals};
+use super::body::{self, Failure};
+use super::engine::{EngineHealth, EngineReady, Fault, InferenceEngine, InferenceTotals};
+use super::guard;
+pub use super::limits::{DEFAULT_MAX_BODY, Limits};
+use super::listen::{self, Drained};
 use super::metrics::ServerMetrics;
 use super::model::HostModel;
+pub use super::parse::{MAX_INPUTS_PER_REQUEST, parse_inputs};
+use super::signals::Signals;
 use gpulab_core::device::Device;
 use gpulab_core::error::{Error, Result};
-
-/// Largest request body the server reads (bytes) and most samples in one request.
-pub const DEFAULT_MAX_BODY: usize = 16 << 20;
-pub const MAX_INPUTS_PER_REQUEST: usize = 4096;
 
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
@@ -35,16 +41,20 @@ pub struct ServeConfig {
     pub policy: BatchPolicy,
     /// 0 = any free port (tests).
     pub port: u16,
-    pub max_body_bytes: usize,
-    /// Stop on Ctrl-C / SIGTERM (the CLI); tests stop through `Server::shutdown`.
+    /// Stop on Ctrl-C / SIGTERM, and exit the process at a second one (the CLI); tests stop
+    /// through `Server::shutdown`.
     pub on_signals: bool,
-    /// tokio worker threads for the HTTP side.
+    /// tokio worker threads for the HTTP side; also how many large bodies are parsed at once.
     pub http_threads: usize,
+    /// Every client's bounds: sizes, timeouts, connections, the shutdown's grace period.
+    pub limits: Limits,
+    /// A fault to inject into the inference thread (tests); None in real use.
+    pub fault: Option<Fault>,
 }
 
 impl ServeConfig {
     pub fn new(device: Device, policy: BatchPolicy) -> Self {
-        ServeConfig { device, policy, port: 0, max_body_bytes: DEFAULT_MAX_BODY, on_signals: false, http_threads: 2 }
+        ServeConfig { device, policy, port: 0, on_signals: false, http_threads: 2, limits: Limits::default(), fault: None }
     }
 }
 
@@ -53,7 +63,17 @@ struct AppState {
     metrics: ServerMetrics,
     version: String,
     backend: String,
-    max_body: usize,
+    /// The port clients must name in `Host`.
+    port: u16,
+    limits: Limits,
+    /// Most samples one request may carry: what the queue can take, at most the protocol's cap.
+    max_inputs: usize,
+    /// Bytes of bodies held in memory at once (permits = bytes).
+    body_budget: Arc<Semaphore>,
+    /// Large bodies parsed at once.
+    parsers: Arc<Semaphore>,
+    health: EngineHealth,
+    stopping: AtomicBool,
 }
 
 /// A running server.
@@ -62,15 +82,14 @@ pub struct Server {
     pub ready: EngineReady,
     pub model_version: String,
     stop: Option<oneshot::Sender<()>>,
-    thread: JoinHandle<Result<InferenceTotals>>,
+    thread: JoinHandle<Result<Stopped>>,
 }
 
-/// The body of `POST /v1/predict`: `{"input": [..]}` or `{"inputs": [[..], ..]}`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PredictBody {
-    input: Option<Vec<f32>>,
-    inputs: Option<Vec<Vec<f32>>>,
+/// How a server ended: what it served, and the connections its shutdown's deadline dropped.
+#[derive(Clone, Debug)]
+pub struct Stopped {
+    pub totals: InferenceTotals,
+    pub dropped_connections: usize,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
@@ -92,8 +111,9 @@ impl Server {
     /// serve.
     pub fn start(cfg: ServeConfig, model: HostModel) -> Result<Server> {
         cfg.policy.validate()?;
-        if cfg.max_body_bytes == 0 || cfg.http_threads == 0 {
-            return Err(Error::InvalidConfig("max body bytes and HTTP threads must be at least 1".into()));
+        cfg.limits.validate()?;
+        if cfg.http_threads == 0 || cfg.http_threads > 256 {
+            return Err(Error::InvalidConfig(format!("HTTP threads {} must be between 1 and 256", cfg.http_threads)));
         }
         let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, cfg.port))
             .map_err(|e| Error::InvalidConfig(format!("cannot listen on 127.0.0.1:{}: {e}", cfg.port)))?;
@@ -103,10 +123,22 @@ impl Server {
         let metrics = ServerMetrics::new(&model.version, &backend_name, matches!(cfg.device, Device::Gpu(_)))?;
         let (queue, batches) = batcher::queue(cfg.policy.clone(), model.arch.input);
         let version = model.version.clone();
-        let engine = InferenceEngine::start(cfg.device.clone(), model, batches, metrics.engine.clone())?;
+        let engine = InferenceEngine::start_with(cfg.device.clone(), model, batches, metrics.engine.clone(), cfg.fault)?;
         let ready = engine.ready.clone();
-        let state =
-            Arc::new(AppState { queue, metrics, version: version.clone(), backend: ready.backend.label(), max_body: cfg.max_body_bytes });
+        let limits = cfg.limits.clone();
+        let state = Arc::new(AppState {
+            max_inputs: MAX_INPUTS_PER_REQUEST.min(queue.capacity()),
+            queue,
+            metrics: metrics.clone(),
+            version: version.clone(),
+            backend: ready.backend.label(),
+            port: addr.port(),
+            body_budget: Arc::new(Semaphore::new(limits.body_budget_bytes)),
+            parsers: Arc::new(Semaphore::new(cfg.http_threads)),
+            limits: limits.clone(),
+            health: engine.health.clone(),
+            stopping: AtomicBool::new(false),
+        });
         let (stop, stopped) = oneshot::channel::<()>();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(cfg.http_threads)
@@ -114,22 +146,45 @@ impl Server {
             .enable_all()
             .build()
             .map_err(|e| Error::Internal(format!("could not start the HTTP runtime: {e}")))?;
-        let on_signals = cfg.on_signals;
+        // Registered before `start` returns (the CLI then says it is serving): a signal from
+        // then on begins a shutdown instead of killing the process.
+        let (listener, signals) = {
+            let _in = runtime.enter();
+            let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| Error::Internal(format!("listener: {e}")))?;
+            let signals = cfg
+                .on_signals
+                .then(Signals::register)
+                .transpose()
+                .map_err(|e| Error::Internal(format!("could not listen for Ctrl-C / SIGTERM: {e}")))?;
+            (listener, signals)
+        };
         let thread = std::thread::Builder::new()
             .name("gpulab-serve".into())
             .spawn(move || {
-                let served = runtime.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| Error::Internal(format!("listener: {e}")))?;
-                    let app = router(state);
-                    axum::serve(listener, app)
-                        .with_graceful_shutdown(shutdown_signal(stopped, on_signals))
-                        .await
-                        .map_err(|e| Error::Internal(format!("HTTP server: {e}")))
+                let mut health = engine.health.clone();
+                let drained = runtime.block_on(async {
+                    let (first_signal, signalled) = oneshot::channel();
+                    if let Some(s) = signals {
+                        tokio::spawn(s.watch(first_signal, limits.shutdown_grace));
+                    }
+                    let app = router(state.clone());
+                    let stop = async {
+                        tokio::select! {
+                            _ = stopped => {}
+                            _ = signalled, if cfg.on_signals => {}
+                            // The inference thread died: nothing can be served any more.
+                            _ = health.wait_stopped() => {}
+                        }
+                        state.stopping.store(true, Ordering::Relaxed);
+                    };
+                    listen::serve(listener, app, &limits, &metrics, stop).await
                 });
-                drop(runtime);
-                // Every handler (and with it every Queue) is gone: the engine drains and stops.
-                let totals = engine.join();
-                served.and(totals)
+                // Every handler is gone; the last `Queue` goes with the state, and the engine
+                // drains what is left (skipping requests whose clients are gone) and stops.
+                drop(state);
+                runtime.shutdown_timeout(Duration::from_secs(1));
+                let totals = engine.join()?;
+                Ok(Stopped { totals, dropped_connections: if let Drained::Dropped(n) = drained { n } else { 0 } })
             })
             .map_err(|e| Error::Internal(format!("could not start the server thread: {e}")))?;
         Ok(Server { addr, ready, model_version: version, stop: Some(stop), thread })
@@ -142,38 +197,16 @@ impl Server {
         }
     }
 
-    /// Waits until the server has stopped (after `shutdown` or a signal); what it served.
+    /// Waits until the server has stopped (after `shutdown`, a signal, or its inference thread
+    /// dying: then the error that stopped it); what it served.
     pub fn wait(self) -> Result<InferenceTotals> {
+        self.wait_stopped().map(|s| s.totals)
+    }
+
+    /// `wait`, with how many connections the shutdown's deadline dropped.
+    pub fn wait_stopped(self) -> Result<Stopped> {
         let _keep = self.stop;
         self.thread.join().map_err(|_| Error::Internal("the server thread panicked".into()))?
-    }
-}
-
-async fn shutdown_signal(stopped: oneshot::Receiver<()>, on_signals: bool) {
-    let stop = async {
-        let _ = stopped.await;
-    };
-    if !on_signals {
-        return stop.await;
-    }
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = stop => {},
-        _ = ctrl_c => {},
-        _ = term => {},
     }
 }
 
@@ -189,8 +222,9 @@ fn error(status: StatusCode, msg: String) -> Response {
     r
 }
 
-/// Counts the one response of a request; if the client goes away before it is sent (the
-/// handler is dropped), counts it as 499 so requests still equal responses by status.
+/// Counts the one response of a predict request; if the client goes away before it is sent
+/// (the request's future is dropped), counts it as 499 so requests still equal responses by
+/// status.
 struct Counted<'a> {
     metrics: &'a ServerMetrics,
     t0: Instant,
@@ -212,56 +246,50 @@ impl Drop for Counted<'_> {
     }
 }
 
-async fn predict(State(s): State<Arc<AppState>>, body: Body) -> Response {
+/// The Host / Origin check (guard.rs) as an extractor: a handler that takes it answers 403
+/// to a request that does not come from this machine's loopback.
+struct FromLoopback;
+
+impl FromRequestParts<Arc<AppState>> for FromLoopback {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, s: &Arc<AppState>) -> std::result::Result<Self, Response> {
+        guard::check_peer(&parts.headers, s.port).map(|_| FromLoopback).map_err(|m| error(StatusCode::FORBIDDEN, m))
+    }
+}
+
+/// Every predict request is counted with its one response, whatever refused or answered it.
+async fn predict(State(s): State<Arc<AppState>>, req: Request) -> Response {
     s.metrics.request();
     let counted = Counted { metrics: &s.metrics, t0: Instant::now(), done: false };
-    let response = match answer(&s, body).await {
-        Ok(r) => (StatusCode::OK, axum::Json(r)).into_response(),
-        Err((status, msg)) => error(status, msg),
+    let response = match guard::check_peer(req.headers(), s.port) {
+        Err(m) => error(StatusCode::FORBIDDEN, m),
+        Ok(()) => match answer(&s, req).await {
+            Ok(r) => (StatusCode::OK, axum::Json(r)).into_response(),
+            Err((status, msg)) => error(status, msg),
+        },
     };
     counted.finish(response.status().as_u16());
     response
 }
 
-type Failure = (StatusCode, String);
-
-fn bad(msg: String) -> Failure {
-    (StatusCode::BAD_REQUEST, msg)
+fn unavailable(msg: String) -> Failure {
+    (StatusCode::SERVICE_UNAVAILABLE, msg)
 }
 
-/// Parses and checks a request body into its inputs; every problem is named.
-pub fn parse_inputs(bytes: &[u8], features: usize) -> std::result::Result<Vec<Vec<f32>>, String> {
-    let body: PredictBody = serde_json::from_slice(bytes)
-        .map_err(|e| format!("malformed JSON body: {e}; send {{\"input\": [..]}} or {{\"inputs\": [[..], ..]}}"))?;
-    let inputs = match (body.input, body.inputs) {
-        (Some(x), None) => vec![x],
-        (None, Some(xs)) => xs,
-        (Some(_), Some(_)) => return Err("give either \"input\" or \"inputs\", not both".into()),
-        (None, None) => return Err("the body needs \"input\": [..] (one sample) or \"inputs\": [[..], ..] (several)".into()),
-    };
-    if inputs.is_empty() {
-        return Err("\"inputs\" is empty; send at least one sample".into());
+async fn answer(s: &AppState, req: Request) -> std::result::Result<PredictResponse, Failure> {
+    guard::check_json(req.headers()).map_err(|m| (StatusCode::UNSUPPORTED_MEDIA_TYPE, m))?;
+    if let Some(why) = s.health.stopped() {
+        return Err(unavailable(format!("this server cannot answer: {why}")));
     }
-    if inputs.len() > MAX_INPUTS_PER_REQUEST {
-        return Err(format!("{} inputs in one request; at most {MAX_INPUTS_PER_REQUEST}", inputs.len()));
-    }
-    for (i, x) in inputs.iter().enumerate() {
-        batcher::check_input(x, features, i)?;
-    }
-    Ok(inputs)
-}
-
-async fn answer(s: &AppState, body: Body) -> std::result::Result<PredictResponse, Failure> {
-    let bytes = axum::body::to_bytes(body, s.max_body)
-        .await
-        .map_err(|e| bad(format!("could not read the request body (at most {} bytes): {e}", s.max_body)))?;
-    let inputs = parse_inputs(&bytes, s.queue.features()).map_err(bad)?;
-    if inputs.len() > s.queue.capacity() {
-        return Err(bad(format!("{} inputs in one request but the queue holds at most {}", inputs.len(), s.queue.capacity())));
-    }
+    let deadline = tokio::time::Instant::now() + s.limits.body_timeout;
+    let (parts, body) = req.into_parts();
+    let buffered = body::read(body, &parts.headers, s.limits.max_body_bytes, &s.body_budget, deadline).await?;
+    let inputs = body::parse(buffered, s.queue.features(), s.max_inputs, &s.parsers).await?;
     let receivers = s.queue.submit(inputs).map_err(|e| match e {
-        SubmitError::BadInput(m) => bad(m),
-        e @ (SubmitError::Full { .. } | SubmitError::Closed) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        SubmitError::BadInput(m) => (StatusCode::BAD_REQUEST, m),
+        SubmitError::Closed => unavailable(s.health.stopped().map_or(e.to_string(), |why| format!("this server cannot answer: {why}"))),
+        e @ SubmitError::Full { .. } => unavailable(e.to_string()),
     })?;
     s.metrics.queue_depth(s.queue.depth());
     let mut predictions = Vec::with_capacity(receivers.len());
@@ -281,18 +309,26 @@ async fn answer(s: &AppState, body: Body) -> std::result::Result<PredictResponse
     Ok(PredictResponse { model_version: s.version.clone(), predictions })
 }
 
-async fn healthz(State(s): State<Arc<AppState>>) -> Response {
-    axum::Json(serde_json::json!({
-        "status": "ok",
+/// 200 "ok" while the server serves; 503 once it is stopping or its inference thread has
+/// died (with the reason), so a supervisor or load balancer stops sending.
+async fn healthz(_: FromLoopback, State(s): State<Arc<AppState>>) -> Response {
+    let (status, state, reason) = match s.health.stopped() {
+        Some(why) => (StatusCode::SERVICE_UNAVAILABLE, "failed", Some(why)),
+        None if s.stopping.load(Ordering::Relaxed) => (StatusCode::SERVICE_UNAVAILABLE, "stopping", None),
+        None => (StatusCode::OK, "ok", None),
+    };
+    let body = serde_json::json!({
+        "status": state,
+        "reason": reason,
         "model_version": s.version,
         "backend": s.backend,
         "features": s.queue.features(),
         "queue_depth": s.queue.depth(),
         "queue_capacity": s.queue.capacity(),
-    }))
-    .into_response()
+    });
+    (status, axum::Json(body)).into_response()
 }
 
-async fn metrics(State(s): State<Arc<AppState>>) -> Response {
+async fn metrics(_: FromLoopback, State(s): State<Arc<AppState>>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], s.metrics.render()).into_response()
 }

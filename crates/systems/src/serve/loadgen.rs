@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -28,6 +28,11 @@ pub const MAX_REQUESTS: u64 = 10_000_000;
 pub const MAX_DURATION: Duration = Duration::from_secs(3600);
 pub const MAX_CONCURRENCY: usize = 4096;
 pub const MAX_RATE: f64 = 1e6;
+/// The largest answer the load generator reads (a prediction, /healthz); a server that sends
+/// more is a failure, not a reason to run out of memory.
+pub const MAX_RESPONSE_BYTES: usize = 1 << 20;
+/// The widest model input the load generator believes a server's /healthz about.
+pub const MAX_FEATURES: usize = 1 << 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Arrivals {
@@ -109,8 +114,7 @@ impl Target {
             return Err(Error::InvalidConfig(format!("--url {url:?} must start with http:// (the server speaks plain HTTP on loopback)")));
         }
         let host = base.host().unwrap_or("");
-        let loopback = host == "localhost" || host.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
-        if !loopback {
+        if !super::guard::is_loopback_host(host) {
             return Err(Error::InvalidConfig(format!(
                 "--url host {host:?} is not loopback; the load generator only targets 127.0.0.1 / localhost / ::1"
             )));
@@ -141,7 +145,9 @@ impl Target {
                 let Ok(req) = req else { return (Outcome::Failed, None, None) };
                 let Ok(resp) = client.request(req).await else { return (Outcome::Failed, None, None) };
                 let status = resp.status();
-                let Ok(body) = resp.into_body().collect().await else { return (Outcome::Failed, None, None) };
+                let Ok(body) = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES).collect().await else {
+                    return (Outcome::Failed, None, None);
+                };
                 if status == hyper::StatusCode::SERVICE_UNAVAILABLE {
                     return (Outcome::Rejected, None, None);
                 }
@@ -343,6 +349,12 @@ pub fn summarize(samples: &[Sample], wall_s: f64) -> LoadSummary {
     }
 }
 
+/// How many distinct random inputs to send to a model of `features`: 256, fewer for a very wide
+/// model so they hold at most 16 Mi values.
+pub fn input_count(features: usize) -> usize {
+    (16usize << 20).checked_div(features).unwrap_or(256).clamp(1, 256)
+}
+
 /// `n` inputs of `features` uniform values in [0, 1), seeded.
 pub fn random_inputs(features: usize, n: usize, seed: u64) -> Vec<Vec<f32>> {
     use rand::Rng;
@@ -350,26 +362,42 @@ pub fn random_inputs(features: usize, n: usize, seed: u64) -> Vec<Vec<f32>> {
     (0..n).map(|_| (0..features).map(|_| rng.random_range(0.0..1.0)).collect()).collect()
 }
 
-/// The feature count a running server's model takes, from its `/healthz`.
+/// The feature count a running server's model takes, from its `/healthz` (which must say 200
+/// within 5 s, in at most `MAX_RESPONSE_BYTES`, with a width of at most `MAX_FEATURES`).
 pub fn server_features(url: &str) -> Result<usize> {
     let Target::Http { client, uri } = Target::http(url)? else { unreachable!("Target::http makes an HTTP target") };
     let health: hyper::Uri = format!("http://{}/healthz", uri.authority().map(|a| a.as_str()).unwrap_or(""))
         .parse()
         .map_err(|e| Error::InvalidConfig(format!("--url {url:?}: {e}")))?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| Error::Internal(format!("runtime: {e}")))?;
-    rt.block_on(async move {
-        let unreachable =
-            |e: String| Error::InvalidConfig(format!("no gpulab server answers at {url}: {e}; start one with `gpulab serve`"));
+    let unreachable = |e: String| Error::InvalidConfig(format!("no gpulab server answers at {url}: {e}; start one with `gpulab serve`"));
+    let (status, body) = rt.block_on(async {
         let req = hyper::Request::get(health).body(Full::new(Bytes::new())).map_err(|e| unreachable(e.to_string()))?;
-        let resp = tokio::time::timeout(Duration::from_secs(5), client.request(req))
-            .await
-            .map_err(|_| unreachable("no answer in 5 s".into()))?
-            .map_err(|e| unreachable(e.to_string()))?;
-        let body = resp.into_body().collect().await.map_err(|e| unreachable(e.to_string()))?.to_bytes();
-        let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| unreachable(format!("/healthz is not JSON: {e}")))?;
-        v.get("features")
-            .and_then(|f| f.as_u64())
-            .map(|f| f as usize)
-            .ok_or_else(|| unreachable("/healthz does not say how many features the model takes".into()))
-    })
+        let ask = async {
+            let resp = client.request(req).await.map_err(|e| unreachable(e.to_string()))?;
+            let status = resp.status();
+            let body = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
+                .collect()
+                .await
+                .map_err(|e| unreachable(format!("/healthz: {e} (at most {MAX_RESPONSE_BYTES} bytes)")))?;
+            Ok::<_, Error>((status, body.to_bytes()))
+        };
+        tokio::time::timeout(Duration::from_secs(5), ask).await.map_err(|_| unreachable("no answer in 5 s".into()))?
+    })?;
+    health_features(status.as_u16(), &body).map_err(|e| Error::InvalidConfig(format!("the server at {url}: {e}")))
+}
+
+/// The model width from a /healthz answer, checked: the server must say it is ready, and the
+/// width must be one the load generator can build inputs for.
+pub fn health_features(status: u16, body: &[u8]) -> std::result::Result<usize, String> {
+    let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| format!("/healthz is not JSON: {e}"))?;
+    if status != 200 {
+        let why = v.get("reason").and_then(|r| r.as_str()).or_else(|| v.get("status").and_then(|s| s.as_str())).unwrap_or("?");
+        return Err(format!("/healthz says {status}: it is not ready ({why})"));
+    }
+    match v.get("features").and_then(|f| f.as_u64()) {
+        Some(f) if f >= 1 && f <= MAX_FEATURES as u64 => Ok(f as usize),
+        Some(f) => Err(format!("/healthz says the model takes {f} features; the load generator handles 1 to {MAX_FEATURES}")),
+        None => Err("/healthz does not say how many features the model takes".into()),
+    }
 }

@@ -23,10 +23,13 @@ pub const BATCHES_PER_S: &str = "gpulab_batches_per_second";
 pub const COMPUTE_S: &str = "gpulab_compute_microseconds_total";
 pub const GPU_BUSY_S: &str = "gpulab_gpu_busy_microseconds_total";
 pub const MODEL_INFO: &str = "gpulab_model_info";
+pub const CONNECTIONS: &str = "gpulab_connections_open";
+pub const CONNECTIONS_REFUSED: &str = "gpulab_connections_refused_total";
 
 /// Every status a predict response can have; each has its own counter so they add up (499:
-/// the client closed the connection before its answer).
-pub const STATUSES: [u16; 5] = [200, 400, 499, 500, 503];
+/// the client closed the connection before its answer, or a shutdown's deadline closed it).
+/// Any other status counts under `status="other"`.
+pub const STATUSES: [u16; 9] = [200, 400, 403, 408, 413, 415, 499, 500, 503];
 
 const META: Metadata<'static> = Metadata::new("gpulab::serve", Level::INFO, Some("gpulab::serve"));
 
@@ -77,6 +80,9 @@ pub struct ServerMetrics {
     latency: Histogram,
     queue_wait: Histogram,
     queue_depth: Gauge,
+    other_status: Counter,
+    connections: Gauge,
+    connections_refused: Counter,
     pub engine: EngineMetrics,
     _recorder: Arc<PrometheusRecorder>,
 }
@@ -115,6 +121,8 @@ impl ServerMetrics {
         describe(COMPUTE_S, None, "Microseconds the inference thread spent running batches (wall clock)");
         describe(GPU_BUSY_S, None, "Microseconds the GPU was busy, from timestamp queries (not exported on the CPU backend)");
         describe(MODEL_INFO, None, "The served model (labels); always 1");
+        describe(CONNECTIONS, None, "HTTP connections open now");
+        describe(CONNECTIONS_REFUSED, None, "Connections refused because the connection cap was reached");
         let counter = |name: &'static str| rec.register_counter(&key(name, vec![]), &META);
         let gauge = |name: &'static str| rec.register_gauge(&key(name, vec![]), &META);
         let hist = |name: &'static str| rec.register_histogram(&key(name, vec![]), &META);
@@ -146,6 +154,9 @@ impl ServerMetrics {
             latency: hist(LATENCY),
             queue_wait: hist(QUEUE_WAIT),
             queue_depth,
+            other_status: rec.register_counter(&key(RESPONSES, vec![Label::new("status", "other")]), &META),
+            connections: gauge(CONNECTIONS),
+            connections_refused: counter(CONNECTIONS_REFUSED),
             engine,
             _recorder: Arc::new(rec),
         })
@@ -157,10 +168,23 @@ impl ServerMetrics {
 
     /// One response: its status (each request gets exactly one) and latency.
     pub fn response(&self, status: u16, latency_s: f64) {
-        if let Some((_, c)) = self.responses.iter().find(|(s, _)| *s == status) {
-            c.increment(1);
+        match self.responses.iter().find(|(s, _)| *s == status) {
+            Some((_, c)) => c.increment(1),
+            None => self.other_status.increment(1),
         }
         self.latency.record(latency_s);
+    }
+
+    pub fn connection_opened(&self) {
+        self.connections.increment(1.0);
+    }
+
+    pub fn connection_closed(&self) {
+        self.connections.decrement(1.0);
+    }
+
+    pub fn connection_refused(&self) {
+        self.connections_refused.increment(1);
     }
 
     pub fn queue_wait(&self, s: f64) {
