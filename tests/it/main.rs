@@ -16,6 +16,7 @@ mod conformance;
 mod data;
 mod distributed;
 mod exercises;
+mod forward;
 #[cfg(feature = "gui")]
 mod gui;
 #[cfg(feature = "gui")]
