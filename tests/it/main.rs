@@ -27,6 +27,7 @@ mod kernels;
 #[cfg(feature = "gui")]
 mod learn_gui;
 mod ledger;
+mod optimizer;
 mod pipeline;
 mod pipeline_labs;
 mod pipeline_parallel;

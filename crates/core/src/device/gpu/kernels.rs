@@ -13,6 +13,7 @@ const ELEMENTWISE: &str = include_str!("../../../../../shaders/elementwise.wgsl"
 const SOFTMAX_XENT: &str = include_str!("../../../../../shaders/softmax_xent.wgsl");
 const REDUCE: &str = include_str!("../../../../../shaders/reduce.wgsl");
 const OPTIMIZER: &str = include_str!("../../../../../shaders/optimizer.wgsl");
+const OPTIMIZER_MATH: &str = include_str!("../../../../../shaders/optimizer_math.wgsl");
 const TRANSPOSE: &str = include_str!("../../../../../shaders/transpose.wgsl");
 const AMP: &str = include_str!("../../../../../shaders/amp.wgsl");
 const MATMUL16: &str = include_str!("../../../../../shaders/matmul16.wgsl");
@@ -115,7 +116,8 @@ kernels! {
     UnscaleCheck => "grad_scaler.wgsl", GRAD_SCALER, "unscale_check", AtPrepare;
     ScaleByLossScale => "grad_scaler.wgsl", GRAD_SCALER, "scale_by_loss_scale", AtPrepare;
     ScalerUpdate => "grad_scaler.wgsl", GRAD_SCALER, "scaler_update", AtPrepare;
-    /// The mixed-precision optimizer step that also writes the 16-bit weight copy.
+    /// The mixed-precision optimizer step that also writes the 16-bit weight copy (the formulas
+    /// of the f32 step: both include optimizer_math.wgsl).
     AmpSgd => "amp_optimizer.wgsl", AMP_OPTIMIZER, "amp_sgd", Per16BitType;
     AmpAdamW => "amp_optimizer.wgsl", AMP_OPTIMIZER, "amp_adamw", Per16BitType;
     /// Int8 quantization: compiled on first use (as I8), since f32 training never needs them.
@@ -215,6 +217,7 @@ fn source(key: PipelineKey) -> Result<String> {
             ("VB", flag(8)),
             ("FLOAT16", float16_prelude(key.dtype)),
             ("IM2COL_TAP", IM2COL_TAP.to_string()),
+            ("OPTIMIZER_MATH", OPTIMIZER_MATH.to_string()),
         ],
     )
 }
