@@ -3,8 +3,8 @@
 
 use gpulab::bench::{MatmulDType, TrainBenchConfig, bench_matmul, bench_train, bench_train_amp, random_matrix, time_op};
 use gpulab::device::{Bf16Path, CpuBackend, GpuBackend, GpuSelector};
-use gpulab::nn::{AmpConfig, Mlp, MlpConfig, Optimizer, OptimizerKind, Precision};
-use gpulab::quant::{HostLayer, ObserverKind, QuantMlp, calibrate, quantize_model};
+use gpulab::nn::{AmpConfig, DenseStack, Mlp, MlpConfig, Optimizer, OptimizerKind, Precision};
+use gpulab::quant::{HostLayer, ObserverKind, calibrate, quantize_model};
 use gpulab::stats::median;
 use gpulab::tensor::{Dequant, MemCategory, matmul_i8_dequant_unfused, prelude::*};
 use gpulab::train::{F32Phases, Step};
@@ -19,7 +19,7 @@ struct Latency {
     dynamic_ratio: f64,
 }
 
-/// One FP32 forward (the training step's predict path) and one INT8 forward (`QuantMlp`,
+/// One FP32 forward (the training step's predict path) and one INT8 forward (`DenseStack::quantized`,
 /// per-channel weights; static scales calibrated min/max, and dynamic scales) of MLP
 /// 784-256-128-10 at `batch` rows, timed in `rounds` alternating rounds of `runs` each, so a
 /// noisy neighbour slows all alike.
@@ -32,9 +32,9 @@ fn inference_latency<B: Backend>(b: &mut B, batch: usize, rounds: usize, runs: u
     b.write_f32(gpulab::train::StepBuffers::inputs(&mut ws).0, &x)?;
     let layers = HostLayer::from_parameters(&model.read_parameters(b)?, &cfg.widths())?;
     let ranges = calibrate(b, &layers, &x, batch, ObserverKind::MinMax)?;
-    let q = QuantMlp::new(b, &layers, &ranges)?;
+    let q = DenseStack::quantize(b, &layers, &ranges)?;
     let dynamic = quantize_model(b, &layers, None, gpulab::tensor::QuantGranularity::PerChannel)?;
-    let qd = QuantMlp::from_model(b, &dynamic)?;
+    let qd = DenseStack::quantized(b, &dynamic)?;
     let xt = b.upload_f32(&x, [batch, 784], MemCategory::Inputs)?;
     let mut t: [Vec<f64>; 5] = Default::default();
     for _ in 0..rounds {

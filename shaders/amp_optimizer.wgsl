@@ -1,12 +1,15 @@
 {{FLOAT16}}
-// The mixed-precision optimizer step: optimizer.wgsl's SGD and AdamW formulas on the f32 master
-// weights, (1) skipped when the scaler state's FOUND_INF word is set (PyTorch's fused path: no
-// host decision, no read-back), (2) AdamW's bias correction from the table row at the state's
-// step count (skipped steps do not count), and (3) the updated weights rounded into their 16-bit
-// working copy in the same pass, so no separate cast runs. One invocation per 16-bit word: two
-// elements, as cast_to16 (amp.wgsl) handles them.
+// The mixed-precision optimizer step: optimizer_math.wgsl's SGD and AdamW (the formulas of the f32
+// step, optimizer.wgsl) on the f32 master weights, (1) skipped when the scaler state's FOUND_INF
+// word is set (PyTorch's fused path: no host decision, no read-back), (2) AdamW's bias correction
+// from the table row at the state's step count (skipped steps do not count), and (3) the updated
+// weights rounded into their 16-bit working copy in the same pass, so no separate cast runs. One
+// invocation per 16-bit word: two elements, as cast_to16 (amp.wgsl) handles them.
 //
-// Template: the FLOAT16 placeholder on the first line (the 16-bit type's helpers), {{WG}} workgroup size.
+// Template: the FLOAT16 placeholder on the first line (the 16-bit type's helpers), OPTIMIZER_MATH
+// below, {{WG}} workgroup size.
+
+{{OPTIMIZER_MATH}}
 
 struct Params { n: u32, lr: f32, momentum: f32, weight_decay: f32, beta1: f32, beta2: f32, eps: f32, decay: f32, write16: u32, pad0: u32, pad1: u32, pad2: u32 }
 
@@ -26,24 +29,18 @@ fn flat(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 }
 
 fn sgd_one(i: u32) -> f32 {
-    let d = grad[i] + p.weight_decay * param[i];
-    let v = p.momentum * s1[i] + d;
-    s1[i] = v;
-    let w = param[i] - p.lr * v;
-    param[i] = w;
-    return w;
+    let r = sgd_update(param[i], grad[i], s1[i], p.lr, p.momentum, p.weight_decay);
+    param[i] = r.x;
+    s1[i] = r.y;
+    return r.x;
 }
 
 fn adamw_one(i: u32, step_size: f32, bias2_sqrt: f32) -> f32 {
-    let g = grad[i];
-    var w = param[i] * p.decay;
-    let m = p.beta1 * s1[i] + (1.0 - p.beta1) * g;
-    let v = p.beta2 * s2[i] + (1.0 - p.beta2) * g * g;
-    s1[i] = m;
-    s2[i] = v;
-    w -= step_size * m / (sqrt(v) / bias2_sqrt + p.eps);
-    param[i] = w;
-    return w;
+    let r = adamw_update(param[i], grad[i], s1[i], s2[i], p.beta1, p.beta2, p.eps, p.decay, step_size, bias2_sqrt);
+    param[i] = r.x;
+    s1[i] = r.y;
+    s2[i] = r.z;
+    return r.x;
 }
 
 // The word's two updated weights (a missing odd element is +0, as cast_to16 stores it).

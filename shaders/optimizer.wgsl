@@ -1,11 +1,10 @@
 // Fused optimizer updates: one pass reads parameter, gradient and state and writes both back,
-// instead of a chain of element-wise kernels. PyTorch semantics:
-//   SGD:   v = μ·v + (g + wd·p);  p -= lr·v
-//   AdamW: p *= 1 − lr·wd;  m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²;
-//          p -= step_size · m / (√v / √(1−β2^t) + ε),  step_size = lr / (1−β1^t)
-// The bias-correction factors come from the host so every backend uses the same values.
+// instead of a chain of element-wise kernels. The formulas are optimizer_math.wgsl's (the
+// OPTIMIZER_MATH placeholder below), shared with the mixed-precision step (amp_optimizer.wgsl).
 //
 // Template: {{WG}} workgroup size.
+
+{{OPTIMIZER_MATH}}
 
 struct Params { n: u32, lr: f32, momentum: f32, weight_decay: f32, beta1: f32, beta2: f32, eps: f32, decay: f32, step_size: f32, bias2_sqrt: f32 }
 
@@ -23,22 +22,17 @@ fn flat(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 fn sgd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat(gid, nwg);
     if i >= p.n { return; }
-    let d = grad[i] + p.weight_decay * param[i];
-    let v = p.momentum * s1[i] + d;
-    s1[i] = v;
-    param[i] -= p.lr * v;
+    let r = sgd_update(param[i], grad[i], s1[i], p.lr, p.momentum, p.weight_decay);
+    param[i] = r.x;
+    s1[i] = r.y;
 }
 
 @compute @workgroup_size({{WG}})
 fn adamw(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat(gid, nwg);
     if i >= p.n { return; }
-    let g = grad[i];
-    var w = param[i] * p.decay;
-    let m = p.beta1 * s1[i] + (1.0 - p.beta1) * g;
-    let v = p.beta2 * s2[i] + (1.0 - p.beta2) * g * g;
-    s1[i] = m;
-    s2[i] = v;
-    w -= p.step_size * m / (sqrt(v) / p.bias2_sqrt + p.eps);
-    param[i] = w;
+    let r = adamw_update(param[i], grad[i], s1[i], s2[i], p.beta1, p.beta2, p.eps, p.decay, p.step_size, p.bias2_sqrt);
+    param[i] = r.x;
+    s1[i] = r.y;
+    s2[i] = r.z;
 }

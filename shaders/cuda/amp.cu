@@ -1,5 +1,6 @@
 // Mixed precision on the CUDA backend (AmpOps), compiled by NVRTC at first use like core.cu,
-// behind float16.cuh (the types, GRID_STRIDE, widen and round_bits).
+// behind float16.cuh (the types, GRID_STRIDE, widen and round_bits) and optimizer.cuh (the
+// optimizer formulas core.cu's steps use too).
 
 // Adds this thread's counts of [nonzero inputs, of those that rounded to zero] to stats[0..2].
 __device__ void stats_add(u32* stats, u32 nonzero, u32 flushed) {
@@ -72,8 +73,9 @@ extern "C" __global__ void unscale_check(float* g, u32* state, u64 n) {
     if (bad) state[FOUND_INF] = 1u;
 }
 
-// core.cu's SGD or AdamW step (adam != 0), a no-op when FOUND_INF is set; AdamW's factors from
-// the table row at the on-device step count; the updated weight rounded into w16 when given.
+// optimizer.cuh's SGD or AdamW step (adam != 0), as core.cu's steps, a no-op when FOUND_INF is
+// set; AdamW's factors from the table row at the on-device step count; the updated weight rounded
+// into w16 when given.
 extern "C" __global__ void amp_update(float* p, const float* g, float* s1, float* s2, const u32* state,
                                       const float* table, u16* w16, u64 n, u32 adam, float lr,
                                       float momentum, float wd, float beta1, float beta2, float eps,
@@ -83,21 +85,8 @@ extern "C" __global__ void amp_update(float* p, const float* g, float* s1, float
     float step_size = adam ? table[2 * (u64)row] : 0.0f;
     float bias2_sqrt = adam ? table[2 * (u64)row + 1] : 1.0f;
     GRID_STRIDE(i, n) {
-        float w = p[i];
-        if (adam) {
-            float gi = g[i];
-            w *= decay;
-            float m = beta1 * s1[i] + (1.0f - beta1) * gi;
-            float v = beta2 * s2[i] + (1.0f - beta2) * gi * gi;
-            s1[i] = m;
-            s2[i] = v;
-            w -= step_size * m / (sqrtf(v) / bias2_sqrt + eps);
-        } else {
-            float d = g[i] + wd * w;
-            float v = momentum * s1[i] + d;
-            s1[i] = v;
-            w -= lr * v;
-        }
+        float w = adam ? adamw_update(p[i], g[i], &s1[i], &s2[i], beta1, beta2, eps, decay, step_size, bias2_sqrt)
+                       : sgd_update(p[i], g[i], &s1[i], lr, momentum, wd);
         p[i] = w;
         if (w16) w16[i] = round_bits(w, bf16);
     }

@@ -1,5 +1,5 @@
 // The f32 ops of the CUDA backend (CoreOps), compiled by NVRTC at first use
-// (src/device/cuda/kernels.rs). Each kernel computes what the CPU reference in
+// (src/device/cuda/kernels.rs) behind optimizer.cuh (the optimizer formulas). Each kernel computes what the CPU reference in
 // src/device/cpu/ops.rs computes; element-wise kernels use grid-stride loops, so any launch
 // size covers any tensor. Sizes are unsigned long long (u64 on the Rust side) or unsigned int.
 
@@ -32,26 +32,16 @@ extern "C" __global__ void fill_u16(unsigned short* x, u64 n, unsigned short bit
     GRID_STRIDE(i, n) { x[i] = bits; }
 }
 
-// PyTorch SGD: v = momentum·v + (g + wd·p); p -= lr·v.
+// optimizer.cuh's SGD (PyTorch's, momentum and weight decay) on every element.
 extern "C" __global__ void sgd_step(float* p, const float* g, float* v, u64 n, float lr, float momentum, float wd) {
-    GRID_STRIDE(i, n) {
-        float d = g[i] + wd * p[i];
-        v[i] = momentum * v[i] + d;
-        p[i] -= lr * v[i];
-    }
+    GRID_STRIDE(i, n) { p[i] = sgd_update(p[i], g[i], &v[i], lr, momentum, wd); }
 }
 
-// AdamW with the per-step factors computed on the host (tensor/hyper.rs AdamW::factors).
+// optimizer.cuh's AdamW with the per-step factors computed on the host (tensor/hyper.rs AdamW::factors).
 extern "C" __global__ void adamw_step(float* p, const float* g, float* m, float* v, u64 n,
                                       float beta1, float beta2, float eps,
                                       float decay, float step_size, float bias2_sqrt) {
-    GRID_STRIDE(i, n) {
-        float gi = g[i];
-        p[i] *= decay;
-        m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
-        v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-        p[i] -= step_size * m[i] / (sqrtf(v[i]) / bias2_sqrt + eps);
-    }
+    GRID_STRIDE(i, n) { p[i] = adamw_update(p[i], g[i], &m[i], &v[i], beta1, beta2, eps, decay, step_size, bias2_sqrt); }
 }
 
 // One thread per row: loss = logsumexp(x) − x[label] (NaN for a label out of range);

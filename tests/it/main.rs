@@ -16,6 +16,7 @@ mod conformance;
 mod data;
 mod distributed;
 mod exercises;
+mod forward;
 #[cfg(feature = "gui")]
 mod gui;
 #[cfg(feature = "gui")]
@@ -26,6 +27,7 @@ mod kernels;
 #[cfg(feature = "gui")]
 mod learn_gui;
 mod ledger;
+mod optimizer;
 mod pipeline;
 mod pipeline_labs;
 mod pipeline_parallel;

@@ -7,7 +7,8 @@ use std::process::Command;
 
 use gpulab::device::CpuBackend;
 use gpulab::exercises::{self, CollectSink, Settings};
-use gpulab::quant::{self, ActScales, QuantMlp, export, metrics};
+use gpulab::nn::DenseStack;
+use gpulab::quant::{self, ActScales, export, metrics};
 use gpulab::report::{Cell, Report};
 use gpulab::tensor::{MemCategory, QuantGranularity, prelude::*};
 
@@ -89,7 +90,7 @@ fn quantization_compares_fp32_fp16_int8_on_every_backend_to_a_computed_verdict()
     assert_eq!((m.weights, m.activations, m.widths()), (QuantGranularity::PerChannel, ActScales::Static, vec![64, 128, 64, 10]));
     let data = gpulab::data::load(&gpulab::data::DatasetSpec::Digits, 42).unwrap();
     let mut cpu = CpuBackend::new();
-    let q = QuantMlp::from_model(&mut cpu, &m).unwrap();
+    let q = DenseStack::quantized(&mut cpu, &m).unwrap();
     let x = cpu.upload_f32(&data.val_x, [data.val_len(), 64], MemCategory::Inputs).unwrap();
     let y = q.forward(&mut cpu, &x).unwrap();
     let logits = cpu.read_f32(&y).unwrap();

@@ -4,8 +4,8 @@
 
 use gpulab::data::{self, DatasetSpec};
 use gpulab::device::CpuBackend;
-use gpulab::nn::{Mlp, MlpConfig, Optimizer, OptimizerKind};
-use gpulab::quant::{HostLayer, ObserverKind, QuantMlp, calibrate};
+use gpulab::nn::{DenseStack, Mlp, MlpConfig, Optimizer, OptimizerKind};
+use gpulab::quant::{HostLayer, ObserverKind, calibrate};
 use gpulab::tensor::{MemCategory as M, prelude::*};
 use gpulab::train::{F32Phases, Step};
 
@@ -62,7 +62,7 @@ fn accuracy(logits: &[f32], labels: &[u32]) -> f64 {
 
 fn int8_logits<B: Backend>(b: &mut B, layers: &[HostLayer], calib: &[f32], kind: ObserverKind, x: &[f32], rows: usize) -> Vec<f32> {
     let ranges = calibrate(b, layers, calib, 64, kind).unwrap();
-    let q = QuantMlp::new(b, layers, &ranges).unwrap();
+    let q = DenseStack::quantize(b, layers, &ranges).unwrap();
     let xt = b.upload_f32(x, [rows, layers[0].shape[0]], M::Inputs).unwrap();
     let logits = q.forward(b, &xt).unwrap();
     b.read_f32(&logits).unwrap()
@@ -105,7 +105,7 @@ fn calibration_is_deterministic_and_refuses_bad_settings() {
     let other_model = HostLayer::from_parameters(&[vec![0.0; 6], vec![0.0; 3]], &[2, 4]).unwrap_err().to_string();
     assert!(other_model.contains("2→4"), "{other_model}");
     assert!(
-        QuantMlp::new(&mut cpu, &layers, &a[..2])
+        DenseStack::quantize(&mut cpu, &layers, &a[..2])
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default()
@@ -136,7 +136,7 @@ fn host_int8_logits(m: &gpulab::quant::QuantizedModel, x: &[f32], rows: usize) -
 }
 
 fn check_against_host<B: Backend>(b: &mut B, layers: &[HostLayer], calib: &[f32], x: &[f32], rows: usize, who: &str) {
-    use gpulab::quant::{QuantMlp, export, quantize_model};
+    use gpulab::quant::{export, quantize_model};
     use gpulab::tensor::QuantGranularity as G;
     let ranges = calibrate(b, layers, calib, 64, ObserverKind::Percentile(99.9)).unwrap();
     for weights in [G::PerChannel, G::PerTensor] {
@@ -148,7 +148,7 @@ fn check_against_host<B: Backend>(b: &mut B, layers: &[HostLayer], calib: &[f32]
             // The file round-trips exactly.
             assert_eq!(export::from_bytes(&export::to_bytes(&m, &[]).unwrap(), "t".as_ref()).unwrap(), m);
             let want = host_int8_logits(&m, x, rows);
-            let q = QuantMlp::from_model(b, &m).unwrap();
+            let q = DenseStack::quantized(b, &m).unwrap();
             let xt = b.upload_f32(x, [rows, layers[0].shape[0]], M::Inputs).unwrap();
             let y = q.forward(b, &xt).unwrap();
             let got = b.read_f32(&y).unwrap();
@@ -174,29 +174,29 @@ fn static_dynamic_per_channel_and_per_tensor_int8_match_a_host_reference_on_ever
 
 #[test]
 fn one_layer_int8_and_fp16_inference_stay_close_to_fp32() {
-    use gpulab::quant::{FloatMlp, QuantMlp, metrics, quantize_model};
+    use gpulab::quant::{metrics, quantize_model};
     let (layers, data) = trained();
     let rows = data.val_len();
     let fp32 = f32_logits(&layers, &data.val_x, rows);
     let mut cpu = CpuBackend::new();
     let xt = cpu.upload_f32(&data.val_x, [rows, data.features], M::Inputs).unwrap();
-    let f = FloatMlp::new(&mut cpu, &layers, gpulab::tensor::DType::F32).unwrap();
+    let f = DenseStack::float(&mut cpu, &layers, gpulab::tensor::DType::F32).unwrap();
     let y = f.forward(&mut cpu, &xt).unwrap();
     let ours = cpu.read_f32(&y).unwrap();
-    assert!(metrics::sqnr_db(&fp32, &ours).is_none_or(|db| db > 100.0), "FloatMlp f32 is the f32 model");
-    let h = FloatMlp::new(&mut cpu, &layers, gpulab::tensor::DType::F16).unwrap();
+    assert!(metrics::sqnr_db(&fp32, &ours).is_none_or(|db| db > 100.0), "the f32 stack is the f32 model");
+    let h = DenseStack::float(&mut cpu, &layers, gpulab::tensor::DType::F16).unwrap();
     let y = h.forward(&mut cpu, &xt).unwrap();
     let half = cpu.read_f32(&y).unwrap();
     assert!(metrics::agreement(&fp32, &half, data.classes) > 0.99);
     let ranges = calibrate(&mut cpu, &layers, &data.train_x[..256 * data.features], 64, ObserverKind::MinMax).unwrap();
     let m = quantize_model(&mut cpu, &layers, Some(&ranges), gpulab::tensor::QuantGranularity::PerChannel).unwrap();
     for only in 0..layers.len() {
-        let q = QuantMlp::mixed(&mut cpu, &m, &layers, only).unwrap();
+        let q = DenseStack::mixed(&mut cpu, &m, &layers, only).unwrap();
         let outs = q.forward_all(&mut cpu, &xt).unwrap();
         assert_eq!(outs.len(), layers.len());
         let got = cpu.read_f32(outs.last().unwrap()).unwrap();
         let db = metrics::sqnr_db(&fp32, &got).unwrap();
         assert!(db > 20.0 && db < 100.0, "only layer {only} int8: SQNR {db} dB (noisy, but close)");
     }
-    assert!(QuantMlp::mixed(&mut cpu, &m, &layers, 3).err().unwrap().to_string().contains("layer 3"));
+    assert!(DenseStack::mixed(&mut cpu, &m, &layers, 3).err().unwrap().to_string().contains("layer 3"));
 }

@@ -420,10 +420,11 @@ fn exercise_8_measures_static_and_dynamic_batching_to_a_computed_verdict() {
 }
 
 /// Exercise 9's int8 file served (`ModelSource::Int8`): every answer equals the in-process
-/// `QuantMlp` forward of the same file on the CPU (probabilities within 1e-4, the same class
+/// int8 forward (`DenseStack::quantized`) of the same file on the CPU (probabilities within 1e-4, the same class
 /// unless the top two are closer than that), batched or not, on `device`.
 fn served_int8_matches_quant_mlp(device: Device) {
-    use gpulab::quant::{HostLayer, ObserverKind, QuantMlp, calibrate, export, quantize_model};
+    use gpulab::nn::DenseStack;
+    use gpulab::quant::{HostLayer, ObserverKind, calibrate, export, quantize_model};
     use gpulab::tensor::{MemCategory, QuantGranularity, prelude::*};
     let host = model();
     let layers =
@@ -439,7 +440,7 @@ fn served_int8_matches_quant_mlp(device: Device) {
     export::save(&path, &q, &[]).unwrap();
     let served = gpulab::serve::load_model(&gpulab::serve::ModelSource::Int8(path.clone())).unwrap();
     assert!(served.int8.is_some() && served.version.contains("int8"), "{}", served.version);
-    let mlp = QuantMlp::from_model(cpu, &q).unwrap();
+    let mlp = DenseStack::quantized(cpu, &q).unwrap();
     let x = cpu.upload_f32(&flat, [inputs.len(), 13], MemCategory::Inputs).unwrap();
     let y = mlp.forward(cpu, &x).unwrap();
     let want = cpu.read_f32(&y).unwrap();
@@ -456,10 +457,10 @@ fn served_int8_matches_quant_mlp(device: Device) {
         let p = rx.blocking_recv().expect("exactly one reply").expect("a prediction");
         let (class, probs) = softmax(&want[i * 5..][..5]);
         for (g, w) in p.probabilities.iter().zip(&probs) {
-            assert!((g - w).abs() < 1e-4, "input {i}: served probability {g} vs QuantMlp {w}");
+            assert!((g - w).abs() < 1e-4, "input {i}: served probability {g} vs the in-process int8 forward {w}");
         }
         let margin = probs[class] - probs.iter().enumerate().filter(|(j, _)| *j != class).map(|(_, v)| *v).fold(0.0, f32::max);
-        assert!(p.class == class || margin < 1e-4, "input {i}: class {} vs QuantMlp {class}", p.class);
+        assert!(p.class == class || margin < 1e-4, "input {i}: class {} vs the in-process int8 forward {class}", p.class);
     }
     drop(queue);
     assert_eq!(engine.join().unwrap().samples, 60);

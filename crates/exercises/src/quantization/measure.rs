@@ -7,31 +7,8 @@ use gpulab_core::error::Result;
 use gpulab_core::tensor::{BackendInfo, DType, MemCategory, MemoryReport, QuantGranularity, prelude::*};
 use gpulab_systems::bench::{random_matrix, time_op};
 use gpulab_systems::data::Dataset;
-use gpulab_systems::quant::{ActScales, FloatMlp, HostLayer, ObserverKind, QuantMlp, QuantizedModel, calibrate, metrics, quantize_model};
-
-/// What every model here can do: logits, or every layer's output.
-pub trait Model<B: Backend> {
-    fn logits(&self, b: &mut B, x: &B::Tensor) -> Result<B::Tensor>;
-    fn outputs(&self, b: &mut B, x: &B::Tensor) -> Result<Vec<B::Tensor>>;
-}
-
-impl<B: Backend> Model<B> for FloatMlp<B> {
-    fn logits(&self, b: &mut B, x: &B::Tensor) -> Result<B::Tensor> {
-        self.forward(b, x)
-    }
-    fn outputs(&self, b: &mut B, x: &B::Tensor) -> Result<Vec<B::Tensor>> {
-        self.forward_all(b, x)
-    }
-}
-
-impl<B: Backend> Model<B> for QuantMlp<B> {
-    fn logits(&self, b: &mut B, x: &B::Tensor) -> Result<B::Tensor> {
-        self.forward(b, x)
-    }
-    fn outputs(&self, b: &mut B, x: &B::Tensor) -> Result<Vec<B::Tensor>> {
-        self.forward_all(b, x)
-    }
-}
+use gpulab_systems::nn::DenseStack;
+use gpulab_systems::quant::{ActScales, HostLayer, ObserverKind, QuantizedModel, calibrate, metrics, quantize_model};
 
 /// The inputs shared by every backend's measurements.
 pub struct Plan<'a> {
@@ -127,11 +104,11 @@ impl BackendRun {
 }
 
 /// The validation split's logits, in batches of 256.
-fn val_logits<B: Backend, M: Model<B>>(b: &mut B, m: &M, data: &Dataset) -> Result<Vec<f32>> {
+fn val_logits<B: Backend>(b: &mut B, m: &DenseStack<B>, data: &Dataset) -> Result<Vec<f32>> {
     let mut out = Vec::with_capacity(data.val_len() * data.classes);
     for chunk in data.val_x.chunks(256 * data.features) {
         let x = b.upload_f32(chunk, [chunk.len() / data.features, data.features], MemCategory::Inputs)?;
-        let y = m.logits(b, &x)?;
+        let y = m.forward(b, &x)?;
         out.extend(b.read_f32(&y)?);
     }
     Ok(out)
@@ -142,16 +119,16 @@ fn sample_rows(data: &Dataset, rows: usize) -> Vec<f32> {
     data.val_x.iter().copied().cycle().take(rows * data.features).collect()
 }
 
-fn latency<B: Backend, M: Model<B>>(b: &mut B, m: &M, data: &Dataset, rows: usize, runs: usize) -> Result<f64> {
+fn latency<B: Backend>(b: &mut B, m: &DenseStack<B>, data: &Dataset, rows: usize, runs: usize) -> Result<f64> {
     let x = b.upload_f32(&sample_rows(data, rows), [rows, data.features], MemCategory::Inputs)?;
-    time_op(b, runs, |b| m.logits(b, &x).map(drop))
+    time_op(b, runs, |b| m.forward(b, &x).map(drop))
 }
 
 /// Builds the model with fresh ledger peaks, times it, then scores it against FP32's logits.
-fn measure<B: Backend, M: Model<B>>(
+fn measure<B: Backend>(
     b: &mut B,
     p: &Plan,
-    build: impl FnOnce(&mut B) -> Result<M>,
+    build: impl FnOnce(&mut B) -> Result<DenseStack<B>>,
     weight_bytes: u64,
     fp32: Option<&[f32]>,
 ) -> Result<(Measured, Vec<f32>)> {
@@ -177,10 +154,10 @@ pub fn run_backend<B: Backend>(b: &mut B, p: &Plan, phase: &mut dyn FnMut(String
     let info = b.info();
     let int8_kernel = b.int8_kernel().unwrap_or_else(|| "unavailable".into());
     phase(format!("FP32 inference on {}", info.label()));
-    let (fp32, fp32_logits) = measure(b, p, |b| FloatMlp::new(b, p.layers, DType::F32), float_bytes(p.layers, 4), None)?;
+    let (fp32, fp32_logits) = measure(b, p, |b| DenseStack::float(b, p.layers, DType::F32), float_bytes(p.layers, 4), None)?;
     let mut variants = vec![Variant { kind: Kind::F32, kernel: "f32 matmul".into(), result: Ok(fp32) }];
     phase(format!("FP16 inference on {}", info.label()));
-    let f16 = measure(b, p, |b| FloatMlp::new(b, p.layers, DType::F16), float_bytes(p.layers, 2), Some(&fp32_logits));
+    let f16 = measure(b, p, |b| DenseStack::float(b, p.layers, DType::F16), float_bytes(p.layers, 2), Some(&fp32_logits));
     variants.push(Variant {
         kind: Kind::F16,
         kernel: "matmul16 (f16 operands, f32 sums)".into(),
@@ -197,7 +174,7 @@ pub fn run_backend<B: Backend>(b: &mut B, p: &Plan, phase: &mut dyn FnMut(String
     for kind in kinds {
         let ranges = calibrate(b, p.layers, p.calib, 64, kind)?;
         let q = quantize_model(b, p.layers, Some(&ranges), QuantGranularity::PerChannel)?;
-        let m = QuantMlp::from_model(b, &q)?;
+        let m = DenseStack::quantized(b, &q)?;
         let logits = val_logits(b, &m, p.data)?;
         observers.push(ObserverRow {
             kind,
@@ -217,7 +194,7 @@ pub fn run_backend<B: Backend>(b: &mut B, p: &Plan, phase: &mut dyn FnMut(String
             let kind = Kind::Int8 { weights, activations };
             phase(format!("{} on {}", kind.label(), info.label()));
             let q = quantize_model(b, p.layers, (activations == ActScales::Static).then_some(&ranges[..]), weights)?;
-            let r = measure(b, p, |b| QuantMlp::from_model(b, &q), q.weight_bytes(), Some(&fp32_logits));
+            let r = measure(b, p, |b| DenseStack::quantized(b, &q), q.weight_bytes(), Some(&fp32_logits));
             variants.push(Variant { kind, kernel: int8_kernel.clone(), result: r.map(|r| r.0).map_err(|e| e.to_string()) });
             if kind == Kind::headline() {
                 headline = Some(q);
@@ -236,14 +213,14 @@ pub fn run_backend<B: Backend>(b: &mut B, p: &Plan, phase: &mut dyn FnMut(String
 fn layer_rows<B: Backend>(b: &mut B, p: &Plan, q: &QuantizedModel) -> Result<Vec<LayerRow>> {
     let rows = p.data.val_len().min(256);
     let x = b.upload_f32(&p.data.val_x[..rows * p.data.features], [rows, p.data.features], MemCategory::Inputs)?;
-    let f = FloatMlp::new(b, p.layers, DType::F32)?;
-    let reference: Vec<Vec<f32>> = f.outputs(b, &x)?.iter().map(|t| b.read_f32(t)).collect::<Result<_>>()?;
-    let m = QuantMlp::from_model(b, q)?;
-    let quantized: Vec<Vec<f32>> = m.outputs(b, &x)?.iter().map(|t| b.read_f32(t)).collect::<Result<_>>()?;
+    let f = DenseStack::float(b, p.layers, DType::F32)?;
+    let reference: Vec<Vec<f32>> = f.forward_all(b, &x)?.iter().map(|t| b.read_f32(t)).collect::<Result<_>>()?;
+    let m = DenseStack::quantized(b, q)?;
+    let quantized: Vec<Vec<f32>> = m.forward_all(b, &x)?.iter().map(|t| b.read_f32(t)).collect::<Result<_>>()?;
     let mut out = Vec::new();
     for (i, (fl, ql)) in p.layers.iter().zip(&q.layers).enumerate() {
         let (max_weight_error, half_step_ratio) = metrics::weight_error(fl, ql);
-        let only = QuantMlp::mixed(b, q, p.layers, i)?;
+        let only = DenseStack::mixed(b, q, p.layers, i)?;
         let only_this_accuracy = metrics::accuracy(&val_logits(b, &only, p.data)?, &p.data.val_y);
         out.push(LayerRow {
             shape: fl.shape,

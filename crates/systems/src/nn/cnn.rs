@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::dense::{Dense, LayerKind};
 use super::{Optimizer, Param, he_normal};
 use gpulab_core::error::{Error, Result};
 use gpulab_core::tensor::{Backend, CONV_KERNEL, DType, Epilogue, ImageGeom, MemCategory};
@@ -130,31 +131,20 @@ impl<B: Backend> ConvStem<B> {
     }
 
     /// The stages' outputs from the CHW images `x`; the last pooled maps are `ws.output()`.
-    /// With `w16` (the weights' 16-bit copies, under autocast) each convolution's GEMM takes
-    /// `ws`'s 16-bit columns and those weights, sums in f32 and adds bias and ReLU as it stores;
-    /// pooling stays f32.
+    /// Each convolution's GEMM is a dense layer with ReLU (`nn::dense`) over the columns: f32, or
+    /// with `w16` (the weights' 16-bit copies, under autocast) a `Half` layer over `ws`'s 16-bit
+    /// columns, bias and ReLU in its epilogue; pooling stays f32.
     pub fn forward(&self, b: &mut B, x: &B::Tensor, ws: &mut StemWorkspace<B>, w16: Option<&[B::Tensor]>) -> Result<()> {
         for (i, s) in self.stages.iter().enumerate() {
             let g = ImageGeom { batch: ws.batch, ..s.input };
             let (done, rest) = ws.pooled.split_at_mut(i);
             let input = if i == 0 { x } else { &done[i - 1] };
             b.im2col(input, &mut ws.cols[i], g)?;
-            match w16 {
-                None => {
-                    b.matmul(&ws.cols[i], &self.weights[i].value, &mut ws.conv[i], false, false, false)?;
-                    b.bias_add(&mut ws.conv[i], &self.biases[i].value)?;
-                    b.relu(&mut ws.conv[i])?;
-                }
-                Some(w16) => b.matmul16(
-                    &ws.cols[i],
-                    &w16[i],
-                    &mut ws.conv[i],
-                    false,
-                    false,
-                    Epilogue::Bias { bias: &self.biases[i].value, relu: true },
-                    None,
-                )?,
-            }
+            let kind = match w16 {
+                None => LayerKind::F32(&self.weights[i].value),
+                Some(w16) => LayerKind::Half(&w16[i]),
+            };
+            Dense { kind, bias: &self.biases[i].value }.forward(b, &ws.cols[i], &mut ws.conv[i], true)?;
             b.max_pool(&ws.conv[i], &mut rest[0], &mut ws.argmax[i], g.with_channels(s.out))?;
         }
         Ok(())

@@ -1,6 +1,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::cnn::{ConvConfig, ConvStem, StemWorkspace};
+use super::dense::{self, Dense, LayerKind};
 use super::{Accumulators, Optimizer, he_normal};
 use gpulab_core::error::{Error, Result};
 use gpulab_core::tensor::{Backend, DType, MemCategory, TensorMeta};
@@ -170,7 +171,13 @@ impl<B: Backend> Mlp<B> {
                 ws.stem.as_mut().ok_or_else(|| Error::Internal("a CNN's forward on a workspace without convolution buffers".into()))?;
             stem.forward(b, &ws.x, sw, None)?;
         }
-        forward_layers(b, self.weights.iter().zip(&self.biases).map(|(w, bi)| (&w.value, &bi.value)), ws)
+        let input = ws.stem.as_ref().map_or(&ws.x, |s| s.output());
+        dense::forward(b, self.dense_layers(), input, &mut ws.acts)
+    }
+
+    /// The dense layers as the forward pass reads them: f32 weights and biases.
+    pub fn dense_layers(&self) -> impl ExactSizeIterator<Item = Dense<&B::Tensor>> {
+        self.weights.iter().zip(&self.biases).map(|(w, bi)| Dense { kind: LayerKind::F32(&w.value), bias: &bi.value })
     }
 
     /// Loss (accumulated into `ws.loss_sum`), correct count, and gradients of every parameter.
@@ -257,29 +264,6 @@ impl<B: Backend> Mlp<B> {
         let stem = self.stem.iter().flat_map(|s| s.params());
         self.weights.iter().zip(&self.biases).flat_map(|(w, bi)| [w, bi]).chain(stem).map(|p| b.read_f32(&p.value)).collect()
     }
-}
-
-/// The forward pass over layers given as (weight `[in, out]`, bias `[1, out]`) pairs: matmul,
-/// bias, ReLU between layers, logits in the last of `ws.acts`. `Mlp::forward` and the
-/// inference server's weights-only model (serve/) both run this one function.
-pub fn forward_layers<'t, B: Backend + 't>(
-    b: &mut B,
-    layers: impl ExactSizeIterator<Item = (&'t B::Tensor, &'t B::Tensor)>,
-    ws: &mut Workspace<B>,
-) -> Result<()> {
-    let last = layers.len().checked_sub(1).ok_or_else(|| Error::InvalidConfig("a model needs at least one layer".into()))?;
-    for (i, (weight, bias)) in layers.enumerate() {
-        let (done, rest) = ws.acts.split_at_mut(i);
-        let first = ws.stem.as_ref().map_or(&ws.x, |s| s.output());
-        let input = if i == 0 { first } else { &done[i - 1] };
-        let out = &mut rest[0];
-        b.matmul(input, weight, out, false, false, false)?;
-        b.bias_add(out, bias)?;
-        if i < last {
-            b.relu(out)?;
-        }
-    }
-    Ok(())
 }
 
 /// A parameter with a zero gradient and zero optimizer state of its shape.

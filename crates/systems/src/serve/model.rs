@@ -1,20 +1,20 @@
 //! The model a server serves, on the host: its architecture and f32 parameters, where it came
 //! from and a version string. `load_model` is the one place a model source becomes a
 //! `HostModel` (an exercise-9 int8 file is the `Int8` arm), and `DeviceModel` is its
-//! weights-only copy on a backend: no gradients, no optimizer state; an int8 model runs the
-//! quantized forward (`quant::QuantMlp`).
+//! weights-only copy on a backend: no gradients, no optimizer state; its forward is the one dense
+//! forward pass (`nn::DenseStack`), with f32 layers or an int8 model's `Int8` layers.
 
 use std::path::PathBuf;
 
 use crate::checkpoint::format::{bias_name, weight_name};
 use crate::checkpoint::store;
 use crate::data::{self, Dataset, DatasetSpec};
-use crate::nn::{Mlp, MlpConfig, Workspace, forward_layers};
-use crate::quant::{self, QuantMlp, QuantizedModel};
+use crate::nn::{DenseStack, HostLayer, Mlp, MlpConfig, Workspace};
+use crate::quant::{self, QuantizedModel};
 use crate::train::{self, Inline, NullSink, StepDone, TrainConfig, TrainHooks};
 use gpulab_core::device::Device;
 use gpulab_core::error::{Error, Result};
-use gpulab_core::tensor::{Backend, MemCategory};
+use gpulab_core::tensor::{Backend, DType};
 use gpulab_core::with_backend;
 
 /// Where the served model comes from.
@@ -207,31 +207,26 @@ pub fn train_first(dataset: &str, cfg: &TrainConfig, backend: &Device) -> Result
 /// optimizer state — the memory ledger shows the difference from training).
 pub struct DeviceModel<B: Backend> {
     pub arch: MlpConfig,
-    weights: Vec<B::Tensor>,
-    biases: Vec<B::Tensor>,
-    /// An int8 model's quantized layers (then `weights` and `biases` are empty).
-    int8: Option<QuantMlp<B>>,
+    /// f32 layers, or an int8 model's quantized ones.
+    layers: DenseStack<B>,
 }
 
 impl<B: Backend> DeviceModel<B> {
     pub fn upload(b: &mut B, m: &HostModel) -> Result<Self> {
         m.validate()?;
-        if let Some(q) = &m.int8 {
-            return Ok(DeviceModel {
-                arch: m.arch.clone(),
-                weights: Vec::new(),
-                biases: Vec::new(),
-                int8: Some(QuantMlp::from_model(b, q)?),
-            });
-        }
-        let widths = m.arch.widths();
-        let mut weights = Vec::new();
-        let mut biases = Vec::new();
-        for ((w, bias), io) in m.layers.iter().zip(widths.windows(2)) {
-            weights.push(b.upload_f32(w, [io[0], io[1]], MemCategory::Parameters)?);
-            biases.push(b.upload_f32(bias, [1, io[1]], MemCategory::Parameters)?);
-        }
-        Ok(DeviceModel { arch: m.arch.clone(), weights, biases, int8: None })
+        let layers = match &m.int8 {
+            Some(q) => DenseStack::quantized(b, q)?,
+            None => {
+                let widths = m.arch.widths();
+                let host: Vec<HostLayer> = widths
+                    .windows(2)
+                    .zip(&m.layers)
+                    .map(|(io, (w, bias))| HostLayer { weight: w.clone(), shape: [io[0], io[1]], bias: bias.clone() })
+                    .collect();
+                DenseStack::float(b, &host, DType::F32)?
+            }
+        };
+        Ok(DeviceModel { arch: m.arch.clone(), layers })
     }
 
     /// A forward-only workspace for `rows` samples (no gradient buffers).
@@ -241,11 +236,6 @@ impl<B: Backend> DeviceModel<B> {
 
     /// Logits of the rows written into `ws.x`, left in `ws.logits()`.
     pub fn forward(&self, b: &mut B, ws: &mut Workspace<B>) -> Result<()> {
-        if let Some(q) = &self.int8 {
-            let y = q.forward(b, &ws.x)?;
-            let out = ws.acts.last_mut().ok_or_else(|| Error::Internal("a workspace without layers".into()))?;
-            return b.copy(&y, out);
-        }
-        forward_layers(b, self.weights.iter().zip(&self.biases), ws)
+        self.layers.forward_into(b, &ws.x, &mut ws.acts)
     }
 }

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::step::{LayerDone, Phases, StepBuffers, no_scaler};
 use crate::nn::cnn::StemWorkspace;
+use crate::nn::dense::{self, Dense, LayerKind};
 use crate::nn::{Accumulators, AmpConfig, GradScaler, GradScalerState, Mlp, MlpConfig, Optimizer, Param, Totals};
 use gpulab_core::error::{Error, Result};
 use gpulab_core::tensor::scaler::{self, AmpOptimizer, SKIPPED_BIT, ScalerRule, word};
@@ -50,7 +51,8 @@ impl AmpReport {
 }
 
 /// Per-batch-size buffers in 16 bits: the input, the hidden activations and the activation
-/// gradients. The logits and their gradient stay f32 (softmax and loss are f32 ops). A CNN's
+/// gradients. The logits (the last of `acts`) and their gradient stay f32 (softmax and loss are
+/// f32 ops). A CNN's
 /// input images stay f32 (its first im2col rounds them) and its dense head reads `head_x`.
 pub struct AmpWorkspace<B: Backend> {
     pub batch: usize,
@@ -59,8 +61,8 @@ pub struct AmpWorkspace<B: Backend> {
     /// the dense head's input.
     stem: Option<(StemWorkspace<B>, B::Tensor)>,
     y: B::Tensor,
+    /// Each layer's output: the hidden ones 16-bit, the logits f32.
     acts: Vec<B::Tensor>,
-    logits: B::Tensor,
     grad_logits: Option<B::Tensor>,
     grads: Vec<B::Tensor>,
     /// Loss, correct count and [#nonzero, #flushed] over the 16-bit activation gradients.
@@ -71,7 +73,7 @@ impl<B: Backend> AmpWorkspace<B> {
     pub fn new(b: &mut B, cfg: &MlpConfig, dt: DType, batch: usize, with_grads: bool) -> Result<Self> {
         let widths = cfg.widths();
         let hidden = &widths[1..widths.len() - 1];
-        let acts = hidden.iter().map(|&w| b.zeros([batch, w], dt, MemCategory::Activations)).collect::<Result<_>>()?;
+        let mut acts: Vec<B::Tensor> = hidden.iter().map(|&w| b.zeros([batch, w], dt, MemCategory::Activations)).collect::<Result<_>>()?;
         let grads = if with_grads {
             widths[1..].iter().map(|&w| b.zeros([batch, w], dt, MemCategory::Activations)).collect::<Result<_>>()?
         } else {
@@ -84,13 +86,15 @@ impl<B: Backend> AmpWorkspace<B> {
             }
         };
         let x_type = if stem.is_some() { DType::F32 } else { dt };
+        let x = b.zeros([batch, cfg.input], x_type, MemCategory::Inputs)?;
+        let y = b.zeros([1, batch], DType::U32, MemCategory::Inputs)?;
+        acts.push(b.zeros([batch, cfg.classes], DType::F32, MemCategory::Activations)?);
         Ok(AmpWorkspace {
             batch,
-            x: b.zeros([batch, cfg.input], x_type, MemCategory::Inputs)?,
+            x,
             stem,
-            y: b.zeros([1, batch], DType::U32, MemCategory::Inputs)?,
+            y,
             acts,
-            logits: b.zeros([batch, cfg.classes], DType::F32, MemCategory::Activations)?,
             grad_logits: if with_grads { Some(b.zeros([batch, cfg.classes], DType::F32, MemCategory::Activations)?) } else { None },
             grads,
             acc: Accumulators::new(b, batch, true)?,
@@ -110,7 +114,7 @@ impl<B: Backend> StepBuffers<B> for AmpWorkspace<B> {
     }
 
     fn logits(&self) -> &B::Tensor {
-        &self.logits
+        self.acts.last().expect("a model has at least one layer")
     }
 
     fn accumulators(&mut self) -> &mut Accumulators<B> {
@@ -118,7 +122,8 @@ impl<B: Backend> StepBuffers<B> for AmpWorkspace<B> {
     }
 
     fn score(&mut self, b: &mut B) -> Result<()> {
-        self.acc.record(b, &self.logits, &self.y, None, 1.0)
+        let logits = self.acts.last().expect("a model has at least one layer");
+        self.acc.record(b, logits, &self.y, None, 1.0)
     }
 }
 
@@ -284,23 +289,17 @@ impl<B: Backend> Phases<B> for Amp<B> {
         Ok(())
     }
 
-    /// Forward pass of `ws.x` into `ws.logits`.
+    /// Forward pass of `ws.x` into `ws.acts` (the last: the f32 logits): the dense layers as
+    /// `Half` layers over the 16-bit weight copies.
     fn forward(&self, b: &mut B, model: &Mlp<B>, ws: &mut AmpWorkspace<B>) -> Result<()> {
-        let last = self.w16.len() - 1;
         if let Some(stem) = &model.stem {
             let (sw, head_x) = ws.stem.as_mut().ok_or_else(no_stem_buffers)?;
             stem.forward(b, &ws.x, sw, Some(&self.stem_w16))?;
             b.cast(sw.output(), head_x, None)?;
         }
         let first = ws.stem.as_ref().map_or(&ws.x, |(_, head_x)| head_x);
-        for i in 0..=last {
-            let bias = Epilogue::Bias { bias: &model.biases[i].value, relu: i < last };
-            let (done, rest) = ws.acts.split_at_mut(i);
-            let input = if i == 0 { first } else { &done[i - 1] };
-            let out = if i < last { &mut rest[0] } else { &mut ws.logits };
-            b.matmul16(input, &self.w16[i], out, false, false, bias, None)?;
-        }
-        Ok(())
+        let layers = self.w16.iter().zip(&model.biases).map(|(w, bi)| Dense { kind: LayerKind::Half(w), bias: &bi.value });
+        dense::forward(b, layers, first, &mut ws.acts)
     }
 
     /// Loss, correct count and every parameter's f32 gradient (scaled by the device's loss
@@ -309,7 +308,7 @@ impl<B: Backend> Phases<B> for Amp<B> {
         let last = self.w16.len() - 1;
         let grad_scale = self.cfg.loss_weight / ws.batch as f32;
         let grad_logits = ws.grad_logits.as_mut().ok_or_else(|| Error::Internal("AMP backward on a forward-only workspace".into()))?;
-        ws.acc.record(b, &ws.logits, &ws.y, Some(&mut *grad_logits), grad_scale)?;
+        ws.acc.record(b, &ws.acts[last], &ws.y, Some(&mut *grad_logits), grad_scale)?;
         if self.rule.scaling {
             b.scale_by_loss_scale(grad_logits, &self.state)?;
         }

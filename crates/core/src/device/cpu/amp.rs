@@ -6,7 +6,7 @@
 use super::gemm_bf16::{Bf16Path, gemm_bf16_into, store_rows};
 use rayon::prelude::*;
 
-use super::{CpuTensor, Storage, ops};
+use super::{CpuTensor, Storage, ops, optim};
 use crate::error::{Error, Result};
 use crate::tensor::scaler::{self, AmpOptimizer, ScalerRule, word};
 use crate::tensor::{DType, Epilogue, TensorMeta, checks, float16};
@@ -195,7 +195,7 @@ pub fn amp_update(
         return Ok(());
     }
     match (opt, slots) {
-        (AmpOptimizer::Sgd(hp), [v]) => ops::sgd(p.f32_mut(), g.f32(), v.f32_mut(), hp),
+        (AmpOptimizer::Sgd(hp), [v]) => optim::sgd(p.f32_mut(), g.f32(), v.f32_mut(), hp),
         (AmpOptimizer::AdamW(hp, table), [m, v]) => {
             let row = words[word::STEPS] as usize;
             let t = table.f32();
@@ -203,7 +203,7 @@ pub fn amp_update(
                 return Err(Error::Internal(format!("the AdamW factor table has {} rows; step {} needs more", t.len() / 2, row + 1)));
             };
             let f = crate::tensor::AdamFactors { decay: 1.0 - hp.lr * hp.weight_decay, step_size, bias2_sqrt };
-            ops::adamw_with(p.f32_mut(), g.f32(), m.f32_mut(), v.f32_mut(), hp, f);
+            optim::adamw_with(p.f32_mut(), g.f32(), m.f32_mut(), v.f32_mut(), hp, f);
         }
         _ => return Err(Error::Internal("checks::amp_update let a slot count through".into())),
     }

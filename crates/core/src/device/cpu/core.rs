@@ -1,6 +1,6 @@
 //! The f32 ops and host transfers of the CPU backend (`CoreOps`).
 
-use super::{CpuBackend, CpuTensor, Storage, ops};
+use super::{CpuBackend, CpuTensor, Storage, ops, optim};
 use crate::error::Result;
 use crate::tensor::{AdamW, CoreOps, DType, HostData, MemCategory, Sgd, Shape, TensorMeta, checks};
 
@@ -176,7 +176,7 @@ impl CoreOps for CpuBackend {
         checks::same_shape("sgd_step", p, g)?;
         checks::same_shape("sgd_step", p, v)?;
         checks::f32("sgd_step", p)?;
-        ops::sgd(p.f32_mut(), g.f32(), v.f32_mut(), hp);
+        optim::sgd(p.f32_mut(), g.f32(), v.f32_mut(), hp);
         Ok(())
     }
 
@@ -185,7 +185,7 @@ impl CoreOps for CpuBackend {
         checks::same_shape("adamw_step", p, m)?;
         checks::same_shape("adamw_step", p, v)?;
         checks::f32("adamw_step", p)?;
-        ops::adamw(p.f32_mut(), g.f32(), m.f32_mut(), v.f32_mut(), hp, step);
+        optim::adamw(p.f32_mut(), g.f32(), m.f32_mut(), v.f32_mut(), hp, step);
         Ok(())
     }
 

@@ -10,6 +10,7 @@ mod drive;
 mod gemm_bf16;
 mod gemm_i8;
 mod ops;
+mod optim;
 mod pairs;
 mod quant;
 mod tensor;
@@ -25,9 +26,10 @@ use crate::tensor::{
 pub use drive::drive;
 pub use gemm_bf16::{Bf16Path, f16_path_name};
 pub use ops::PAR_THRESHOLD;
-/// The optimizer steps' arithmetic on host slices: exercise 6's sharded step (ZeRO-1) runs each
-/// replica's part of the update through the very function the full step uses, so its bits match.
-pub use ops::{adamw as adamw_host, sgd as sgd_host};
+/// The optimizer steps' arithmetic on host slices (optim.rs, the one CPU definition of each):
+/// exercise 6's sharded step (ZeRO-1) runs each replica's part of the update through the very
+/// function the full step uses, so its bits match.
+pub use optim::{adamw as adamw_host, sgd as sgd_host};
 pub use tensor::CpuTensor;
 pub(crate) use tensor::Storage;
 

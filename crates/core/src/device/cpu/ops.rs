@@ -3,8 +3,6 @@
 
 use rayon::prelude::*;
 
-use crate::tensor::{AdamW, Sgd};
-
 /// Below this many elements, rayon's fork/join costs more than the work.
 pub const PAR_THRESHOLD: usize = 1 << 15;
 const CHUNK: usize = 1 << 13;
@@ -133,39 +131,6 @@ pub fn sum_rows(x: &[f32], out: &mut [f32], cols: usize) {
 
 pub fn sum(x: &[f32]) -> f32 {
     x.iter().sum()
-}
-
-pub fn sgd(p: &mut [f32], g: &[f32], v: &mut [f32], hp: Sgd) {
-    let update = |(p, (g, v)): (&mut f32, (&f32, &mut f32))| {
-        let d = g + hp.weight_decay * *p;
-        *v = hp.momentum * *v + d;
-        *p -= hp.lr * *v;
-    };
-    if p.len() >= PAR_THRESHOLD {
-        p.par_iter_mut().zip(g.par_iter().zip(v.par_iter_mut())).for_each(update);
-    } else {
-        p.iter_mut().zip(g.iter().zip(v.iter_mut())).for_each(update);
-    }
-}
-
-pub fn adamw(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], hp: AdamW, step: u32) {
-    adamw_with(p, g, m, v, hp, hp.factors(step))
-}
-
-/// `adamw` with the step's factors given (the mixed-precision update reads them from the table
-/// at the on-device step count).
-pub fn adamw_with(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], hp: AdamW, f: crate::tensor::AdamFactors) {
-    let update = |((p, g), (m, v)): ((&mut f32, &f32), (&mut f32, &mut f32))| {
-        *p *= f.decay;
-        *m = hp.beta1 * *m + (1.0 - hp.beta1) * g;
-        *v = hp.beta2 * *v + (1.0 - hp.beta2) * g * g;
-        *p -= f.step_size * *m / (v.sqrt() / f.bias2_sqrt + hp.eps);
-    };
-    if p.len() >= PAR_THRESHOLD {
-        p.par_iter_mut().zip(g.par_iter()).zip(m.par_iter_mut().zip(v.par_iter_mut())).for_each(update);
-    } else {
-        p.iter_mut().zip(g.iter()).zip(m.iter_mut().zip(v.iter_mut())).for_each(update);
-    }
 }
 
 /// f(i, chunk) for every `len`-element chunk of `out` (a row of a matrix, one image plane), on

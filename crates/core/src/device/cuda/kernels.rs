@@ -13,10 +13,18 @@ use crate::error::{Error, Result};
 use crate::tensor::BackendInfo;
 
 /// The source files, in `Kernel::source` order; amp.cu, conv.cu and quant.cu each behind
-/// float16.cuh (the types and the 16-bit rounding), as NVRTC compiles one text per module.
+/// float16.cuh (the types and the 16-bit rounding), core.cu and amp.cu behind optimizer.cuh (the
+/// optimizer formulas both update with), as NVRTC compiles one text per module.
 const SOURCES: [(&str, &str); 4] = [
-    ("core.cu", include_str!("../../../../../shaders/cuda/core.cu")),
-    ("amp.cu", concat!(include_str!("../../../../../shaders/cuda/float16.cuh"), include_str!("../../../../../shaders/cuda/amp.cu"))),
+    ("core.cu", concat!(include_str!("../../../../../shaders/cuda/optimizer.cuh"), include_str!("../../../../../shaders/cuda/core.cu"))),
+    (
+        "amp.cu",
+        concat!(
+            include_str!("../../../../../shaders/cuda/float16.cuh"),
+            include_str!("../../../../../shaders/cuda/optimizer.cuh"),
+            include_str!("../../../../../shaders/cuda/amp.cu")
+        ),
+    ),
     ("conv.cu", concat!(include_str!("../../../../../shaders/cuda/float16.cuh"), include_str!("../../../../../shaders/cuda/conv.cu"))),
     ("quant.cu", concat!(include_str!("../../../../../shaders/cuda/float16.cuh"), include_str!("../../../../../shaders/cuda/quant.cu"))),
 ];

@@ -9,8 +9,6 @@ pub mod driver_help;
 mod kernel_profiler;
 mod kernels;
 #[cfg(test)]
-mod matmul16_gen;
-#[cfg(test)]
 mod matmul_gen;
 mod quant;
 mod readback;
