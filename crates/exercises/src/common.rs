@@ -15,7 +15,7 @@ pub fn one_backend(s: Settings) -> Settings {
     s.add(
         "backend",
         "Backend",
-        "Where to train: cpu, gpu, gpu:N, gpu:NAME, cuda[:N] (a --features cuda build)",
+        &format!("Where to train: {}", gpulab_core::device::registry::spellings()),
         Value::Devices(vec!["gpu".into()]),
     )
 }

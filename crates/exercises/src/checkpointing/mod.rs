@@ -60,7 +60,7 @@ impl Exercise for CheckpointLab {
         let s = Settings::default().add(
             "backend",
             "Backend",
-            "Where the training process trains: cpu (bit-exact resume), gpu, gpu:N, gpu:NAME",
+            &format!("Where the training process trains: {} (cpu: bit-exact resume)", gpulab_core::device::registry::spellings()),
             Value::Devices(vec!["cpu".into()]),
         );
         common::model_setting(common::training_settings(s, "digits", &[64, 32], 32, 3))

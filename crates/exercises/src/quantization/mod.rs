@@ -44,7 +44,7 @@ impl Exercise for QuantizationLab {
 
     fn settings(&self) -> Settings {
         let s = Settings::default()
-            .add("backends", "Backends", "Where to compare inference, comma-separated: cpu, gpu, gpu:N, gpu:NAME (training runs on the first)", Value::Devices(vec!["cpu".into(), "gpu".into()]))
+            .add("backends", "Backends", &format!("Where to compare inference, comma-separated: {} (training runs on the first)", gpulab_core::device::registry::spellings()), Value::Devices(vec!["cpu".into(), "gpu".into()]))
             .add("checkpoint", "Checkpoint", "An exercise-5 checkpoint (.safetensors) to quantize instead of training first; empty = train first. Its model must fit the data set", Value::Text(String::new()))
             .add("observer", "Calibration observer", "minmax keeps every value in range; percentile clips the top (100 − p)% of |x| for a finer step", settings::choice("percentile", &["minmax", "percentile"]))
             .add("percentile", "Percentile", "The percentile observer's p, in (0, 100] (TensorRT uses 99.99)", settings::float(99.99, 0.0, 100.0))
