@@ -38,7 +38,7 @@ impl LessonParts {
             Some((at, line)) => LessonParts {
                 before: markdown[..at].to_string(),
                 heading: line.trim_start_matches('#').trim().to_string(),
-                cards: lessons::parse_cards(&markdown[at..]),
+                cards: lessons::check_yourself(&markdown[at..]),
                 after: lessons::without_check_yourself(&markdown[at..]),
             },
         }
@@ -118,11 +118,11 @@ mod tests {
 
     #[test]
     fn every_lesson_splits_into_text_and_cards() {
-        for n in 1..=10 {
-            let p = LessonParts::parse(lessons::text(n));
+        for ex in gpulab_exercises::registry() {
+            let (n, p) = (ex.number(), LessonParts::parse(ex.lesson()));
             assert!(!p.cards.is_empty(), "lesson {n}");
             assert!(!p.before.contains(CHECK_YOURSELF_HEADING) && !p.after.contains(CHECK_YOURSELF_HEADING), "lesson {n}");
-            assert_eq!(p.cards, lessons::check_yourself(n), "lesson {n}");
+            assert_eq!(p.cards, lessons::check_yourself(ex.lesson()), "lesson {n}");
         }
     }
 }

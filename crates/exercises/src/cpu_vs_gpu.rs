@@ -39,6 +39,12 @@ impl Exercise for CpuVsGpu {
     fn title(&self) -> &'static str {
         "CPU vs GPU"
     }
+    fn lesson(&self) -> &'static str {
+        include_str!("../../../lessons/01-cpu-vs-gpu.md")
+    }
+    fn quick_run(&self) -> &'static [(&'static str, &'static str)] {
+        &[("backends", "cpu"), ("epochs", "1"), ("hidden", "32"), ("sweep_sizes", "16,32"), ("sweep_runs", "1")]
+    }
 
     /// The GPU / CPU training-speed ratio, of a hardware GPU where one ran.
     fn key_figure<'r>(&self, report: &'r Report) -> Option<&'r Figure> {

@@ -31,6 +31,20 @@ impl Exercise for Profiling {
     fn title(&self) -> &'static str {
         "GPU profiling"
     }
+    fn lesson(&self) -> &'static str {
+        include_str!("../../../lessons/07-gpu-profiling.md")
+    }
+    fn quick_run(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            ("backend", "cpu"),
+            ("dataset", "shapes:res=8,n=240"),
+            ("hidden", "16"),
+            ("batch", "32"),
+            ("epochs", "1"),
+            ("storage_latency_ms", "1"),
+            ("decode_passes", "1"),
+        ]
+    }
 
     fn live_charts(&self) -> Vec<super::LiveChartSpec> {
         pc::live_charts()

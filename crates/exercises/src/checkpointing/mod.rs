@@ -46,6 +46,12 @@ impl Exercise for CheckpointLab {
     fn title(&self) -> &'static str {
         "Checkpointing through a real crash"
     }
+    fn lesson(&self) -> &'static str {
+        include_str!("../../../../lessons/05-checkpointing.md")
+    }
+    fn quick_run(&self) -> &'static [(&'static str, &'static str)] {
+        &[("backend", "cpu"), ("epochs", "1"), ("hidden", "16"), ("checkpoint_every", "6"), ("crash_at", "20"), ("corrupt", "truncate")]
+    }
     /// The mean checkpoint write time: what differs from machine to machine (disk, fsync).
     fn key_figure<'r>(&self, report: &'r Report) -> Option<&'r gpulab_systems::report::Figure> {
         common::figure_or_first(report, "mean checkpoint write")

@@ -36,6 +36,12 @@ impl Exercise for PlatformLab {
     fn title(&self) -> &'static str {
         "A production GPU platform (simulation)"
     }
+    fn lesson(&self) -> &'static str {
+        include_str!("../../../../lessons/10-production-platform.md")
+    }
+    fn quick_run(&self) -> &'static [(&'static str, &'static str)] {
+        &[("scenario", "bad-release"), ("duration_h", "10"), ("sweep_points", "4"), ("sweep_runs", "3")]
+    }
     /// The share of requests served within the SLO.
     fn key_figure<'r>(&self, report: &'r Report) -> Option<&'r gpulab_systems::report::Figure> {
         super::common::figure_or_first(report, "within the SLO")

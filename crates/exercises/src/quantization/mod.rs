@@ -38,6 +38,12 @@ impl Exercise for QuantizationLab {
     fn title(&self) -> &'static str {
         "FP32 vs INT8 inference"
     }
+    fn lesson(&self) -> &'static str {
+        include_str!("../../../../lessons/09-int8-quantization.md")
+    }
+    fn quick_run(&self) -> &'static [(&'static str, &'static str)] {
+        &[("backends", "cpu"), ("epochs", "1"), ("hidden", "32"), ("latency_runs", "2")]
+    }
     fn live_charts(&self) -> Vec<super::LiveChartSpec> {
         common::training_live_charts()
     }
