@@ -20,6 +20,8 @@ mod exercises;
 mod gui;
 #[cfg(feature = "gui")]
 mod gui_presenter;
+#[cfg(feature = "gui")]
+mod gui_saved;
 mod html_report;
 mod install;
 mod kernels;

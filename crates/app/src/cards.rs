@@ -1,4 +1,4 @@
-//! The lesson view: the lesson's markdown with its "Check yourself" questions drawn as cards in
+//! The lesson panel: the lesson's markdown with its "Check yourself" questions drawn as cards in
 //! their place — the question, and a "Show answer" toggle (closed by default) that opens the
 //! answer as markdown. The split is parsed once per lesson and kept in egui's temporary memory.
 
@@ -8,6 +8,7 @@ use eframe::egui;
 use egui::RichText;
 use egui_commonmark::{CommonMarkCache, CommonMarkViewer};
 
+use gpulab_exercises::Exercise;
 use gpulab_exercises::lessons::{self, CHECK_YOURSELF_HEADING, Card};
 
 /// A lesson cut around its "Check yourself" section.
@@ -45,8 +46,24 @@ impl LessonParts {
     }
 }
 
+/// The lesson panel: the selected exercise's lesson, scrolled, with its cards. It owns the
+/// markdown viewer's cache (images, code highlighting); the split into text and cards is kept
+/// per lesson in egui's temporary memory, each card's open state too.
+#[derive(Default)]
+pub(crate) struct LessonView {
+    cache: CommonMarkCache,
+}
+
+impl LessonView {
+    pub fn ui(&mut self, ui: &mut egui::Ui, ex: &dyn Exercise) {
+        egui::ScrollArea::vertical().id_salt(("lesson", ex.id())).auto_shrink([false, false]).show(ui, |ui| {
+            show_lesson(ui, &mut self.cache, ex.lesson(), ex.id());
+        });
+    }
+}
+
 /// Draws a lesson (call inside a scroll area); `salt` tells one lesson's cards from another's.
-pub fn show_lesson(ui: &mut egui::Ui, cache: &mut CommonMarkCache, markdown: &'static str, salt: &str) {
+fn show_lesson(ui: &mut egui::Ui, cache: &mut CommonMarkCache, markdown: &'static str, salt: &str) {
     let key = egui::Id::unique(("lesson-parts", salt));
     let parts: Arc<LessonParts> = match ui.data(|d| d.get_temp::<Arc<LessonParts>>(key)) {
         Some(p) => p,
