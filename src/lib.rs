@@ -2,11 +2,11 @@
 //!
 //! The workspace's crates follow the layers in `ARCHITECTURE.md`: `gpulab-core` (tensors,
 //! backends) ← `gpulab-systems` (model, training and the systems around it) ←
-//! `gpulab-exercises` (the ten labs) ← `gpulab-class` ← `gpulab-app` (the GUI face). This
+//! `gpulab-exercises` (the labs) ← `gpulab-class` ← `gpulab-app` (the GUI face). This
 //! package is the CLI face (`src/main.rs`, `src/cli/`); its library only gathers the layers'
 //! modules under one name for the CLI, the integration tests and the benchmarks.
 
-pub use gpulab_core::{Error, Result, cache, device, error, fsutil, spans, stats, tensor, timing, with_backend};
+pub use gpulab_core::{Error, Result, cache, device, error, for_each_backend_id, fsutil, spans, stats, tensor, timing, with_backend};
 pub use gpulab_systems::{bench, checkpoint, data, nn, parallel, platform, profile, quant, report, serve, train};
 
 pub use gpulab_class as class;

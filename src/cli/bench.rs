@@ -1,7 +1,8 @@
 use clap::{Args, Subcommand};
 use gpulab::bench::{self, MatmulDType, MatmulRow, TrainBenchConfig};
-use gpulab::device::{Device, Engine, GpuSelector};
+use gpulab::device::{Device, Engine, registry};
 use gpulab::nn::{AmpConfig, ModelKind, OptimizerKind, Precision};
+use gpulab::tensor::BackendKind;
 use gpulab::with_backend;
 
 use super::progress;
@@ -19,9 +20,10 @@ pub enum BenchCommand {
 pub struct MatmulArgs {
     #[arg(long, value_delimiter = ',', default_value = "256,1024,2048")]
     sizes: Vec<usize>,
-    /// cpu, gpu[:N|:NAME], cuda[:N], or all (the CPU, the default GPU and, where it opens,
-    /// CUDA device 0).
-    #[arg(long, default_value = "all")]
+    #[arg(long, default_value = "all", help = format!(
+        "{}, or all (every backend at its default device; one that cannot open is skipped with a note)",
+        registry::spellings()
+    ))]
     backend: String,
     #[arg(long, default_value_t = 5)]
     runs: usize,
@@ -46,7 +48,7 @@ fn parse_dtype(s: &str) -> Result<MatmulDType, String> {
 
 #[derive(Args)]
 pub struct TrainArgs {
-    #[arg(long, default_value = "cpu")]
+    #[arg(long, default_value = "cpu", help = format!("Where to time: {}", registry::spellings()))]
     backend: String,
     #[arg(long, default_value_t = 784)]
     input: usize,
@@ -84,33 +86,31 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
 }
 
 fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
-    let (cpu, gpu_dev, cuda_dev) = match a.backend.as_str() {
-        "all" => (true, Some(Device::Gpu(GpuSelector::Auto)), Some(Device::Cuda(0))),
-        other => match other.parse::<Device>()? {
-            Device::Cpu => (true, None, None),
-            d @ Device::Cuda(_) => (false, None, Some(d)),
-            d => (false, Some(d), None),
-        },
-    };
-    // CUDA opens first so a refusal is said before the long GEMM runs.
-    let mut cuda = match cuda_dev.map(|d| d.open(None)) {
-        Some(Ok(Engine::Cuda(c))) => Some(c),
-        Some(Ok(_)) | None => None,
-        Some(Err(e)) if a.backend == "all" => {
-            eprintln!("note: CUDA skipped: {e}");
-            None
+    // `all`: every backend at its default device; one that cannot open (or that this build
+    // lacks) is skipped with a note, and the CPU always opens. Otherwise the one device named.
+    let all = a.backend == "all";
+    let devices: Vec<Device> = if all { registry::BACKENDS.iter().map(|b| b.default_device()).collect() } else { vec![a.backend.parse()?] };
+    // Every backend opens first, so a refusal is said before the long GEMM runs.
+    let mut engines: Vec<Engine> = Vec::new();
+    for d in &devices {
+        match d.open(None) {
+            Ok(e) => engines.push(e),
+            Err(e) if all => eprintln!("note: {} skipped: {e}", d.kind().name().to_uppercase()),
+            Err(e) => return Err(e.into()),
         }
-        Some(Err(e)) => return Err(e.into()),
-    };
-    let mut gpu = match gpu_dev.map(|d| d.open(None)) {
-        Some(Ok(Engine::Gpu(g))) => Some(g),
-        Some(Ok(Engine::Cpu(_) | Engine::Cuda(_))) | None => None,
-        Some(Err(e)) if cpu => {
-            eprintln!("note: GPU skipped: {e}");
-            None
+    }
+    // The CPU (the reference every product is checked against) and the wgpu backend time their
+    // own rows, size by size; every other backend times its one GEMM after them.
+    let cpu = engines.iter().any(|e| e.kind() == BackendKind::Cpu);
+    let mut gpu = None;
+    let mut others = Vec::new();
+    for e in &mut engines {
+        match e.kind() {
+            BackendKind::Cpu => {}
+            BackendKind::Gpu => gpu = e.as_gpu_mut(),
+            _ => others.push(e),
         }
-        Some(Err(e)) => return Err(e.into()),
-    };
+    }
     let pb = progress::spinner("measuring GEMM");
     let print = |r: &MatmulRow| {
         if a.json {
@@ -129,24 +129,29 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
             pb.suspend(|| println!("{line}"));
         }
     };
-    let mut rows =
-        if cpu || gpu.is_some() { bench::bench_matmul(&a.sizes, &a.dtype, a.runs, cpu, gpu.as_deref_mut(), print) } else { Ok(Vec::new()) };
-    if let (Ok(done), Some(c)) = (&mut rows, cuda.as_mut()) {
-        // TF32 (tensor cores, 10-bit mantissas) is opt-in: timed as its own f32 row, so its
-        // speed and its larger error are both shown.
-        let tf32_was = c.tf32();
-        c.set_tf32(false);
-        let mut r = bench::bench_matmul_on(c, "cuBLAS", &a.sizes, &a.dtype, a.runs, print);
-        if a.dtype.contains(&MatmulDType::F32) {
-            c.set_tf32(true);
-            r = r.and_then(|mut v| {
-                bench::bench_matmul_on(c, "cuBLAS TF32", &a.sizes, &[MatmulDType::F32], a.runs, print).map(|t| {
-                    v.extend(t);
-                    v
-                })
-            });
+    let mut rows = if cpu || gpu.is_some() { bench::bench_matmul(&a.sizes, &a.dtype, a.runs, cpu, gpu, print) } else { Ok(Vec::new()) };
+    for e in others {
+        let Ok(done) = &mut rows else { break };
+        let gemm = registry::spec(e.kind()).gemm;
+        // CUDA: TF32 (tensor cores, 10-bit mantissas) is opt-in, off for the plain f32 row and
+        // timed as its own row after it, so its speed and its larger error are both shown.
+        let tf32_was = e.as_cuda_mut().map(|c| c.tf32());
+        if let Some(c) = e.as_cuda_mut() {
+            c.set_tf32(false);
         }
-        c.set_tf32(tf32_was);
+        let mut r = with_backend!(&mut *e, b => bench::bench_matmul_on(b, gemm, &a.sizes, &a.dtype, a.runs, print));
+        if let (Some(c), Some(was)) = (e.as_cuda_mut(), tf32_was) {
+            if a.dtype.contains(&MatmulDType::F32) {
+                c.set_tf32(true);
+                r = r.and_then(|mut v| {
+                    bench::bench_matmul_on(c, &format!("{gemm} TF32"), &a.sizes, &[MatmulDType::F32], a.runs, print).map(|t| {
+                        v.extend(t);
+                        v
+                    })
+                });
+            }
+            c.set_tf32(was);
+        }
         match r {
             Ok(r) => done.extend(r),
             Err(e) => rows = Err(e),

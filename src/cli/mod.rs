@@ -41,7 +41,7 @@ enum Command {
     /// Measure speed: GEMM GFLOP/s or training-step throughput.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
-    /// List the ten exercises, one per line, starting with the id.
+    /// List the exercises, one per line, starting with the id.
     List,
     /// Run one exercise headless, with progress bars, and write its report; `run all` runs every
     /// exercise and writes an index.html linking their reports.

@@ -21,8 +21,7 @@ pub struct ServeArgs {
     /// Train the default model briefly first (on --dataset, --epochs) and serve it.
     #[arg(long)]
     train_first: bool,
-    /// Where inference runs: cpu, gpu, gpu:N, gpu:NAME, cuda[:N].
-    #[arg(long, default_value = "gpu")]
+    #[arg(long, default_value = "gpu", help = format!("Where inference runs: {}", gpulab::device::registry::spellings()))]
     backend: String,
     /// Port on 127.0.0.1 (0 = any free port).
     #[arg(long, default_value_t = 8080)]

@@ -11,8 +11,7 @@ use super::progress;
 
 #[derive(Args)]
 pub struct TrainArgs {
-    /// Where to train: cpu, gpu, gpu:N (index from `gpulab info`), gpu:NAME, cuda[:N].
-    #[arg(long, default_value = "gpu")]
+    #[arg(long, default_value = "gpu", help = format!("Where to train: {}; N is an index from `gpulab info`", gpulab::device::registry::spellings()))]
     backend: String,
     /// digits (embedded), shapes[:res=16,channels=1,n=4000,noise=0.1,classes=4] (generated),
     /// or idx:DIR (MNIST / Fashion-MNIST IDX files you already have).

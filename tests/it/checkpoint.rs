@@ -469,4 +469,6 @@ fn cnn_resume_matches_the_uninterrupted_run<B: gpulab::tensor::Backend>(b: &mut 
     assert!(got_final.tensors == want_final.tensors, "final weights or optimizer state differ from the uninterrupted run");
 }
 
+// Listed, not `every:`: CUDA's bit-exact CNN resume has not been checked on an NVIDIA GPU yet
+// (scripts/gpu-check.sh would run it); add `cuda` once it has.
 backend_tests!([cpu, gpu] cnn_resume_matches_the_uninterrupted_run);

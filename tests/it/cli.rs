@@ -198,21 +198,7 @@ fn list_prints_one_line_per_exercise_starting_with_its_id() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     let ids: Vec<&str> = text.lines().map(|l| l.split_whitespace().next().unwrap()).collect();
-    assert_eq!(
-        ids,
-        [
-            "cpu-vs-gpu",
-            "batch-sweep",
-            "precision",
-            "input-pipeline",
-            "checkpoint",
-            "distributed",
-            "profiling",
-            "inference-batching",
-            "quantization",
-            "platform"
-        ]
-    );
+    assert_eq!(ids, gpulab::exercises::ids());
 }
 
 #[test]

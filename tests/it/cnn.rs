@@ -210,7 +210,7 @@ fn conv_kernels_match_the_cpu_on_odd_shapes<B: Backend>(gpu: &mut B) {
     }
 }
 
-backend_tests!([gpu, cuda] conv_kernels_match_the_cpu_on_odd_shapes);
+backend_tests!(vs_cpu: conv_kernels_match_the_cpu_on_odd_shapes);
 
 /// A CNN small enough to check every gradient by finite differences: 5×4 images of 2
 /// channels, convolutions →3 →4, a hidden layer of 6, 3 classes, 3 samples.
@@ -313,7 +313,7 @@ fn cnn_first_training_steps_agree_with_the_cpu<B: Backend>(gpu: &mut B) {
     assert_close("first CNN losses", &got.iter().take(5).map(|&l| l as f32).collect::<Vec<_>>(), &first, 1e-4);
 }
 
-backend_tests!([gpu, cuda] cnn_first_training_steps_agree_with_the_cpu);
+backend_tests!(vs_cpu: cnn_first_training_steps_agree_with_the_cpu);
 
 #[test]
 fn a_short_cnn_run_learns_shapes_well_above_chance() {
@@ -370,7 +370,7 @@ fn cnn_trains_under_autocast_as_well_as_in_fp32<B: Backend>(b: &mut B) {
     check_autocast_cnn(b, &name);
 }
 
-backend_tests!([gpu, cuda] cnn_trains_under_autocast_as_well_as_in_fp32);
+backend_tests!(vs_cpu: cnn_trains_under_autocast_as_well_as_in_fp32);
 
 fn autocast_cnn_first_steps_agree_with_the_cpu<B: Backend>(gpu: &mut B) {
     let data = data::load(&"shapes:res=12,channels=3,n=200".parse::<DatasetSpec>().unwrap(), 4).unwrap();
@@ -386,7 +386,7 @@ fn autocast_cnn_first_steps_agree_with_the_cpu<B: Backend>(gpu: &mut B) {
     assert_close("first autocast CNN losses", &first(&got), &first(&want), 1e-2);
 }
 
-backend_tests!([gpu, cuda] autocast_cnn_first_steps_agree_with_the_cpu);
+backend_tests!(vs_cpu: autocast_cnn_first_steps_agree_with_the_cpu);
 
 #[test]
 fn cnn_flops_and_parameters_count_the_convolutions() {

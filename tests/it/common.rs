@@ -1,38 +1,64 @@
-//! Test fixtures: one GPU backend shared by the GPU tests of this binary, and the rule that a
-//! missing adapter skips with a printed reason — except under GPULAB_REQUIRE_GPU=1 (CI), where
-//! it fails.
+//! Test fixtures: each backend of `device::registry` opened for a test (one shared engine per
+//! backend that opens a device), `backend_tests!` that makes a test per backend from the
+//! registry, and the rule that a backend that cannot open skips with a printed reason — except
+//! under its `required_by` variable (GPULAB_REQUIRE_GPU=1 in CI), where it fails.
 
 use std::sync::{Mutex, OnceLock};
 
-use gpulab::device::{GpuBackend, GpuSelector};
-
-static GPU: OnceLock<Mutex<Option<GpuBackend>>> = OnceLock::new();
+use gpulab::device::registry::{self, BACKENDS, BackendSpec};
+use gpulab::device::{CudaBackend, Engine, GpuBackend};
+use gpulab::tensor::BackendKind;
 
 pub fn require_gpu() -> bool {
-    std::env::var("GPULAB_REQUIRE_GPU").is_ok_and(|v| v == "1")
+    required(registry::spec(BackendKind::Gpu))
 }
 
-/// Runs `f` on the shared GPU backend. Without an adapter: skips with a printed reason, or
-/// panics when GPULAB_REQUIRE_GPU=1.
-pub fn with_gpu(test: &str, f: impl FnOnce(&mut GpuBackend)) {
-    let cell = GPU.get_or_init(|| {
-        Mutex::new(match GpuBackend::open(&GpuSelector::Auto, None) {
-            Ok(g) => Some(g),
-            Err(e) => {
-                assert!(!require_gpu(), "GPULAB_REQUIRE_GPU=1 but no GPU backend could be opened: {e}");
-                eprintln!("no GPU backend: {e}");
-                None
-            }
+/// Whether CI requires `b` here (its `required_by` variable is 1): then a test that cannot open
+/// it fails instead of skipping.
+fn required(b: &BackendSpec) -> bool {
+    b.required_by.is_some_and(|var| std::env::var(var).is_ok_and(|v| v == "1"))
+}
+
+/// One shared engine per backend that opens a device (`BackendSpec::opens_a_device`): opening a
+/// wgpu device takes seconds on llvmpipe.
+static SHARED: [OnceLock<Mutex<Result<Engine, String>>>; BACKENDS.len()] = [const { OnceLock::new() }; BACKENDS.len()];
+
+/// Runs `f` on backend `id`'s default device (`registry::BACKENDS`): a fresh one for a backend
+/// that opens no device, else the one shared by this test binary. Where it cannot open (no
+/// adapter, no NVIDIA GPU, a build without the feature): skips with a printed reason, or panics
+/// under the backend's `required_by` variable (GPULAB_REQUIRE_GPU=1, GPULAB_REQUIRE_CUDA=1).
+pub fn with_backend(id: &str, test: &str, f: impl FnOnce(&mut Engine)) {
+    let at = BACKENDS.iter().position(|b| b.id == id).unwrap_or_else(|| panic!("{test}: no backend {id:?} in the registry"));
+    let b = &BACKENDS[at];
+    let var = b.required_by.unwrap_or("(none)");
+    let open = || {
+        b.default_device().open(None).map_err(|e| {
+            assert!(!required(b), "{var}=1 but no {} backend could be opened: {e}", b.id);
+            eprintln!("no {} backend: {e}", b.id);
+            e.to_string()
         })
-    });
+    };
+    let skip = |why: &str| {
+        assert!(!required(b), "{var}=1 but there is no {} backend for {test}", b.id);
+        eprintln!("SKIPPED {test}: {why} (set {var}=1 to make this a failure)");
+    };
+    if !b.opens_a_device {
+        return match open() {
+            Ok(mut e) => f(&mut e),
+            Err(why) => skip(&why),
+        };
+    }
+    let cell = SHARED[at].get_or_init(|| Mutex::new(open()));
     let mut guard = cell.lock().unwrap_or_else(|p| p.into_inner());
     match guard.as_mut() {
-        Some(g) => f(g),
-        None => {
-            assert!(!require_gpu(), "GPULAB_REQUIRE_GPU=1 but there is no GPU for {test}");
-            eprintln!("SKIPPED {test}: no GPU adapter (set GPULAB_REQUIRE_GPU=1 to make this a failure)");
-        }
+        Ok(e) => f(e),
+        Err(why) => skip(why),
     }
+}
+
+/// Runs `f` on the shared GPU backend (`with_backend("gpu", …)`).
+pub fn with_gpu(test: &str, f: impl FnOnce(&mut GpuBackend)) {
+    with_backend("gpu", test, |e| f(e.as_gpu_mut().expect("the gpu backend's engine")))
 }
 
 /// Uniform random values in [lo, hi) from a seeded generator.
@@ -56,69 +82,43 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f32) {
     }
 }
 
-pub fn require_cuda() -> bool {
-    std::env::var("GPULAB_REQUIRE_CUDA").is_ok_and(|v| v == "1")
-}
-
-/// Per-backend fixtures for [`backend_tests!`]: `common::<backend>::with(test, f)`.
-pub mod cpu {
-    pub fn with(_test: &str, f: impl FnOnce(&mut gpulab::device::CpuBackend)) {
-        f(&mut gpulab::device::CpuBackend::new())
-    }
-}
-
-pub mod gpu {
-    pub use super::with_gpu as with;
-}
-
+/// Runs `f` on the shared CUDA backend (`with_backend("cuda", …)`).
 pub mod cuda {
-    use std::sync::{Mutex, OnceLock};
-
-    use gpulab::device::CudaBackend;
-
-    use super::require_cuda;
-
-    static CUDA: OnceLock<Mutex<Option<CudaBackend>>> = OnceLock::new();
-
-    /// Runs `f` on a shared CUDA backend (device 0). Without one (no NVIDIA GPU, or a build
-    /// without `--features cuda`): skips with the printed reason, or panics when
-    /// GPULAB_REQUIRE_CUDA=1.
-    pub fn with(test: &str, f: impl FnOnce(&mut CudaBackend)) {
-        let cell = CUDA.get_or_init(|| {
-            Mutex::new(match gpulab::device::cuda::open(0, None) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    assert!(!require_cuda(), "GPULAB_REQUIRE_CUDA=1 but no CUDA backend could be opened: {e}");
-                    eprintln!("no CUDA backend: {e}");
-                    None
-                }
-            })
-        });
-        let mut guard = cell.lock().unwrap_or_else(|p| p.into_inner());
-        match guard.as_mut() {
-            Some(c) => f(c),
-            None => {
-                assert!(!require_cuda(), "GPULAB_REQUIRE_CUDA=1 but there is no CUDA device for {test}");
-                let why = gpulab::device::cuda::unavailable();
-                eprintln!("SKIPPED {test}: {why} (set GPULAB_REQUIRE_CUDA=1 to make this a failure)");
-            }
-        }
+    pub fn with(test: &str, f: impl FnOnce(&mut super::CudaBackend)) {
+        super::with_backend("cuda", test, |e| f(e.as_cuda_mut().expect("the cuda backend's engine")))
     }
 }
 
-/// One generic test body `fn name<B: Backend>(b: &mut B)`, one `#[test]` per listed backend:
-/// `backend_tests!([gpu, cuda] reductions_match_cpu, optimizer_updates_match_cpu);` makes
-/// `reductions_match_cpu::gpu`, `reductions_match_cpu::cuda`, … Each runs through
-/// `common::<backend>::with`, so a missing GPU or CUDA device skips with a printed reason, or
-/// fails under GPULAB_REQUIRE_GPU=1 / GPULAB_REQUIRE_CUDA=1.
+/// One generic test body `fn name<B: Backend>(b: &mut B)`, one `#[test]` per backend:
+/// - `backend_tests!(every: a, b)` on every backend in `device::registry::BACKENDS`;
+/// - `backend_tests!(vs_cpu: a, b)` on every backend but the reference CPU (the bodies compare
+///   with the CPU);
+/// - `backend_tests!([cpu, gpu] a)` on the backends listed (say why the others are left out).
+///
+/// `reductions_match_cpu` becomes `reductions_match_cpu::gpu`, `reductions_match_cpu::cuda`, …
+/// Each runs through `common::with_backend`, so a backend that cannot open skips with a printed
+/// reason, or fails under its `required_by` variable (GPULAB_REQUIRE_GPU=1, …).
 macro_rules! backend_tests {
+    (every: $($name:ident),+ $(,)?) => {
+        gpulab::for_each_backend_id!(backend_tests!(@every $($name),+));
+    };
+    (vs_cpu: $($name:ident),+ $(,)?) => {
+        gpulab::for_each_backend_id!(backend_tests!(@vs_cpu $($name),+));
+    };
+    ($reference:ident [$($other:ident),*] @every $($name:ident),+) => {
+        backend_tests!([$reference $(, $other)*] $($name),+);
+    };
+    ($reference:ident [$($other:ident),*] @vs_cpu $($name:ident),+) => {
+        backend_tests!([$($other),*] $($name),+);
+    };
     ([$($backend:ident),+ $(,)?]) => {};
     ([$($backend:ident),+ $(,)?] $name:ident $(, $rest:ident)* $(,)?) => {
         mod $name {
             $(
                 #[test]
                 fn $backend() {
-                    crate::common::$backend::with(concat!(module_path!(), "::", stringify!($backend)), |b| super::$name(b));
+                    let test = concat!(module_path!(), "::", stringify!($backend));
+                    crate::common::with_backend(stringify!($backend), test, |e| gpulab::with_backend!(e, b => super::$name(b)));
                 }
             )+
         }

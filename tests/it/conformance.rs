@@ -862,7 +862,7 @@ fn accepts_and_refuses_exactly_like_the_cpu<B: Backend + 'static>(b: &mut B) {
     assert!(diffs.is_empty(), "the backends disagree on {} of {} calls:\n{}", diffs.len(), want.len(), diffs.join("\n"));
 }
 
-backend_tests!([gpu, cuda] accepts_and_refuses_exactly_like_the_cpu);
+backend_tests!(vs_cpu: accepts_and_refuses_exactly_like_the_cpu);
 
 /// Opening CUDA either works (a device and the feature) or refuses with the reason the
 /// settings panel shows; never a panic. Without the feature it names the rebuild.
@@ -885,6 +885,10 @@ fn backend_kind_keeps_the_report_spelling() {
     for (kind, s) in [(BackendKind::Cpu, "\"cpu\""), (BackendKind::Gpu, "\"gpu\""), (BackendKind::Cuda, "\"cuda\"")] {
         assert_eq!(serde_json::to_string(&kind).unwrap(), s);
         assert_eq!(serde_json::from_str::<BackendKind>(s).unwrap(), kind);
+    }
+    // Every registered backend is written in reports as its id.
+    for b in &gpulab::device::registry::BACKENDS {
+        assert_eq!(serde_json::to_string(&b.kind).unwrap(), format!("\"{}\"", b.id));
     }
     assert_eq!(CpuBackend::new().info().kind, BackendKind::Cpu);
 }

@@ -66,33 +66,29 @@ pub(crate) fn run_to_end(h: &mut Harness<'static, GpulabApp>, timeout: Duration)
     }
 }
 
-/// The exercises the GUI tests run to the end through `run_to_end` (which checks their live
-/// charts against their declarations).
-const RUN_BY_GUI_TESTS: [&str; 10] = [
-    "cpu-vs-gpu",
-    "batch-sweep",
-    "precision",
-    "checkpoint",
-    "input-pipeline",
-    "distributed",
-    "profiling",
-    "inference-batching",
-    "quantization",
-    "platform",
-];
-
-/// A new exercise needs a GUI run test (and with it the live-chart check).
+/// Every registered exercise runs in the lab with its quick run (`Exercise::quick_run`) to a
+/// verdict on screen, its live charts as declared (`run_to_end`) and every column's provenance
+/// shown: a new exercise is covered here without a new test.
 #[test]
-fn every_exercise_is_run_by_a_gui_test() {
-    let all: Vec<&str> = gpulab::exercises::registry().iter().map(|e| e.id()).collect();
-    for id in &all {
-        assert!(
-            RUN_BY_GUI_TESTS.contains(id),
-            "exercise {id} has no GUI test that runs it through run_to_end; add one and list it in RUN_BY_GUI_TESTS"
-        );
-    }
-    for id in RUN_BY_GUI_TESTS {
-        assert!(all.contains(&id), "RUN_BY_GUI_TESTS lists {id}, which is not an exercise");
+fn every_exercise_runs_in_the_lab_to_a_verdict() {
+    let mut h = harness();
+    // The simulations run flat out (their default speed is for watching).
+    h.state_mut().set_run_speed(0.0);
+    for e in gpulab::exercises::registry() {
+        h.get_by_label(&format!("{}. {}", e.number(), e.title())).click();
+        h.step();
+        assert_eq!(h.state().selected(), e.id());
+        for (k, v) in e.quick_run() {
+            h.state_mut().set_setting(k, v).unwrap_or_else(|err| panic!("{}: {k}={v}: {err}", e.id()));
+        }
+        h.step();
+        h.get_by_label("Run").click();
+        run_to_end(&mut h, Duration::from_secs(180));
+        let report = h.state().report().expect("a report").clone();
+        assert_eq!(report.exercise, e.id());
+        assert!(!report.verdict.summary.is_empty(), "{}: no verdict", e.id());
+        assert!(h.query_all_by_label(&report.verdict.summary).count() > 0, "{}: the verdict is not shown", e.id());
+        provenance_shown(&h, &report);
     }
 }
 
@@ -369,8 +365,14 @@ fn exercise_7_applies_the_suggested_fix_with_one_click_and_compares() {
 }
 
 /// Every table column with a provenance shows it under its name ("(unit) · measured"), as the
-/// results view writes it; the status bar's "measured" does not count.
+/// results view writes it; the status bar's "measured" does not count. The report must have such
+/// a column.
 pub(crate) fn assert_provenance_shown(h: &Harness<'static, GpulabApp>, report: &gpulab::report::Report) {
+    assert!(provenance_shown(h, report) > 0, "the report has no column with a provenance");
+}
+
+/// Checks every column with a provenance shows it; returns how many it checked.
+fn provenance_shown(h: &Harness<'static, GpulabApp>, report: &gpulab::report::Report) -> usize {
     let mut checked = 0;
     for t in &report.tables {
         for c in &t.columns {
@@ -381,7 +383,7 @@ pub(crate) fn assert_provenance_shown(h: &Harness<'static, GpulabApp>, report: &
             checked += 1;
         }
     }
-    assert!(checked > 0, "the report has no column with a provenance");
+    checked
 }
 
 #[test]

@@ -38,7 +38,7 @@ fn show_answer_opens_the_answer_and_hide_answer_closes_it() {
         h.get_by_label(&format!("{}. {}", e.number(), e.title())).click();
         h.step();
         h.step();
-        let cards = gpulab::exercises::check_yourself(e.number());
+        let cards = gpulab::exercises::check_yourself(e.lesson());
         // Every question is a card, each closed.
         assert_eq!(h.query_all_by_label("Show answer").count(), cards.len(), "lesson {}: one Show answer per question", e.number());
         assert_eq!(h.query_all_by_label("Hide answer").count(), 0, "lesson {}: a card starts open", e.number());

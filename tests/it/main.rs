@@ -21,6 +21,8 @@ mod forward;
 mod gui;
 #[cfg(feature = "gui")]
 mod gui_presenter;
+#[cfg(feature = "gui")]
+mod gui_saved;
 mod html_report;
 mod install;
 mod kernels;

@@ -85,7 +85,7 @@ fn int8_gemm_equals_the_cpu_exactly<B: Backend>(gpu: &mut B) {
     }
 }
 
-backend_tests!([gpu, cuda] int8_gemm_equals_the_cpu_exactly);
+backend_tests!(vs_cpu: int8_gemm_equals_the_cpu_exactly);
 
 /// ±127 everywhere (the saturation bounds quantize produces): the largest sums, exact.
 #[test]
@@ -185,7 +185,7 @@ fn quantize_matches_the_cpu<B: Backend>(gpu: &mut B) {
     }
 }
 
-backend_tests!([gpu, cuda] quantize_matches_the_cpu);
+backend_tests!(vs_cpu: quantize_matches_the_cpu);
 
 #[test]
 fn dequantize_of_i32_accumulators_matches_on_every_backend() {
@@ -407,7 +407,7 @@ fn fused_int8_epilogue_equals_the_separate_ops_and_the_cpu<B: Backend>(gpu: &mut
     });
 }
 
-backend_tests!([gpu, cuda] fused_int8_epilogue_equals_the_separate_ops_and_the_cpu);
+backend_tests!(vs_cpu: fused_int8_epilogue_equals_the_separate_ops_and_the_cpu);
 
 /// Bad shapes and types are refused with an error that names the problem (no panic), the same
 /// on every backend; the output is left alone.

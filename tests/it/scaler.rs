@@ -188,4 +188,4 @@ fn training_scale_history_replays_on_the_host<B: Backend>(b: &mut B) {
     }
 }
 
-backend_tests!([cpu, gpu, cuda] sync_free_scaler_matches_the_per_step_path, scaler_update_reciprocal_is_exact, training_scale_history_replays_on_the_host);
+backend_tests!(every: sync_free_scaler_matches_the_per_step_path, scaler_update_reciprocal_is_exact, training_scale_history_replays_on_the_host);

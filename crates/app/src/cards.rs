@@ -1,4 +1,4 @@
-//! The lesson view: the lesson's markdown with its "Check yourself" questions drawn as cards in
+//! The lesson panel: the lesson's markdown with its "Check yourself" questions drawn as cards in
 //! their place — the question, and a "Show answer" toggle (closed by default) that opens the
 //! answer as markdown. The split is parsed once per lesson and kept in egui's temporary memory.
 
@@ -8,6 +8,7 @@ use eframe::egui;
 use egui::RichText;
 use egui_commonmark::{CommonMarkCache, CommonMarkViewer};
 
+use gpulab_exercises::Exercise;
 use gpulab_exercises::lessons::{self, CHECK_YOURSELF_HEADING, Card};
 
 /// A lesson cut around its "Check yourself" section.
@@ -38,15 +39,31 @@ impl LessonParts {
             Some((at, line)) => LessonParts {
                 before: markdown[..at].to_string(),
                 heading: line.trim_start_matches('#').trim().to_string(),
-                cards: lessons::parse_cards(&markdown[at..]),
+                cards: lessons::check_yourself(&markdown[at..]),
                 after: lessons::without_check_yourself(&markdown[at..]),
             },
         }
     }
 }
 
+/// The lesson panel: the selected exercise's lesson, scrolled, with its cards. It owns the
+/// markdown viewer's cache (images, code highlighting); the split into text and cards is kept
+/// per lesson in egui's temporary memory, each card's open state too.
+#[derive(Default)]
+pub(crate) struct LessonView {
+    cache: CommonMarkCache,
+}
+
+impl LessonView {
+    pub fn ui(&mut self, ui: &mut egui::Ui, ex: &dyn Exercise) {
+        egui::ScrollArea::vertical().id_salt(("lesson", ex.id())).auto_shrink([false, false]).show(ui, |ui| {
+            show_lesson(ui, &mut self.cache, ex.lesson(), ex.id());
+        });
+    }
+}
+
 /// Draws a lesson (call inside a scroll area); `salt` tells one lesson's cards from another's.
-pub fn show_lesson(ui: &mut egui::Ui, cache: &mut CommonMarkCache, markdown: &'static str, salt: &str) {
+fn show_lesson(ui: &mut egui::Ui, cache: &mut CommonMarkCache, markdown: &'static str, salt: &str) {
     let key = egui::Id::unique(("lesson-parts", salt));
     let parts: Arc<LessonParts> = match ui.data(|d| d.get_temp::<Arc<LessonParts>>(key)) {
         Some(p) => p,
@@ -118,11 +135,11 @@ mod tests {
 
     #[test]
     fn every_lesson_splits_into_text_and_cards() {
-        for n in 1..=10 {
-            let p = LessonParts::parse(lessons::text(n));
+        for ex in gpulab_exercises::registry() {
+            let (n, p) = (ex.number(), LessonParts::parse(ex.lesson()));
             assert!(!p.cards.is_empty(), "lesson {n}");
             assert!(!p.before.contains(CHECK_YOURSELF_HEADING) && !p.after.contains(CHECK_YOURSELF_HEADING), "lesson {n}");
-            assert_eq!(p.cards, lessons::check_yourself(n), "lesson {n}");
+            assert_eq!(p.cards, lessons::check_yourself(ex.lesson()), "lesson {n}");
         }
     }
 }

@@ -10,7 +10,6 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use egui::{Color32, RichText};
 
 use super::charts::{self, ChartView};
-use super::lab::GpulabApp;
 use super::results::{self, WARN};
 use gpulab_class::Class;
 
@@ -22,7 +21,7 @@ enum ClassMsg {
 }
 
 /// The window's state.
-pub(super) struct ClassView {
+pub(crate) struct ClassView {
     open: bool,
     class: Option<Class>,
     busy: Option<String>,
@@ -31,71 +30,70 @@ pub(super) struct ClassView {
     path: String,
     tx: Sender<ClassMsg>,
     rx: Receiver<ClassMsg>,
-}
-
-impl ClassView {
-    pub(super) fn new() -> Self {
-        let (tx, rx) = mpsc::channel();
-        ClassView { open: false, class: None, busy: None, status: None, path: String::new(), tx, rx }
-    }
+    /// Wakes the UI when a task ends.
+    ctx: egui::Context,
 }
 
 fn load(dir: PathBuf) -> ClassMsg {
     ClassMsg::Loaded(gpulab_class::read(&dir).map(Box::new).map_err(|e| e.to_string()))
 }
 
-impl GpulabApp {
+impl ClassView {
+    pub fn new(ctx: &egui::Context) -> Self {
+        let (tx, rx) = mpsc::channel();
+        ClassView { open: false, class: None, busy: None, status: None, path: String::new(), tx, rx, ctx: ctx.clone() }
+    }
+
     /// Opens the class view on `dir` without a dialog; the folder is read off the UI thread.
-    pub fn open_class_folder(&mut self, dir: impl Into<PathBuf>) {
+    pub fn open_folder(&mut self, dir: impl Into<PathBuf>) {
         let dir = dir.into();
-        self.class.path = dir.display().to_string();
-        self.class.open = true;
-        self.class_job("reading the reports…", move || load(dir));
+        self.path = dir.display().to_string();
+        self.open = true;
+        self.job("reading the reports…", move || load(dir));
     }
 
     /// The class read from the folder, once it has arrived.
-    pub fn class_view(&self) -> Option<&Class> {
-        self.class.class.as_ref()
+    pub fn class(&self) -> Option<&Class> {
+        self.class.as_ref()
     }
 
     /// Whether a class read or export is still running.
-    pub fn class_busy(&self) -> bool {
-        self.class.busy.is_some()
+    pub fn busy(&self) -> bool {
+        self.busy.is_some()
     }
 
     /// Writes class.csv and class.html into `dir` without a dialog (off the UI thread).
-    pub fn export_class_to(&mut self, dir: impl Into<PathBuf>) {
-        let Some(c) = self.class.class.clone() else { return };
+    pub fn export_to(&mut self, dir: impl Into<PathBuf>) {
+        let Some(c) = self.class.clone() else { return };
         let dir = dir.into();
-        self.class_job("writing…", move || ClassMsg::Exported(gpulab_class::write_all(&c, &dir).map_err(|e| e.to_string())));
+        self.job("writing…", move || ClassMsg::Exported(gpulab_class::write_all(&c, &dir).map_err(|e| e.to_string())));
     }
 
-    fn class_job(&mut self, busy: &str, work: impl FnOnce() -> ClassMsg + Send + 'static) {
-        let tx = self.class.tx.clone();
+    fn job(&mut self, busy: &str, work: impl FnOnce() -> ClassMsg + Send + 'static) {
+        let tx = self.tx.clone();
         let ctx = self.ctx.clone();
-        self.class.busy = Some(busy.into());
+        self.busy = Some(busy.into());
         std::thread::spawn(move || {
             let _ = tx.send(work());
             ctx.request_repaint();
         });
     }
 
-    fn poll_class(&mut self) {
-        while let Ok(m) = self.class.rx.try_recv() {
-            let v = &mut self.class;
-            v.busy = None;
+    fn poll(&mut self) {
+        while let Ok(m) = self.rx.try_recv() {
+            self.busy = None;
             match m {
                 ClassMsg::Loaded(Ok(c)) => {
-                    v.status = None;
-                    v.class = Some(*c);
+                    self.status = None;
+                    self.class = Some(*c);
                 }
                 ClassMsg::Exported(Ok(paths)) => {
                     let list: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-                    v.status = Some(Ok(format!("wrote {}", list.join(", "))));
+                    self.status = Some(Ok(format!("wrote {}", list.join(", "))));
                 }
-                ClassMsg::Loaded(Err(e)) | ClassMsg::Exported(Err(e)) => v.status = Some(Err(e)),
+                ClassMsg::Loaded(Err(e)) | ClassMsg::Exported(Err(e)) => self.status = Some(Err(e)),
                 ClassMsg::NoDialog(what) => {
-                    v.status = Some(Err(format!(
+                    self.status = Some(Err(format!(
                         "No dialog opened for {what} (no file-dialog portal, or cancelled). Type a folder path, or use “Write both to ./gpulab-reports”."
                     )))
                 }
@@ -103,19 +101,17 @@ impl GpulabApp {
         }
     }
 
-    fn class_folder_dialog(&mut self) {
-        self.class.open = true;
-        self.class_job("waiting for the folder dialog…", || {
-            match rfd::FileDialog::new().set_title("Open a folder of reports").pick_folder() {
-                None => ClassMsg::NoDialog("opening a folder"),
-                Some(d) => load(d),
-            }
+    fn folder_dialog(&mut self) {
+        self.open = true;
+        self.job("waiting for the folder dialog…", || match rfd::FileDialog::new().set_title("Open a folder of reports").pick_folder() {
+            None => ClassMsg::NoDialog("opening a folder"),
+            Some(d) => load(d),
         });
     }
 
-    fn class_export_dialog(&mut self, name: &'static str) {
-        let Some(c) = self.class.class.clone() else { return };
-        self.class_job("waiting for the save dialog…", move || {
+    fn export_dialog(&mut self, name: &'static str) {
+        let Some(c) = self.class.clone() else { return };
+        self.job("waiting for the save dialog…", move || {
             match rfd::FileDialog::new().set_title("Export the class view").set_file_name(name).save_file() {
                 None => ClassMsg::NoDialog("exporting"),
                 Some(p) => {
@@ -127,63 +123,63 @@ impl GpulabApp {
     }
 
     /// The toolbar button.
-    pub(super) fn class_button(&mut self, ui: &mut egui::Ui) {
+    pub fn button_ui(&mut self, ui: &mut egui::Ui) {
         if ui
-            .add_enabled(self.class.busy.is_none(), egui::Button::new("Open a folder of reports…"))
+            .add_enabled(self.busy.is_none(), egui::Button::new("Open a folder of reports…"))
             .on_hover_text("A class view: every report.json below a folder, a table and chart per exercise")
             .clicked()
         {
-            self.class_folder_dialog();
+            self.folder_dialog();
         }
     }
 
     /// The window, when open (each frame; also takes finished tasks' outcomes).
-    pub(super) fn class_window(&mut self, ctx: &egui::Context) {
-        self.poll_class();
-        if !self.class.open {
+    pub fn window(&mut self, ctx: &egui::Context) {
+        self.poll();
+        if !self.open {
             return;
         }
         let mut open = true;
-        egui::Window::new("Class view").open(&mut open).default_size([1100.0, 900.0]).vscroll(true).show(ctx, |ui| self.class_ui(ui));
-        self.class.open = open;
+        egui::Window::new("Class view").open(&mut open).default_size([1100.0, 900.0]).vscroll(true).show(ctx, |ui| self.ui(ui));
+        self.open = open;
     }
 
-    fn class_ui(&mut self, ui: &mut egui::Ui) {
-        let busy = self.class.busy.is_some();
+    fn ui(&mut self, ui: &mut egui::Ui) {
+        let busy = self.busy.is_some();
         ui.horizontal_wrapped(|ui| {
             if ui.add_enabled(!busy, egui::Button::new("Open a folder…")).clicked() {
-                self.class_folder_dialog();
+                self.folder_dialog();
             }
             ui.label("or folder:");
-            ui.add(egui::TextEdit::singleline(&mut self.class.path).hint_text("…/class-reports").desired_width(260.0));
-            if ui.add_enabled(!busy && !self.class.path.trim().is_empty(), egui::Button::new("Open")).clicked() {
-                let p = PathBuf::from(self.class.path.trim());
-                self.open_class_folder(p);
+            ui.add(egui::TextEdit::singleline(&mut self.path).hint_text("…/class-reports").desired_width(260.0));
+            if ui.add_enabled(!busy && !self.path.trim().is_empty(), egui::Button::new("Open")).clicked() {
+                let p = PathBuf::from(self.path.trim());
+                self.open_folder(p);
             }
-            let has = self.class.class.is_some() && !busy;
+            let has = self.class.is_some() && !busy;
             if ui.add_enabled(has, egui::Button::new("Export CSV…")).on_hover_text("class.csv: one long table, a row per report").clicked()
             {
-                self.class_export_dialog("class.csv");
+                self.export_dialog("class.csv");
             }
             if ui
                 .add_enabled(has, egui::Button::new("Export HTML…"))
                 .on_hover_text("class.html: tables and bar charts in one self-contained page")
                 .clicked()
             {
-                self.class_export_dialog("class.html");
+                self.export_dialog("class.html");
             }
             if ui.add_enabled(has, egui::Button::new("Write both to ./gpulab-reports")).clicked() {
                 let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string().replace(':', "-");
-                self.export_class_to(PathBuf::from("gpulab-reports").join(format!("class-{stamp}")));
+                self.export_to(PathBuf::from("gpulab-reports").join(format!("class-{stamp}")));
             }
         });
-        if let Some(b) = &self.class.busy {
+        if let Some(b) = &self.busy {
             ui.horizontal(|ui| {
                 ui.spinner();
                 ui.label(b);
             });
         }
-        match &self.class.status {
+        match &self.status {
             Some(Ok(m)) => {
                 ui.add(egui::Label::new(RichText::new(m).small().color(Color32::from_rgb(110, 190, 110))).wrap());
             }
@@ -192,7 +188,7 @@ impl GpulabApp {
             }
             None => {}
         }
-        let Some(c) = &self.class.class else { return };
+        let Some(c) = &self.class else { return };
         ui.separator();
         ui.label(RichText::new(c.summary()).strong());
         for g in &c.groups {

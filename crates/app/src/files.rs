@@ -4,37 +4,86 @@
 
 use eframe::egui;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, Sender};
 
 use egui::RichText;
 
-use super::lab::GpulabApp;
 use super::results;
 use gpulab_systems::report::Report;
 
 /// A background file task's outcome.
-pub(super) enum FileMsg {
+enum FileMsg {
     Exported(Result<Vec<PathBuf>, String>),
     Compared(Result<Box<Report>, String>),
     NoDialog(&'static str),
 }
 
-impl GpulabApp {
+/// File work's state: the task in flight, the last outcome, the report loaded for comparison,
+/// and where "Write to ./gpulab-reports" writes.
+pub(crate) struct Files {
+    tx: Sender<FileMsg>,
+    rx: Receiver<FileMsg>,
+    busy: Option<String>,
+    status: Option<Result<String, String>>,
+    compare: Option<Report>,
+    /// The path typed beside "Load".
+    compare_path: String,
+    /// Where "Write to ./gpulab-reports" and Ctrl+E write (a folder per export inside).
+    pub export_root: PathBuf,
+    /// Wakes the UI when a task ends.
+    ctx: egui::Context,
+}
+
+impl Files {
+    pub fn new(ctx: &egui::Context) -> Self {
+        let (tx, rx) = mpsc::channel();
+        Files {
+            tx,
+            rx,
+            busy: None,
+            status: None,
+            compare: None,
+            compare_path: String::new(),
+            export_root: "gpulab-reports".into(),
+            ctx: ctx.clone(),
+        }
+    }
+
+    pub fn busy(&self) -> bool {
+        self.busy.is_some()
+    }
+
+    /// The status line under the file buttons (None clears it).
+    pub fn set_status(&mut self, status: Option<Result<String, String>>) {
+        self.status = status;
+    }
+
+    /// The report loaded for comparison, once it has arrived.
+    pub fn compared(&self) -> Option<&Report> {
+        self.compare.as_ref()
+    }
+
+    /// Keeps `r` beside the next result (the one-click suggestion's "measure again").
+    pub fn compare_to(&mut self, r: Report) {
+        self.compare = Some(r);
+    }
+
     /// Takes finished file tasks' outcomes into the status line (each frame).
-    pub(super) fn poll_files(&mut self) {
-        while let Ok(m) = self.files_rx.try_recv() {
-            self.file_busy = None;
+    pub fn poll(&mut self) {
+        while let Ok(m) = self.rx.try_recv() {
+            self.busy = None;
             match m {
                 FileMsg::Exported(Ok(paths)) => {
                     let list: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-                    self.file_status = Some(Ok(format!("wrote {}", list.join(", "))));
+                    self.status = Some(Ok(format!("wrote {}", list.join(", "))));
                 }
-                FileMsg::Exported(Err(e)) | FileMsg::Compared(Err(e)) => self.file_status = Some(Err(e)),
+                FileMsg::Exported(Err(e)) | FileMsg::Compared(Err(e)) => self.status = Some(Err(e)),
                 FileMsg::Compared(Ok(r)) => {
-                    self.file_status = Some(Ok(format!("loaded {} for comparison", r.title)));
+                    self.status = Some(Ok(format!("loaded {} for comparison", r.title)));
                     self.compare = Some(*r);
                 }
                 FileMsg::NoDialog(what) => {
-                    self.file_status = Some(Err(format!(
+                    self.status = Some(Err(format!(
                         "No file dialog opened for {what} (this desktop has no file-dialog portal, or it was cancelled). Use “Write to ./gpulab-reports” or type a path."
                     )))
                 }
@@ -44,19 +93,19 @@ impl GpulabApp {
 
     /// Runs file work (dialogs, reading, writing) on its own thread and posts the outcome back,
     /// so the UI thread never waits on the disk or a dialog.
-    pub(super) fn file_job(&mut self, busy: &str, work: impl FnOnce() -> FileMsg + Send + 'static) {
-        let tx = self.files_tx.clone();
+    fn job(&mut self, busy: &str, work: impl FnOnce() -> FileMsg + Send + 'static) {
+        let tx = self.tx.clone();
         let ctx = self.ctx.clone();
-        self.file_busy = Some(busy.into());
+        self.busy = Some(busy.into());
         std::thread::spawn(move || {
             let _ = tx.send(work());
             ctx.request_repaint();
         });
     }
 
-    fn export_dialog(&mut self) {
-        let Some(r) = self.report().cloned() else { return };
-        self.file_job("waiting for the save dialog…", move || {
+    fn export_dialog(&mut self, r: &Report) {
+        let r = r.clone();
+        self.job("waiting for the save dialog…", move || {
             match rfd::FileDialog::new().set_title("Export report").set_file_name(format!("{}-report", r.exercise)).save_file() {
                 None => FileMsg::NoDialog("export"),
                 Some(p) => FileMsg::Exported(write_report(&r, &p)),
@@ -65,10 +114,10 @@ impl GpulabApp {
     }
 
     /// "Write to ./gpulab-reports" (and Ctrl+E): all files into a new folder under `export_root`.
-    pub(super) fn export_default(&mut self) {
-        let Some(r) = self.report().cloned() else { return };
+    pub fn export_default(&mut self, r: &Report) {
+        let r = r.clone();
         let root = self.export_root.clone();
-        self.file_job("writing…", move || {
+        self.job("writing…", move || {
             let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string().replace(':', "-");
             let dir = root.join(format!("{}-{stamp}", r.exercise));
             let res = gpulab_systems::report::write_all(&r, &dir)
@@ -79,7 +128,7 @@ impl GpulabApp {
     }
 
     fn compare_dialog(&mut self) {
-        self.file_job("waiting for the open dialog…", || {
+        self.job("waiting for the open dialog…", || {
             match rfd::FileDialog::new().set_title("Open report.json to compare").add_filter("gpulab report", &["json"]).pick_file() {
                 None => FileMsg::NoDialog("opening a report"),
                 Some(p) => compared(&p),
@@ -90,31 +139,27 @@ impl GpulabApp {
     /// Loads a report.json to show beside the current result (what the path box's Load does).
     pub fn compare_with(&mut self, path: &str) {
         self.compare_path = path.to_string();
-        self.compare_path();
+        self.load_compare_path();
     }
 
-    /// The report loaded for comparison, once it has arrived.
-    pub fn compared(&self) -> Option<&Report> {
-        self.compare.as_ref()
-    }
-
-    fn compare_path(&mut self) {
+    fn load_compare_path(&mut self) {
         let path = PathBuf::from(self.compare_path.trim());
-        self.file_job("reading…", move || {
+        self.job("reading…", move || {
             let p = if path.is_dir() { path.join("report.json") } else { path };
             compared(&p)
         });
     }
 
-    pub(super) fn file_bar(&mut self, ui: &mut egui::Ui) {
+    /// The buttons under a finished run's report `r`, the path box, and the status line.
+    pub fn bar_ui(&mut self, ui: &mut egui::Ui, r: &Report) {
         ui.horizontal_wrapped(|ui| {
-            let busy = self.file_busy.is_some();
+            let busy = self.busy.is_some();
             if ui
                 .add_enabled(!busy, egui::Button::new("Export report…"))
                 .on_hover_text("Save report.json/.csv/.md (pick a folder name, or a file ending in .json, .csv or .md)")
                 .clicked()
             {
-                self.export_dialog();
+                self.export_dialog(r);
             }
             let tip = super::shortcuts::tip(
                 ui.ctx(),
@@ -122,7 +167,7 @@ impl GpulabApp {
                 &super::shortcuts::EXPORT,
             );
             if ui.add_enabled(!busy, egui::Button::new("Write to ./gpulab-reports")).on_hover_text(tip).clicked() {
-                self.export_default();
+                self.export_default(r);
             }
             if ui.add_enabled(!busy, egui::Button::new("Open report to compare…")).clicked() {
                 self.compare_dialog();
@@ -133,21 +178,21 @@ impl GpulabApp {
         });
         ui.horizontal(|ui| {
             let label = ui.label("or compare with path:").id;
-            let r = ui
+            let resp = ui
                 .add(egui::TextEdit::singleline(&mut self.compare_path).hint_text("…/report.json").desired_width(220.0))
                 .labelled_by(label);
-            let go = ui.add_enabled(self.file_busy.is_none() && !self.compare_path.trim().is_empty(), egui::Button::new("Load")).clicked();
-            if go || (r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) && !self.compare_path.trim().is_empty()) {
-                self.compare_path();
+            let go = ui.add_enabled(self.busy.is_none() && !self.compare_path.trim().is_empty(), egui::Button::new("Load")).clicked();
+            if go || (resp.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) && !self.compare_path.trim().is_empty()) {
+                self.load_compare_path();
             }
         });
-        if let Some(b) = &self.file_busy {
+        if let Some(b) = &self.busy {
             ui.horizontal(|ui| {
                 ui.spinner();
                 ui.label(b);
             });
         }
-        match &self.file_status {
+        match &self.status {
             Some(Ok(m)) => {
                 ui.add(egui::Label::new(RichText::new(m).small().color(super::theme::good(ui.visuals()))).wrap());
             }
@@ -159,7 +204,8 @@ impl GpulabApp {
         ui.add_space(4.0);
     }
 
-    pub(super) fn compare_ui(&mut self, ui: &mut egui::Ui, current: Option<&Report>) {
+    /// This run's report (`current`, None before one) beside the loaded one.
+    pub fn compare_ui(&self, ui: &mut egui::Ui, current: Option<&Report>) {
         let Some(other) = &self.compare else { return };
         ui.columns(2, |cols| {
             cols[0].label(RichText::new("This run").strong());

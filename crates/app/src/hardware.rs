@@ -1,6 +1,7 @@
 //! The hardware panel: adapters (enumerated once on a background thread), the CPU with its live
-//! use, and NVIDIA telemetry when NVML is present. A sampler thread refreshes the live figures
-//! about once a second and ends when the app drops its handle.
+//! use, and NVIDIA telemetry when NVML is present, in a window the toolbar toggles. A sampler
+//! thread refreshes the live figures about once a second and ends when the app drops its handle.
+//! The driver notice (no usable GPU driver: why and the fix) is drawn here too.
 
 use eframe::egui;
 use std::sync::mpsc::{self, Receiver};
@@ -30,6 +31,8 @@ pub struct Live {
 }
 
 pub struct Hardware {
+    /// Whether the window is shown (kept in `Saved::show_hardware`).
+    pub open: bool,
     rx: Receiver<(Vec<AdapterSummary>, Option<DriverNotice>)>,
     /// None while detecting.
     pub adapters: Option<Vec<AdapterSummary>>,
@@ -41,7 +44,8 @@ pub struct Hardware {
 
 impl Hardware {
     /// Starts adapter enumeration in the background; `wake` repaints the UI when it is done.
-    pub fn start(wake: impl Fn() + Send + 'static) -> Self {
+    /// `open`: show the window (as saved).
+    pub fn start(open: bool, wake: impl Fn() + Send + 'static) -> Self {
         let (tx, rx) = mpsc::channel();
         let _ = std::thread::Builder::new().name("gpulab-adapters".into()).spawn(move || {
             let found = std::panic::catch_unwind(|| {
@@ -54,7 +58,7 @@ impl Hardware {
             wake();
         });
         let live = Live { cpu_name: gpulab_core::device::cpu::cpu_name(), threads: rayon::current_num_threads(), ..Default::default() };
-        Hardware { rx, adapters: None, notice: None, live: Arc::new(Mutex::new(live)), sampler_started: false }
+        Hardware { open, rx, adapters: None, notice: None, live: Arc::new(Mutex::new(live)), sampler_started: false }
     }
 
     /// The notice the lab shows as a banner: only a missing driver (a warning).
@@ -72,7 +76,7 @@ impl Hardware {
     }
 
     /// Starts the ~1 s sampler (CPU use, memory, NVML) the first time the panel is shown.
-    pub fn ensure_sampler(&mut self, ctx: &egui::Context) {
+    fn ensure_sampler(&mut self, ctx: &egui::Context) {
         if self.sampler_started {
             return;
         }
@@ -82,7 +86,23 @@ impl Hardware {
         let _ = std::thread::Builder::new().name("gpulab-sampler".into()).spawn(move || sample_loop(weak, ctx));
     }
 
-    pub fn ui(&mut self, ui: &mut egui::Ui) {
+    /// The toolbar's toggle.
+    pub fn toggle_ui(&mut self, ui: &mut egui::Ui) {
+        ui.toggle_value(&mut self.open, "Hardware");
+    }
+
+    /// The window, when open (each frame); the live sampler starts the first time it shows.
+    pub fn window(&mut self, ctx: &egui::Context) {
+        if !self.open {
+            return;
+        }
+        self.ensure_sampler(ctx);
+        let mut open = true;
+        egui::Window::new("Hardware").open(&mut open).default_size([520.0, 560.0]).vscroll(true).show(ctx, |ui| self.ui(ui));
+        self.open = open;
+    }
+
+    fn ui(&mut self, ui: &mut egui::Ui) {
         if let Some(n) = &self.notice {
             notice_ui(ui, n, true);
             ui.separator();

@@ -2,32 +2,38 @@
 //! on the UI thread: runs, adapter detection, sampling and file work happen on other threads.
 //! The app knows no exercise by name: lessons, settings and live charts come from the registry.
 //!
-//! Files: `lab` the window and its state · `panels` exercise list, lesson, controls, results,
-//! status bar · `cards` the lesson with its check-yourself cards · `progress` the run marks in
-//! the sidebar · `settings_panel` the settings editor · `files` export and compare · `class_view`
-//! the class view (a folder of reports) ·
-//! `screenshot` screenshot mode · `frame_stats` UI frame times · `job` a run on a worker thread
-//! · `charts`, `results`, `timeline` drawing reports · `diagram` system diagrams and the
-//! pause/step/speed bar · `hardware` the hardware window · `presenter` UI scale, theme
-//! toggle and the stage layout · `theme` the dark and projector looks · `shortcuts` the keyboard.
+//! `lab` composes the panels, each a struct that owns its state (egui_demo_app's sub-apps) and
+//! reads the frame's shared `context::LabView`; a panel that needs another's state queues a
+//! `context::Command`, run at the end of the frame (rerun's viewer). The panels: `sidebar` the
+//! exercise list with its `progress` marks · `cards` the lesson with its check-yourself cards ·
+//! `settings_panel` the settings editor and presets · `runs` Run/Stop, the run's log and the
+//! results (live charts, the report) over `job`, a run on a worker thread · `files` export and
+//! compare · `hardware` the hardware window and the driver notice · `class_view` the class view
+//! (a folder of reports) · `presenter` UI scale, theme toggle and the stage layout ·
+//! `screenshot` screenshot mode · `status_bar` · `frame_stats` UI frame times. Drawing helpers
+//! without state: `charts`, `results`, `timeline`, `diagram` (system diagrams and the
+//! pause/step/speed bar), `theme` (the dark and projector looks), `shortcuts` (the keyboard).
 
 use eframe::egui;
 mod cards;
 mod charts;
 mod class_view;
+mod context;
 mod diagram;
 mod files;
 mod frame_stats;
 mod hardware;
 mod job;
 mod lab;
-mod panels;
 mod presenter;
 mod progress;
 mod results;
+mod runs;
 mod screenshot;
 mod settings_panel;
 mod shortcuts;
+mod sidebar;
+mod status_bar;
 mod theme;
 mod timeline;
 

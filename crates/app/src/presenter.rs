@@ -1,12 +1,12 @@
-//! Presenter mode: the UI scale (`Saved::presenter.ui_scale`, the one value the toolbar and
-//! Ctrl +/−/0 both change, kept in egui's zoom factor each frame), the projector theme, and the stage layout (lesson and settings hidden; the
-//! run's charts, figures and verdict get the screen). All three persist in `Saved::presenter`.
+//! Presenter mode: the UI scale (`Presenter::ui_scale`, the one value the toolbar and Ctrl +/−/0
+//! both change, kept in egui's zoom factor each frame), the projector theme, and the stage layout
+//! (lesson and settings hidden; the run's charts, figures and verdict get the screen). The
+//! `Presenter` owns all three, and `Saved::presenter` keeps them.
 
 use eframe::egui;
 use egui::{RichText, Role, WidgetInfo};
 use serde::{Deserialize, Serialize};
 
-use super::lab::GpulabApp;
 use super::shortcuts::{self, tip};
 use super::theme::{self, Theme};
 
@@ -67,19 +67,12 @@ pub fn from_env() -> gpulab_core::Result<Presenter> {
     Ok(p)
 }
 
-impl GpulabApp {
-    /// Replaces the presenter settings (screenshot mode) and applies them.
-    pub fn set_presenter(&mut self, p: Presenter) {
-        self.saved.presenter = p;
-        self.presenter_start();
-    }
-
+impl Presenter {
     /// Applies the saved scale and theme to a new context.
-    pub(super) fn presenter_start(&mut self) {
-        let p = &mut self.saved.presenter;
-        p.ui_scale = sane_scale(p.ui_scale);
-        self.ctx.set_zoom_factor(p.ui_scale);
-        theme::apply(&self.ctx, p.theme);
+    pub fn start(&mut self, ctx: &egui::Context) {
+        self.ui_scale = sane_scale(self.ui_scale);
+        ctx.set_zoom_factor(self.ui_scale);
+        theme::apply(ctx, self.theme);
     }
 
     /// Each frame: keeps egui's zoom at the saved scale (the one truth, which the toolbar and
@@ -87,62 +80,49 @@ impl GpulabApp {
     /// moves it, and a start-up pass that drops a pending zoom cannot lose the saved one), and
     /// puts the chosen theme back if something else (a host setting its own theme after the
     /// app was built) changed it.
-    pub(super) fn presenter_tick(&mut self, ctx: &egui::Context) {
-        let t = self.saved.presenter.theme;
-        if ctx.theme() != theme::egui_theme(t) {
-            theme::apply(ctx, t);
+    pub fn tick(&mut self, ctx: &egui::Context) {
+        if ctx.theme() != theme::egui_theme(self.theme) {
+            theme::apply(ctx, self.theme);
         }
         if ctx.options(|o| o.zoom_with_keyboard) {
             ctx.options_mut(|o| o.zoom_with_keyboard = false);
         }
-        let s = sane_scale(self.saved.presenter.ui_scale);
-        self.saved.presenter.ui_scale = s;
-        if ctx.zoom_factor() != s {
-            ctx.set_zoom_factor(s);
+        self.ui_scale = sane_scale(self.ui_scale);
+        if ctx.zoom_factor() != self.ui_scale {
+            ctx.set_zoom_factor(self.ui_scale);
         }
     }
 
     /// One step of the UI scale (`+1` larger, `-1` smaller, `0` back to 100 %), in tenths as
     /// browsers and `egui::gui_zoom` do.
-    pub(super) fn step_scale(&mut self, step: i32) {
-        let p = &mut self.saved.presenter;
-        p.ui_scale = if step == 0 { 1.0 } else { sane_scale(((p.ui_scale + 0.1 * step as f32) * 10.0).round() / 10.0) };
-        self.ctx.set_zoom_factor(p.ui_scale);
+    pub fn step_scale(&mut self, ctx: &egui::Context, step: i32) {
+        self.ui_scale = if step == 0 { 1.0 } else { sane_scale(((self.ui_scale + 0.1 * step as f32) * 10.0).round() / 10.0) };
+        ctx.set_zoom_factor(self.ui_scale);
     }
 
-    /// The UI scale (what the toolbar shows and restarts restore).
-    pub fn ui_scale(&self) -> f32 {
-        self.saved.presenter.ui_scale
-    }
-
-    pub fn set_theme(&mut self, t: Theme) {
-        self.saved.presenter.theme = t;
-        theme::apply(&self.ctx, t);
-    }
-
-    pub fn stage(&self) -> bool {
-        self.saved.presenter.stage
+    pub fn set_theme(&mut self, ctx: &egui::Context, t: Theme) {
+        self.theme = t;
+        theme::apply(ctx, t);
     }
 
     /// The toolbar's presenter controls, drawn right to left: stage, theme, and the scale.
-    pub(super) fn presenter_toolbar(&mut self, ui: &mut egui::Ui) {
+    pub fn toolbar_ui(&mut self, ui: &mut egui::Ui) {
         let ctx = ui.ctx().clone();
-        let p = &mut self.saved.presenter;
-        ui.toggle_value(&mut p.stage, "Stage").on_hover_text(tip(
+        ui.toggle_value(&mut self.stage, "Stage").on_hover_text(tip(
             &ctx,
             "Stage layout: hide the lesson and settings so the charts, figures and verdict fill the screen",
             &shortcuts::STAGE,
         ));
-        let mut projector = p.theme == Theme::Projector;
+        let mut projector = self.theme == Theme::Projector;
         if ui
             .toggle_value(&mut projector, "Projector theme")
             .on_hover_text("Black on white with thick lines and strong chart colours, for projectors and bright rooms")
             .changed()
         {
-            self.set_theme(if projector { Theme::Projector } else { Theme::Dark });
+            self.set_theme(&ctx, if projector { Theme::Projector } else { Theme::Dark });
         }
         ui.separator();
-        let scale = self.saved.presenter.ui_scale;
+        let scale = self.ui_scale;
         let pct = (scale * 100.0).round();
         // Icon-only and number buttons get a spoken label for screen readers (and tests).
         let plus = ui.add_enabled(scale < MAX_SCALE - 1e-3, egui::Button::new("+")).on_hover_text(tip(
@@ -152,7 +132,7 @@ impl GpulabApp {
         ));
         plus.widget_info(|| WidgetInfo::labeled(Role::Button, plus.enabled(), "Zoom in"));
         if plus.clicked() {
-            self.step_scale(1);
+            self.step_scale(&ctx, 1);
         }
         let reset = ui.button(RichText::new(format!("{pct:.0}%")).monospace()).on_hover_text(tip(
             &ctx,
@@ -161,7 +141,7 @@ impl GpulabApp {
         ));
         reset.widget_info(|| WidgetInfo::labeled(Role::Button, true, format!("UI scale {pct:.0}%: reset to 100%")));
         if reset.clicked() {
-            self.step_scale(0);
+            self.step_scale(&ctx, 0);
         }
         let minus = ui.add_enabled(scale > MIN_SCALE + 1e-3, egui::Button::new("−")).on_hover_text(tip(
             &ctx,
@@ -170,21 +150,8 @@ impl GpulabApp {
         ));
         minus.widget_info(|| WidgetInfo::labeled(Role::Button, minus.enabled(), "Zoom out"));
         if minus.clicked() {
-            self.step_scale(-1);
+            self.step_scale(&ctx, -1);
         }
         ui.label("UI scale");
-    }
-
-    /// The stage layout's central panel: the exercise's name, Run / Stop, and the results.
-    pub(super) fn stage_view(&mut self, ui: &mut egui::Ui, ex_idx: usize) {
-        let ex = &self.exercises[ex_idx];
-        let title = format!("Exercise {} · {}", ex.number(), ex.title());
-        ui.horizontal(|ui| {
-            ui.label(RichText::new(title).size(20.0).strong());
-            ui.add_space(12.0);
-            self.run_stop_buttons(ui, ex_idx);
-        });
-        ui.separator();
-        self.results_panel(ui);
     }
 }

@@ -1,7 +1,7 @@
 //! The learner's progress: which exercises they have run, when last, and the headline figure of
-//! that run (`Exercise::key_figure`). Kept in `Saved`, so it survives a restart; recorded by the
-//! lab when a run's report arrives (never for a failed run); drawn under each exercise in the
-//! sidebar, with a button that clears it.
+//! that run (`Exercise::key_figure`). The sidebar owns it and `Saved` keeps it, so it survives a
+//! restart; recorded when a run's report arrives (never for a failed run); drawn under each
+//! exercise in the sidebar, with a button that clears it.
 
 use std::collections::BTreeMap;
 
@@ -10,8 +10,8 @@ use egui::RichText;
 use serde::{Deserialize, Serialize};
 
 use super::charts::short_num;
-use super::lab::GpulabApp;
 use super::results::WARN;
+use gpulab_exercises::Exercise;
 use gpulab_systems::report::{Provenance, Report};
 
 /// The mark of an exercise run to its end.
@@ -81,29 +81,17 @@ impl RunMark {
     }
 }
 
-impl GpulabApp {
-    /// The learner's progress (what the sidebar shows).
-    pub fn progress(&self) -> &Progress {
-        &self.saved.progress
-    }
-
-    pub fn clear_progress(&mut self) {
-        self.saved.progress.runs.clear();
-    }
-
-    /// Records the finished run of `exercise` (called once when its run ends). A failed run,
-    /// which has no report, leaves the previous mark.
-    pub(super) fn record_progress(&mut self, exercise: &str) {
-        let Some(report) = self.runs.get(exercise).and_then(|v| v.report.clone()) else { return };
-        let Some(ex) = self.exercises.iter().find(|e| e.id() == exercise) else { return };
-        let mark = RunMark::new(&report, ex.key_figure(&report));
-        self.saved.progress.runs.insert(exercise.to_string(), mark);
+impl Progress {
+    /// Records the finished run of `ex` from its report (called once when the run ends; a failed
+    /// run, which has no report, leaves the previous mark).
+    pub(crate) fn record(&mut self, ex: &dyn Exercise, report: &Report) {
+        self.runs.insert(ex.id().to_string(), RunMark::new(report, ex.key_figure(report)));
     }
 
     /// The lines under an exercise in the sidebar: the run mark with its date, then the
     /// headline figure.
-    pub(super) fn progress_line(&self, ui: &mut egui::Ui, exercise: &str) {
-        let Some(m) = self.saved.progress.runs.get(exercise) else { return };
+    pub(crate) fn line_ui(&self, ui: &mut egui::Ui, exercise: &str) {
+        let Some(m) = self.runs.get(exercise) else { return };
         let color = if m.stopped_early { WARN } else { DONE };
         ui.add(egui::Label::new(RichText::new(m.mark()).small().color(color)).wrap());
         let hover = m.figure.as_ref().map_or_else(|| "this run's report has no headline figure".to_string(), |f| f.provenance.label());
@@ -111,17 +99,16 @@ impl GpulabApp {
         ui.add(egui::Label::new(RichText::new(figure).small().weak()).wrap()).on_hover_text(hover);
     }
 
-    /// "Clear progress", under the list, when there is any.
-    pub(super) fn progress_controls(&mut self, ui: &mut egui::Ui) {
-        if self.saved.progress.runs.is_empty() {
+    /// "Clear progress", under the list of `total` exercises, when there is any.
+    pub(crate) fn controls_ui(&mut self, ui: &mut egui::Ui, total: usize) {
+        if self.runs.is_empty() {
             return;
         }
         ui.add_space(8.0);
-        let n = self.saved.progress.runs.len();
-        ui.small(format!("{n} of {} exercises run", self.exercises.len()));
+        ui.small(format!("{} of {total} exercises run", self.runs.len()));
         if ui.small_button("Clear progress").on_hover_text("Forget which exercises you have run (the reports you exported stay)").clicked()
         {
-            self.clear_progress();
+            self.runs.clear();
         }
     }
 }

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::job::Status;
-use super::lab::GpulabApp;
 use gpulab_core::error::Error;
 
 /// Where the save thread leaves its outcome for `app::run`.
@@ -68,47 +67,51 @@ pub fn outcome(result: &ShotResult) -> gpulab_core::Result<()> {
     }
 }
 
-impl GpulabApp {
-    /// Called every frame: starts the run on the first frame (autorun), and once enough frames
-    /// have been drawn (after the run, with autorun) asks egui for the screenshot.
-    pub(super) fn screenshot_tick(&mut self, ctx: &egui::Context) {
-        let autorun_now = self.screenshot.as_ref().is_some_and(|p| p.autorun && p.frame == 1);
-        if autorun_now {
-            self.start_run();
-        }
-        let running = self.job.is_some();
-        let summary = self.frame_stats.summary();
-        // What the log (and CI) learns besides the picture: the driver notice on screen and how
-        // an autorun ended — a failed run makes screenshot mode fail after saving the PNG.
-        let notice = self.hardware.banner().map(|n| format!("{} | {}", n.headline, n.fixes.first().map_or("", |f| f.as_str())));
-        let run_end = self.runs.get(&self.saved.selected).map(|v| v.status.clone());
-        let Some(plan) = &mut self.screenshot else { return };
-        plan.frame += 1;
+/// What the lab tells screenshot mode each frame.
+pub(crate) struct ShotState {
+    /// Whether a run is in flight.
+    pub running: bool,
+    /// `FrameStats::summary`.
+    pub frames: Option<String>,
+    /// The driver notice on screen, as one line.
+    pub notice: Option<String>,
+    /// How the selected exercise's latest run stands.
+    pub run_end: Option<Status>,
+}
+
+impl ScreenshotPlan {
+    /// Called every frame: once enough frames have been drawn (after the run, with autorun) asks
+    /// egui for the screenshot. Returns true on the frame the autorun should start.
+    pub(crate) fn tick(&mut self, ctx: &egui::Context, state: ShotState) -> bool {
+        let start_run = self.autorun && self.frame == 1;
+        self.frame += 1;
         ctx.request_repaint();
-        if plan.requested {
-            return;
+        if self.requested {
+            return start_run;
         }
-        let ready = if plan.autorun {
-            if running || plan.frame < 3 {
+        let ready = if self.autorun {
+            if state.running || start_run || self.frame < 3 {
                 false
             } else {
-                let since = plan.after_finish.get_or_insert(plan.frame);
-                plan.frame >= *since + plan.frames
+                let since = self.after_finish.get_or_insert(self.frame);
+                self.frame >= *since + self.frames
             }
         } else {
-            plan.frame >= plan.frames
+            self.frame >= self.frames
         };
         if !ready {
-            return;
+            return start_run;
         }
-        plan.requested = true;
-        if let Some(line) = summary {
+        self.requested = true;
+        // What the log (and CI) learns besides the picture: the driver notice on screen and how
+        // an autorun ended — a failed run makes screenshot mode fail after saving the PNG.
+        if let Some(line) = state.frames {
             eprintln!("screenshot: {line}");
         }
-        if let Some(n) = notice {
+        if let Some(n) = state.notice {
             eprintln!("screenshot: driver notice shown: {n}");
         }
-        let failed = match run_end.filter(|_| plan.autorun) {
+        let failed = match state.run_end.filter(|_| self.autorun) {
             Some(Status::Failed(m)) => Some(m),
             Some(s) => {
                 eprintln!("screenshot: the run ended: {s:?}");
@@ -116,8 +119,8 @@ impl GpulabApp {
             }
             None => None,
         };
-        let path = plan.path.clone();
-        let result = plan.result.clone();
+        let path = self.path.clone();
+        let result = self.result.clone();
         let ctx2 = ctx.clone();
         ctx.request_screenshot(move |image| {
             // Encode and write off the UI thread, then close the window.
@@ -133,6 +136,7 @@ impl GpulabApp {
                 ctx2.request_repaint();
             });
         });
+        start_run
     }
 }
 

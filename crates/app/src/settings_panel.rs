@@ -1,28 +1,127 @@
 //! The settings editor: one widget per setting, by its value type, with the setting's help on
-//! hover and its error under it. Backend lists come from the device layer (CPU, the detected
-//! wgpu adapters, CUDA with the reason it is unavailable in this build).
+//! hover and its error under it. Backend lists come from the device layer's registry (each
+//! backend, the detected wgpu adapters, a backend this build lacks with the reason).
 
 use eframe::egui;
 
 use egui::RichText;
 
-use super::lab::GpulabApp;
-use gpulab_core::device::gpu::adapters::AdapterSummary;
-use gpulab_core::device::{Device, GpuSelector, cuda};
-use gpulab_exercises::{Preset, Value, presets};
+use std::collections::{BTreeMap, HashMap};
 
-impl GpulabApp {
+use super::context::{Command, LabView};
+use gpulab_core::device::gpu::adapters::AdapterSummary;
+use gpulab_core::device::{Device, GpuSelector, registry};
+use gpulab_core::tensor::BackendKind;
+use gpulab_exercises::{Exercise, Preset, Settings, Value, presets};
+
+/// The settings of every exercise (kept in `Saved`), what is being typed into them, and each
+/// exercise's last validation.
+#[derive(Default)]
+pub(crate) struct SettingsPanel {
+    settings: BTreeMap<String, Settings>,
+    /// Text being typed into list/text settings, per (exercise, key), while it differs from the value.
+    edits: HashMap<(String, String), String>,
+    errors: HashMap<(String, String), String>,
+    /// Each exercise's settings when last validated, and the outcome: validation runs once per
+    /// change, not per frame (exercise 10's reads its scenario and traffic files).
+    checked: HashMap<String, (Settings, Result<(), String>)>,
+}
+
+impl SettingsPanel {
+    /// Today's defaults of every exercise with the saved values merged in key by key (a value
+    /// whose setting is gone or changed type is dropped), so a changed exercise never loads a
+    /// stale or invalid configuration.
+    pub fn new(exercises: &[Box<dyn Exercise>], saved: &BTreeMap<String, Settings>) -> Self {
+        let mut settings = BTreeMap::new();
+        for ex in exercises {
+            let mut s = ex.settings();
+            if let Some(old) = saved.get(ex.id()) {
+                for o in &old.0 {
+                    if s.get(&o.key).is_some_and(|d| std::mem::discriminant(&d.value) == std::mem::discriminant(&o.value)) {
+                        let _ = s.set(&o.key, &o.value.to_text());
+                    }
+                }
+            }
+            settings.insert(ex.id().to_string(), s);
+        }
+        SettingsPanel { settings, ..Default::default() }
+    }
+
+    /// What `Saved` keeps.
+    pub fn saved(&self) -> BTreeMap<String, Settings> {
+        self.settings.clone()
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Settings> {
+        self.settings.get(id)
+    }
+
+    /// Sets one setting of exercise `id` as its widget would.
+    pub fn set(&mut self, id: &str, key: &str, text: &str) -> gpulab_core::Result<()> {
+        let s = self.settings.get_mut(id).ok_or_else(|| gpulab_core::Error::InvalidConfig(format!("no exercise {id}")))?;
+        s.set(key, text)?;
+        let k = (id.to_string(), key.to_string());
+        self.edits.remove(&k);
+        self.errors.remove(&k);
+        Ok(())
+    }
+
+    /// Replaces exercise `id`'s settings (defaults, a preset), dropping what was being typed.
+    fn replace(&mut self, id: &str, settings: Settings) {
+        self.settings.insert(id.to_string(), settings);
+        self.edits.retain(|k, _| k.0 != id);
+        self.errors.retain(|k, _| k.0 != id);
+    }
+
+    /// Sets `ex`'s settings to its preset `name` (its defaults with the preset's values).
+    pub fn apply_preset(&mut self, ex: &dyn Exercise, name: &str) -> gpulab_core::Result<()> {
+        let settings = presets::find(ex, name)?.settings(ex)?;
+        self.replace(ex.id(), settings);
+        Ok(())
+    }
+
+    /// The preset `ex`'s settings match, if any (what the dropdown shows).
+    pub fn active_preset(&self, ex: &dyn Exercise) -> Option<&'static str> {
+        presets::active(ex, self.settings.get(ex.id())?)
+    }
+
+    /// Whether `ex`'s settings can run (what enables Run and F5), validated once per change.
+    pub fn validate(&mut self, ex: &dyn Exercise) -> Result<(), String> {
+        let Some(s) = self.settings.get(ex.id()) else { return Ok(()) };
+        if let Some((seen, outcome)) = self.checked.get(ex.id())
+            && seen == s
+        {
+            return outcome.clone();
+        }
+        let outcome = ex.validate(s).map_err(|e| e.to_string());
+        self.checked.insert(ex.id().to_string(), (s.clone(), outcome.clone()));
+        outcome
+    }
+
+    /// "Settings", "Reset to defaults", the presets, and a widget per setting of `ex` (all
+    /// disabled while a run is in flight).
+    pub fn ui(&mut self, ui: &mut egui::Ui, view: &LabView, ex: &dyn Exercise, commands: &mut Vec<Command>) {
+        ui.horizontal(|ui| {
+            ui.heading("Settings");
+            if ui.add_enabled(!view.is_running(), egui::Button::new("Reset to defaults").small()).clicked() {
+                self.replace(ex.id(), ex.settings());
+            }
+            self.presets_ui(ui, view, ex, commands);
+        });
+        self.settings_ui(ui, view, ex.id());
+    }
+
     /// The exercise's presets as a dropdown (beside "Reset to defaults"); it names the active
     /// preset — the one whose values the settings hold — until a setting is edited away from it.
-    pub(super) fn presets_ui(&mut self, ui: &mut egui::Ui, id: &str) {
-        let Some(ex) = self.exercises.iter().find(|e| e.id() == id) else { return };
+    fn presets_ui(&mut self, ui: &mut egui::Ui, view: &LabView, ex: &dyn Exercise, commands: &mut Vec<Command>) {
+        let id = ex.id();
         let all = ex.presets();
         if all.is_empty() {
             return;
         }
-        let active = self.saved.settings.get(id).and_then(|s| presets::active(ex.as_ref(), s));
+        let active = self.active_preset(ex);
         let mut chosen: Option<Preset> = None;
-        ui.add_enabled_ui(self.job.is_none(), |ui| {
+        ui.add_enabled_ui(!view.is_running(), |ui| {
             let lab_id = ui.label("Preset").id;
             let shown = active.unwrap_or("custom settings");
             egui::ComboBox::from_id_salt(("preset", id))
@@ -45,38 +144,18 @@ impl GpulabApp {
                 );
         });
         if let Some(p) = chosen
-            && let Err(e) = self.apply_preset(p.name)
+            && let Err(e) = self.apply_preset(ex, p.name)
         {
-            self.file_status = Some(Err(e.to_string()));
+            commands.push(Command::Status(Err(e.to_string())));
         }
     }
 
-    /// Sets the selected exercise's settings to its preset `name` (its defaults with the
-    /// preset's values), as choosing it in the dropdown does.
-    pub fn apply_preset(&mut self, name: &str) -> gpulab_core::Result<()> {
-        let id = self.saved.selected.clone();
-        let ex =
-            self.exercises.iter().find(|e| e.id() == id).ok_or_else(|| gpulab_core::Error::InvalidConfig(format!("no exercise {id}")))?;
-        let settings = presets::find(ex.as_ref(), name)?.settings(ex.as_ref())?;
-        self.saved.settings.insert(id.clone(), settings);
-        self.edits.retain(|k, _| k.0 != id);
-        self.errors.retain(|k, _| k.0 != id);
-        Ok(())
-    }
-
-    /// The preset the selected exercise's settings match, if any (what the dropdown shows).
-    pub fn active_preset(&self) -> Option<&'static str> {
-        let id = self.saved.selected.as_str();
-        let ex = self.exercises.iter().find(|e| e.id() == id)?;
-        presets::active(ex.as_ref(), self.saved.settings.get(id)?)
-    }
-
-    pub(super) fn settings_ui(&mut self, ui: &mut egui::Ui, id: &str) {
-        let adapters = self.hardware.adapters.clone();
-        let Some(settings) = self.saved.settings.get_mut(id) else { return };
+    fn settings_ui(&mut self, ui: &mut egui::Ui, view: &LabView, id: &str) {
+        let adapters = view.adapters;
+        let Some(settings) = self.settings.get_mut(id) else { return };
         let edits = &mut self.edits;
         let errors = &mut self.errors;
-        let running = self.job.is_some();
+        let running = view.is_running();
         let keys: Vec<String> = settings.0.iter().map(|s| s.key.clone()).collect();
         ui.add_enabled_ui(!running, |ui| {
             egui::Grid::new(("settings", id)).num_columns(2).spacing([10.0, 6.0]).show(ui, |ui| {
@@ -133,7 +212,7 @@ impl GpulabApp {
                                 }
                             }
                             Value::Devices(list) => {
-                                new_text = devices(ui, list, adapters.as_deref());
+                                new_text = devices(ui, list, adapters);
                             }
                             Value::List { .. } | Value::Text(_) => {
                                 let mut text = edits.get(&ek).cloned().unwrap_or_else(|| s.value.to_text());
@@ -171,7 +250,8 @@ impl GpulabApp {
     }
 }
 
-/// The backend checkboxes; returns the new list (comma-separated) when it changed.
+/// The backend checkboxes, one per registered backend (`device::registry`), the wgpu adapters
+/// under the best-GPU one once detected; returns the new list (comma-separated) when it changed.
 fn devices(ui: &mut egui::Ui, list: &[String], adapters: Option<&[AdapterSummary]>) -> Option<String> {
     let mut chosen = list.to_vec();
     let mut toggle = |ui: &mut egui::Ui, dev: &str, label: String, hover: &str, enabled: bool| {
@@ -185,45 +265,40 @@ fn devices(ui: &mut egui::Ui, list: &[String], adapters: Option<&[AdapterSummary
             }
         }
     };
-    let cpu = Device::Cpu.to_string();
-    let gpu = Device::Gpu(GpuSelector::Auto).to_string();
-    toggle(ui, &cpu, "CPU".into(), "The CPU backend (GEMM + rayon)", true);
-    toggle(ui, &gpu, "Best GPU (auto)".into(), "The best adapter gpulab finds", true);
-    let mut listed = vec![cpu, gpu];
-    match adapters {
-        None => {
-            ui.horizontal(|ui| {
-                ui.spinner();
-                ui.small("detecting adapters…");
-            });
+    let mut listed = Vec::new();
+    for b in &registry::BACKENDS {
+        let dev = b.default_device().to_string();
+        if b.feature.is_none() {
+            toggle(ui, &dev, b.label.into(), b.about, b.built);
+        } else {
+            // A backend not every build has says what it is, or why this build cannot use it (a
+            // CUDA build does not probe for the device here: that would block the UI thread).
+            let status = b.status();
+            toggle(ui, &dev, b.label.into(), &format!("{dev}: {status}"), b.built);
+            ui.add(egui::Label::new(RichText::new(format!("{}: {status}", b.label)).small().weak()).wrap());
         }
-        Some(found) => {
-            for a in found {
-                let dev = Device::Gpu(GpuSelector::Index(a.index)).to_string();
-                toggle(ui, &dev, a.label(), &format!("{dev}: {} {}", a.driver, a.driver_info), true);
-                listed.push(dev);
+        listed.push(dev);
+        if b.kind == BackendKind::Gpu {
+            match adapters {
+                None => {
+                    ui.horizontal(|ui| {
+                        ui.spinner();
+                        ui.small("detecting adapters…");
+                    });
+                }
+                Some(found) => {
+                    for a in found {
+                        let dev = Device::Gpu(GpuSelector::Index(a.index)).to_string();
+                        toggle(ui, &dev, a.label(), &format!("{dev}: {} {}", a.driver, a.driver_info), true);
+                        listed.push(dev);
+                    }
+                }
             }
         }
     }
-    let (cuda_dev, why) = cuda_entry();
-    toggle(ui, &cuda_dev, "CUDA".into(), &format!("{cuda_dev}: {why}"), cuda::BUILT);
-    ui.add(egui::Label::new(RichText::new(format!("CUDA: {why}")).small().weak()).wrap());
-    listed.push(cuda_dev);
     // Backends typed elsewhere (gpu:NAME, cuda:N) stay visible and removable.
     for d in list.iter().filter(|d| !listed.contains(d)) {
         toggle(ui, d, d.clone(), "set from a saved or typed configuration", true);
     }
     (chosen != list).then(|| chosen.join(","))
-}
-
-/// The CUDA entry, written once from the device layer: its setting value and why this build
-/// cannot use it (`device::cuda::unavailable`), or, in a CUDA build, that a run checks for the
-/// device (probing the driver here would block the UI thread).
-fn cuda_entry() -> (String, String) {
-    let why = if cuda::BUILT {
-        "NVIDIA GPU through CUDA; a run that cannot open it says why".to_string()
-    } else {
-        cuda::unavailable().to_string()
-    };
-    (Device::Cuda(0).to_string(), why)
 }

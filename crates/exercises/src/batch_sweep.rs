@@ -35,6 +35,12 @@ impl Exercise for BatchSweep {
     fn title(&self) -> &'static str {
         "Batch-size sweep"
     }
+    fn lesson(&self) -> &'static str {
+        include_str!("../../../lessons/02-batch-size.md")
+    }
+    fn quick_run(&self) -> &'static [(&'static str, &'static str)] {
+        &[("backend", "cpu"), ("dataset", "digits"), ("epochs", "1"), ("batch_sizes", "16,4096"), ("vram_budget_mib", "2")]
+    }
 
     fn live_charts(&self) -> Vec<super::LiveChartSpec> {
         common::training_live_charts()

@@ -15,7 +15,7 @@ pub fn one_backend(s: Settings) -> Settings {
     s.add(
         "backend",
         "Backend",
-        "Where to train: cpu, gpu, gpu:N, gpu:NAME, cuda[:N] (a --features cuda build)",
+        &format!("Where to train: {}", gpulab_core::device::registry::spellings()),
         Value::Devices(vec!["gpu".into()]),
     )
 }
@@ -150,7 +150,7 @@ pub fn duration(secs: f64) -> String {
 /// with `Report { figures, .., ..report_for(ex, s, meta) }`.
 pub fn report_for(ex: &(impl Exercise + ?Sized), s: &Settings, metadata: Metadata) -> Report {
     let check_yourself =
-        super::lessons::check_yourself(ex.number()).into_iter().map(|c| CheckCard { question: c.question, answer: c.answer }).collect();
+        super::lessons::check_yourself(ex.lesson()).into_iter().map(|c| CheckCard { question: c.question, answer: c.answer }).collect();
     Report {
         exercise: ex.id().into(),
         title: format!("Exercise {} · {}", ex.number(), ex.title()),

@@ -42,6 +42,12 @@ impl Exercise for CpuVsGpu {
     fn title(&self) -> &'static str {
         "CPU vs GPU"
     }
+    fn lesson(&self) -> &'static str {
+        include_str!("../../../lessons/01-cpu-vs-gpu.md")
+    }
+    fn quick_run(&self) -> &'static [(&'static str, &'static str)] {
+        &[("backends", "cpu"), ("epochs", "1"), ("hidden", "32"), ("sweep_sizes", "16,32"), ("sweep_runs", "1")]
+    }
 
     /// The GPU / CPU training-speed ratio, of a hardware GPU where one ran.
     fn key_figure<'r>(&self, report: &'r Report) -> Option<&'r Figure> {
@@ -58,7 +64,10 @@ impl Exercise for CpuVsGpu {
         let s = Settings::default().add(
             "backends",
             "Backends",
-            "Where to train: cpu, gpu (the best adapter), gpu:N (index from the hardware panel), gpu:NAME, cuda[:N] (NVIDIA through CUDA: a --features cuda build)",
+            &format!(
+                "Where to train: {}; gpu is the best adapter, gpu:N its index in the hardware panel",
+                gpulab_core::device::registry::spellings()
+            ),
             Value::Devices(vec!["cpu".into(), "gpu".into()]),
         );
         let s = common::model_setting(common::training_settings(s, "digits", &[128, 64], 64, 5))
@@ -157,7 +166,7 @@ impl Exercise for CpuVsGpu {
 
         // The matmul sweep on the CPU (always, as the baseline) and every GPU that opened.
         let mut sweep: Vec<(BackendInfo, Vec<(usize, f64)>)> = Vec::new();
-        if !engines.iter().any(|(_, e)| matches!(e, Engine::Cpu(_))) {
+        if !engines.iter().any(|(_, e)| e.kind() == gpulab_core::tensor::BackendKind::Cpu) {
             engines.insert(0, ("cpu".into(), Device::Cpu.open(None)?));
         }
         'sweep: for (_, engine) in engines.iter_mut() {

@@ -24,6 +24,20 @@ impl Exercise for InputPipeline {
     fn title(&self) -> &'static str {
         "Input pipeline: workers, prefetch, cache"
     }
+    fn lesson(&self) -> &'static str {
+        include_str!("../../../lessons/04-input-pipeline.md")
+    }
+    fn quick_run(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            ("backend", "cpu"),
+            ("dataset", "shapes:res=8,n=240"),
+            ("hidden", "16"),
+            ("batch", "32"),
+            ("epochs", "1"),
+            ("storage_latency_ms", "1"),
+            ("decode_passes", "1"),
+        ]
+    }
 
     fn live_charts(&self) -> Vec<super::LiveChartSpec> {
         pc::live_charts()

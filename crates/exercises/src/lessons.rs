@@ -1,22 +1,5 @@
-//! The lessons, embedded so the app needs no files at run time.
-
-const LESSONS: [&str; 10] = [
-    include_str!("../../../lessons/01-cpu-vs-gpu.md"),
-    include_str!("../../../lessons/02-batch-size.md"),
-    include_str!("../../../lessons/03-mixed-precision.md"),
-    include_str!("../../../lessons/04-input-pipeline.md"),
-    include_str!("../../../lessons/05-checkpointing.md"),
-    include_str!("../../../lessons/06-data-parallel.md"),
-    include_str!("../../../lessons/07-gpu-profiling.md"),
-    include_str!("../../../lessons/08-inference-batching.md"),
-    include_str!("../../../lessons/09-int8-quantization.md"),
-    include_str!("../../../lessons/10-production-platform.md"),
-];
-
-/// The lesson of exercise `number` (1–10).
-pub fn text(number: u32) -> &'static str {
-    LESSONS.get(number.wrapping_sub(1) as usize).copied().unwrap_or("")
-}
+//! The lessons' "Check yourself" cards. Each exercise embeds its own lesson (`Exercise::lesson`,
+//! an `include_str!` of `lessons/NN-….md`), so the app needs no files at run time.
 
 /// One "Check yourself" question of a lesson, with its answer when the lesson gives one.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,14 +10,6 @@ pub struct Card {
 
 /// The heading every lesson's questions sit under.
 pub const CHECK_YOURSELF_HEADING: &str = "## Check yourself";
-
-/// The lesson's "Check yourself" questions as cards. The format, in the lesson's markdown: under a
-/// heading starting with `## Check yourself`, each question is a numbered item (`1. …`); lines
-/// indented under it continue it, and the first indented line starting with `*Answer:*` begins
-/// its answer, which runs to the next item. The section ends at the next `## ` heading.
-pub fn check_yourself(number: u32) -> Vec<Card> {
-    parse_cards(text(number))
-}
 
 /// The lesson without its "Check yourself" section, for views that draw the cards themselves.
 pub fn without_check_yourself(markdown: &str) -> String {
@@ -52,7 +27,11 @@ pub fn without_check_yourself(markdown: &str) -> String {
     out
 }
 
-pub fn parse_cards(markdown: &str) -> Vec<Card> {
+/// The lesson's "Check yourself" questions as cards. The format, in the lesson's markdown: under a
+/// heading starting with `## Check yourself`, each question is a numbered item (`1. …`); lines
+/// indented under it continue it, and the first indented line starting with `*Answer:*` begins
+/// its answer, which runs to the next item. The section ends at the next `## ` heading.
+pub fn check_yourself(markdown: &str) -> Vec<Card> {
     let mut cards: Vec<Card> = Vec::new();
     let mut inside = false;
     let mut in_answer = false;
@@ -107,8 +86,8 @@ mod tests {
 
     #[test]
     fn every_lesson_has_check_yourself_questions() {
-        for n in 1..=10 {
-            let cards = check_yourself(n);
+        for ex in crate::registry() {
+            let (n, cards) = (ex.number(), check_yourself(ex.lesson()));
             assert!(cards.len() >= 3, "lesson {n} has {} check-yourself questions", cards.len());
             assert!(cards.iter().all(|c| !c.question.is_empty()), "lesson {n} has an empty question");
         }
@@ -118,8 +97,9 @@ mod tests {
     /// why), and no answer swallowed the next question.
     #[test]
     fn every_check_yourself_question_has_an_answer() {
-        for n in 1..=10 {
-            for (i, c) in check_yourself(n).iter().enumerate() {
+        for ex in crate::registry() {
+            let (n, cards) = (ex.number(), check_yourself(ex.lesson()));
+            for (i, c) in cards.iter().enumerate() {
                 let a = c.answer.as_deref().unwrap_or("");
                 assert!(a.len() >= 80, "lesson {n}, question {}: no answer (or a stub): {a:?}", i + 1);
                 assert!(
@@ -128,15 +108,15 @@ mod tests {
                     i + 1
                 );
             }
-            let count = text(n).lines().filter(|l| l.trim_start().starts_with("*Answer:*")).count();
-            assert_eq!(count, check_yourself(n).len(), "lesson {n}: answers outside the Check yourself list");
+            let count = ex.lesson().lines().filter(|l| l.trim_start().starts_with("*Answer:*")).count();
+            assert_eq!(count, cards.len(), "lesson {n}: answers outside the Check yourself list");
         }
     }
 
     #[test]
     fn cards_parse_questions_continuations_and_answers() {
         let md = "# T\n\n## Check yourself against your numbers\n\n1. First?\n   More of it.\n   *Answer:* Because.\n   Second line.\n2. Second?\n\n## Going further\n\n3. not a card\n";
-        let cards = parse_cards(md);
+        let cards = check_yourself(md);
         assert_eq!(
             cards,
             vec![

@@ -1,5 +1,7 @@
-//! The ten exercises behind one trait. The GUI, the CLI and the tests all drive
-//! `Exercise::run`, so whatever one shows, the others can produce and check.
+//! The exercises behind one trait, listed once in [`registry`]. The GUI, the CLI and the tests
+//! all drive `Exercise::run` and take their lists of exercises from the registry, so whatever
+//! one shows, the others can produce and check, and a new exercise needs no change outside this
+//! crate and `lessons/`.
 
 mod batch_sweep;
 mod checkpointing;
@@ -37,13 +39,15 @@ use gpulab_systems::report::Report;
 pub trait Exercise: Send + Sync {
     /// The id used on the command line, e.g. `cpu-vs-gpu`.
     fn id(&self) -> &'static str;
-    /// 1–10, the order of the chapter.
+    /// 1, 2, …: the order of the chapter (the registry's numbers run from 1 without a gap).
     fn number(&self) -> u32;
     fn title(&self) -> &'static str;
-    /// The lesson's markdown.
-    fn lesson(&self) -> &'static str {
-        lessons::text(self.number())
-    }
+    /// The lesson's markdown, embedded from `lessons/` (`include_str!`), starting `# N · Title`.
+    fn lesson(&self) -> &'static str;
+    /// The smallest run that still fills every part of the report (seconds on a 2-core CPU, no
+    /// GPU needed): `key=value` pairs over the defaults. The lab's tests run every registered
+    /// exercise with it, so a new exercise is run through the window without a new test.
+    fn quick_run(&self) -> &'static [(&'static str, &'static str)];
     /// The settings with their defaults (which finish in a few minutes on a 2-core machine).
     fn settings(&self) -> Settings;
     /// Checks the settings as a whole; `run` calls it too.
@@ -73,16 +77,21 @@ pub trait Exercise: Send + Sync {
     fn run(&self, settings: &Settings, sink: &mut dyn Sink) -> Result<Report>;
 }
 
-/// All ten, in the chapter's order.
+/// Every exercise, in the chapter's order: the one list the CLI, the lab, the class view and the
+/// tests take theirs from. A new exercise is a module above and a line here.
 pub fn registry() -> Vec<Box<dyn Exercise>> {
-    let mut all: Vec<Box<dyn Exercise>> = vec![Box::new(cpu_vs_gpu::CpuVsGpu), Box::new(batch_sweep::BatchSweep)];
-    all.push(Box::new(precision::PrecisionLab));
-    all.push(Box::new(checkpointing::CheckpointLab));
-    all.extend([Box::new(input_pipeline::InputPipeline) as Box<dyn Exercise>, Box::new(profiling::Profiling)]);
-    all.push(Box::new(platform::PlatformLab));
-    all.push(Box::new(distributed::Distributed));
-    all.push(Box::new(inference::InferenceBatching));
-    all.push(Box::new(quantization::QuantizationLab));
+    let mut all: Vec<Box<dyn Exercise>> = vec![
+        Box::new(cpu_vs_gpu::CpuVsGpu),
+        Box::new(batch_sweep::BatchSweep),
+        Box::new(precision::PrecisionLab),
+        Box::new(input_pipeline::InputPipeline),
+        Box::new(checkpointing::CheckpointLab),
+        Box::new(distributed::Distributed),
+        Box::new(profiling::Profiling),
+        Box::new(inference::InferenceBatching),
+        Box::new(quantization::QuantizationLab),
+        Box::new(platform::PlatformLab),
+    ];
     all.sort_by_key(|e| e.number());
     all
 }

@@ -68,6 +68,12 @@ impl Exercise for PrecisionLab {
     fn title(&self) -> &'static str {
         "FP32 vs FP16/BF16 mixed precision"
     }
+    fn lesson(&self) -> &'static str {
+        include_str!("../../../lessons/03-mixed-precision.md")
+    }
+    fn quick_run(&self) -> &'static [(&'static str, &'static str)] {
+        &[("backend", "cpu"), ("epochs", "1"), ("hidden", "32"), ("demo_epochs", "1")]
+    }
 
     fn live_charts(&self) -> Vec<super::LiveChartSpec> {
         common::training_live_charts()

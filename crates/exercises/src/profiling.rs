@@ -10,7 +10,6 @@ use super::settings::Value;
 use super::sink::{Event, Sink};
 use super::watch;
 use crate::common::report_for;
-use gpulab_core::device::Engine;
 use gpulab_core::error::Result;
 use gpulab_systems::nn::AmpConfig;
 use gpulab_systems::profile::Bottleneck;
@@ -31,6 +30,20 @@ impl Exercise for Profiling {
     }
     fn title(&self) -> &'static str {
         "GPU profiling"
+    }
+    fn lesson(&self) -> &'static str {
+        include_str!("../../../lessons/07-gpu-profiling.md")
+    }
+    fn quick_run(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            ("backend", "cpu"),
+            ("dataset", "shapes:res=8,n=240"),
+            ("hidden", "16"),
+            ("batch", "32"),
+            ("epochs", "1"),
+            ("storage_latency_ms", "1"),
+            ("decode_passes", "1"),
+        ]
     }
 
     fn live_charts(&self) -> Vec<super::LiveChartSpec> {
@@ -91,12 +104,12 @@ impl Exercise for Profiling {
         let (mut engine, mut meta) = pc::open(s, &data, sink)?;
         meta.precision = cfg.amp.label();
         let pipe = pc::pipeline_config(s)?;
-        let peaks = match &mut engine {
-            Engine::Gpu(g) => {
+        let peaks = match engine.as_gpu_mut() {
+            Some(g) => {
                 sink.emit(Event::Phase("measuring this adapter's peak compute and bandwidth".into()));
-                Some(peaks::measure_or_cached(g.as_mut())?)
+                Some(peaks::measure_or_cached(g)?)
             }
-            Engine::Cpu(_) | Engine::Cuda(_) => None,
+            None => None,
         };
         let p = peaks.map(|p| p.0);
         let (first, first_windows) = pc::profiled_watched(&mut engine, &data, &cfg, &pipe, "1 as set", p.as_ref(), sink)?;

@@ -1,11 +1,16 @@
 //! Where the math runs, chosen at run time: the CPU, a wgpu adapter, or (with the `cuda`
 //! feature) an NVIDIA GPU through CUDA. No `cfg` leaks above this module: without the feature,
 //! `Device::Cuda` exists and opening it says how to get it.
+//!
+//! The backends are listed once, in `registry::BACKENDS`; this file holds the code that names
+//! each variant (`Device`, `Engine`, `with_backend!`, `for_each_backend_id!`), so a new backend
+//! is a folder here, a row in the registry, and an arm in each of these.
 
 pub mod cpu;
 pub mod cuda;
 pub mod gpu;
 pub mod linux_gpu;
+pub mod registry;
 pub mod telemetry;
 
 use std::fmt;
@@ -18,6 +23,7 @@ pub use cuda::CudaBackend;
 pub use gpu::{GpuBackend, GpuSelector};
 
 use crate::error::{Error, Result};
+use crate::tensor::BackendKind;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Device {
@@ -29,30 +35,23 @@ pub enum Device {
 impl FromStr for Device {
     type Err = Error;
 
-    /// `cpu`, `gpu`, `gpu:N` (adapter index from `gpulab info`), `gpu:NAME` (part of the
-    /// adapter's name), `cuda`, `cuda:N`.
+    /// A backend's id alone (`cpu`, `gpu`, `cuda`) or with its argument (`gpu:N`, the adapter
+    /// index from `gpulab info`; `gpu:NAME`, part of the adapter's name; `cuda:N`), as
+    /// `registry::BACKENDS` spells them.
     fn from_str(s: &str) -> Result<Self> {
-        let (kind, arg) = match s.split_once(':') {
-            Some((k, a)) => (k, Some(a)),
-            None => (s, None),
-        };
-        match (kind.to_ascii_lowercase().as_str(), arg) {
-            ("cpu", None) => Ok(Device::Cpu),
-            ("gpu" | "wgpu", None) => Ok(Device::Gpu(GpuSelector::Auto)),
-            ("gpu" | "wgpu", Some("")) => Err(bad(s)),
-            ("gpu" | "wgpu", Some(a)) => Ok(Device::Gpu(match a.parse::<usize>() {
-                Ok(i) => GpuSelector::Index(i),
-                Err(_) => GpuSelector::Name(a.to_string()),
-            })),
-            ("cuda", None) => Ok(Device::Cuda(0)),
-            ("cuda", Some(a)) => a.parse().map(Device::Cuda).map_err(|_| bad(s)),
-            _ => Err(bad(s)),
-        }
+        registry::parse(s).ok_or_else(|| Error::InvalidConfig(format!("unknown backend {s:?}; use {}", registry::choices())))
     }
 }
 
-fn bad(s: &str) -> Error {
-    Error::InvalidConfig(format!("unknown backend {s:?}; use cpu, gpu, gpu:N, gpu:NAME or cuda[:N]"))
+impl Device {
+    /// Which backend this device is on.
+    pub fn kind(&self) -> BackendKind {
+        match self {
+            Device::Cpu => BackendKind::Cpu,
+            Device::Gpu(_) => BackendKind::Gpu,
+            Device::Cuda(_) => BackendKind::Cuda,
+        }
+    }
 }
 
 impl fmt::Display for Device {
@@ -87,6 +86,33 @@ impl Device {
     }
 }
 
+impl Engine {
+    pub fn kind(&self) -> BackendKind {
+        match self {
+            Engine::Cpu(_) => BackendKind::Cpu,
+            Engine::Gpu(_) => BackendKind::Gpu,
+            Engine::Cuda(_) => BackendKind::Cuda,
+        }
+    }
+
+    /// The wgpu backend, for what only it does: per-kernel timestamps, its matmul variants, the
+    /// measured peaks of exercise 7's roofline.
+    pub fn as_gpu_mut(&mut self) -> Option<&mut GpuBackend> {
+        match self {
+            Engine::Gpu(g) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// The CUDA backend, for what only it has (TF32 GEMM).
+    pub fn as_cuda_mut(&mut self) -> Option<&mut CudaBackend> {
+        match self {
+            Engine::Cuda(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
 /// Runs a generic expression on whichever backend an [`Engine`] holds:
 /// `with_backend!(engine, b => train(b, &cfg))`.
 #[macro_export]
@@ -100,5 +126,15 @@ macro_rules! with_backend {
             }
             $crate::device::Engine::Cuda($b) => $body,
         }
+    };
+}
+
+/// The backends' ids (`registry::BACKENDS`, in order) as identifiers, for macros that make an
+/// item per backend (the tests' `backend_tests!`): `for_each_backend_id!(m!(args))` expands to
+/// `m!(cpu [gpu, cuda] args)`, the reference (the CPU) first and the others in brackets.
+#[macro_export]
+macro_rules! for_each_backend_id {
+    ($callback:ident ! ($($args:tt)*)) => {
+        $callback! { cpu [gpu, cuda] $($args)* }
     };
 }

@@ -46,6 +46,12 @@ impl Exercise for CheckpointLab {
     fn title(&self) -> &'static str {
         "Checkpointing through a real crash"
     }
+    fn lesson(&self) -> &'static str {
+        include_str!("../../../../lessons/05-checkpointing.md")
+    }
+    fn quick_run(&self) -> &'static [(&'static str, &'static str)] {
+        &[("backend", "cpu"), ("epochs", "1"), ("hidden", "16"), ("checkpoint_every", "6"), ("crash_at", "20"), ("corrupt", "truncate")]
+    }
     /// The mean checkpoint write time: what differs from machine to machine (disk, fsync).
     fn key_figure<'r>(&self, report: &'r Report) -> Option<&'r gpulab_systems::report::Figure> {
         common::figure_or_first(report, "mean checkpoint write")
@@ -60,7 +66,7 @@ impl Exercise for CheckpointLab {
         let s = Settings::default().add(
             "backend",
             "Backend",
-            "Where the training process trains: cpu (bit-exact resume), gpu, gpu:N, gpu:NAME, cuda[:N] (a --features cuda build)",
+            &format!("Where the training process trains: {} (cpu: bit-exact resume)", gpulab_core::device::registry::spellings()),
             Value::Devices(vec!["cpu".into()]),
         );
         common::model_setting(common::training_settings(s, "digits", &[64, 32], 32, 3))

@@ -97,6 +97,12 @@ impl Exercise for Distributed {
     fn title(&self) -> &'static str {
         "1 vs N devices: data parallelism"
     }
+    fn lesson(&self) -> &'static str {
+        include_str!("../../../../lessons/06-data-parallel.md")
+    }
+    fn quick_run(&self) -> &'static [(&'static str, &'static str)] {
+        &[("replicas", "1,2"), ("kind", "cpu"), ("hidden", "32"), ("epochs", "1"), ("batch", "64"), ("bucket_cap_mb", "0.01")]
+    }
     /// The speed-up of the largest run over one replica.
     fn key_figure<'r>(&self, report: &'r Report) -> Option<&'r gpulab_systems::report::Figure> {
         common::figure_or_first(report, "speed-up (")

@@ -32,6 +32,20 @@ impl Exercise for InferenceBatching {
     fn title(&self) -> &'static str {
         "Inference batching and dynamic batching"
     }
+    fn lesson(&self) -> &'static str {
+        include_str!("../../../../lessons/08-inference-batching.md")
+    }
+    fn quick_run(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            ("backend", "cpu"),
+            ("train_epochs", "1"),
+            ("static_batches", "1,4"),
+            ("max_batch", "4"),
+            ("preferred_batch", "4"),
+            ("load_levels", "30"),
+            ("run_seconds", "0.5"),
+        ]
+    }
     /// What dynamic batching buys: its best throughput under the SLO over batch-1 serving's.
     fn key_figure<'r>(&self, report: &'r Report) -> Option<&'r gpulab_systems::report::Figure> {
         common::figure_or_first(report, "dynamic / batch-1 throughput")

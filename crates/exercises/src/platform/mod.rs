@@ -36,6 +36,12 @@ impl Exercise for PlatformLab {
     fn title(&self) -> &'static str {
         "A production GPU platform (simulation)"
     }
+    fn lesson(&self) -> &'static str {
+        include_str!("../../../../lessons/10-production-platform.md")
+    }
+    fn quick_run(&self) -> &'static [(&'static str, &'static str)] {
+        &[("scenario", "bad-release"), ("duration_h", "10"), ("sweep_points", "4"), ("sweep_runs", "3")]
+    }
     /// The share of requests served within the SLO.
     fn key_figure<'r>(&self, report: &'r Report) -> Option<&'r gpulab_systems::report::Figure> {
         super::common::figure_or_first(report, "within the SLO")
@@ -47,7 +53,7 @@ impl Exercise for PlatformLab {
             .add("scenario", "Scenario", "A preset platform design: a steady day, a Black-Friday spike, a spot storm, a bad release", settings::choice(PRESETS[0], &PRESETS))
             .add("scenario_file", "Scenario file", "A scenario JSON (as written beside every report) to replay instead of the preset; empty = the preset", Value::Text(String::new()))
             .add("calibration", "Calibration", "Where the worker speed curve, the mixed-precision speed-up and the checkpoint write time come from: the scenario's values (labelled presets), or a few seconds of measurement on this machine with the lab's own code (then kept in scenario.json)", settings::choice("presets", &["presets", "this-machine"]))
-            .add("calibration_backend", "Calibration backend", "Where calibration=this-machine measures: cpu, gpu, gpu:N, gpu:NAME, cuda[:N]", Value::Devices(vec!["cpu".into()]))
+            .add("calibration_backend", "Calibration backend", &format!("Where calibration=this-machine measures: {}", gpulab_core::device::registry::spellings()), Value::Devices(vec!["cpu".into()]))
             .add("traffic_csv", "Traffic CSV", "A CSV of offered traffic to replay (header hour,rps; see the lesson) instead of the scenario's base rate and daily wave; empty = none", Value::Text(String::new()))
             .add("seed", "Seed", &format!("Seeds every random draw{keep}"), settings::int(0, 0, i64::MAX))
             .add("duration_h", "Simulated hours", &format!("How long to simulate the serving platform{keep}"), settings::float(0.0, 0.0, 744.0))

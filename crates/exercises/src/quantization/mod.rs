@@ -38,13 +38,19 @@ impl Exercise for QuantizationLab {
     fn title(&self) -> &'static str {
         "FP32 vs INT8 inference"
     }
+    fn lesson(&self) -> &'static str {
+        include_str!("../../../../lessons/09-int8-quantization.md")
+    }
+    fn quick_run(&self) -> &'static [(&'static str, &'static str)] {
+        &[("backends", "cpu"), ("epochs", "1"), ("hidden", "32"), ("latency_runs", "2")]
+    }
     fn live_charts(&self) -> Vec<super::LiveChartSpec> {
         common::training_live_charts()
     }
 
     fn settings(&self) -> Settings {
         let s = Settings::default()
-            .add("backends", "Backends", "Where to compare inference, comma-separated: cpu, gpu, gpu:N, gpu:NAME, cuda[:N] (a --features cuda build; training runs on the first)", Value::Devices(vec!["cpu".into(), "gpu".into()]))
+            .add("backends", "Backends", &format!("Where to compare inference, comma-separated: {} (training runs on the first)", gpulab_core::device::registry::spellings()), Value::Devices(vec!["cpu".into(), "gpu".into()]))
             .add("checkpoint", "Checkpoint", "An exercise-5 checkpoint (.safetensors) to quantize instead of training first; empty = train first. Its model must fit the data set", Value::Text(String::new()))
             .add("observer", "Calibration observer", "minmax keeps every value in range; percentile clips the top (100 − p)% of |x| for a finer step", settings::choice("percentile", &["minmax", "percentile"]))
             .add("percentile", "Percentile", "The percentile observer's p, in (0, 100] (TensorRT uses 99.99)", settings::float(99.99, 0.0, 100.0))

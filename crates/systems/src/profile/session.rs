@@ -11,11 +11,12 @@ use super::peaks::Peaks;
 use super::verdict::{Diagnosis, diagnose};
 use crate::data::{CacheStats, CostlySource, Dataset, Loader, LoaderConfig, SourceCost};
 use crate::train::{Feed, TrainConfig, TrainReport, TrainSink, train_fed};
-use gpulab_core::device::Engine;
 use gpulab_core::device::gpu::{GpuBackend, KernelTime};
+use gpulab_core::device::{Engine, registry};
 use gpulab_core::error::{Error, Result};
 use gpulab_core::spans::{GPU, MAIN, Span, SpanRecorder, Timeline, stage};
 use gpulab_core::tensor::{Backend, DType, MemCategory, TensorMeta};
+use gpulab_core::with_backend;
 
 /// The loader's knobs and the source's cost.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -148,23 +149,16 @@ pub fn profile_training(
     peaks: Option<&Peaks>,
     sink: &mut dyn TrainSink,
 ) -> Result<ProfiledRun> {
-    match engine {
-        Engine::Gpu(g) => profile_on_gpu(g, data, cfg, pipe, label, peaks, sink),
-        Engine::Cpu(c) => profiled(data, cfg, pipe, label, peaks, |feed| {
-            let data = feed.data.clone();
-            let r = train_fed(c, &data, cfg, sink, feed)?;
-            Ok((r, Vec::new(), "CPU backend: there is no GPU queue; the model's compute shows as the main thread's record spans.".into()))
-        }),
-        Engine::Cuda(c) => profiled(data, cfg, pipe, label, peaks, |feed| {
-            let data = feed.data.clone();
-            let r = train_fed(c, &data, cfg, sink, feed)?;
-            Ok((
-                r,
-                Vec::new(),
-                "CUDA backend: per-kernel times are not recorded yet; the GPU's busy time comes from CUDA events around each step.".into(),
-            ))
-        }),
+    if let Some(g) = engine.as_gpu_mut() {
+        return profile_on_gpu(g, data, cfg, pipe, label, peaks, sink);
     }
+    // No per-kernel times on this backend: the registry says why, in the run's note.
+    let note = registry::spec(engine.kind()).no_kernel_times;
+    with_backend!(engine, b => profiled(data, cfg, pipe, label, peaks, |feed| {
+        let data = feed.data.clone();
+        let r = train_fed(b, &data, cfg, sink, feed)?;
+        Ok((r, Vec::new(), note.to_string()))
+    }))
 }
 
 /// `profile_training` on a GPU backend: every kernel timed where the adapter has timestamps.

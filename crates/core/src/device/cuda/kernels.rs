@@ -12,9 +12,9 @@ use crate::cache::{CacheKey, DiskCache};
 use crate::error::{Error, Result};
 use crate::tensor::BackendInfo;
 
-/// The source files, in `Kernel::source` order; amp.cu, conv.cu and quant.cu each behind
-/// float16.cuh (the types and the 16-bit rounding), core.cu and amp.cu behind optimizer.cuh (the
-/// optimizer formulas both update with), as NVRTC compiles one text per module.
+/// The source files, indexed by `CORE`, `AMP`, `CONV` and `QUANT`; amp.cu, conv.cu and quant.cu
+/// each behind float16.cuh (the types and the 16-bit rounding), core.cu and amp.cu behind
+/// optimizer.cuh (the optimizer formulas both update with), as NVRTC compiles one text per module.
 const SOURCES: [(&str, &str); 4] = [
     ("core.cu", concat!(include_str!("../../../../../shaders/cuda/optimizer.cuh"), include_str!("../../../../../shaders/cuda/core.cu"))),
     (
@@ -28,144 +28,86 @@ const SOURCES: [(&str, &str); 4] = [
     ("conv.cu", concat!(include_str!("../../../../../shaders/cuda/float16.cuh"), include_str!("../../../../../shaders/cuda/conv.cu"))),
     ("quant.cu", concat!(include_str!("../../../../../shaders/cuda/float16.cuh"), include_str!("../../../../../shaders/cuda/quant.cu"))),
 ];
-/// quant.cu's source index: compiled for compute capability 6.1 where the GPU has it, so the
-/// int8 GEMM's `dot4` is the dp4a instruction (the default target predates it).
-const QUANT_SOURCE: usize = 3;
+const CORE: usize = 0;
+const AMP: usize = 1;
+const CONV: usize = 2;
+/// quant.cu: compiled for compute capability 6.1 where the GPU has it, so the int8 GEMM's `dot4`
+/// is the dp4a instruction (the default target predates it).
+const QUANT: usize = 3;
 /// Threads of the single-block reductions (REDUCE_THREADS in core.cu).
 pub(super) const REDUCE_THREADS: u32 = 256;
 
-/// Every kernel, named as its `extern "C"` entry point.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kernel {
-    BiasAdd,
-    Relu,
-    ReluBackward,
-    Scale,
-    FillU32,
-    FillU16,
-    SgdStep,
-    AdamwStep,
-    SoftmaxXent,
-    SumCols,
-    SumRows,
-    ArgmaxRows,
-    AccumulateSum,
-    CountCorrect,
-    CastTo16,
-    CastFrom16,
-    Epilogue16,
-    UnscaleCheck,
-    SumCols16,
-    ScaleByLossScale,
-    AmpUpdate,
-    ScalerUpdate,
-    Im2col,
-    Im2col16,
-    Col2im,
-    MaxPool,
-    MaxPoolBackward,
-    AbsmaxCols,
-    AbsmaxAll,
-    Quantize,
-    DequantizeI8,
-    DequantizeI32,
-    MatmulI8,
+/// The kernel table: each kernel once, under the source that defines it, with its `extern "C"`
+/// entry point. Makes `Kernel`, `Kernel::ALL` (in table order), `name` and `source`.
+macro_rules! kernels {
+    ($($source:ident => [$($kernel:ident = $entry:literal),+ $(,)?]),+ $(,)?) => {
+        /// Every kernel, named as its `extern "C"` entry point.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Kernel {
+            $($($kernel,)+)+
+        }
+
+        impl Kernel {
+            pub const ALL: [Kernel; [$($(stringify!($kernel),)+)+].len()] = [$($(Kernel::$kernel,)+)+];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($(Kernel::$kernel => $entry,)+)+
+                }
+            }
+
+            /// Which of `SOURCES` defines it.
+            fn source(self) -> usize {
+                match self {
+                    $($(Kernel::$kernel => $source,)+)+
+                }
+            }
+        }
+    };
 }
 
-impl Kernel {
-    pub const ALL: [Kernel; 33] = [
-        Kernel::BiasAdd,
-        Kernel::Relu,
-        Kernel::ReluBackward,
-        Kernel::Scale,
-        Kernel::FillU32,
-        Kernel::FillU16,
-        Kernel::SgdStep,
-        Kernel::AdamwStep,
-        Kernel::SoftmaxXent,
-        Kernel::SumCols,
-        Kernel::SumRows,
-        Kernel::ArgmaxRows,
-        Kernel::AccumulateSum,
-        Kernel::CountCorrect,
-        Kernel::CastTo16,
-        Kernel::CastFrom16,
-        Kernel::Epilogue16,
-        Kernel::UnscaleCheck,
-        Kernel::SumCols16,
-        Kernel::ScaleByLossScale,
-        Kernel::AmpUpdate,
-        Kernel::ScalerUpdate,
-        Kernel::Im2col,
-        Kernel::Im2col16,
-        Kernel::Col2im,
-        Kernel::MaxPool,
-        Kernel::MaxPoolBackward,
-        Kernel::AbsmaxCols,
-        Kernel::AbsmaxAll,
-        Kernel::Quantize,
-        Kernel::DequantizeI8,
-        Kernel::DequantizeI32,
-        Kernel::MatmulI8,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Kernel::BiasAdd => "bias_add",
-            Kernel::Relu => "relu",
-            Kernel::ReluBackward => "relu_backward",
-            Kernel::Scale => "scale",
-            Kernel::FillU32 => "fill_u32",
-            Kernel::FillU16 => "fill_u16",
-            Kernel::SgdStep => "sgd_step",
-            Kernel::AdamwStep => "adamw_step",
-            Kernel::SoftmaxXent => "softmax_xent",
-            Kernel::SumCols => "sum_cols",
-            Kernel::SumRows => "sum_rows",
-            Kernel::ArgmaxRows => "argmax_rows",
-            Kernel::AccumulateSum => "accumulate_sum",
-            Kernel::CountCorrect => "count_correct",
-            Kernel::CastTo16 => "cast_to16",
-            Kernel::CastFrom16 => "cast_from16",
-            Kernel::Epilogue16 => "epilogue16",
-            Kernel::UnscaleCheck => "unscale_check",
-            Kernel::SumCols16 => "sum_cols16",
-            Kernel::ScaleByLossScale => "scale_by_loss_scale",
-            Kernel::AmpUpdate => "amp_update",
-            Kernel::ScalerUpdate => "scaler_update",
-            Kernel::Im2col => "im2col",
-            Kernel::Im2col16 => "im2col16",
-            Kernel::Col2im => "col2im",
-            Kernel::MaxPool => "max_pool",
-            Kernel::MaxPoolBackward => "max_pool_backward",
-            Kernel::AbsmaxCols => "absmax_cols",
-            Kernel::AbsmaxAll => "absmax_all",
-            Kernel::Quantize => "quantize",
-            Kernel::DequantizeI8 => "dequantize_i8",
-            Kernel::DequantizeI32 => "dequantize_i32",
-            Kernel::MatmulI8 => "matmul_i8",
-        }
-    }
-
-    /// Which of `SOURCES` holds it: amp.cu for the mixed-precision family, conv.cu for the
-    /// convolution ops, quant.cu for int8, else core.cu.
-    fn source(self) -> usize {
-        match self {
-            Kernel::CastTo16
-            | Kernel::CastFrom16
-            | Kernel::Epilogue16
-            | Kernel::UnscaleCheck
-            | Kernel::SumCols16
-            | Kernel::ScaleByLossScale
-            | Kernel::AmpUpdate
-            | Kernel::ScalerUpdate => 1,
-            Kernel::Im2col | Kernel::Im2col16 | Kernel::Col2im | Kernel::MaxPool | Kernel::MaxPoolBackward => 2,
-            Kernel::AbsmaxCols | Kernel::AbsmaxAll | Kernel::Quantize | Kernel::DequantizeI8 | Kernel::DequantizeI32 | Kernel::MatmulI8 => {
-                QUANT_SOURCE
-            }
-            _ => 0,
-        }
-    }
+kernels! {
+    CORE => [
+        BiasAdd = "bias_add",
+        Relu = "relu",
+        ReluBackward = "relu_backward",
+        Scale = "scale",
+        FillU32 = "fill_u32",
+        FillU16 = "fill_u16",
+        SgdStep = "sgd_step",
+        AdamwStep = "adamw_step",
+        SoftmaxXent = "softmax_xent",
+        SumCols = "sum_cols",
+        SumRows = "sum_rows",
+        ArgmaxRows = "argmax_rows",
+        AccumulateSum = "accumulate_sum",
+        CountCorrect = "count_correct",
+    ],
+    AMP => [
+        CastTo16 = "cast_to16",
+        CastFrom16 = "cast_from16",
+        Epilogue16 = "epilogue16",
+        UnscaleCheck = "unscale_check",
+        SumCols16 = "sum_cols16",
+        ScaleByLossScale = "scale_by_loss_scale",
+        AmpUpdate = "amp_update",
+        ScalerUpdate = "scaler_update",
+    ],
+    CONV => [
+        Im2col = "im2col",
+        Im2col16 = "im2col16",
+        Col2im = "col2im",
+        MaxPool = "max_pool",
+        MaxPoolBackward = "max_pool_backward",
+    ],
+    QUANT => [
+        AbsmaxCols = "absmax_cols",
+        AbsmaxAll = "absmax_all",
+        Quantize = "quantize",
+        DequantizeI8 = "dequantize_i8",
+        DequantizeI32 = "dequantize_i32",
+        MatmulI8 = "matmul_i8",
+    ],
 }
 
 /// The modules, each compiled on first use, and each function loaded from them once.
@@ -185,7 +127,8 @@ impl Kernels {
     }
 
     pub fn function(&mut self, ctx: &Arc<CudaContext>, k: Kernel) -> Result<CudaFunction> {
-        let i = Kernel::ALL.iter().position(|&x| x == k).unwrap_or(0);
+        // The enum's discriminants are its positions in `ALL`.
+        let i = k as usize;
         if let Some(f) = &self.functions[i] {
             return Ok(f.clone());
         }
@@ -236,7 +179,7 @@ impl Kernels {
 
 /// NVRTC's options for source `src` on a GPU of compute capability `cc`.
 fn options(src: usize, cc: (i32, i32)) -> CompileOptions {
-    let options = if src == QUANT_SOURCE && cc >= (6, 1) { vec!["--gpu-architecture=compute_61".to_string()] } else { Vec::new() };
+    let options = if src == QUANT && cc >= (6, 1) { vec!["--gpu-architecture=compute_61".to_string()] } else { Vec::new() };
     CompileOptions { name: Some(SOURCES[src].0.into()), options, ..Default::default() }
 }
 
@@ -271,7 +214,7 @@ mod tests {
                         k.name()
                     );
                 }
-                if i == QUANT_SOURCE && cc >= (6, 1) {
+                if i == QUANT && cc >= (6, 1) {
                     assert!(ptx.contains("dp4a"), "quant.cu for sm_{}{} does not use dp4a", cc.0, cc.1);
                 }
             }
