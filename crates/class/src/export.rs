@@ -66,8 +66,7 @@ pub fn csv_text(class: &Class) -> Result<String> {
 }
 
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
-    let tmp = format!(".{name}.{}.tmp", std::process::id());
-    gpulab_core::fsutil::write_atomic(dir, &tmp, name, bytes).map_err(|(path, source)| Error::Io { path, source })
+    gpulab_core::fsutil::write_atomic(dir, &format!(".{name}."), name, bytes).map_err(|(path, source)| Error::Io { path, source })
 }
 
 /// Writes `class.csv` and `class.html` into `dir` (created if missing); returns their paths.

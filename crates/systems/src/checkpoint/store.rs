@@ -37,10 +37,10 @@ pub struct Saved {
 }
 
 /// Writes `bytes` as `dir/name` atomically and durably (see `fsutil::write_atomic`); the
-/// temporary name carries the process id and a prefix `prune` recognises.
+/// temporary name starts with a prefix `prune` recognises.
 pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, CheckpointError> {
-    let tmp = format!("{TMP_PREFIX}{}-{name}", std::process::id());
-    gpulab_core::fsutil::write_atomic(dir, &tmp, name, bytes).map_err(|(path, source)| CheckpointError::Io { path, source })
+    gpulab_core::fsutil::write_atomic(dir, &format!("{TMP_PREFIX}{name}."), name, bytes)
+        .map_err(|(path, source)| CheckpointError::Io { path, source })
 }
 
 /// Encodes and atomically writes one checkpoint, timing the whole of it.

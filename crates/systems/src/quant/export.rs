@@ -60,7 +60,7 @@ pub fn save(path: &Path, m: &QuantizedModel, extra: &[(&str, String)]) -> Result
         .file_name()
         .and_then(|n| n.to_str())
         .ok_or_else(|| Error::InvalidConfig(format!("export: {} is not a file path", path.display())))?;
-    gpulab_core::fsutil::write_atomic(dir, &format!(".{name}.tmp"), name, &bytes)
+    gpulab_core::fsutil::write_atomic(dir, &format!(".{name}."), name, &bytes)
         .map(drop)
         .map_err(|(path, source)| Error::Io { path, source })
 }

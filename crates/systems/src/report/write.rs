@@ -14,8 +14,9 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
 fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("report");
-    let tmp = format!(".{name}.{}.tmp", std::process::id());
-    gpulab_core::fsutil::write_atomic(dir, &tmp, name, bytes).map(|_| ()).map_err(|(path, source)| Error::Io { path, source })
+    gpulab_core::fsutil::write_atomic(dir, &format!(".{name}."), name, bytes)
+        .map(|_| ())
+        .map_err(|(path, source)| Error::Io { path, source })
 }
 
 pub fn write_json(report: &Report, path: &Path) -> Result<()> {
