@@ -20,6 +20,7 @@ mod exercises;
 mod gui;
 #[cfg(feature = "gui")]
 mod gui_presenter;
+mod hostile_inputs;
 mod html_report;
 mod install;
 mod kernels;

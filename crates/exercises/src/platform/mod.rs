@@ -12,7 +12,8 @@ use super::run_control::pace;
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink};
 use gpulab_core::error::{Error, Result};
-use gpulab_systems::platform::scenario::{PRESETS, Scenario, Signal};
+use gpulab_core::fsutil;
+use gpulab_systems::platform::scenario::{self, PRESETS, Scenario, Signal};
 use gpulab_systems::platform::{self, Sample, training};
 use gpulab_systems::report::{Attachment, Provenance, Report};
 
@@ -203,17 +204,18 @@ pub fn scenario(s: &Settings) -> Result<Scenario> {
     let mut sc = if file.trim().is_empty() {
         Scenario::preset(&s.choice("scenario")?)?
     } else {
-        let text =
-            std::fs::read_to_string(file.trim()).map_err(|e| Error::InvalidConfig(format!("scenario_file: cannot read {file:?}: {e}")))?;
-        Scenario::from_json(&text).map_err(|e| {
+        let bytes = fsutil::read_limited(file.trim().as_ref(), scenario::MAX_FILE_BYTES)
+            .map_err(|e| Error::InvalidConfig(format!("scenario_file: cannot read {file:?}: {e}")))?;
+        Scenario::parse(&bytes).map_err(|e| {
             Error::InvalidConfig(format!("scenario_file {file:?}: {}", e.to_string().trim_start_matches("invalid setting: ")))
         })?
     };
     let csv = s.text("traffic_csv")?;
     if !csv.trim().is_empty() {
         let path = csv.trim();
-        let text = std::fs::read_to_string(path).map_err(|e| Error::InvalidConfig(format!("traffic_csv: cannot read {path:?}: {e}")))?;
-        sc.traffic.replay = platform::traffic_csv::parse(&text).map_err(|e| {
+        let bytes = fsutil::read_limited(path.as_ref(), platform::traffic_csv::MAX_FILE_BYTES)
+            .map_err(|e| Error::InvalidConfig(format!("traffic_csv: cannot read {path:?}: {e}")))?;
+        sc.traffic.replay = platform::traffic_csv::parse(&bytes).map_err(|e| {
             Error::InvalidConfig(format!("traffic_csv {path:?}: {}", e.to_string().trim_start_matches("invalid setting: ")))
         })?;
     }

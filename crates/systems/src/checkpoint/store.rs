@@ -81,9 +81,13 @@ pub fn prune(dir: &Path, keep: usize) -> Result<Vec<PathBuf>, CheckpointError> {
     Ok(removed)
 }
 
-/// Reads one checkpoint and checks its structure and checksum (not that it fits a model).
+/// The largest checkpoint file read: well above the lab's largest model with AdamW's state.
+pub const MAX_BYTES: u64 = 4 << 30;
+
+/// Reads one checkpoint and checks its structure and checksum (not that it fits a model). Only
+/// a regular file is read, and at most `MAX_BYTES` of it (`fsutil::read_limited`).
 pub fn read(path: &Path) -> Result<Checkpoint, CheckpointError> {
-    format::decode(&fs::read(path).map_err(io(path))?, path)
+    format::decode(&gpulab_core::fsutil::read_limited(path, MAX_BYTES).map_err(io(path))?, path)
 }
 
 /// Reads and fully validates one checkpoint for this model and optimizer.

@@ -238,6 +238,9 @@ impl DataStage {
     }
 }
 
+/// The largest scenario file read (a replay of `traffic_csv::MAX_ROWS` points fits easily).
+pub const MAX_FILE_BYTES: u64 = 32 << 20;
+
 /// The most requests one run may simulate (about a minute of a 2-core machine).
 pub const MAX_REQUESTS: f64 = 100e6;
 
@@ -340,7 +343,13 @@ impl Scenario {
     }
 
     pub fn from_json(text: &str) -> Result<Scenario> {
-        let s: Scenario = serde_json::from_str(text).map_err(|e| Error::InvalidConfig(format!("scenario file: {e}")))?;
+        Self::parse(text.as_bytes())
+    }
+
+    /// A scenario file's bytes, parsed and validated (the one entry point for a file's
+    /// contents, and what a fuzzer drives).
+    pub fn parse(bytes: &[u8]) -> Result<Scenario> {
+        let s: Scenario = serde_json::from_slice(bytes).map_err(|e| Error::InvalidConfig(format!("scenario file: {e}")))?;
         s.validate()?;
         Ok(s)
     }

@@ -65,9 +65,13 @@ pub fn save(path: &Path, m: &QuantizedModel, extra: &[(&str, String)]) -> Result
         .map_err(|(path, source)| Error::Io { path, source })
 }
 
-/// Reads a quantized model written by `save`, checking every tensor against the widths.
+/// The largest int8 model file read.
+pub const MAX_BYTES: u64 = 1 << 30;
+
+/// Reads a quantized model written by `save`, checking every tensor against the widths. Only
+/// a regular file is read, and at most `MAX_BYTES` of it (`fsutil::read_limited`).
 pub fn load(path: &Path) -> Result<QuantizedModel> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.into(), source })?;
+    let bytes = gpulab_core::fsutil::read_limited(path, MAX_BYTES).map_err(|source| Error::Io { path: path.into(), source })?;
     from_bytes(&bytes, path)
 }
 

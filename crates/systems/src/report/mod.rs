@@ -13,7 +13,10 @@ use serde::{Deserialize, Serialize};
 use gpulab_core::tensor::BackendInfo;
 
 pub use diagram::{Diagram, DiagramNode, edge_points};
-pub use write::{markdown, read_json, write_all, write_csv, write_html, write_index, write_json, write_markdown};
+pub use write::{
+    MAX_JSON_BYTES, MAX_JSON_VALUES, markdown, parse_json, read_json, write_all, write_csv, write_html, write_index, write_json,
+    write_markdown,
+};
 
 /// Where a number came from. Shown next to it and written into every report.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
