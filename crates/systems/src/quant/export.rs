@@ -119,6 +119,9 @@ pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<QuantizedModel> {
         if let Some(s) = weight_scales.iter().chain(&input_scale).find(|s| !(s.is_finite() && **s > 0.0)) {
             return Err(bad(format!("layer {i} has a scale of {s}; every scale must be finite and positive")));
         }
+        if let Some((j, b)) = bias.iter().enumerate().find(|(_, b)| !b.is_finite()) {
+            return Err(bad(format!("tensor layers.{i}.bias holds {b} at index {j}; every value must be finite")));
+        }
         layers.push(QuantizedLayer { weight, shape: [w[0], w[1]], weight_scales, input_scale, bias });
     }
     Ok(QuantizedModel { layers, weights, activations })

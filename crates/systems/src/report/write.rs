@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::Report;
 use gpulab_core::error::{Error, Result};
+use gpulab_core::text::csv_text_cell;
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io { path: path.to_path_buf(), source }
@@ -24,13 +25,13 @@ pub fn write_json(report: &Report, path: &Path) -> Result<()> {
     atomic_write(path, &bytes)
 }
 
-pub fn read_json(path: &Path) -> Result<Report> {
 /// The largest report.json read. gpulab's are kilobytes to a few megabytes (exercise 10's
 /// carries its scenario, a replayed traffic CSV included); parsed, a report takes a few times
 /// its size in memory.
 pub const MAX_JSON_BYTES: u64 = 32 << 20;
 
 /// Reads a report.json: a regular file only, at most `MAX_JSON_BYTES` (`fsutil::read_limited`).
+pub fn read_json(path: &Path) -> Result<Report> {
     let bytes = gpulab_core::fsutil::read_limited(path, MAX_JSON_BYTES).map_err(io(path))?;
     // A file that is not a report is bad data in that file, not a bad setting.
     parse_json(&bytes).map_err(|e| Error::Io {
@@ -91,8 +92,9 @@ pub fn write_csv(report: &Report, path: &Path) -> Result<()> {
     for c in &report.charts {
         for s in &c.series {
             for [x, y] in &s.points {
-                w.write_record([&c.title, &c.x_label, &c.y_label, &s.name, &x.to_string(), &y.to_string(), &s.provenance.label()])
-                    .map_err(csv_err)?;
+                let prov = s.provenance.label();
+                let [title, x_label, y_label, name, prov] = [&c.title, &c.x_label, &c.y_label, &s.name, &prov].map(|t| csv_text_cell(t));
+                w.write_record([&*title, &x_label, &y_label, &name, &x.to_string(), &y.to_string(), &prov]).map_err(csv_err)?;
             }
         }
     }
