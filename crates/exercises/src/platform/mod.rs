@@ -124,15 +124,18 @@ impl Exercise for PlatformLab {
         let sc = sc;
         let t = &sc.training;
         let reps = s.int("sweep_runs")? as u32;
+        // Every loop of the simulation asks for Stop, so it ends the run within milliseconds.
         // The job's outcome first: the training boxes of the live diagram show it.
-        let chosen = training::mean_outcome(t, t.checkpoint_interval_h, t.spot.then_some(t.mtbf_h), sc.seed, reps);
+        let chosen =
+            training::mean_outcome(t, t.checkpoint_interval_h, t.spot.then_some(t.mtbf_h), sc.seed, reps, &|| sink.stop_requested())?;
         let started = std::time::Instant::now();
         sink.emit(Event::Phase(format!("serving: {} simulated hours of “{}”", sc.duration_h, sc.name)));
         let total = (sc.duration_h * 3600.0 / sc.sample_every_s).floor() as u64 + 1;
         let every = (total as usize).div_ceil(LIVE_POINTS).max(1);
         let mut n = 0usize;
         let mut rollout = diagram::Rollout::default();
-        let serving = platform::simulate(&sc, &mut |x: &Sample| {
+        let serving = platform::simulate(&sc, &mut |x: Option<&Sample>| {
+            let Some(x) = x else { return !sink.stop_requested() };
             rollout.observe(x);
             if n.is_multiple_of(every) {
                 emit_sample(sink, x);
@@ -142,7 +145,7 @@ impl Exercise for PlatformLab {
             }
             n += 1;
             !sink.stop_requested()
-        });
+        })?;
         sink.emit(Event::Log(format!(
             "simulated {} requests in {:.2} s of wall time",
             serving.totals.arrived,
@@ -156,7 +159,7 @@ impl Exercise for PlatformLab {
         let mut sweep = Vec::new();
         if !sink.stop_requested() {
             sink.emit(Event::Phase("training: checkpoint-interval sweep".into()));
-            sweep = training::sweep(t, sc.seed, s.int("sweep_points")? as usize, reps);
+            sweep = training::sweep(t, sc.seed, s.int("sweep_points")? as usize, reps, &|| sink.stop_requested())?;
             for p in &sweep {
                 sink.emit(Event::Point {
                     chart: "checkpoint_sweep".into(),
@@ -168,9 +171,9 @@ impl Exercise for PlatformLab {
             }
         }
         let runs = report::TrainingRuns {
-            on_demand: training::mean_outcome(t, t.checkpoint_interval_h, None, sc.seed, 1),
+            on_demand: training::mean_outcome(t, t.checkpoint_interval_h, None, sc.seed, 1, &|| false)?,
             chosen,
-            at_daly: training::mean_outcome(t, training::daly_h(t), t.spot.then_some(t.mtbf_h), sc.seed, reps),
+            at_daly: training::mean_outcome(t, training::daly_h(t), t.spot.then_some(t.mtbf_h), sc.seed, reps, &|| sink.stop_requested())?,
             sweep,
         };
         let stopped = sink.stop_requested() || serving.stopped_early;
