@@ -13,7 +13,8 @@ fn main() {
     #[cfg(windows)]
     attach_parent_console();
     if let Err(e) = cli::try_main() {
-        eprintln!("error: {e:#}");
+        // An error can quote a file's contents or name: shown with its escape sequences escaped.
+        eprintln!("error: {}", gpulab::text::terminal_text(&format!("{e:#}")));
         std::process::exit(1);
     }
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use gpulab::report::{Cell, Table};
+use gpulab::text::{terminal_line, terminal_text};
 
 #[derive(Args)]
 pub struct ClassArgs {
@@ -31,13 +32,15 @@ pub fn run(a: ClassArgs) -> anyhow::Result<()> {
     if !class.skipped.is_empty() {
         text.push_str("\nSkipped files:\n");
         for s in &class.skipped {
-            text.push_str(&format!("  {}: {}\n", s.file, s.reason));
+            text.push_str(&format!("  {}: {}\n", terminal_line(&s.file), terminal_line(&s.reason)));
         }
     }
-    print(&text)?;
+    // Every string above came from students' files (or their names): cells and file names are
+    // escaped one by one, and the whole once more, so no escape sequence reaches the terminal.
+    print(&terminal_text(&text))?;
     if let Some(out) = &a.out {
         let paths = gpulab::class::write_all(&class, out)?;
-        let wrote: Vec<String> = paths.iter().map(|p| format!("wrote {}\n", p.display())).collect();
+        let wrote: Vec<String> = paths.iter().map(|p| format!("wrote {}\n", terminal_line(&p.display().to_string()))).collect();
         print(&format!("\n{}", wrote.concat()))?;
     }
     Ok(())
@@ -65,15 +68,18 @@ fn table_text(t: &Table) -> String {
             if t.columns[i].unit.is_empty() { t.columns[i].name.clone() } else { format!("{} ({})", t.columns[i].name, t.columns[i].unit) }
         })
         .collect();
-    let rows: Vec<Vec<String>> =
-        t.rows.iter().map(|r| idx.iter().map(|&i| clip(r.get(i).unwrap_or(&Cell::Empty).format(&t.columns[i]))).collect()).collect();
+    let rows: Vec<Vec<String>> = t
+        .rows
+        .iter()
+        .map(|r| idx.iter().map(|&i| clip(terminal_line(&r.get(i).unwrap_or(&Cell::Empty).format(&t.columns[i])).into_owned())).collect())
+        .collect();
     let widths: Vec<usize> =
         (0..idx.len()).map(|j| rows.iter().map(|r| r[j].chars().count()).chain([head[j].chars().count()]).max().unwrap_or(0)).collect();
     let line = |cells: &[String]| {
         cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string() + "\n"
     };
     let rule = widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("  ") + "\n";
-    let mut out = format!("{}\n{}{rule}", t.title, line(&head));
+    let mut out = format!("{}\n{}{rule}", terminal_line(&t.title), line(&head));
     for r in &rows {
         out.push_str(&line(r));
     }

@@ -2,6 +2,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use gpulab::exercises::{self, Event, Sink};
+use gpulab::text::terminal_text;
 use indicatif::ProgressBar;
 
 use super::progress;
@@ -83,7 +84,7 @@ impl Sink for CliSink {
     fn emit(&mut self, ev: Event) {
         match ev {
             Event::Phase(p) => {
-                self.bar.suspend(|| eprintln!("== {p}"));
+                self.bar.suspend(|| eprintln!("== {}", terminal_text(&p)));
                 self.bar.set_prefix(p);
                 self.bar.set_position(0);
             }
@@ -91,7 +92,7 @@ impl Sink for CliSink {
                 self.bar.set_length(total);
                 self.bar.set_position(done);
             }
-            Event::Log(l) => self.bar.suspend(|| eprintln!("   {l}")),
+            Event::Log(l) => self.bar.suspend(|| eprintln!("   {}", terminal_text(&l))),
             Event::Point { .. } | Event::Table(_) | Event::Timeline(_) | Event::Diagram(_) | Event::Finished(_) | Event::Failed(_) => {}
         }
     }
@@ -132,13 +133,14 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     sink.bar.finish_and_clear();
     let report = report?;
     let paths = gpulab::report::write_all(&report, &a.out)?;
-    println!("{}\n", report.title);
-    println!("{}", report.verdict.summary);
+    // A report's strings can come from files (a scenario's name, a checkpoint's metadata).
+    println!("{}\n", terminal_text(&report.title));
+    println!("{}", terminal_text(&report.verdict.summary));
     for e in &report.verdict.evidence {
-        println!("  - {e}");
+        println!("  - {}", terminal_text(e));
     }
     for n in &report.notes {
-        println!("note: {n}");
+        println!("note: {}", terminal_text(n));
     }
     println!();
     for p in paths {

@@ -37,7 +37,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         let seconds = t.elapsed().as_secs_f64();
         let row = match result {
             Ok(r) => {
-                eprintln!("[{}/{}] {} finished in {seconds:.1} s: {}", i + 1, selected.len(), ex.id(), r.verdict.summary);
+                let summary = gpulab::text::terminal_text(&r.verdict.summary);
+                eprintln!("[{}/{}] {} finished in {seconds:.1} s: {summary}", i + 1, selected.len(), ex.id());
                 IndexRow {
                     number: ex.number(),
                     title: r.title.clone(),
@@ -49,7 +50,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
                 }
             }
             Err(e) => {
-                eprintln!("[{}/{}] {} FAILED after {seconds:.1} s: {e:#}", i + 1, selected.len(), ex.id());
+                let why = gpulab::text::terminal_text(&format!("{e:#}")).into_owned();
+                eprintln!("[{}/{}] {} FAILED after {seconds:.1} s: {why}", i + 1, selected.len(), ex.id());
                 IndexRow {
                     number: ex.number(),
                     title: format!("Exercise {} · {}", ex.number(), ex.title()),

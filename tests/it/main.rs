@@ -23,6 +23,7 @@ mod gui;
 mod gui_presenter;
 #[cfg(feature = "gui")]
 mod gui_saved;
+mod hostile_inputs;
 mod html_report;
 mod install;
 mod kernels;

@@ -9,7 +9,7 @@ use gpulab::report::{Provenance, Report};
 
 fn sim(sc: &Scenario) -> ServingResult {
     sc.validate().unwrap();
-    platform::simulate(sc, &mut |_| true)
+    platform::simulate(sc, &mut |_| true).unwrap()
 }
 
 /// A fixed pool of `c` workers, one request per batch, no gateway limits, no canary, no spot.
@@ -164,7 +164,7 @@ fn the_autoscaler_follows_a_step_within_its_cooldowns_and_never_exceeds_max() {
 fn the_young_daly_optimum_matches_a_brute_force_sweep() {
     for preset in ["steady-day", "spot-storm"] {
         let t = Scenario::preset(preset).unwrap().training;
-        let points = training::sweep(&t, 3, 41, 400);
+        let points = training::sweep(&t, 3, 41, 400, &|| false).unwrap();
         let step = points[1].tau_h - points[0].tau_h;
         let best = training::best(&points).unwrap();
         let daly = training::daly_h(&t);
@@ -186,7 +186,7 @@ fn the_young_daly_optimum_matches_a_brute_force_sweep() {
 fn a_hopeless_checkpoint_interval_gives_up_instead_of_hanging() {
     let mut t = Scenario::preset("spot-storm").unwrap().training;
     (t.mtbf_h, t.checkpoint_interval_h, t.work_h) = (0.01, 10_000.0, 100_000.0);
-    let o = training::mean_outcome(&t, t.checkpoint_interval_h, Some(t.mtbf_h), 1, 2);
+    let o = training::mean_outcome(&t, t.checkpoint_interval_h, Some(t.mtbf_h), 1, 2, &|| false).unwrap();
     assert!(!o.finished && o.preemptions <= training::MAX_PREEMPTIONS + 1.0, "{o:?}");
 }
 
@@ -468,4 +468,112 @@ fn presets_stay_presets_and_bad_calibration_settings_are_named() {
     assert!(err.contains("calibration"), "{err}");
     let err = exercises::find("platform").unwrap().validate(&settings(&["calibration_backend=cpu,cpu"])).unwrap_err().to_string();
     assert!(err.contains("calibration_backend"), "{err}");
+}
+
+/// Runs `f` on its own thread; panics if it has not returned in `secs` seconds.
+fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs)).unwrap_or_else(|_| panic!("{what} did not end in {secs} s"))
+}
+
+/// A free checkpoint (`checkpoint_write_s: 0`) made Daly's interval 0 and the sweep loop for
+/// ever; every value that cannot make progress is refused, naming the field and its range.
+#[test]
+fn values_that_cannot_make_progress_are_refused_by_name() {
+    let base = Scenario::preset("steady-day").unwrap();
+    type Edit = Box<dyn Fn(&mut Scenario)>;
+    let cases: Vec<(Edit, &str, &str)> = vec![
+        (Box::new(|s| s.training.checkpoint_write_s = 0.0), "training.checkpoint_write_s", "0.000001..=86400"),
+        (Box::new(|s| s.training.checkpoint_write_s = -1.0), "training.checkpoint_write_s", "outside"),
+        (Box::new(|s| s.training.checkpoint_write_s = f64::NAN), "training.checkpoint_write_s", "outside"),
+        (Box::new(|s| (s.training.checkpoint_write_s, s.training.mtbf_h) = (1e-6, 0.01)), "training.checkpoint_write_s", "Daly"),
+        (
+            Box::new(|s| (s.training.checkpoint_interval_h, s.training.work_h) = (0.001, 100_000.0)),
+            "training.checkpoint_interval_h",
+            "intervals",
+        ),
+        (Box::new(|s| s.sample_every_s = 0.0), "sample_every_s", "outside"),
+        (Box::new(|s| s.autoscaler.interval_s = 0.0), "autoscaler.interval_s", "outside"),
+        (Box::new(|s| s.canary.window_s = f64::INFINITY), "canary.window_s", "outside"),
+        (Box::new(|s| s.pool.curve[0].seconds = 0.0), "pool.curve[0].seconds", "outside"),
+        (Box::new(|s| s.training.data.read_gb_per_s = 0.0), "training.data.read_gb_per_s", "outside"),
+    ];
+    for (edit, field, words) in cases {
+        let mut s = base.clone();
+        edit(&mut s);
+        let err = s.validate().unwrap_err().to_string();
+        assert!(err.contains(&format!("field {field}:")) && err.contains(words), "{field}: {err}");
+    }
+    // Through a scenario file, as the issue found it: refused by validation, not run.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("free-checkpoints.json");
+    let mut sc = base.clone();
+    sc.training.checkpoint_write_s = 0.0;
+    std::fs::write(&file, sc.to_json()).unwrap();
+    let s = settings(&[&SMALL[..], &[&format!("scenario_file={}", file.display())]].concat());
+    let err = within(60, "exercise 10 with checkpoint_write_s 0", move || {
+        exercises::find("platform").unwrap().run(&s, &mut CollectSink::default()).map(drop).unwrap_err().to_string()
+    });
+    assert!(err.contains("training.checkpoint_write_s"), "{err}");
+}
+
+/// The simulation's own loops refuse an interval that cannot end instead of spinning.
+#[test]
+fn an_interval_that_cannot_end_is_an_error_not_a_hang() {
+    let mut t = Scenario::preset("steady-day").unwrap().training;
+    t.checkpoint_write_s = 0.0;
+    for tau in [0.0, -1.0, f64::NAN, 1e-12] {
+        let t = t.clone();
+        let err = within(30, "run_job", move || {
+            use rand::SeedableRng;
+            training::run_job(&t, tau, Some(t.mtbf_h), &mut rand_chacha::ChaCha8Rng::seed_from_u64(1)).unwrap_err().to_string()
+        });
+        assert!(err.contains("checkpoint interval") && err.contains("checkpoint_interval_h"), "{tau}: {err}");
+    }
+    let err = within(30, "the sweep", move || training::sweep(&t, 1, 5, 2, &|| false).unwrap_err().to_string());
+    assert!(err.contains("checkpoint_write_s"), "{err}");
+}
+
+/// Stop during a long serving simulation (a hundred million requests between two samples)
+/// ends the exercise within a second or so: the simulation asks between samples too.
+#[test]
+fn stop_during_a_long_simulation_returns_promptly() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let mut sc = Scenario::preset("steady-day").unwrap();
+    (sc.duration_h, sc.sample_every_s, sc.traffic.base_rps, sc.traffic.diurnal_amplitude) = (2.7, 86_400.0, 10_000.0, 0.0);
+    sc.validate().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("long.json");
+    std::fs::write(&file, sc.to_json()).unwrap();
+    let s = settings(&["sweep_points=5", "sweep_runs=5", &format!("scenario_file={}", file.display())]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        flag.store(true, Ordering::SeqCst);
+    });
+    let t0 = std::time::Instant::now();
+    let r = within(60, "a stopped simulation", move || {
+        exercises::find("platform").unwrap().run(&s, &mut CollectSink { events: vec![], stop: Some(stop) }).unwrap()
+    });
+    assert!(r.stopped_early);
+    assert!(t0.elapsed() < std::time::Duration::from_secs(15), "Stop took {:?}", t0.elapsed());
+}
+
+/// Late in a long run a request's deadline `arrived + max_queue_delay_s` minus `arrived` is
+/// no longer exactly the delay (the sum is rounded to the clock's magnitude): the batch timer
+/// must still let the batch go when it fires, not re-arm itself at the same instant for ever.
+#[test]
+fn a_batch_timer_late_in_a_long_run_still_sends_its_batch() {
+    let mut sc = Scenario::preset("steady-day").unwrap();
+    (sc.duration_h, sc.sample_every_s, sc.traffic.base_rps, sc.canary.enabled) = (744.0, 3600.0, 0.2, false);
+    (sc.pool.max_queue_delay_s, sc.pool.spot_share) = (0.03, 0.0);
+    sc.validate().unwrap();
+    let r = within(120, "a month of light traffic", move || platform::simulate(&sc, &mut |_| true).map_err(|e| e.to_string()));
+    let r = r.unwrap();
+    assert!(r.totals.served > 400_000 && !r.stopped_early, "{:?}", r.totals);
 }

@@ -1,11 +1,12 @@
 //! The class view's files: `class.csv` (one long table, a row per report of every exercise,
-//! ready for a spreadsheet's filter) and `class.html` (one self-contained page). Written
-//! atomically, like the reports.
+//! ready for a spreadsheet's filter; a text cell that starts like a formula gets a leading `'`)
+//! and `class.html` (one self-contained page). Written atomically, like the reports.
 
 use std::path::{Path, PathBuf};
 
 use super::Class;
 use gpulab_core::error::{Error, Result};
+use gpulab_core::text::csv_text_cell;
 
 /// The CSV's header; every row has these fields.
 pub const CSV_HEADER: [&str; 17] = [
@@ -39,24 +40,26 @@ pub fn csv_text(class: &Class) -> Result<String> {
                 Some(f) => (f.label.clone(), f.value.to_string(), f.unit.clone(), f.provenance.label()),
                 None => (String::new(), String::new(), String::new(), String::new()),
             };
+            // Every text field comes from a student's file: neutralised for spreadsheets.
+            let t = |s: &str| csv_text_cell(s).into_owned();
             w.write_record([
                 g.number.to_string(),
-                g.id.clone(),
-                g.title.clone(),
+                t(&g.id),
+                t(&g.title),
                 (i + 1).to_string(),
-                r.machine(),
-                r.host.clone(),
-                r.adapters.join("; "),
-                r.drivers.join("; "),
-                r.backends.join("; "),
-                r.date.clone(),
-                r.gpulab_version.clone(),
-                label,
+                t(&r.machine()),
+                t(&r.host),
+                t(&r.adapters.join("; ")),
+                t(&r.drivers.join("; ")),
+                t(&r.backends.join("; ")),
+                t(&r.date),
+                t(&r.gpulab_version),
+                t(&label),
                 value,
-                unit,
-                prov,
+                t(&unit),
+                t(&prov),
                 r.stopped_early.to_string(),
-                r.file.clone(),
+                t(&r.file),
             ])
             .map_err(err)?;
         }
@@ -66,8 +69,7 @@ pub fn csv_text(class: &Class) -> Result<String> {
 }
 
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
-    let tmp = format!(".{name}.{}.tmp", std::process::id());
-    gpulab_core::fsutil::write_atomic(dir, &tmp, name, bytes).map_err(|(path, source)| Error::Io { path, source })
+    gpulab_core::fsutil::write_atomic(dir, &format!(".{name}."), name, bytes).map_err(|(path, source)| Error::Io { path, source })
 }
 
 /// Writes `class.csv` and `class.html` into `dir` (created if missing); returns their paths.

@@ -19,7 +19,7 @@ pub const MAX_DEPTH: usize = 16;
 /// Files and folders visited at most.
 pub const MAX_ENTRIES: usize = 100_000;
 /// A report larger than this is skipped unread (gpulab's are kilobytes to a few megabytes).
-pub const MAX_FILE_BYTES: u64 = 64 << 20;
+pub const MAX_FILE_BYTES: u64 = report::MAX_JSON_BYTES;
 
 fn is_report_name(name: &std::ffi::OsStr) -> bool {
     name.to_str().is_some_and(|n| n.to_lowercase().ends_with("report.json"))
@@ -82,11 +82,13 @@ pub(super) fn read(dir: &Path) -> Result<Class> {
 
 /// One file: a report of an exercise this gpulab has, or the reason it is not.
 fn read_one<'e>(path: &Path, registry: &'e [Box<dyn Exercise>]) -> std::result::Result<(Report, &'e dyn Exercise), String> {
-    let len = std::fs::metadata(path).map_err(|e| format!("unreadable: {e}"))?.len();
-    if len > MAX_FILE_BYTES {
-        return Err(format!("{len} bytes, more than the {} MiB a report may have: not read", MAX_FILE_BYTES >> 20));
-    }
-    let r = report::read_json(path).map_err(|e| why_not(path, e))?;
+    // One open, checked and read with the limit: a file swapped after the walk saw it is
+    // judged by what is read, and a FIFO or device is refused, not waited on.
+    let bytes = gpulab_core::fsutil::read_limited(path, MAX_FILE_BYTES).map_err(|e| match e.kind() {
+        std::io::ErrorKind::FileTooLarge => format!("{e}"),
+        _ => format!("unreadable: {e}"),
+    })?;
+    let r = report::parse_json(&bytes).map_err(|e| why_not(&bytes, e))?;
     match registry.iter().find(|x| x.id() == r.exercise) {
         Some(ex) => Ok((r, ex.as_ref())),
         None => {
@@ -101,17 +103,35 @@ fn read_one<'e>(path: &Path, registry: &'e [Box<dyn Exercise>]) -> std::result::
     }
 }
 
-/// Why `read_json` refused a file: not JSON at all, JSON that is not a gpulab report, or
-/// unreadable.
-fn why_not(path: &Path, e: Error) -> String {
-    match e {
-        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::InvalidData => {
-            match std::fs::read(path).map(|b| serde_json::from_slice::<serde::de::IgnoredAny>(&b)) {
-                Ok(Err(j)) => format!("not JSON: {j}"),
-                _ => format!("JSON, but {source}"),
-            }
+/// Why a file's bytes are not a report: not JSON at all, or JSON that is not a gpulab report.
+fn why_not(bytes: &[u8], e: serde_json::Error) -> String {
+    match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+        Err(j) => format!("not JSON: {j}"),
+        Ok(_) => format!("JSON, but not a gpulab report ({e}); open a report.json written by gpulab"),
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    /// The walk saw a regular file; by the time it is read, another user swapped in a FIFO (or
+    /// a link to a device). The read judges what it opens: refused at once, never waited on.
+    #[test]
+    fn a_file_swapped_for_a_fifo_or_a_device_after_the_walk_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("report.json");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let link = dir.path().join("zero-report.json");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        for (path, what) in [(fifo, "FIFO"), (link, "character device")] {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let registry = exercises::registry();
+                let _ = tx.send(read_one(&path, &registry).map(|_| ()));
+            });
+            let got = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("reading the swapped file blocked");
+            assert!(got.as_ref().is_err_and(|e| e.contains(what)), "{got:?}");
         }
-        Error::Io { source, .. } => format!("unreadable: {source}"),
-        other => other.to_string(),
     }
 }

@@ -41,6 +41,9 @@ impl CacheKey {
     }
 }
 
+/// A cache file larger than this is a miss (gpulab's hold a few entries of a few bytes).
+const MAX_BYTES: u64 = 16 << 20;
+
 /// One JSON file of key → value entries.
 pub struct DiskCache {
     dir: PathBuf,
@@ -63,7 +66,7 @@ impl DiskCache {
 
     /// Every entry whose value still parses as JSON; an unreadable file is an empty cache.
     fn entries(&self) -> BTreeMap<String, serde_json::Value> {
-        std::fs::read(self.path()).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+        crate::fsutil::read_limited(&self.path(), MAX_BYTES).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
     }
 
     /// The cached value for `key`, or None when it is absent or no longer has the shape `T`.
@@ -77,8 +80,9 @@ impl DiskCache {
         let mut entries = self.entries();
         entries.insert(key.as_str().to_string(), serde_json::to_value(value).map_err(|e| e.to_string())?);
         let bytes = serde_json::to_vec_pretty(&entries).map_err(|e| e.to_string())?;
-        let tmp = format!(".{}.{}.tmp", self.file, std::process::id());
-        crate::fsutil::write_atomic(&self.dir, &tmp, &self.file, &bytes).map(|_| ()).map_err(|(p, e)| format!("{}: {e}", p.display()))
+        crate::fsutil::write_atomic(&self.dir, &format!(".{}.", self.file), &self.file, &bytes)
+            .map(|_| ())
+            .map_err(|(p, e)| format!("{}: {e}", p.display()))
     }
 }
 
@@ -113,7 +117,8 @@ mod tests {
         c.put(&b, &"tiled").unwrap();
         assert_eq!(c.get::<f64>(&a), Some(1.5));
         assert_eq!(c.get::<String>(&b).as_deref(), Some("tiled"));
-        assert!(!c.dir.join(format!(".facts.json.{}.tmp", std::process::id())).exists(), "no temporary file is left behind");
+        let left: Vec<_> = std::fs::read_dir(&c.dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, ["facts.json"], "no temporary file is left behind");
         let _ = std::fs::remove_dir_all(&c.dir);
     }
 

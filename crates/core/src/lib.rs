@@ -1,7 +1,8 @@
-//! gpulab-core: what every layer above builds on. The error type, statistics, durable writes,
-//! the disk cache, the span recorder, the op timer; tensors and their op families (`tensor`);
-//! the backends that run them (`device`: CPU, wgpu, CUDA behind the `cuda` feature). It knows
-//! nothing of models, training or exercises.
+//! gpulab-core: what every layer above builds on. The error type, statistics, bounded reads and
+//! durable writes (`fsutil`), the disk cache, the span recorder, text made safe for a terminal
+//! or a spreadsheet, the op timer; tensors and their op families (`tensor`); the backends that
+//! run them (`device`: CPU, wgpu, CUDA behind the `cuda` feature). It knows nothing of models,
+//! training or exercises.
 
 pub mod cache;
 pub mod device;
@@ -10,6 +11,7 @@ pub mod fsutil;
 pub mod spans;
 pub mod stats;
 pub mod tensor;
+pub mod text;
 pub mod timing;
 
 pub use error::{Error, Result};

@@ -30,6 +30,11 @@ pub enum CheckpointError {
     )]
     OptimizerMismatch { path: PathBuf, expected: &'static str, found: &'static str },
 
+    #[error(
+        "checkpoint {path}: tensor {name} holds {count} non-finite value(s) (the first, {value}, at index {index}): the run that wrote it had diverged; resume from an earlier checkpoint or train again"
+    )]
+    NonFinite { path: PathBuf, name: String, count: usize, index: usize, value: f32 },
+
     #[error("checkpoint {path} has no usable {key} in its metadata: {detail}")]
     BadMetadata { path: PathBuf, key: String, detail: String },
 
@@ -48,6 +53,7 @@ impl CheckpointError {
             CheckpointError::ShapeMismatch { .. } => "shape mismatch",
             CheckpointError::ArchitectureMismatch { .. } => "architecture mismatch",
             CheckpointError::OptimizerMismatch { .. } => "optimizer mismatch",
+            CheckpointError::NonFinite { .. } => "non-finite values",
             CheckpointError::BadMetadata { .. } => "bad metadata",
             CheckpointError::Io { .. } => "I/O error",
         }

@@ -160,8 +160,13 @@ impl Exercise for CheckpointLab {
 fn folder(s: &Settings) -> Result<(PathBuf, bool)> {
     let named = s.text("folder")?;
     if named.trim().is_empty() {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-        return Ok((std::env::temp_dir().join(format!("gpulab-checkpoints-{}-{nanos}", std::process::id())), false));
+        // Created now, exclusively, with a random name (a guessable one in a shared /tmp could
+        // be another user's folder or link); `run` removes it at the end.
+        let tmp = tempfile::Builder::new()
+            .prefix("gpulab-checkpoints-")
+            .tempdir()
+            .map_err(|e| Error::InvalidConfig(format!("cannot create a temporary checkpoint folder: {e}")))?;
+        return Ok((tmp.keep(), false));
     }
     let dir = PathBuf::from(named.trim());
     for sub in ["reference", "run"] {

@@ -171,19 +171,24 @@ fn checkpoint_write<B: Backend>(b: &mut B) -> Result<(f64, u64)> {
         dataset: "none (calibration)".into(),
         gpulab_version: env!("CARGO_PKG_VERSION").into(),
     };
-    let dir = std::env::temp_dir().join(format!("gpulab-calibration-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| Error::InvalidConfig(format!("calibration: cannot create {}: {e}", dir.display())))?;
+    // A new folder with a random name, created exclusively and removed when dropped: a
+    // predictable name in a shared /tmp could be another user's folder or link.
+    let tmp = tempfile::Builder::new()
+        .prefix("gpulab-calibration-")
+        .tempdir()
+        .map_err(|e| Error::InvalidConfig(format!("calibration: cannot create a temporary folder: {e}")))?;
+    let dir = tmp.path();
     let mut times = Vec::new();
     let mut bytes = 0;
     let written = (0..3).try_for_each(|i| -> Result<()> {
         let mut m = meta.clone();
         m.position.step = i;
-        let saved = store::save(&dir, &m, &tensors)?;
+        let saved = store::save(dir, &m, &tensors)?;
         bytes = saved.bytes;
         times.push(saved.write_s);
         Ok(())
     });
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(tmp);
     written?;
     Ok((median(&mut times), bytes))
 }

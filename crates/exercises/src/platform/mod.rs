@@ -12,7 +12,8 @@ use super::run_control::pace;
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink};
 use gpulab_core::error::{Error, Result};
-use gpulab_systems::platform::scenario::{PRESETS, Scenario, Signal};
+use gpulab_core::fsutil;
+use gpulab_systems::platform::scenario::{self, PRESETS, Scenario, Signal};
 use gpulab_systems::platform::{self, Sample, training};
 use gpulab_systems::report::{Attachment, Provenance, Report};
 
@@ -129,15 +130,18 @@ impl Exercise for PlatformLab {
         let sc = sc;
         let t = &sc.training;
         let reps = s.int("sweep_runs")? as u32;
+        // Every loop of the simulation asks for Stop, so it ends the run within milliseconds.
         // The job's outcome first: the training boxes of the live diagram show it.
-        let chosen = training::mean_outcome(t, t.checkpoint_interval_h, t.spot.then_some(t.mtbf_h), sc.seed, reps);
+        let chosen =
+            training::mean_outcome(t, t.checkpoint_interval_h, t.spot.then_some(t.mtbf_h), sc.seed, reps, &|| sink.stop_requested())?;
         let started = std::time::Instant::now();
         sink.emit(Event::Phase(format!("serving: {} simulated hours of “{}”", sc.duration_h, sc.name)));
         let total = (sc.duration_h * 3600.0 / sc.sample_every_s).floor() as u64 + 1;
         let every = (total as usize).div_ceil(LIVE_POINTS).max(1);
         let mut n = 0usize;
         let mut rollout = diagram::Rollout::default();
-        let serving = platform::simulate(&sc, &mut |x: &Sample| {
+        let serving = platform::simulate(&sc, &mut |x: Option<&Sample>| {
+            let Some(x) = x else { return !sink.stop_requested() };
             rollout.observe(x);
             if n.is_multiple_of(every) {
                 emit_sample(sink, x);
@@ -147,7 +151,7 @@ impl Exercise for PlatformLab {
             }
             n += 1;
             !sink.stop_requested()
-        });
+        })?;
         sink.emit(Event::Log(format!(
             "simulated {} requests in {:.2} s of wall time",
             serving.totals.arrived,
@@ -161,7 +165,7 @@ impl Exercise for PlatformLab {
         let mut sweep = Vec::new();
         if !sink.stop_requested() {
             sink.emit(Event::Phase("training: checkpoint-interval sweep".into()));
-            sweep = training::sweep(t, sc.seed, s.int("sweep_points")? as usize, reps);
+            sweep = training::sweep(t, sc.seed, s.int("sweep_points")? as usize, reps, &|| sink.stop_requested())?;
             for p in &sweep {
                 sink.emit(Event::Point {
                     chart: "checkpoint_sweep".into(),
@@ -173,9 +177,9 @@ impl Exercise for PlatformLab {
             }
         }
         let runs = report::TrainingRuns {
-            on_demand: training::mean_outcome(t, t.checkpoint_interval_h, None, sc.seed, 1),
+            on_demand: training::mean_outcome(t, t.checkpoint_interval_h, None, sc.seed, 1, &|| false)?,
             chosen,
-            at_daly: training::mean_outcome(t, training::daly_h(t), t.spot.then_some(t.mtbf_h), sc.seed, reps),
+            at_daly: training::mean_outcome(t, training::daly_h(t), t.spot.then_some(t.mtbf_h), sc.seed, reps, &|| sink.stop_requested())?,
             sweep,
         };
         let stopped = sink.stop_requested() || serving.stopped_early;
@@ -209,17 +213,18 @@ pub fn scenario(s: &Settings) -> Result<Scenario> {
     let mut sc = if file.trim().is_empty() {
         Scenario::preset(&s.choice("scenario")?)?
     } else {
-        let text =
-            std::fs::read_to_string(file.trim()).map_err(|e| Error::InvalidConfig(format!("scenario_file: cannot read {file:?}: {e}")))?;
-        Scenario::from_json(&text).map_err(|e| {
+        let bytes = fsutil::read_limited(file.trim().as_ref(), scenario::MAX_FILE_BYTES)
+            .map_err(|e| Error::InvalidConfig(format!("scenario_file: cannot read {file:?}: {e}")))?;
+        Scenario::parse(&bytes).map_err(|e| {
             Error::InvalidConfig(format!("scenario_file {file:?}: {}", e.to_string().trim_start_matches("invalid setting: ")))
         })?
     };
     let csv = s.text("traffic_csv")?;
     if !csv.trim().is_empty() {
         let path = csv.trim();
-        let text = std::fs::read_to_string(path).map_err(|e| Error::InvalidConfig(format!("traffic_csv: cannot read {path:?}: {e}")))?;
-        sc.traffic.replay = platform::traffic_csv::parse(&text).map_err(|e| {
+        let bytes = fsutil::read_limited(path.as_ref(), platform::traffic_csv::MAX_FILE_BYTES)
+            .map_err(|e| Error::InvalidConfig(format!("traffic_csv: cannot read {path:?}: {e}")))?;
+        sc.traffic.replay = platform::traffic_csv::parse(&bytes).map_err(|e| {
             Error::InvalidConfig(format!("traffic_csv {path:?}: {}", e.to_string().trim_start_matches("invalid setting: ")))
         })?;
     }

@@ -31,7 +31,7 @@ impl std::str::FromStr for Damage {
 /// Applies `damage` to the file at `path` in place; returns a sentence saying what changed.
 pub fn damage(path: &Path, damage: Damage) -> Result<String, CheckpointError> {
     let io = |source| CheckpointError::Io { path: path.into(), source };
-    let mut bytes = fs::read(path).map_err(io)?;
+    let mut bytes = gpulab_core::fsutil::read_limited(path, super::store::MAX_BYTES).map_err(io)?;
     let header_end = bytes.get(..8).map(|b| 8 + u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize).unwrap_or(0).min(bytes.len());
     let what = match damage {
         Damage::Truncate(f) => {

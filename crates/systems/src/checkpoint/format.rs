@@ -217,18 +217,20 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint, CheckpointError> 
     if computed != stored {
         return Err(CheckpointError::ChecksumMismatch { path: path.into(), stored, computed });
     }
-    let tensors = views
-        .iter()
-        .zip(dtypes)
-        .map(|((name, v), dtype)| {
-            let data = if v.dtype() == Dtype::F32 {
-                v.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect()
-            } else {
-                Vec::new()
-            };
-            (name.clone(), NamedTensor { dtype, shape: v.shape().to_vec(), data })
-        })
-        .collect();
+    let mut tensors = BTreeMap::new();
+    for ((name, v), dtype) in views.iter().zip(dtypes) {
+        let data: Vec<f32> = if v.dtype() == Dtype::F32 {
+            v.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect()
+        } else {
+            Vec::new()
+        };
+        // A checksum only says the bytes are the ones written; a diverged run writes NaN.
+        if let Some(index) = data.iter().position(|x| !x.is_finite()) {
+            let count = data.iter().filter(|x| !x.is_finite()).count();
+            return Err(CheckpointError::NonFinite { path: path.into(), name: name.clone(), count, index, value: data[index] });
+        }
+        tensors.insert(name.clone(), NamedTensor { dtype, shape: v.shape().to_vec(), data });
+    }
     Ok(Checkpoint { meta: parse_meta(&meta, path)?, tensors })
 }
 

@@ -37,10 +37,10 @@ pub struct Saved {
 }
 
 /// Writes `bytes` as `dir/name` atomically and durably (see `fsutil::write_atomic`); the
-/// temporary name carries the process id and a prefix `prune` recognises.
+/// temporary name starts with a prefix `prune` recognises.
 pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, CheckpointError> {
-    let tmp = format!("{TMP_PREFIX}{}-{name}", std::process::id());
-    gpulab_core::fsutil::write_atomic(dir, &tmp, name, bytes).map_err(|(path, source)| CheckpointError::Io { path, source })
+    gpulab_core::fsutil::write_atomic(dir, &format!("{TMP_PREFIX}{name}."), name, bytes)
+        .map_err(|(path, source)| CheckpointError::Io { path, source })
 }
 
 /// Encodes and atomically writes one checkpoint, timing the whole of it.
@@ -81,9 +81,13 @@ pub fn prune(dir: &Path, keep: usize) -> Result<Vec<PathBuf>, CheckpointError> {
     Ok(removed)
 }
 
-/// Reads one checkpoint and checks its structure and checksum (not that it fits a model).
+/// The largest checkpoint file read: well above the lab's largest model with AdamW's state.
+pub const MAX_BYTES: u64 = 4 << 30;
+
+/// Reads one checkpoint and checks its structure and checksum (not that it fits a model). Only
+/// a regular file is read, and at most `MAX_BYTES` of it (`fsutil::read_limited`).
 pub fn read(path: &Path) -> Result<Checkpoint, CheckpointError> {
-    format::decode(&fs::read(path).map_err(io(path))?, path)
+    format::decode(&gpulab_core::fsutil::read_limited(path, MAX_BYTES).map_err(io(path))?, path)
 }
 
 /// Reads and fully validates one checkpoint for this model and optimizer.

@@ -2,11 +2,10 @@
 //! (the lab downloads nothing). Headers are untrusted: the size a header claims
 //! is checked against the file before anything is allocated.
 
-use std::fs::File;
 use std::io::{BufReader, ErrorKind, Read};
 use std::path::{Path, PathBuf};
 
-use flate2::read::GzDecoder;
+use gpulab_core::fsutil;
 
 use super::{DataError, Dataset};
 
@@ -99,26 +98,47 @@ fn find(dir: &Path, name: &str) -> Result<PathBuf, DataError> {
     Err(DataError::Missing { dir: dir.into(), looked_for: vec![name.into(), gz] })
 }
 
-/// Reads an IDX file of unsigned bytes (gunzipping `*.gz`) and returns its
-/// dimensions and data, after checking magic, size and trailing bytes.
-fn read_idx(path: &Path, magic: u32) -> Result<(Vec<u32>, Vec<u8>), DataError> {
-    let io_err = |source| DataError::Io { path: path.into(), source };
-    let file = File::open(path).map_err(io_err)?;
-    let file_len = file.metadata().map_err(io_err)?.len();
-    let gz = path.extension().is_some_and(|e| e == "gz");
-    let mut reader: Box<dyn Read> = if gz { Box::new(GzDecoder::new(BufReader::new(file))) } else { Box::new(BufReader::new(file)) };
-    // Errors from the gzip decoder mean the compressed stream is bad.
-    let read_err = |e: std::io::Error| {
-        if gz && e.kind() != ErrorKind::PermissionDenied {
-            DataError::malformed(path, format!("corrupt gzip data: {e}"))
-        } else {
-            DataError::Io { path: path.into(), source: e }
-        }
-    };
-    let bad = |problem: String| DataError::malformed(path, problem);
+/// The largest IDX payload read, plain or after gunzipping: above EMNIST's largest split
+/// (0.55 GB), far below what a lying header or a gzip bomb would make us allocate.
+pub const MAX_BYTES: u64 = 1 << 30;
 
+/// Reads an IDX file of unsigned bytes (gunzipping `*.gz`, at most `MAX_BYTES`) and returns
+/// its dimensions and data, after checking magic, size and trailing bytes. One open; only a
+/// regular file is read (`fsutil::open_regular`).
+fn read_idx(path: &Path, magic: u32) -> Result<(Vec<u32>, Vec<u8>), DataError> {
+    let (file, file_len) = fsutil::open_regular(path).map_err(|source| DataError::Io { path: path.into(), source })?;
+    let gz = path.extension().is_some_and(|e| e == "gz");
+    let reader: Box<dyn Read> =
+        if gz { Box::new(fsutil::gunzip_reader(BufReader::new(file), MAX_BYTES)) } else { Box::new(BufReader::new(file)) };
+    decode(reader, file_len, gz, magic).map_err(|e| match e {
+        Bad::Format(problem) => DataError::malformed(path, problem),
+        // The gzip reader's own errors (corrupt data, too large) are the file's content.
+        Bad::Io(e) if gz && e.kind() != ErrorKind::PermissionDenied => DataError::malformed(path, e.to_string()),
+        Bad::Io(source) => DataError::Io { path: path.into(), source },
+    })
+}
+
+/// An IDX file's bytes (gzip-compressed when `gz`): its dimensions and data, or what is wrong
+/// with it. The pure form of `read_idx`, for tests and fuzzing.
+pub fn parse(bytes: &[u8], gz: bool, magic: u32) -> Result<(Vec<u32>, Vec<u8>), String> {
+    let reader: Box<dyn Read> = if gz { Box::new(fsutil::gunzip_reader(bytes, MAX_BYTES)) } else { Box::new(bytes) };
+    decode(reader, bytes.len() as u64, gz, magic).map_err(|e| match e {
+        Bad::Format(p) => p,
+        Bad::Io(e) => e.to_string(),
+    })
+}
+
+enum Bad {
+    /// The content breaks the format.
+    Format(String),
+    Io(std::io::Error),
+}
+
+/// Reads and checks an IDX stream of `file_len` bytes on disk (compressed when `gz`).
+fn decode(mut reader: impl Read, file_len: u64, gz: bool, magic: u32) -> Result<(Vec<u32>, Vec<u8>), Bad> {
+    let bad = |problem: String| Bad::Format(problem);
     let mut head = [0u8; 4];
-    let got = read_up_to(&mut reader, &mut head).map_err(read_err)?;
+    let got = read_up_to(&mut reader, &mut head).map_err(Bad::Io)?;
     if got < 4 {
         return Err(bad(format!("truncated header: expected 4 bytes of magic number, found {got}")));
     }
@@ -136,7 +156,7 @@ fn read_idx(path: &Path, magic: u32) -> Result<(Vec<u32>, Vec<u8>), DataError> {
 
     let rank = (magic & 0xff) as usize;
     let mut dim_bytes = vec![0u8; 4 * rank];
-    let got = read_up_to(&mut reader, &mut dim_bytes).map_err(read_err)?;
+    let got = read_up_to(&mut reader, &mut dim_bytes).map_err(Bad::Io)?;
     if got < dim_bytes.len() {
         return Err(bad(format!("truncated header: expected {} bytes, found {}", 4 + dim_bytes.len(), 4 + got)));
     }
@@ -157,13 +177,19 @@ fn read_idx(path: &Path, magic: u32) -> Result<(Vec<u32>, Vec<u8>), DataError> {
                  more than a {file_len}-byte gzip file can hold"
             )));
         }
+        if payload > MAX_BYTES {
+            return Err(bad(format!(
+                "header ({dims_text}) claims {payload} data bytes, more than the {} MiB gpulab reads from an IDX file",
+                MAX_BYTES >> 20
+            )));
+        }
     } else if header_len + payload > file_len {
         return Err(bad(format!("truncated: header ({dims_text}) needs {} bytes, found {file_len}", header_len + payload)));
     }
     let payload_len = usize::try_from(payload).map_err(|_| bad(format!("header dimensions {dims_text} are too large for this machine")))?;
 
     let mut data = Vec::with_capacity(payload_len);
-    (&mut reader).take(payload).read_to_end(&mut data).map_err(read_err)?;
+    (&mut reader).take(payload).read_to_end(&mut data).map_err(Bad::Io)?;
     if data.len() < payload_len {
         return Err(bad(format!(
             "truncated: header ({dims_text}) needs {} bytes, found {}",
@@ -173,7 +199,7 @@ fn read_idx(path: &Path, magic: u32) -> Result<(Vec<u32>, Vec<u8>), DataError> {
     }
     // Reading to the end also makes the gzip decoder verify its checksum.
     let mut extra = [0u8; 1];
-    if read_up_to(&mut reader, &mut extra).map_err(read_err)? > 0 {
+    if read_up_to(&mut reader, &mut extra).map_err(Bad::Io)? > 0 {
         return Err(bad(format!("trailing data: header ({dims_text}) accounts for {} bytes but the file is longer", header_len + payload)));
     }
     Ok((dims, data))

@@ -66,6 +66,36 @@ struct Seg {
     len: usize,
 }
 
+/// Which collective a call is. Each runs its own number of steps and reads its neighbour's
+/// memory in them, so two ranks in different collectives would read memory the other has
+/// already handed back to its caller: the kind is part of each call's handshake.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Kind {
+    #[default]
+    AllReduce,
+    ReduceScatter,
+    AllGather,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::AllReduce => "all_reduce",
+            Kind::ReduceScatter => "reduce_scatter",
+            Kind::AllGather => "all_gather",
+        }
+    }
+}
+
+/// What a rank publishes for the call in progress: where its vector lies, and what it is.
+#[derive(Default)]
+struct Call {
+    segs: Vec<Seg>,
+    kind: Kind,
+    /// The sum of the segments' lengths.
+    len: usize,
+}
+
 /// What a rank shows its neighbours.
 #[derive(Default)]
 struct Slot {
@@ -75,8 +105,8 @@ struct Slot {
     reading: AtomicBool,
     /// The rank has left the ring (an error, or its end dropped): its memory must not be read.
     gone: AtomicBool,
-    /// The segments of the call in progress.
-    segs: Mutex<Vec<Seg>>,
+    /// The call in progress.
+    call: Mutex<Call>,
 }
 
 /// One rank's end of the ring.
@@ -234,7 +264,7 @@ impl RingPeer {
     /// concatenation, so the sums are those of the one vector, bit for bit.
     pub fn all_reduce_segments(&mut self, segs: &mut [&mut [f32]], scale: f32) -> Result<()> {
         let t0 = Instant::now();
-        self.call(segs, |p, len| {
+        self.call(Kind::AllReduce, segs, |p, len| {
             p.reduce_scatter_steps(len, scale, &mut |_, _| {})?;
             p.all_gather_steps(len)
         })?;
@@ -251,7 +281,7 @@ impl RingPeer {
     /// which are not counted as communication.
     pub fn reduce_scatter(&mut self, segs: &mut [&mut [f32]], scale: f32, mut own: impl FnMut(usize, &mut [f32])) -> Result<f64> {
         let t0 = Instant::now();
-        let own_s = self.call(segs, |p, len| p.reduce_scatter_steps(len, scale, &mut own))?;
+        let own_s = self.call(Kind::ReduceScatter, segs, |p, len| p.reduce_scatter_steps(len, scale, &mut own))?;
         self.count(t0, own_s);
         Ok(own_s)
     }
@@ -260,7 +290,7 @@ impl RingPeer {
     /// travels round the ring, so every rank ends with every rank's chunk.
     pub fn all_gather(&mut self, segs: &mut [&mut [f32]]) -> Result<()> {
         let t0 = Instant::now();
-        self.call(segs, |p, len| p.all_gather_steps(len))?;
+        self.call(Kind::AllGather, segs, |p, len| p.all_gather_steps(len))?;
         self.count(t0, 0.0);
         Ok(())
     }
@@ -328,11 +358,18 @@ impl RingPeer {
         Ok(())
     }
 
-    /// Runs one collective over `segs`: publishes where they lie (a step of its own, so the
-    /// next rank waits for it), runs `body`, then waits until the next rank has taken all it
-    /// needs from them, since the caller may change or free them once this returns. On an
-    /// error, or a panic, this rank leaves the ring (`Leaving`).
-    fn call<R>(&mut self, segs: &mut [&mut [f32]], body: impl FnOnce(&mut Self, usize) -> Result<R>) -> Result<R> {
+    /// Runs one collective over `segs`: publishes where they lie and which collective this is
+    /// (a step of its own), checks that both neighbours publish the same collective over the
+    /// same length before anything is read, runs `body`, then waits until the next rank has
+    /// taken all it needs from them, since the caller may change or free them once this
+    /// returns. On an error, or a panic, this rank leaves the ring (`Leaving`).
+    ///
+    /// Why the handshake makes a mismatch an error on both sides and never a read of freed
+    /// memory: every call of a kind runs the same number of steps, so while every earlier call
+    /// matched, all ranks' step counts agree at a call's start; each rank compares its call
+    /// with both neighbours' right after publishing, so a pair that differs is seen by both
+    /// of them before either reads the other, and each fails and leaves the ring.
+    fn call<R>(&mut self, kind: Kind, segs: &mut [&mut [f32]], body: impl FnOnce(&mut Self, usize) -> Result<R>) -> Result<R> {
         self.mine.clear();
         self.mine.extend(segs.iter_mut().map(|s| Seg { addr: s.as_mut_ptr() as usize, len: s.len() }));
         let len = self.mine.iter().map(|s| s.len).sum();
@@ -344,15 +381,46 @@ impl RingPeer {
         {
             // The next rank finished the last call (this rank waited for it), so it no longer
             // looks at this slot.
-            let mut published = slots[self.rank].segs.lock().unwrap_or_else(|e| e.into_inner());
-            published.clear();
-            published.extend_from_slice(&self.mine);
+            let mut published = slots[self.rank].call.lock().unwrap_or_else(|e| e.into_inner());
+            published.segs.clear();
+            published.segs.extend_from_slice(&self.mine);
+            (published.kind, published.len) = (kind, len);
         }
         self.finish_step();
+        self.handshake(kind, len)?;
         let out = body(self, len)?;
         self.wait((self.rank + 1) % self.n, self.steps_done())?;
         leaving.armed = false;
         Ok(out)
+    }
+
+    /// Waits for both neighbours to publish this call, then compares theirs with this one. A
+    /// neighbour cannot publish its next call before this rank has finished a step of this one
+    /// (each of its steps waits for this rank), so what is read here is this call's.
+    fn handshake(&self, kind: Kind, len: usize) -> Result<()> {
+        let (prev, next) = ((self.rank + self.n - 1) % self.n, (self.rank + 1) % self.n);
+        let t = self.steps_done();
+        for who in [prev, next] {
+            self.wait(who, t)?;
+            let theirs = self.slots[who].call.lock().unwrap_or_else(|e| e.into_inner());
+            if theirs.kind != kind {
+                return Err(Error::Internal(format!(
+                    "ring: replica {} called {} but replica {who} called {} (every replica must make the same collective calls in the same order)",
+                    self.rank,
+                    kind.name(),
+                    theirs.kind.name()
+                )));
+            }
+            if theirs.len != len {
+                return Err(Error::Internal(format!(
+                    "ring {}: replica {} holds {len} elements, replica {who} {} (the replicas disagree about the vector's length)",
+                    kind.name(),
+                    self.rank,
+                    theirs.len
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// One step of a call, moving `elements` from the previous rank: waits until both
@@ -376,15 +444,9 @@ impl RingPeer {
             return Err(self.peer_gone("previous"));
         }
         self.theirs.clear();
-        self.theirs.extend_from_slice(&self.slots[prev].segs.lock().unwrap_or_else(|e| e.into_inner()));
-        let (mine, theirs) = (self.mine.iter().map(|s| s.len).sum::<usize>(), self.theirs.iter().map(|s| s.len).sum::<usize>());
-        if mine != theirs {
-            me.reading.store(false, Ordering::SeqCst);
-            return Err(Error::Internal(format!(
-                "ring all-reduce: replica {} holds {mine} elements, replica {prev} {theirs} (the replicas disagree about the vector's length)",
-                self.rank
-            )));
-        }
+        self.theirs.extend_from_slice(&self.slots[prev].call.lock().unwrap_or_else(|e| e.into_inner()).segs);
+        // The handshake compared the lengths; `spans` relies on it.
+        debug_assert_eq!(self.mine.iter().map(|s| s.len).sum::<usize>(), self.theirs.iter().map(|s| s.len).sum::<usize>());
         f(&self.mine, &self.theirs);
         me.reading.store(false, Ordering::SeqCst);
         self.stats.bytes_sent += bytes as u64;
@@ -454,9 +516,14 @@ mod tests {
     /// Runs `f(peer, input)` for every rank of a ring on its own thread; returns every rank's
     /// result, rank order.
     fn on_ranks<I: Send, T: Send>(inputs: Vec<I>, f: impl Fn(RingPeer, I) -> T + Sync) -> Vec<T> {
+        on_linked_ranks(None, inputs, f)
+    }
+
+    /// `on_ranks` over a ring with a simulated link.
+    fn on_linked_ranks<I: Send, T: Send>(link: Option<SimLink>, inputs: Vec<I>, f: impl Fn(RingPeer, I) -> T + Sync) -> Vec<T> {
         let f = &f;
         std::thread::scope(|s| {
-            let hs: Vec<_> = ring(inputs.len(), None).into_iter().zip(inputs).map(|(p, v)| s.spawn(move || f(p, v))).collect();
+            let hs: Vec<_> = ring(inputs.len(), link).into_iter().zip(inputs).map(|(p, v)| s.spawn(move || f(p, v))).collect();
             hs.into_iter().map(|h| h.join().expect("rank thread")).collect()
         })
     }
@@ -680,7 +747,7 @@ mod tests {
                     }));
                     format!("unwound: {}", r.is_err())
                 } else {
-                    p.all_reduce(&mut v).map_or_else(|e| e.to_string(), |_| "no error".into())
+                    p.reduce_scatter(&mut [&mut v], 1.0, |_, _| {}).map_or_else(|e| e.to_string(), |_| "no error".into())
                 };
                 drop(p);
                 let _ = tx.send(out);
@@ -725,6 +792,42 @@ mod tests {
             p.all_reduce(&mut vec![1.0; len]).expect_err("the lengths differ").to_string()
         });
         assert!(errors.iter().any(|e| e.contains("10") && e.contains("11") && e.contains("length")), "{errors:?}");
+    }
+
+    /// Ranks in different collectives (every pair of kinds, rank 0 the odd one out) all fail,
+    /// each error naming both calls, and none reads another's vector after its call returned:
+    /// each rank frees its vector as soon as its call ends, so a read after that shows under
+    /// AddressSanitizer (.ci/run) as a use after free.
+    #[test]
+    fn ranks_in_different_collectives_fail_on_both_sides() {
+        let names = ["all_reduce", "reduce_scatter", "all_gather"];
+        for a in 0..3 {
+            for b in (0..3).filter(|&b| b != a) {
+                for n in [2, 3] {
+                    // A link's latency holds every step 5 ms before it reads: without the
+                    // handshake, the rank still in its collective then read the vector its
+                    // neighbour had freed (AddressSanitizer: heap-use-after-free).
+                    let link = SimLink { bytes_per_s: 1e12, latency_s: 0.005 };
+                    let results = on_linked_ranks(Some(link), (0..n).collect(), |p, rank: usize| {
+                        let mut p = p.with_timeout(Duration::from_secs(20));
+                        let mut v = vec![1.0f32; 4099];
+                        let res = match if rank == 0 { a } else { b } {
+                            0 => p.all_reduce(&mut v),
+                            1 => p.reduce_scatter(&mut [&mut v], 1.0, |_, _| {}).map(drop),
+                            _ => p.all_gather(&mut [&mut v]),
+                        };
+                        drop(v);
+                        // This rank stays in the ring a moment: its end does not say it left.
+                        std::thread::sleep(Duration::from_millis(50));
+                        res.map_err(|e| e.to_string())
+                    });
+                    for (r, res) in results.iter().enumerate() {
+                        let e = res.as_ref().expect_err("a mismatched call must fail");
+                        assert!(e.contains(names[a]) && e.contains(names[b]), "{} vs {}, n={n}, rank {r}: {e}", names[a], names[b]);
+                    }
+                }
+            }
+        }
     }
 
     /// A rank that leaves between calls makes both its neighbours fail at once, not wait out

@@ -238,8 +238,15 @@ impl DataStage {
     }
 }
 
+/// The largest scenario file read (a replay of `traffic_csv::MAX_ROWS` points fits easily).
+pub const MAX_FILE_BYTES: u64 = 32 << 20;
+
 /// The most requests one run may simulate (about a minute of a 2-core machine).
 pub const MAX_REQUESTS: f64 = 100e6;
+
+/// The cheapest checkpoint write the simulation takes, seconds (a measured write on a fast
+/// disk is a millisecond or more).
+pub const MIN_CHECKPOINT_WRITE_S: f64 = 1e-6;
 
 pub const PRESETS: [&str; 4] = ["steady-day", "black-friday", "spot-storm", "bad-release"];
 
@@ -340,7 +347,13 @@ impl Scenario {
     }
 
     pub fn from_json(text: &str) -> Result<Scenario> {
-        let s: Scenario = serde_json::from_str(text).map_err(|e| Error::InvalidConfig(format!("scenario file: {e}")))?;
+        Self::parse(text.as_bytes())
+    }
+
+    /// A scenario file's bytes, parsed and validated (the one entry point for a file's
+    /// contents, and what a fuzzer drives).
+    pub fn parse(bytes: &[u8]) -> Result<Scenario> {
+        let s: Scenario = serde_json::from_slice(bytes).map_err(|e| Error::InvalidConfig(format!("scenario file: {e}")))?;
         s.validate()?;
         Ok(s)
     }
@@ -434,7 +447,8 @@ impl Scenario {
         c.range("training.precision_speedup", t.precision_speedup, 0.1, 100.0);
         c.range("training.mtbf_h", t.mtbf_h, 0.01, 1e6);
         c.range("training.checkpoint_interval_h", t.checkpoint_interval_h, 0.001, 10_000.0);
-        c.range("training.checkpoint_write_s", t.checkpoint_write_s, 0.0, 86_400.0);
+        // A free checkpoint makes Young's and Daly's intervals 0: the sweep would never end.
+        c.range("training.checkpoint_write_s", t.checkpoint_write_s, MIN_CHECKPOINT_WRITE_S, 86_400.0);
         c.range("training.restart_s", t.restart_s, 0.0, 86_400.0);
         c.range("training.data.read_gb_per_s", t.data.read_gb_per_s, 1e-3, 1e4);
         c.range("training.data.dataset_gb", t.data.dataset_gb, 0.0, 1e8);
@@ -444,6 +458,33 @@ impl Scenario {
             t.data.read_h() <= 1e6,
             "reading the epochs would take over a million hours; raise read_gb_per_s or lower dataset_gb/epochs",
         );
+        // Every interval the simulation runs must cut the job into a bounded number of pieces:
+        // the chosen one, and the sweep's shortest (a quarter of Daly's, set by C and the MTBF).
+        if c.0.is_none() {
+            let work = super::training::work_h(t);
+            let least = work / super::training::MAX_SEGMENTS;
+            c.check(
+                "training.checkpoint_interval_h",
+                super::training::check_interval(t, t.checkpoint_interval_h).is_ok(),
+                &format!(
+                    "{} h cuts the job's {work:.3} h of work into more than {:.0} intervals; allowed: {least:.3e}..=10000",
+                    t.checkpoint_interval_h,
+                    super::training::MAX_SEGMENTS
+                ),
+            );
+            let shortest = super::training::SWEEP_FROM * super::training::daly_h(t);
+            c.check(
+                "training.checkpoint_write_s",
+                super::training::check_interval(t, shortest).is_ok(),
+                &format!(
+                    "{} s with mtbf_h {} makes Daly's interval {:.3e} h, and the interval sweep would cut the job's {work:.3} h of work into more than {:.0} intervals; raise checkpoint_write_s (or mtbf_h)",
+                    t.checkpoint_write_s,
+                    t.mtbf_h,
+                    super::training::daly_h(t),
+                    super::training::MAX_SEGMENTS
+                ),
+            );
+        }
         c.finish()
     }
 }

@@ -17,6 +17,7 @@ use super::control::{self, VersionStats};
 use super::events::{Ev, Queue};
 use super::result::{Sample, ScaleAction, ServingResult, SimTotals};
 use super::scenario::{Scenario, ServiceTime, Signal};
+use gpulab_core::error::{Error, Result};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 enum State {
@@ -95,16 +96,27 @@ fn rng(seed: u64, stream: u64) -> ChaCha8Rng {
     r
 }
 
+/// The most events one run may handle. A validated scenario stays far below it (at most
+/// `MAX_REQUESTS` requests, each a handful of events, plus the controllers' looks); reaching it
+/// means the simulation stopped making progress, an error instead of a loop without end.
+pub const MAX_EVENTS: u64 = 2_000_000_000;
+/// The most events at one simulated instant: more means time has stopped advancing.
+pub const MAX_EVENTS_AT_ONE_INSTANT: u64 = 10_000_000;
+/// How many events pass between two looks at the stop flag (a few ms of simulation).
+const STOP_EVERY: u64 = 1 << 14;
+
 /// Runs the serving simulation of `sc` to its end. `on_sample` sees each sample as it is taken
-/// (live charts) and returns false to stop early.
-pub fn simulate(sc: &Scenario, on_sample: &mut dyn FnMut(&Sample) -> bool) -> ServingResult {
+/// (live charts), and None every few thousand events in between, and returns false to stop
+/// early: a stop is prompt even when samples are far apart. An error when the run breaks its
+/// event bounds (`MAX_EVENTS`, `MAX_EVENTS_AT_ONE_INSTANT`).
+pub fn simulate(sc: &Scenario, on_sample: &mut dyn FnMut(Option<&Sample>) -> bool) -> Result<ServingResult> {
     let mut sim = Sim::new(sc);
-    sim.run(on_sample);
+    sim.run(on_sample)?;
     sim.out.totals = sim.t.clone();
     for (q, slot) in [(0.50, &mut sim.out.p50_s), (0.95, &mut sim.out.p95_s), (0.99, &mut sim.out.p99_s)] {
         *slot = control::quantile(&mut sim.all_lat, q);
     }
-    sim.out
+    Ok(sim.out)
 }
 
 impl<'a> Sim<'a> {
@@ -163,10 +175,25 @@ impl<'a> Sim<'a> {
         tr.underlying_rps(h) * spikes
     }
 
-    fn run(&mut self, on_sample: &mut dyn FnMut(&Sample) -> bool) {
+    fn run(&mut self, on_sample: &mut dyn FnMut(Option<&Sample>) -> bool) -> Result<()> {
+        let (mut events, mut at_instant) = (0u64, 0u64);
         while let Some((t, ev)) = self.q.pop() {
             if t > self.end {
                 break;
+            }
+            events += 1;
+            at_instant = if t == self.now { at_instant + 1 } else { 0 };
+            if events > MAX_EVENTS || at_instant > MAX_EVENTS_AT_ONE_INSTANT {
+                return Err(Error::Internal(format!(
+                    "the serving simulation stopped advancing at {:.6} h ({events} events, {at_instant} at this instant, the last {ev:?}); \
+                     scenario {:?}",
+                    t / 3600.0,
+                    self.sc.name
+                )));
+            }
+            if events.is_multiple_of(STOP_EVERY) && !on_sample(None) {
+                self.out.stopped_early = true;
+                return Ok(());
             }
             self.advance(t);
             match ev {
@@ -187,11 +214,11 @@ impl<'a> Sim<'a> {
                 Ev::Autoscale => self.autoscale(),
                 Ev::Sample => {
                     let s = self.sample();
-                    let go_on = on_sample(&s);
+                    let go_on = on_sample(Some(&s));
                     self.out.samples.push(s);
                     if !go_on {
                         self.out.stopped_early = true;
-                        return;
+                        return Ok(());
                     }
                     if self.now + self.sc.sample_every_s <= self.end + 1e-9 {
                         self.q.push(self.now + self.sc.sample_every_s, Ev::Sample);
@@ -202,6 +229,7 @@ impl<'a> Sim<'a> {
             }
         }
         self.advance(self.end);
+        Ok(())
     }
 
     /// Integrates the time-weighted totals up to `t`.
@@ -314,7 +342,10 @@ impl<'a> Sim<'a> {
         while !self.idle.is_empty() {
             let ready = (0..2)
                 .filter_map(|v| self.queues[v].front().map(|r| (v, r.arrived)))
-                .filter(|&(v, arrived)| self.queues[v].len() >= max_b || self.now - arrived >= delay - 1e-12)
+                // The same sum the timer is armed with (below): late in a run `now - arrived`
+                // can round below `delay` at the very instant the timer fires, which re-armed
+                // the timer at that instant for ever.
+                .filter(|&(v, arrived)| self.queues[v].len() >= max_b || self.now >= arrived + delay - 1e-12)
                 .min_by(|a, b| a.1.total_cmp(&b.1));
             let Some((v, _)) = ready else { break };
             let w = self.idle.pop().expect("checked");

@@ -24,11 +24,14 @@ pub struct RatePoint {
 
 /// Most rows a replay may have.
 pub const MAX_ROWS: usize = 200_000;
+/// The largest traffic CSV file read (`MAX_ROWS` rows of two numbers fit easily).
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
 
 /// The points of a CSV in the format above; an error names the line and the field.
-pub fn parse(text: &str) -> Result<Vec<RatePoint>> {
+pub fn parse(text: impl AsRef<[u8]>) -> Result<Vec<RatePoint>> {
+    let text = text.as_ref();
     let bad = |line: u64, msg: String| Error::InvalidConfig(format!("traffic CSV line {line}: {msg}"));
-    let mut r = csv::ReaderBuilder::new().has_headers(true).trim(csv::Trim::All).from_reader(text.as_bytes());
+    let mut r = csv::ReaderBuilder::new().has_headers(true).trim(csv::Trim::All).from_reader(text);
     let headers = r.headers().map_err(|e| bad(1, format!("cannot read the header: {e}")))?.clone();
     if headers.iter().collect::<Vec<_>>() != ["hour", "rps"] {
         return Err(bad(1, format!("the header must be `hour,rps`, found `{}`", headers.iter().collect::<Vec<_>>().join(","))));

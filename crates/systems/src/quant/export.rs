@@ -60,14 +60,18 @@ pub fn save(path: &Path, m: &QuantizedModel, extra: &[(&str, String)]) -> Result
         .file_name()
         .and_then(|n| n.to_str())
         .ok_or_else(|| Error::InvalidConfig(format!("export: {} is not a file path", path.display())))?;
-    gpulab_core::fsutil::write_atomic(dir, &format!(".{name}.tmp"), name, &bytes)
+    gpulab_core::fsutil::write_atomic(dir, &format!(".{name}."), name, &bytes)
         .map(drop)
         .map_err(|(path, source)| Error::Io { path, source })
 }
 
-/// Reads a quantized model written by `save`, checking every tensor against the widths.
+/// The largest int8 model file read.
+pub const MAX_BYTES: u64 = 1 << 30;
+
+/// Reads a quantized model written by `save`, checking every tensor against the widths. Only
+/// a regular file is read, and at most `MAX_BYTES` of it (`fsutil::read_limited`).
 pub fn load(path: &Path) -> Result<QuantizedModel> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.into(), source })?;
+    let bytes = gpulab_core::fsutil::read_limited(path, MAX_BYTES).map_err(|source| Error::Io { path: path.into(), source })?;
     from_bytes(&bytes, path)
 }
 
@@ -114,6 +118,9 @@ pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<QuantizedModel> {
         };
         if let Some(s) = weight_scales.iter().chain(&input_scale).find(|s| !(s.is_finite() && **s > 0.0)) {
             return Err(bad(format!("layer {i} has a scale of {s}; every scale must be finite and positive")));
+        }
+        if let Some((j, b)) = bias.iter().enumerate().find(|(_, b)| !b.is_finite()) {
+            return Err(bad(format!("tensor layers.{i}.bias holds {b} at index {j}; every value must be finite")));
         }
         layers.push(QuantizedLayer { weight, shape: [w[0], w[1]], weight_scales, input_scale, bias });
     }

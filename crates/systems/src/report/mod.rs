@@ -5,6 +5,7 @@
 pub mod claims;
 mod diagram;
 pub mod html;
+pub mod number;
 mod write;
 
 use std::collections::BTreeMap;
@@ -15,7 +16,10 @@ use gpulab_core::tensor::BackendInfo;
 
 pub use claims::{Claim, Claims, FACT, Part};
 pub use diagram::{Diagram, DiagramNode, edge_points};
-pub use write::{markdown, read_json, write_all, write_csv, write_html, write_index, write_json, write_markdown};
+pub use write::{
+    MAX_JSON_BYTES, MAX_JSON_VALUES, markdown, parse_json, read_json, write_all, write_csv, write_html, write_index, write_json,
+    write_markdown,
+};
 
 /// Where a number came from. Shown next to it and written into every report.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -55,6 +59,7 @@ impl Provenance {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Figure {
     pub label: String,
+    #[serde(with = "number")]
     pub value: f64,
     pub unit: String,
     pub provenance: Provenance,
@@ -64,9 +69,18 @@ pub struct Figure {
 pub struct Column {
     pub name: String,
     pub unit: String,
-    /// Decimals shown for numbers.
+    /// Decimals shown for numbers, at most `MAX_DECIMALS` (a report read from a file is held to it).
+    #[serde(deserialize_with = "capped_decimals")]
     pub decimals: usize,
     pub provenance: Option<Provenance>,
+}
+
+/// The most decimals a column shows: an f64 has no more than 17 significant digits, and
+/// `format!` panics on a precision above 65535, which a crafted report.json could ask for.
+pub const MAX_DECIMALS: usize = 17;
+
+fn capped_decimals<'de, D: serde::Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    u64::deserialize(d).map(|n| n.min(MAX_DECIMALS as u64) as usize)
 }
 
 impl Column {
@@ -78,18 +92,39 @@ impl Column {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
+/// A table cell: in JSON a number (or "NaN", "inf", "-inf", see `number`), a string, or null.
+/// A text cell that spells one of those three reads back as the number, which shows the same.
+#[derive(Clone, Debug, PartialEq)]
 pub enum Cell {
     Num(f64),
     Text(String),
     Empty,
 }
 
+impl Serialize for Cell {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Cell::Num(v) => number::serialize(v, s),
+            Cell::Text(t) => s.serialize_str(t),
+            Cell::Empty => s.serialize_unit(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Cell {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match d.deserialize_any(number::NumVisitor)? {
+            number::Read::Num(v) => Cell::Num(v),
+            number::Read::Text(t) => Cell::Text(t),
+            number::Read::Null => Cell::Empty,
+        })
+    }
+}
+
 impl Cell {
     pub fn format(&self, col: &Column) -> String {
         match self {
-            Cell::Num(v) if v.is_finite() => format!("{v:.*}", col.decimals),
+            Cell::Num(v) if v.is_finite() => format!("{v:.*}", col.decimals.min(MAX_DECIMALS)),
             Cell::Num(v) => format!("{v}"),
             Cell::Text(t) => t.clone(),
             Cell::Empty => "—".into(),
@@ -128,6 +163,7 @@ pub struct Table {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Series {
     pub name: String,
+    #[serde(with = "number::points")]
     pub points: Vec<[f64; 2]>,
     pub provenance: Provenance,
 }
@@ -149,6 +185,7 @@ pub struct Chart {
     pub log_x: bool,
     pub series: Vec<Series>,
     /// Vertical markers, e.g. the size where the GPU starts to win.
+    #[serde(with = "number::markers")]
     pub markers: Vec<(f64, String)>,
 }
 

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::Report;
 use gpulab_core::error::{Error, Result};
+use gpulab_core::text::csv_text_cell;
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io { path: path.to_path_buf(), source }
@@ -14,8 +15,9 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
 fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("report");
-    let tmp = format!(".{name}.{}.tmp", std::process::id());
-    gpulab_core::fsutil::write_atomic(dir, &tmp, name, bytes).map(|_| ()).map_err(|(path, source)| Error::Io { path, source })
+    gpulab_core::fsutil::write_atomic(dir, &format!(".{name}."), name, bytes)
+        .map(|_| ())
+        .map_err(|(path, source)| Error::Io { path, source })
 }
 
 pub fn write_json(report: &Report, path: &Path) -> Result<()> {
@@ -23,10 +25,16 @@ pub fn write_json(report: &Report, path: &Path) -> Result<()> {
     atomic_write(path, &bytes)
 }
 
+/// The largest report.json read. gpulab's are kilobytes to a few megabytes (exercise 10's
+/// carries its scenario, a replayed traffic CSV included); parsed, a report takes a few times
+/// its size in memory.
+pub const MAX_JSON_BYTES: u64 = 32 << 20;
+
+/// Reads a report.json: a regular file only, at most `MAX_JSON_BYTES` (`fsutil::read_limited`).
 pub fn read_json(path: &Path) -> Result<Report> {
-    let bytes = std::fs::read(path).map_err(io(path))?;
+    let bytes = gpulab_core::fsutil::read_limited(path, MAX_JSON_BYTES).map_err(io(path))?;
     // A file that is not a report is bad data in that file, not a bad setting.
-    serde_json::from_slice(&bytes).map_err(|e| Error::Io {
+    parse_json(&bytes).map_err(|e| Error::Io {
         path: path.to_path_buf(),
         source: std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -35,7 +43,48 @@ pub fn read_json(path: &Path) -> Result<Report> {
     })
 }
 
-/// Every chart series as rows: chart, series, x, y, provenance.
+/// The most JSON values (numbers, strings, array and object members) a report.json may hold.
+/// gpulab's hold tens of thousands; parsed, each takes tens of bytes, so this bounds the memory
+/// a crafted file of tiny values (`[[],[],…]`, which grows 8× when parsed) can take.
+pub const MAX_JSON_VALUES: usize = 1_000_000;
+
+/// A report.json's bytes as a Report (what `read_json` and a fuzzer drive); a file of more than
+/// `MAX_JSON_VALUES` values is refused before it is parsed.
+pub fn parse_json(bytes: &[u8]) -> serde_json::Result<Report> {
+    let values = json_values(bytes);
+    if values > MAX_JSON_VALUES {
+        return Err(serde::de::Error::custom(format!(
+            "it holds about {values} JSON values, more than the {MAX_JSON_VALUES} a report may have"
+        )));
+    }
+    serde_json::from_slice(bytes)
+}
+
+/// About how many values a JSON text holds: its commas and opening brackets outside strings
+/// (one pass, no allocation; malformed text is left to the parser).
+fn json_values(bytes: &[u8]) -> usize {
+    let (mut n, mut in_string, mut escaped) = (1, false, false);
+    for &b in bytes {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b',' | b'[' | b'{' => n += 1,
+                _ => {}
+            }
+        }
+    }
+    n
+}
+
+/// Every chart series as rows: chart, series, x, y, provenance (text neutralised for
+/// spreadsheets, `text::csv_text_cell`).
 pub fn write_csv(report: &Report, path: &Path) -> Result<()> {
     let mut w = csv::Writer::from_writer(Vec::new());
     let csv_err = |e: csv::Error| Error::Io { path: path.to_path_buf(), source: std::io::Error::other(e) };
@@ -43,8 +92,9 @@ pub fn write_csv(report: &Report, path: &Path) -> Result<()> {
     for c in &report.charts {
         for s in &c.series {
             for [x, y] in &s.points {
-                w.write_record([&c.title, &c.x_label, &c.y_label, &s.name, &x.to_string(), &y.to_string(), &s.provenance.label()])
-                    .map_err(csv_err)?;
+                let prov = s.provenance.label();
+                let [title, x_label, y_label, name, prov] = [&c.title, &c.x_label, &c.y_label, &s.name, &prov].map(|t| csv_text_cell(t));
+                w.write_record([&*title, &x_label, &y_label, &name, &x.to_string(), &y.to_string(), &prov]).map_err(csv_err)?;
             }
         }
     }
