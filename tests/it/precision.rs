@@ -1,5 +1,6 @@
 //! Exercise 3 headless: all three precisions and the underflow demo run to a computed verdict,
-//! and the demo really shows FP16 flushing tiny gradients that the GradScaler keeps.
+//! and the demo really shows FP16 flushing tiny gradients that the GradScaler keeps, and BF16
+//! keeping them without a scaler.
 
 use gpulab::exercises::{self, CollectSink};
 use gpulab::report::{Cell, Report};
@@ -44,10 +45,13 @@ fn check(r: &Report) {
     assert!(num(&t.rows[1][act]) < num(&t.rows[0][act]) && num(&t.rows[2][act]) < num(&t.rows[0][act]), "16-bit activations are smaller");
     assert!(r.table("Bytes saved vs FP32 (negative = more)").is_some());
     let d = r.table("Underflow demonstration").unwrap();
-    assert_eq!(d.rows.len(), 3);
+    assert_eq!(d.rows.len(), 4, "fp32, fp16 unscaled and scaled, bf16: {:?}", d.rows);
     let fl = col(r, "Underflow demonstration", "gradients flushed to zero");
-    let (unscaled, scaled) = (num(&d.rows[1][fl]), num(&d.rows[2][fl]));
+    let (unscaled, scaled, bf16) = (num(&d.rows[1][fl]), num(&d.rows[2][fl]), num(&d.rows[3][fl]));
     assert!(unscaled > 90.0 && scaled < 10.0, "flushed: unscaled {unscaled}%, scaled {scaled}%");
+    // BF16's range is FP32's: the same tiny gradients survive without a scaler.
+    assert!(bf16 < 1.0, "bf16 without a scaler flushed {bf16}%");
+    assert!(r.verdict.summary.contains("BF16 without any scaler flushed"), "{}", r.verdict.summary);
     let acc = col(r, "Underflow demonstration", "validation accuracy");
     assert!(num(&d.rows[2][acc]) > num(&d.rows[1][acc]) + 20.0, "scaling rescues training: {:?}", d.rows);
     assert!(r.chart("loss").unwrap().series.len() == 3 && r.chart("loss_scale").is_some() && r.chart("underflow_loss").is_some());

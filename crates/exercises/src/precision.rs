@@ -88,7 +88,7 @@ impl Exercise for PrecisionLab {
             .add("precisions", "Precisions", "Which to compare, in order: fp32, fp16 (with a GradScaler), bf16 (unscaled)", Value::Text("fp32,fp16,bf16".into()))
             .add("init_scale", "Initial loss scale", "GradScaler's starting scale (PyTorch: 65536). Try 1e10 to watch overflow steps being skipped", settings::float(65536.0, 1.0, 1e30))
             .add("growth_interval", "Growth interval", "Finite steps before the scale doubles (PyTorch: 2000)", settings::int(2000, 1, 1_000_000))
-            .add("underflow_demo", "Underflow demo", "Also train FP16 on tiny gradients, without and with loss scaling", Value::Bool(true))
+            .add("underflow_demo", "Underflow demo", "Also train on tiny gradients: FP16 without and with loss scaling, and BF16 without a scaler", Value::Bool(true))
             .add("demo_loss_exponent", "Demo loss weight (power of 2)", "The demo multiplies the loss by 2^this (and the SGD learning rate by its inverse, so FP32 trains exactly as before), making every gradient tiny", settings::int(-24, -40, 0))
             .add("demo_epochs", "Demo epochs", "Epochs of each underflow-demo run", settings::int(2, 1, 100));
         // Batch 256: activations outweigh the parameters' extra 16-bit copy, so FP16's peak
@@ -125,7 +125,7 @@ impl Exercise for PrecisionLab {
         self.validate(s)?;
         let device = s.one_device("backend")?;
         let data = common::load_dataset(s)?;
-        let demo_passes = if s.bool("underflow_demo")? { 3.0 * s.int("demo_epochs")? as f64 } else { 0.0 };
+        let demo_passes = if s.bool("underflow_demo")? { DEMO_RUNS.len() as f64 * s.int("demo_epochs")? as f64 } else { 0.0 };
         let (resolved, sizing) = super::sizing::resolve(s, &device, &data, precisions(s)?.len() as f64, demo_passes, sink)?;
         let s = &resolved;
         let base = common::train_config(s, s.int("batch")? as usize)?;
@@ -161,7 +161,7 @@ impl Exercise for PrecisionLab {
             let weight = 2f32.powi(s.int("demo_loss_exponent")? as i32);
             let demo_cfg =
                 TrainConfig { epochs: s.int("demo_epochs")? as usize, optimizer: OptimizerKind::Sgd, lr: base.lr / weight, ..base.clone() };
-            for (p, scaling) in [(Precision::F32, false), (Precision::F16, false), (Precision::F16, true)] {
+            for (p, scaling) in DEMO_RUNS {
                 if sink.stop_requested() {
                     break;
                 }
@@ -192,6 +192,11 @@ impl Exercise for PrecisionLab {
         Ok(report)
     }
 }
+
+/// The underflow demo's runs: the FP32 reference, FP16 without and with the GradScaler, and BF16
+/// without one (its range is FP32's: the demo shows it needs no scaler).
+const DEMO_RUNS: [(Precision, bool); 4] =
+    [(Precision::F32, false), (Precision::F16, false), (Precision::F16, true), (Precision::BF16, false)];
 
 fn precisions(s: &Settings) -> Result<Vec<Precision>> {
     let list: Vec<Precision> = s.text("precisions")?.split(',').map(|p| p.trim().parse()).collect::<Result<_>>()?;
@@ -538,7 +543,12 @@ mod cond {
     pub const ONLY_FP32: &str = "only FP32 finished";
     pub const NO_FP32: &str = "16-bit runs finished, FP32 did not";
     pub const NONE: &str = "no run finished";
+    pub const BF16_KEPT: &str = "the BF16 demo run flushed under 1% of its gradient elements";
+    pub const BF16_FLUSHED: &str = "the BF16 demo run flushed 1% or more of its gradient elements";
 }
+
+/// Below this share of gradient elements flushed, the BF16 demo run "needs no scaler".
+const BF16_KEPT_PERCENT: f64 = 1.0;
 
 /// Why 16-bit arithmetic cannot pay off on a run's path, where it cannot.
 fn no_fast_path(p: &MatmulPath) -> String {
@@ -657,11 +667,11 @@ fn verdict(runs: &[RunFigures], demo: &[RunFigures], weight: f32) -> Claims {
     c.about("");
     let by =
         |p: Precision, scaling: bool| demo.iter().find(|r| r.precision == p && r.scaling == scaling).and_then(|r| r.result.as_ref().ok());
+    let path = |t: &Trained| match t.loss {
+        Some((a, b)) => format!("went from {a:.3} to {b:.3}"),
+        None => "was not logged".into(),
+    };
     if let (Some(tp), Some(ts)) = (by(Precision::F16, false), by(Precision::F16, true)) {
-        let path = |t: &Trained| match t.loss {
-            Some((a, b)) => format!("went from {a:.3} to {b:.3}"),
-            None => "was not logged".into(),
-        };
         c.fact(
             Summary,
             format!(
@@ -685,6 +695,32 @@ fn verdict(runs: &[RunFigures], demo: &[RunFigures], weight: f32) -> Claims {
                 ),
             );
         }
+    }
+    if let Some(tb) = by(Precision::BF16, false)
+        && let Some(flushed) = tb.flushed
+    {
+        c.fact(Evidence, format!("Demo accuracy: BF16 without a scaler {}.", percent(tb.val_accuracy)));
+        c.one_of(
+            Summary,
+            vec![
+                (
+                    cond::BF16_KEPT,
+                    flushed < BF16_KEPT_PERCENT,
+                    format!(
+                        "BF16 without any scaler flushed {flushed:.1}% and its loss {}: its 8 exponent bits are FP32's, so gradients this small stay representable and it needs no loss scaling (it pays in precision instead: 7 mantissa bits to FP16's 10).",
+                        path(tb)
+                    ),
+                ),
+                (
+                    cond::BF16_FLUSHED,
+                    flushed >= BF16_KEPT_PERCENT,
+                    format!(
+                        "BF16 without a scaler still flushed {flushed:.1}% of its gradient elements and its loss {}: at this loss weight some gradients fall below even its FP32-sized range.",
+                        path(tb)
+                    ),
+                ),
+            ],
+        );
     }
     let any16 = runs.iter().any(|r| r.precision != Precision::F32 && r.result.is_ok());
     c.one_of(
@@ -746,7 +782,8 @@ mod tests {
         })
     }
 
-    fn oracle(runs: &[RunFigures], c: &Claim) -> Option<bool> {
+    fn oracle(runs: &[RunFigures], demo: &[RunFigures], c: &Claim) -> Option<bool> {
+        let bf16_flushed = || demo.iter().find(|r| r.precision == Precision::BF16)?.result.as_ref().ok()?.flushed;
         let ok = |r: &RunFigures| r.result.as_ref().ok().cloned();
         let base = runs.iter().find(|r| r.precision == Precision::F32).and_then(ok);
         let this = runs.iter().find(|r| r.label == c.subject);
@@ -768,6 +805,8 @@ mod tests {
             cond::ONLY_FP32 => base.is_some() && done16.is_empty(),
             cond::NO_FP32 => base.is_none() && !done16.is_empty(),
             cond::NONE => base.is_none() && done16.is_empty(),
+            cond::BF16_KEPT => bf16_flushed()? < 1.0,
+            cond::BF16_FLUSHED => bf16_flushed()? >= 1.0,
             _ => return None,
         })
     }
@@ -776,10 +815,33 @@ mod tests {
         /// Faster or slower, more or less memory, fast 16-bit paths or none, runs that could not
         /// train: every sentence printed is true of the numbers.
         #[test]
-        fn every_printed_claim_holds(fp32 in proptest::option::of(run(Precision::F32)), f16 in run(Precision::F16), bf16 in proptest::option::of(run(Precision::BF16))) {
+        fn every_printed_claim_holds(
+            fp32 in proptest::option::of(run(Precision::F32)),
+            f16 in run(Precision::F16),
+            bf16 in proptest::option::of(run(Precision::BF16)),
+            demo_f16 in proptest::option::of((run(Precision::F16), run(Precision::F16), 0.0f64..100.0, 0.0f64..100.0)),
+            demo_bf16 in proptest::option::of((run(Precision::BF16), 0.0f64..3.0)),
+        ) {
             let runs: Vec<RunFigures> = fp32.into_iter().chain([f16]).chain(bf16).collect();
-            let claims = verdict(&runs, &[], 2f32.powi(-24));
-            claims.audit(|c| oracle(&runs, c)).map_err(TestCaseError::fail)?;
+            // The demo's runs: FP16 unscaled and scaled, and BF16 flushing a little or more
+            // than the "needs no scaler" line.
+            let mut demo = Vec::new();
+            let flush = |mut r: RunFigures, scaling: bool, share: f64| {
+                r.scaling = scaling;
+                if let Ok(t) = &mut r.result {
+                    t.flushed = Some(share);
+                }
+                r
+            };
+            if let Some((plain, scaled, a, b)) = demo_f16 {
+                demo.push(flush(plain, false, a));
+                demo.push(flush(scaled, true, b));
+            }
+            if let Some((r, share)) = demo_bf16 {
+                demo.push(flush(r, false, share));
+            }
+            let claims = verdict(&runs, &demo, 2f32.powi(-24));
+            claims.audit(|c| oracle(&runs, &demo, c)).map_err(TestCaseError::fail)?;
             prop_assert!(claims.has_summary());
         }
     }
