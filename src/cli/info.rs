@@ -1,8 +1,7 @@
 use clap::Args;
 use gpulab::device::cpu::cpu_name;
 use gpulab::device::gpu::{adapters, driver_help};
-use gpulab::device::linux_gpu::{self, FdinfoSampler, GpuReading};
-use gpulab::device::telemetry;
+use gpulab::device::monitor::{self, Sample};
 use serde_json::json;
 
 #[derive(Args)]
@@ -56,14 +55,7 @@ pub fn run(args: InfoArgs) -> anyhow::Result<()> {
         println!("\nGPU telemetry (measured, each with its source):");
     }
     for g in &telemetry {
-        let busy = g.busy_percent.map(|b| format!("{b:.0}%")).unwrap_or_else(|| "n/a".into());
-        let mib = |b: u64| format!("{} MiB", b >> 20);
-        let vram = match (g.vram_used, g.vram_total) {
-            (Some(u), Some(t)) => format!("{} of {}", mib(u), mib(t)),
-            (Some(u), None) => mib(u),
-            _ => "n/a".into(),
-        };
-        println!("  {}: busy {busy}, VRAM {vram}\n    from {}", g.name, g.source);
+        println!("  {}: {}\n    from {} ({})", g.device, g.describe(), g.source, g.origin);
     }
     if let Some(n) = driver_help::detect(&list) {
         println!("\n{}\n  why: {}", n.headline, n.why);
@@ -74,24 +66,11 @@ pub fn run(args: InfoArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// NVML's GPUs, amdgpu sysfs and this process's DRM fdinfo clients (two samples 200 ms apart
-/// for a busy %), as one list of readings labelled by source.
-fn telemetry() -> Vec<GpuReading> {
-    let mut out: Vec<GpuReading> = telemetry::init()
-        .map(|n| telemetry::read(&n))
-        .unwrap_or_default()
-        .into_iter()
-        .map(|g| GpuReading {
-            name: g.name,
-            source: "NVML (the NVIDIA driver)".into(),
-            busy_percent: g.utilization.map(f64::from),
-            vram_used: g.memory_used,
-            vram_total: g.memory_total,
-        })
-        .collect();
-    let mut sampler = FdinfoSampler::default();
-    sampler.sample(std::path::Path::new("/proc/self/fdinfo")); // the first of two samples
+/// Every telemetry source's readings (monitor.rs: NVML, amdgpu sysfs, this process's DRM
+/// fdinfo), the second of two reads 200 ms apart so fdinfo has a busy %.
+fn telemetry() -> Vec<Sample> {
+    let mut probe = monitor::probe();
+    probe.read_all();
     std::thread::sleep(std::time::Duration::from_millis(200));
-    out.extend(linux_gpu::read_all(&mut sampler));
-    out
+    probe.read_all()
 }

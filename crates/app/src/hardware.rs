@@ -1,6 +1,8 @@
 //! The hardware panel: adapters (enumerated once on a background thread), the CPU with its live
-//! use, and NVIDIA telemetry when NVML is present, in a window the toolbar toggles. A sampler
-//! thread refreshes the live figures about once a second and ends when the app drops its handle.
+//! use, and the driver's GPU telemetry (every source of device/monitor.rs: NVML, amdgpu sysfs,
+//! DRM fdinfo — the same readers a run's monitor records), in a window the toolbar toggles. A
+//! sampler thread refreshes the live figures about once a second and ends when the app drops
+//! its handle.
 //! The driver notice (no usable GPU driver: why and the fix) is drawn here too.
 
 use eframe::egui;
@@ -13,7 +15,7 @@ use egui::RichText;
 use gpulab_core::device::gpu::adapters::{self, AdapterSummary};
 use gpulab_core::device::gpu::driver_help::{self, DriverNotice, Severity};
 
-pub use gpulab_core::device::telemetry::NvidiaGpu;
+use gpulab_core::device::monitor::{self, Sample};
 
 #[derive(Clone, Debug, Default)]
 pub struct Live {
@@ -24,10 +26,8 @@ pub struct Live {
     pub per_core: Vec<f32>,
     pub memory_used: u64,
     pub memory_total: u64,
-    /// Empty when NVML is absent.
-    pub nvidia: Vec<NvidiaGpu>,
-    /// amdgpu sysfs and this process's DRM fdinfo (device/linux_gpu.rs); empty elsewhere.
-    pub kernel_gpus: Vec<gpulab_core::device::linux_gpu::GpuReading>,
+    /// Every telemetry source's readings, each labelled with its source; empty where there is none.
+    pub gpus: Vec<Sample>,
 }
 
 pub struct Hardware {
@@ -56,6 +56,9 @@ impl Hardware {
             let notice = driver_help::detect(&found);
             let _ = tx.send((found, notice));
             wake();
+            // Loading NVML can take a while: done here once, so that declaring a run's live
+            // charts on the UI thread later finds the answer cached.
+            monitor::may_have_telemetry();
         });
         let live = Live { cpu_name: gpulab_core::device::cpu::cpu_name(), threads: rayon::current_num_threads(), ..Default::default() };
         Hardware { open, rx, adapters: None, notice: None, live: Arc::new(Mutex::new(live)), sampler_started: false }
@@ -75,7 +78,7 @@ impl Hardware {
         }
     }
 
-    /// Starts the ~1 s sampler (CPU use, memory, NVML) the first time the panel is shown.
+    /// Starts the ~1 s sampler (CPU use, memory, GPU telemetry) the first time the panel is shown.
     fn ensure_sampler(&mut self, ctx: &egui::Context) {
         if self.sampler_started {
             return;
@@ -187,33 +190,13 @@ impl Hardware {
                 });
             }
         }
-        if !live.nvidia.is_empty() {
+        if !live.gpus.is_empty() {
             ui.separator();
-            ui.heading("NVIDIA telemetry (NVML, measured)");
-            for g in &live.nvidia {
-                ui.label(RichText::new(&g.name).strong());
-                let opt = |v: Option<String>| v.unwrap_or_else(|| "n/a".into());
-                ui.label(format!(
-                    "utilisation {} · memory {} · temperature {} · power {}",
-                    opt(g.utilization.map(|u| format!("{u}%"))),
-                    opt(g.memory_used.zip(g.memory_total).map(|(u, t)| format!("{} / {}", bytes(u), bytes(t)))),
-                    opt(g.temperature.map(|t| format!("{t} °C"))),
-                    opt(g.power_mw.map(|p| format!("{:.1} W", p as f64 / 1000.0))),
-                ));
-            }
-        }
-        if !live.kernel_gpus.is_empty() {
-            ui.separator();
-            ui.heading("GPU telemetry from the kernel driver (measured)");
-            for g in &live.kernel_gpus {
-                ui.label(RichText::new(&g.name).strong());
-                let vram = match (g.vram_used, g.vram_total) {
-                    (Some(u), Some(t)) => format!("{} / {}", bytes(u), bytes(t)),
-                    (Some(u), None) => bytes(u),
-                    _ => "n/a".into(),
-                };
-                ui.label(format!("busy {} · VRAM {vram}", g.busy_percent.map(|b| format!("{b:.0}%")).unwrap_or_else(|| "n/a".into())));
-                ui.add(egui::Label::new(RichText::new(format!("from {}", g.source)).weak()).wrap());
+            ui.heading("GPU telemetry from the driver (measured)");
+            for g in &live.gpus {
+                ui.label(RichText::new(&g.device).strong());
+                ui.label(g.describe());
+                ui.add(egui::Label::new(RichText::new(format!("from {} — {}", g.source, g.origin)).weak()).wrap());
             }
         }
     }
@@ -239,24 +222,21 @@ pub fn notice_ui(ui: &mut egui::Ui, n: &DriverNotice, fixes_open: bool) {
 
 fn sample_loop(weak: Weak<Mutex<Live>>, ctx: egui::Context) {
     let Ok(mut sys) = sysinfo::System::new() else { return };
-    let nvml = gpulab_core::device::telemetry::init();
-    let mut fdinfo = gpulab_core::device::linux_gpu::FdinfoSampler::default();
+    let mut sources = monitor::probe();
     // CPU use is measured between two refreshes.
     sys.refresh_cpu_usage();
     std::thread::sleep(Duration::from_millis(300));
     loop {
         sys.refresh_cpu_usage();
         sys.refresh_memory();
-        let nvidia = nvml.as_ref().map(gpulab_core::device::telemetry::read).unwrap_or_default();
-        let kernel_gpus = gpulab_core::device::linux_gpu::read_all(&mut fdinfo);
+        let gpus = sources.read_all();
         let Some(live) = weak.upgrade() else { return };
         if let Ok(mut l) = live.lock() {
             l.cpu_use = Some(sys.global_cpu_usage());
             l.per_core = sys.cpus().iter().map(|c| c.usage()).collect();
             l.memory_used = sys.used_memory();
             l.memory_total = sys.total_memory();
-            l.nvidia = nvidia;
-            l.kernel_gpus = kernel_gpus;
+            l.gpus = gpus;
         }
         drop(live);
         ctx.request_repaint();

@@ -173,7 +173,7 @@ pub fn fdinfo_readings(dir: &Path, before: &[DrmClient], after: &[DrmClient], wa
         .collect()
 }
 
-/// Two fdinfo samples keep state between calls; the hardware panel holds one of these.
+/// Two fdinfo samples keep state between calls; monitor.rs's fdinfo source holds one of these.
 #[derive(Default)]
 pub struct FdinfoSampler {
     last: Option<(std::time::Instant, Vec<DrmClient>)>,
@@ -190,13 +190,6 @@ impl FdinfoSampler {
         self.last = Some(now);
         out
     }
-}
-
-/// Everything this machine publishes: amdgpu sysfs, then this process's DRM fdinfo clients.
-pub fn read_all(sampler: &mut FdinfoSampler) -> Vec<GpuReading> {
-    let mut out = read_amd(Path::new("/sys/class/drm"));
-    out.extend(sampler.sample(Path::new("/proc/self/fdinfo")));
-    out
 }
 
 #[cfg(test)]

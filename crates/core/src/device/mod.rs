@@ -10,6 +10,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod gpu;
 pub mod linux_gpu;
+pub mod monitor;
 pub mod registry;
 pub mod telemetry;
 

@@ -2,9 +2,6 @@
 //! temperature and power as the driver reports them. Everything here is optional; without
 //! NVML the functions return nothing and callers show nothing.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// One NVIDIA GPU as NVML sees it (measured by the driver).
@@ -40,39 +37,19 @@ pub fn read(nvml: &nvml_wrapper::Nvml) -> Vec<NvidiaGpu> {
         .collect()
 }
 
-/// Samples the utilisation NVML reports for the GPU named `adapter` every 100 ms until
-/// `finish`, which returns the mean in percent. `None` without NVML or without a GPU of that
-/// name.
-pub struct UtilizationSampler {
-    stop: Arc<AtomicBool>,
-    handle: JoinHandle<Vec<u32>>,
-}
+/// Samples the utilisation NVML reports for the GPU named `adapter` every 100 ms (the run
+/// monitor's thread, monitor.rs) until `finish`, which returns the mean in percent. `None`
+/// without NVML or without a GPU of that name.
+pub struct UtilizationSampler(super::monitor::Monitor);
 
 impl UtilizationSampler {
     pub fn start(adapter: &str) -> Option<Self> {
-        let nvml = init()?;
-        let wanted = adapter.to_lowercase();
-        let index = read(&nvml).iter().position(|g| wanted.contains(&g.name.to_lowercase()) || g.name.to_lowercase().contains(&wanted))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let handle = std::thread::spawn(move || {
-            let mut samples = Vec::new();
-            while !flag.load(Ordering::Relaxed) {
-                if let Ok(d) = nvml.device_by_index(index as u32)
-                    && let Ok(u) = d.utilization_rates()
-                {
-                    samples.push(u.gpu);
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            samples
-        });
-        Some(UtilizationSampler { stop, handle })
+        use super::monitor::{Monitor, NvmlSource, Probe};
+        let probe = Probe { sources: vec![Box::new(NvmlSource::matching(adapter)?)], missing: Vec::new() };
+        Monitor::start(probe, Duration::from_millis(100), 4096).ok().map(UtilizationSampler)
     }
 
     pub fn finish(self) -> Option<f64> {
-        self.stop.store(true, Ordering::Relaxed);
-        let samples = self.handle.join().ok()?;
-        (!samples.is_empty()).then(|| samples.iter().map(|&s| s as f64).sum::<f64>() / samples.len() as f64)
+        self.0.finish().summaries.first()?.utilisation_mean
     }
 }
