@@ -309,3 +309,47 @@ fn the_lab_opens_a_class_view_of_a_folder_with_its_tables_and_skipped_files() {
     assert_eq!(csv.lines().count(), 4, "{csv}");
     assert!(out.path().join("class/class.html").is_file());
 }
+
+/// A report whose run recorded driver telemetry (a fake source's readings through the report
+/// writer every monitored exercise uses) and one whose machine had no source: the class view
+/// shows the summary per machine, in the table, the CSV and the page.
+#[test]
+fn the_class_view_shows_each_machines_driver_telemetry_or_that_there_was_none() {
+    use gpulab::device::monitor::{Missing, Recording, Sample};
+    use gpulab::exercises::monitor;
+    let dir = tempfile::tempdir().unwrap();
+    let gpu = |util: f64, mem: u64, watts: f64| Sample {
+        source: "NVML".into(),
+        device: "NVIDIA L4".into(),
+        utilisation: Some(util),
+        memory_used: Some(mem),
+        temperature_c: Some(61.0),
+        power_w: Some(watts),
+        ..Default::default()
+    };
+    let mut rec = Recording::new(0.25, 64);
+    rec.push(0.0, &[gpu(90.0, 2 << 30, 60.0)]);
+    rec.push(0.25, &[gpu(70.0, 4 << 30, 70.0)]);
+    let nvidia = backend(BackendKind::Gpu, "NVIDIA L4", "Vulkan", "NVIDIA 550.54.14", false);
+    let mut ann = report("batch-sweep", "AMD EPYC (8 threads), linux", "2026-12-01T09:00:00Z", vec![nvidia], vec![]);
+    monitor::record(&rec, &mut ann);
+    report::write_json(&ann, &dir.path().join("ann/report.json")).unwrap();
+    let none = Recording { missing: vec![Missing { source: "NVML".into(), why: "no library".into() }], ..Recording::new(0.25, 64) };
+    let mut ben = report("batch-sweep", "Intel Core i5 (4 threads), linux", "2026-12-01T10:00:00Z", vec![], vec![]);
+    monitor::record(&none, &mut ben);
+    report::write_json(&ben, &dir.path().join("ben/report.json")).unwrap();
+
+    let c = class::read(dir.path()).unwrap();
+    let rows = &c.groups[0].rows;
+    let want =
+        "NVIDIA L4 (from NVML): mean utilisation 80 %, max utilisation 90 %, peak memory 4096 MiB, max temperature 61 °C, mean power 65 W";
+    assert_eq!(rows[0].telemetry.as_deref(), Some(want));
+    assert_eq!(rows[1].telemetry.as_deref(), Some("none recorded (no source on this machine)"));
+    assert_eq!(rows[0].key, None, "a telemetry figure is not the exercise's key figure");
+    let t = c.groups[0].table();
+    let col = t.columns.iter().position(|c| c.name == "driver telemetry").expect("a driver telemetry column");
+    assert_eq!(t.rows[0][col], Cell::Text(want.into()));
+    let csv = class::csv_text(&c).unwrap();
+    assert!(csv.lines().next().unwrap().contains("driver_telemetry") && csv.contains(want), "{csv}");
+    assert!(class::html_page(&c).contains("mean utilisation 80 %"));
+}

@@ -1,6 +1,7 @@
 //! Watching the device: the CPU's bf16 GEMM (AVX-512 BF16 where the CPU has it) against the
 //! widening path with every epilogue, and the live GPU-busy and memory charts of the training
-//! exercises, declared and filled; exercise 7's memory chart and peak table.
+//! exercises, declared and filled; exercise 7's memory chart and peak table; the driver
+//! telemetry every training run records (or the note naming the sources that were missing).
 
 use gpulab::device::{Bf16Path, CpuBackend};
 use gpulab::exercises::{self, CollectSink, Event, live};
@@ -137,6 +138,29 @@ fn profiling_charts_gpu_busy_and_memory_live_and_reports_memory_by_category() {
     assert!(t.rows.iter().any(|row| format!("{:?}", row[0]).contains("activations")));
     let last = t.rows.last().unwrap();
     assert!(matches!(last[1], gpulab::report::Cell::Num(v) if v > 0.0), "{last:?}");
+    check_driver_telemetry(&r);
+}
+
+/// The run's driver telemetry: charts and summary figures labelled with their source where a
+/// source gave readings (always where NVML loads), else a note naming every source looked for.
+fn check_driver_telemetry(r: &gpulab::report::Report) {
+    use gpulab::device::monitor::SOURCE_NAMES;
+    use gpulab::exercises::monitor::{FIGURE_PREFIX, NONE_RECORDED};
+    let figures: Vec<_> = r.figures.iter().filter(|f| f.label.starts_with(FIGURE_PREFIX)).collect();
+    let charts: Vec<_> = r.charts.iter().filter(|c| c.id.starts_with("telemetry_")).collect();
+    let note = r.notes.iter().find(|n| n.starts_with(NONE_RECORDED));
+    if gpulab::device::telemetry::init().is_some() {
+        assert!(!figures.is_empty(), "NVML loads, so the run recorded it: {:?}", r.notes);
+    }
+    if figures.is_empty() {
+        let note = note.expect("no telemetry and no note saying why");
+        assert!(SOURCE_NAMES.iter().all(|s| note.contains(s)), "{note}");
+        assert!(charts.is_empty(), "no empty telemetry chart");
+    } else {
+        assert!(note.is_none() && !charts.is_empty());
+        assert!(figures.iter().all(|f| f.label.contains("(from ")), "{figures:?}");
+        assert!(charts.iter().all(|c| c.series.iter().all(|s| !s.points.is_empty() && s.name.contains("(from "))));
+    }
 }
 
 #[test]
@@ -149,8 +173,9 @@ fn precision_on_the_cpu_charts_memory_per_precision_and_no_busy() {
     )
     .unwrap();
     let mut sink = CollectSink::default();
-    ex.run(&s, &mut sink).unwrap();
+    let r = ex.run(&s, &mut sink).unwrap();
     assert!(live::undeclared_ids(&ex.live_charts(), &sink.events).is_empty());
+    check_driver_telemetry(&r);
     let mem = points(&sink.events, "memory");
     let series: std::collections::BTreeSet<&str> = mem.iter().map(|p| p.0.as_str()).collect();
     assert!(series.iter().any(|s| s.contains("parameters")) && series.len() >= 4, "{series:?}");

@@ -9,7 +9,7 @@ use gpulab_core::error::{Error, Result};
 use gpulab_core::text::csv_text_cell;
 
 /// The CSV's header; every row has these fields.
-pub const CSV_HEADER: [&str; 17] = [
+pub const CSV_HEADER: [&str; 18] = [
     "exercise_number",
     "exercise",
     "exercise_title",
@@ -26,6 +26,7 @@ pub const CSV_HEADER: [&str; 17] = [
     "unit",
     "provenance",
     "stopped_early",
+    "driver_telemetry",
     "file",
 ];
 
@@ -59,6 +60,7 @@ pub fn csv_text(class: &Class) -> Result<String> {
                 t(&unit),
                 t(&prov),
                 r.stopped_early.to_string(),
+                t(r.telemetry.as_deref().unwrap_or("")),
                 t(&r.file),
             ])
             .map_err(err)?;

@@ -1,7 +1,8 @@
 //! The class view: many machines' reports side by side. `read` walks a folder tree of
 //! students' exported `report.json` files, groups them by exercise, and turns each group into a
-//! table (a row per report: the machine, its adapters and drivers, the date and the exercise's
-//! key figure, `Exercise::key_figure`, with its provenance) and a bar chart of the key figure
+//! table (a row per report: the machine, its adapters and drivers, the date, the exercise's
+//! key figure, `Exercise::key_figure`, with its provenance, and the driver telemetry the run
+//! recorded) and a bar chart of the key figure
 //! per machine. Files that are not gpulab reports are listed with the reason and skipped.
 //! No GUI or terminal code: the CLI (`gpulab class`) and the lab draw what this returns;
 //! `export` writes it as CSV, `html` as one self-contained page.
@@ -70,6 +71,9 @@ pub struct MachineRow {
     pub gpulab_version: String,
     /// `Exercise::key_figure` of the report, with its provenance as recorded.
     pub key: Option<Figure>,
+    /// The driver telemetry the run recorded, one line per device (`exercises::monitor`), or
+    /// that none was; None where the report has neither.
+    pub telemetry: Option<String>,
     pub stopped_early: bool,
 }
 
@@ -94,6 +98,7 @@ impl MachineRow {
             date: m.started_at.clone(),
             gpulab_version: m.gpulab_version.clone(),
             key: key.cloned(),
+            telemetry: gpulab_exercises::monitor::class_summary(r),
             stopped_early: r.stopped_early,
         }
     }
@@ -174,6 +179,7 @@ impl ExerciseGroup {
             Column::text("source"),
             Column::text("date"),
             Column::text("run"),
+            Column::text("driver telemetry"),
             Column::text("CPU / host"),
             Column::text("adapters"),
             Column::text("driver"),
@@ -204,6 +210,7 @@ impl ExerciseGroup {
                     source,
                     Cell::Text(r.date.clone()),
                     Cell::from(if r.stopped_early { "stopped early" } else { "complete" }),
+                    r.telemetry.clone().map(Cell::Text).unwrap_or(Cell::Empty),
                     Cell::Text(r.host.clone()),
                     list(&r.adapters),
                     list(&r.drivers),
@@ -282,6 +289,7 @@ mod tests {
             date: String::new(),
             gpulab_version: String::new(),
             key: key.map(|(value, unit)| Figure { label: format!("k {unit}"), value, unit: unit.into(), provenance: Provenance::Measured }),
+            telemetry: None,
             stopped_early: false,
         }
     }

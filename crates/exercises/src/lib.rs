@@ -12,6 +12,7 @@ mod inference;
 mod input_pipeline;
 pub mod lessons;
 pub mod live;
+pub mod monitor;
 mod platform;
 mod precision;
 pub mod presets;
@@ -80,16 +81,19 @@ pub trait Exercise: Send + Sync {
 /// Every exercise, in the chapter's order: the one list the CLI, the lab, the class view and the
 /// tests take theirs from. A new exercise is a module above and a line here.
 pub fn registry() -> Vec<Box<dyn Exercise>> {
+    // Every exercise that trains or serves on a device runs inside the hardware monitor
+    // (monitor.rs); the platform lab simulates its cluster, so there is nothing to watch.
+    use monitor::Monitored;
     let mut all: Vec<Box<dyn Exercise>> = vec![
-        Box::new(cpu_vs_gpu::CpuVsGpu),
-        Box::new(batch_sweep::BatchSweep),
-        Box::new(precision::PrecisionLab),
-        Box::new(input_pipeline::InputPipeline),
-        Box::new(checkpointing::CheckpointLab),
-        Box::new(distributed::Distributed),
-        Box::new(profiling::Profiling),
-        Box::new(inference::InferenceBatching),
-        Box::new(quantization::QuantizationLab),
+        Box::new(Monitored(cpu_vs_gpu::CpuVsGpu)),
+        Box::new(Monitored(batch_sweep::BatchSweep)),
+        Box::new(Monitored(precision::PrecisionLab)),
+        Box::new(Monitored(input_pipeline::InputPipeline)),
+        Box::new(Monitored(checkpointing::CheckpointLab)),
+        Box::new(Monitored(distributed::Distributed)),
+        Box::new(Monitored(profiling::Profiling)),
+        Box::new(Monitored(inference::InferenceBatching)),
+        Box::new(Monitored(quantization::QuantizationLab)),
         Box::new(platform::PlatformLab),
     ];
     all.sort_by_key(|e| e.number());
