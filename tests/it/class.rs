@@ -318,15 +318,7 @@ fn the_class_view_shows_each_machines_driver_telemetry_or_that_there_was_none() 
     use gpulab::device::monitor::{Missing, Recording, Sample};
     use gpulab::exercises::monitor;
     let dir = tempfile::tempdir().unwrap();
-    let gpu = |util: f64, mem: u64, watts: f64| Sample {
-        source: "NVML".into(),
-        device: "NVIDIA L4".into(),
-        utilisation: Some(util),
-        memory_used: Some(mem),
-        temperature_c: Some(61.0),
-        power_w: Some(watts),
-        ..Default::default()
-    };
+    let gpu = |util: f64, mem: u64, watts: f64| Sample { source: "NVML".into(), ..Sample::of("NVIDIA L4", util, mem, 61.0, watts) };
     let mut rec = Recording::new(0.25, 64);
     rec.push(0.0, &[gpu(90.0, 2 << 30, 60.0)]);
     rec.push(0.25, &[gpu(70.0, 4 << 30, 70.0)]);

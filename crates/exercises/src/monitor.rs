@@ -266,17 +266,6 @@ mod tests {
     use crate::sink::CollectSink;
     use gpulab_core::device::monitor::{AMDGPU, AmdSysfsSource, FDINFO, FakeSource, FdinfoSource, Missing, NVML};
 
-    fn sample(device: &str, util: f64, mem: u64, temp: f64, power: f64) -> Sample {
-        Sample {
-            device: device.into(),
-            utilisation: Some(util),
-            memory_used: Some(mem),
-            temperature_c: Some(temp),
-            power_w: Some(power),
-            ..Default::default()
-        }
-    }
-
     fn blank_run(sink: &mut dyn Sink) -> Result<Report> {
         sink.emit(Event::Log("training".into()));
         Ok(Report {
@@ -290,8 +279,8 @@ mod tests {
         // The monitor reads at its start and again at its end: both scripted readings, whatever
         // the timing in between.
         let script = vec![
-            vec![sample("Fake GPU", 20.0, 1 << 30, 50.0, 100.0)],
-            vec![Sample { temperature_c: None, ..sample("Fake GPU", 60.0, 3 << 30, 70.0, 200.0) }],
+            vec![Sample::of("Fake GPU", 20.0, 1 << 30, 50.0, 100.0)],
+            vec![Sample { temperature_c: None, ..Sample::of("Fake GPU", 60.0, 3 << 30, 70.0, 200.0) }],
         ];
         let probe = Probe { sources: vec![Box::new(FakeSource::new("fake NVML", script))], missing: vec![] };
         let mut sink = CollectSink::default();

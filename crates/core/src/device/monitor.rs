@@ -39,6 +39,18 @@ pub struct Sample {
 }
 
 impl Sample {
+    /// A sample with every figure (a fake source's script, tests); the source is the fake's.
+    pub fn of(device: &str, utilisation: f64, memory_used: u64, temperature_c: f64, power_w: f64) -> Sample {
+        Sample {
+            device: device.into(),
+            utilisation: Some(utilisation),
+            memory_used: Some(memory_used),
+            temperature_c: Some(temperature_c),
+            power_w: Some(power_w),
+            ..Default::default()
+        }
+    }
+
     /// "utilisation 37% · memory 1.0 of 8.0 GiB · temperature 50 °C · power 100.0 W", the
     /// figures this source gave ("n/a" for the others).
     pub fn describe(&self) -> String {
@@ -450,21 +462,10 @@ fn read_into(sources: &mut [Box<dyn Source>], rec: &mut Recording, t0: Instant, 
 mod tests {
     use super::*;
 
-    fn sample(device: &str, util: f64, mem: u64, temp: f64, power: f64) -> Sample {
-        Sample {
-            device: device.into(),
-            utilisation: Some(util),
-            memory_used: Some(mem),
-            temperature_c: Some(temp),
-            power_w: Some(power),
-            ..Default::default()
-        }
-    }
-
     #[test]
     fn summaries_cover_every_reading_per_device_and_skip_absent_figures() {
         let mut r = Recording::new(0.25, 100);
-        let a = |u, m, t, p| Sample { source: "fake".into(), ..sample("gpu0", u, m, t, p) };
+        let a = |u, m, t, p| Sample { source: "fake".into(), ..Sample::of("gpu0", u, m, t, p) };
         r.push(0.0, &[a(10.0, 100, 40.0, 50.0), Sample { source: "fake".into(), device: "gpu1".into(), ..Default::default() }]);
         r.push(0.25, &[a(30.0, 300, 55.0, 150.0)]);
         r.push(0.5, &[Sample { utilisation: None, power_w: None, ..a(0.0, 200, 45.0, 0.0) }]);
@@ -481,7 +482,7 @@ mod tests {
     fn the_series_is_thinned_evenly_and_stays_bounded() {
         let mut r = Recording::new(1.0, 8);
         for i in 0..100 {
-            r.push(i as f64, &[sample("g", i as f64, 0, 0.0, 0.0), sample("h", 0.0, 0, 0.0, 0.0)]);
+            r.push(i as f64, &[Sample::of("g", i as f64, 0, 0.0, 0.0), Sample::of("h", 0.0, 0, 0.0, 0.0)]);
             assert!(r.series.len() <= 8, "{} kept at reading {i}", r.series.len());
         }
         let times: Vec<f64> = r.series.iter().map(|s| s.t_s).collect();
@@ -494,16 +495,16 @@ mod tests {
         assert_eq!(r.summaries[0].samples, 100);
         assert_eq!(r.summaries[0].utilisation_max, Some(99.0));
         // The run's last reading is kept however soon after the last kept one it came.
-        r.push(99.5, &[sample("g", 1.0, 0, 0.0, 0.0)]);
+        r.push(99.5, &[Sample::of("g", 1.0, 0, 0.0, 0.0)]);
         assert!(r.series.iter().all(|s| s.t_s != 99.5), "a reading before the interval waits");
-        r.push_last(99.6, &[sample("g", 1.0, 0, 0.0, 0.0)]);
+        r.push_last(99.6, &[Sample::of("g", 1.0, 0, 0.0, 0.0)]);
         assert_eq!(r.series.last().map(|s| s.t_s), Some(99.6));
         assert!(r.series.len() <= 8);
     }
 
     #[test]
     fn a_monitor_records_a_fake_source_and_names_the_silent_ones() {
-        let script = vec![vec![sample("gpu0", 20.0, 1 << 30, 50.0, 100.0)], vec![sample("gpu0", 60.0, 3 << 30, 70.0, 200.0)]];
+        let script = vec![vec![Sample::of("gpu0", 20.0, 1 << 30, 50.0, 100.0)], vec![Sample::of("gpu0", 60.0, 3 << 30, 70.0, 200.0)]];
         let drm = tempfile::tempdir().unwrap();
         let probe = Probe {
             sources: vec![Box::new(FakeSource::new("fake", script)), Box::new(AmdSysfsSource::new(drm.path()))],
