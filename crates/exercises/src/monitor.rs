@@ -66,11 +66,13 @@ impl<E: Exercise> Exercise for Monitored<E> {
     fn presets(&self) -> Vec<Preset> {
         self.0.presets()
     }
-    /// The inner charts, and the driver's utilisation where this machine may have a source.
+    /// The inner charts, and the driver's utilisation where this machine may have a source
+    /// (right after GPU busy %, where the exercise draws it).
     fn live_charts(&self) -> Vec<LiveChartSpec> {
         let mut c = self.0.live_charts();
         if monitor::may_have_telemetry() {
-            c.push(live_chart());
+            let at = c.iter().position(|s| s.id == super::watch::GPU_BUSY).map_or(c.len(), |i| i + 1);
+            c.insert(at, live_chart());
         }
         c
     }
