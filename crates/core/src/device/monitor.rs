@@ -108,7 +108,7 @@ pub fn probe() -> Probe {
     let mut p = Probe::default();
     match nvml_wrapper::Nvml::init() {
         Ok(nvml) => p.sources.push(Box::new(NvmlSource { nvml, only: None })),
-        Err(e) => p.missing.push(Missing { source: NVML.into(), why: format!("the NVIDIA driver's library did not load ({e})") }),
+        Err(e) => p.missing.push(Missing { source: NVML.into(), why: format!("the NVIDIA driver's library did not load: {e}") }),
     }
     let drm = Path::new("/sys/class/drm");
     if linux_gpu::read_amd(drm).is_empty() {
@@ -239,7 +239,7 @@ impl Source for FdinfoSource {
     }
     fn why_silent(&self) -> String {
         format!(
-            "this process held no DRM device in {} (a software adapter such as llvmpipe opens none; a child process's use is not seen)",
+            "this process held no DRM device in {}; a software adapter such as llvmpipe opens none, and a child process's use is not seen",
             self.dir.display()
         )
     }
