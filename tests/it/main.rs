@@ -17,6 +17,7 @@ mod data;
 mod distributed;
 mod exercises;
 mod forward;
+mod fuzz_seeds;
 #[cfg(feature = "gui")]
 mod gui;
 #[cfg(feature = "gui")]

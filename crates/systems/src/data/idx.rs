@@ -14,8 +14,8 @@ pub const TRAIN_LABELS: &str = "train-labels-idx1-ubyte";
 pub const TEST_IMAGES: &str = "t10k-images-idx3-ubyte";
 pub const TEST_LABELS: &str = "t10k-labels-idx1-ubyte";
 
-const IMAGES_MAGIC: u32 = 0x0000_0803; // unsigned bytes, 3 dimensions
-const LABELS_MAGIC: u32 = 0x0000_0801; // unsigned bytes, 1 dimension
+pub const IMAGES_MAGIC: u32 = 0x0000_0803; // unsigned bytes, 3 dimensions
+pub const LABELS_MAGIC: u32 = 0x0000_0801; // unsigned bytes, 1 dimension
 const CLASSES: usize = 10;
 /// Deflate cannot expand data by more than about 1032:1; a gzipped file whose
 /// header claims more than this is lying or truncated.
