@@ -6,7 +6,7 @@
 mod batch_sweep;
 mod checkpointing;
 mod common;
-mod cost;
+pub mod cost;
 mod cpu_vs_gpu;
 mod distributed;
 mod inference;
