@@ -139,7 +139,7 @@ pub fn note(prices: &[&Price]) -> String {
     let mut labels: Vec<&str> = prices.iter().map(|p| p.label.as_str()).collect();
     labels.dedup();
     format!(
-        "Costs are measured time × an assumed hourly price, not measurements: {}. Change price_per_hour to your provider's price (list prices differ by region, commitment and date; spot capacity costs less).",
+        "Costs are measured time × an assumed hourly price, not measurements: {}. Set the price settings to your provider's prices (list prices differ by region, commitment and date; spot capacity costs less).",
         labels.join("; ")
     )
 }
