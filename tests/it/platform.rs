@@ -577,3 +577,94 @@ fn a_batch_timer_late_in_a_long_run_still_sends_its_batch() {
     let r = r.unwrap();
     assert!(r.totals.served > 400_000 && !r.stopped_early, "{:?}", r.totals);
 }
+
+#[test]
+fn a_request_rate_autoscaler_sizes_the_pool_to_arrivals_per_worker() {
+    // 3 requests/s, then 15 from hour 1 to 3; the target is 1.5 requests/s per worker, so the
+    // pool should be 2 workers before the step and 10 during it.
+    let mut sc = fixed_pool(2, 3.0, 0.5, 4.0);
+    sc.traffic.spikes = vec![Spike { start_h: 1.0, duration_h: 2.0, multiplier: 5.0 }];
+    let a = &mut sc.autoscaler;
+    (a.signal, a.target, a.min_workers, a.max_workers) = (Signal::RequestRate, 1.5, 1, 20);
+    (a.interval_s, a.scale_up_cooldown_s, a.scale_down_cooldown_s) = (15.0, 60.0, 300.0);
+    sc.pool.cold_start_s = 60.0;
+    sc.sample_every_s = 10.0;
+    let r = sim(&sc);
+    let workers = |from: f64, to: f64| -> Vec<u32> {
+        r.samples.iter().filter(|s| s.t_h > from && s.t_h < to).map(|s| s.ready + s.starting).collect()
+    };
+    let mean = |w: &[u32]| w.iter().sum::<u32>() as f64 / w.len().max(1) as f64;
+    let before = workers(0.5, 1.0);
+    assert!((1.5..=3.0).contains(&mean(&before)) && before.iter().all(|&n| n <= 4), "3 requests/s want 2 workers: {before:?}");
+    let during = workers(1.5, 3.0);
+    assert!(
+        (9.0..=12.5).contains(&mean(&during)) && during.iter().all(|&n| (8..=14).contains(&n)),
+        "15 requests/s want 10 workers: {during:?}"
+    );
+    // The signal each scale-up saw is the arrivals per worker over its look (those whose whole
+    // 15 s window lies inside the step).
+    let ups: Vec<_> = r.scale_actions.iter().filter(|a| a.t_h >= 1.0 + 15.0 / 3600.0 && a.t_h < 3.0 && a.to > a.from).collect();
+    assert!(!ups.is_empty(), "it scaled up for the step: {:?}", r.scale_actions);
+    for up in ups {
+        let per_worker = 15.0 / up.from as f64;
+        assert!((up.signal - per_worker).abs() < 0.3 * per_worker, "{up:?} against {per_worker} requests/s per worker");
+    }
+    assert!(r.scale_actions.iter().any(|a| a.t_h > 3.0 && a.to < a.from), "it scaled down after the step");
+}
+
+#[test]
+fn an_evaluation_gate_refuses_a_weak_candidate_before_any_traffic_reaches_it() {
+    let weak = Scenario::preset("weak-candidate").unwrap();
+    let r = sim(&weak);
+    assert_eq!(r.canary.len(), 1, "{:?}", r.canary);
+    assert_eq!(r.canary[0].action, platform::serving::canary::REFUSED);
+    assert!(r.eval_accuracy.is_some_and(|a| a < weak.canary.quality_gate.min_accuracy), "{:?}", r.eval_accuracy);
+    assert!(r.samples.iter().all(|s| s.canary_share == 0.0), "no traffic reached the refused candidate");
+    // The same scenario with a candidate above the gate passes it, then rolls out.
+    let mut good = weak.clone();
+    good.canary.quality_gate.v2_accuracy = 0.96;
+    let r = sim(&good);
+    let actions: Vec<&str> = r.canary.iter().map(|e| e.action.as_str()).collect();
+    assert_eq!(actions[..2], [platform::serving::canary::PASSED, "canary started"], "{actions:?}");
+    assert!(r.canary[0].reason.contains("measured accuracy") && r.canary[0].reason.contains("5000 held-out samples"), "{:?}", r.canary[0]);
+    // A scenario file without a gate (older files) loads with the gate off.
+    let mut json: serde_json::Value = serde_json::from_str(&weak.to_json()).unwrap();
+    json["canary"].as_object_mut().unwrap().remove("quality_gate");
+    let old = Scenario::from_json(&json.to_string()).unwrap();
+    assert!(!old.canary.quality_gate.enabled);
+    assert!(sim(&old).canary.iter().all(|e| !e.action.contains("evaluation gate")));
+    // The exercise shows the refusal in its timeline and verdict.
+    let (report, _) = run(&settings(&[&SMALL[..], &["scenario=weak-candidate", "gpu_types=none", "duration_h=10"]].concat()));
+    let canary = report.table("Canary timeline").unwrap();
+    assert!(canary.rows.iter().any(|row| row[1] == platform::serving::canary::REFUSED.into()), "{:?}", canary.rows);
+    assert!(report.verdict.summary.contains("refused by the evaluation gate"), "{}", report.verdict.summary);
+}
+
+#[test]
+fn gpu_types_are_compared_on_the_same_scenario_and_the_cheapest_meeting_the_slo_is_named() {
+    let (r, _) = run(&settings(&[&SMALL[..], &["gpu_types=t4,a10g,h100"]].concat()));
+    let t = r.tables.iter().find(|t| t.title.starts_with("GPU types")).expect("a comparison table");
+    assert!(t.title.contains("assumptions") && t.title.contains(gpulab::exercises::cost::AS_OF), "{}", t.title);
+    assert!(t.columns.iter().filter_map(|c| c.provenance.as_ref()).all(|p| matches!(p, Provenance::Simulated(_))));
+    let names: Vec<String> = t.rows.iter().map(|row| row[0].format(&t.columns[0])).collect();
+    assert_eq!(names, ["t4", "a10g", "h100"]);
+    let num = |row: &Vec<gpulab::report::Cell>, i: usize| match row[i] {
+        gpulab::report::Cell::Num(v) => v,
+        _ => panic!("{row:?}"),
+    };
+    // The faster type needs fewer workers at its peak.
+    assert!(num(&t.rows[2], 5) <= num(&t.rows[0], 5), "{:?}", t.rows);
+    let meeting = t.rows.iter().filter(|row| row[8] == "yes".into());
+    match meeting.min_by(|a, b| num(a, 6).total_cmp(&num(b, 6))) {
+        Some(best) => {
+            let name = best[0].format(&t.columns[0]);
+            assert!(r.verdict.summary.contains(&format!("{name} was the cheapest that met the SLO")), "{}", r.verdict.summary);
+        }
+        None => assert!(r.verdict.summary.contains("None of the 3 GPU types compared met the SLO"), "{}", r.verdict.summary),
+    }
+    // none: no comparison; an unknown type is refused by name.
+    let (r, _) = run(&settings(&[&SMALL[..], &["gpu_types=none"]].concat()));
+    assert!(r.tables.iter().all(|t| !t.title.starts_with("GPU types")));
+    let e = exercises::find("platform").unwrap().validate(&settings(&["gpu_types=t4,v100"])).unwrap_err().to_string();
+    assert!(e.contains("v100") && e.contains("h100"), "{e}");
+}

@@ -2,6 +2,7 @@
 //! size sweep that finds where (or whether) the GPU starts to win.
 
 use super::common::{self, percent};
+use super::cost::{self, Price, RunCost};
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink, TrainBridge};
 use super::{Exercise, Preset};
@@ -73,6 +74,14 @@ impl Exercise for CpuVsGpu {
         let s = common::model_setting(common::training_settings(s, "digits", &[128, 64], 64, 5))
             .add("sweep_sizes", "Matmul sizes", "n for the n×n×n matmul sweep", settings::list(&[64, 128, 256, 512, 1024], 1, 8192))
             .add("sweep_runs", "Runs per size", "Timed runs per matmul size (the median is reported)", settings::int(3, 1, 50));
+        let s = cost::setting(s, "price_per_hour", "GPU price per hour (USD)", "What an hour of each GPU costs (per GPU-hour)", "auto");
+        let s = cost::setting(
+            s,
+            "cpu_price_per_hour",
+            "CPU price per hour (USD)",
+            "What an hour of the CPU backend's machine costs (per machine-hour)",
+            "auto",
+        );
         // The first run sizes the model from the backends' peaks, so a real GPU has enough work per
         // step to show what it adds; "too small for a GPU" is the lesson's digits model as set.
         super::sizing::settings_with(s, "auto", DEFAULT_TARGET_S)
@@ -104,6 +113,8 @@ impl Exercise for CpuVsGpu {
         common::validate_training(s)?;
         s.list("sweep_sizes")?;
         s.int("sweep_runs")?;
+        cost::validate(s, "price_per_hour")?;
+        cost::validate(s, "cpu_price_per_hour")?;
         super::sizing::validate(s)
     }
 
@@ -376,9 +387,25 @@ fn build_report(
         });
     }
 
+    // Costs: each run's measured training time × the assumed price of its backend.
+    let price_of = |i: &BackendInfo| {
+        let key = if i.kind == BackendKind::Cpu { "cpu_price_per_hour" } else { "price_per_hour" };
+        cost::read(s, key, i.kind).unwrap_or_else(|_| Price { usd_per_hour: f64::NAN, label: format!("{key} unreadable") })
+    };
+    let priced: Vec<(String, Price, &TrainReport)> =
+        trained.iter().filter_map(|t| Some((short_label(t.info.as_ref()?), price_of(t.info.as_ref()?), t.result.as_ref().ok()?))).collect();
+    if !priced.is_empty() {
+        let rows: Vec<RunCost> = priced
+            .iter()
+            .map(|(name, price, r)| RunCost { name: name.clone(), price, train_s: r.train_wall_s, epochs: r.epochs.len() })
+            .collect();
+        report.tables.push(cost::training_table(&rows));
+        report.notes.push(cost::note(&priced.iter().map(|p| &p.1).collect::<Vec<_>>()));
+    }
+
     // Figures and verdict, from the numbers.
     let figures = |t: &Trained| match (&t.result, &t.info) {
-        (Ok(r), Some(i)) => Some(RunFigures::of(i, r, t.nvml_utilization)),
+        (Ok(r), Some(i)) => Some(RunFigures::of(i, r, t.nvml_utilization, price_of(i).usd_per_hour)),
         _ => None,
     };
     let cpu_run = trained.iter().filter(|t| t.info.as_ref().is_some_and(|i| i.kind == BackendKind::Cpu)).find_map(figures);
@@ -430,10 +457,18 @@ struct RunFigures {
     /// Mean NVML utilisation, NVIDIA only.
     nvml: Option<f64>,
     val_accuracy: f64,
+    /// Epochs finished, and the assumed price of an hour of this backend (USD).
+    epochs: usize,
+    usd_per_hour: f64,
 }
 
 impl RunFigures {
-    fn of(info: &BackendInfo, r: &TrainReport, nvml: Option<f64>) -> Self {
+    /// US dollars per finished epoch at the assumed price; None before an epoch finished.
+    fn usd_per_epoch(&self) -> Option<f64> {
+        (self.epochs > 0).then(|| self.train_s / 3600.0 * self.usd_per_hour / self.epochs as f64)
+    }
+
+    fn of(info: &BackendInfo, r: &TrainReport, nvml: Option<f64>, usd_per_hour: f64) -> Self {
         RunFigures {
             name: short_label(info),
             software: info.software,
@@ -443,6 +478,8 @@ impl RunFigures {
             busy: r.gpu_busy_fraction,
             nvml,
             val_accuracy: r.final_val_accuracy,
+            epochs: r.epochs.len(),
+            usd_per_hour,
         }
     }
 }
@@ -473,6 +510,8 @@ mod cond {
     pub const ONLY_CPU: &str = "only the CPU finished training";
     pub const NO_CPU: &str = "GPUs finished training, the CPU did not";
     pub const NONE: &str = "no backend finished training";
+    pub const CHEAPER: &str = "the GPU's cost per epoch below the CPU's, at the assumed prices";
+    pub const NOT_CHEAPER: &str = "the GPU's cost per epoch not below the CPU's, at the assumed prices";
 }
 
 /// The verdict: how each GPU's training compared with the CPU's and why (from its busy time),
@@ -521,6 +560,25 @@ fn verdict(cpu: Option<&RunFigures>, gpus: &[RunFigures], cpu_sweep: &[(usize, f
                     (cond::UNMEASURED_SLOWER, hw && g.busy.is_none() && !faster, "Its busy time was not measurable (no timestamp queries), so this run cannot tell slow kernels from per-step costs; the matmul sweep compares the kernels alone.".to_string()),
                 ],
             );
+            if let (Some(gc), Some(cc)) = (g.usd_per_epoch(), cpu.usd_per_epoch()) {
+                let at = format!(
+                    "At the assumed prices (${}/h for {}, ${}/h for the CPU) an epoch cost {} against {} on the CPU",
+                    g.usd_per_hour,
+                    g.name,
+                    cpu.usd_per_hour,
+                    cost::usd_text(gc),
+                    cost::usd_text(cc)
+                );
+                // Break-even: the speed-up at which the GPU's hour pays for itself.
+                let even = g.usd_per_hour / cpu.usd_per_hour.max(1e-12);
+                c.one_of(
+                    Summary,
+                    vec![
+                        (cond::CHEAPER, gc < cc, format!("{at}: cheaper per epoch on the GPU.")),
+                        (cond::NOT_CHEAPER, gc >= cc, format!("{at}: the CPU is cheaper per epoch; at these prices the GPU pays off only above {even:.1}× the CPU's speed.")),
+                    ],
+                );
+            }
         }
         c.fact(
             Evidence,
@@ -634,8 +692,8 @@ mod tests {
     }
 
     fn run() -> impl Strategy<Value = RunFigures> {
-        (any::<bool>(), 0.01f64..100.0, proptest::option::of(0.0f64..1.0), proptest::option::of(0.0f64..100.0)).prop_map(
-            |(software, train_s, busy, nvml)| RunFigures {
+        (any::<bool>(), 0.01f64..100.0, proptest::option::of(0.0f64..1.0), proptest::option::of(0.0f64..100.0), 0usize..4, 0.0f64..20.0)
+            .prop_map(|(software, train_s, busy, nvml, epochs, usd_per_hour)| RunFigures {
                 name: String::new(),
                 software,
                 train_s,
@@ -644,8 +702,9 @@ mod tests {
                 busy,
                 nvml,
                 val_accuracy: 0.9,
-            },
-        )
+                epochs,
+                usd_per_hour,
+            })
     }
 
     /// Each condition, re-evaluated from the inputs without the verdict's own code.
@@ -706,6 +765,11 @@ mod tests {
             cond::ONLY_CPU => gpus.is_empty() && cpu.is_some(),
             cond::NO_CPU => !gpus.is_empty() && cpu.is_none(),
             cond::NONE => gpus.is_empty() && cpu.is_none(),
+            cond::CHEAPER | cond::NOT_CHEAPER => {
+                let per_epoch = |r: &RunFigures| (r.epochs > 0).then(|| r.train_s * r.usd_per_hour / r.epochs as f64);
+                let cheaper = per_epoch(gpu?)? < per_epoch(cpu?)?;
+                if c.condition == cond::CHEAPER { cheaper } else { !cheaper }
+            }
             _ => return None,
         })
     }
@@ -724,10 +788,12 @@ mod tests {
             let claims = verdict(cpu.as_ref(), &gpus, &cpu_sweep, &sweeps);
             claims.audit(|c| oracle(cpu.as_ref(), &gpus, &cpu_sweep, &sweeps, c)).map_err(TestCaseError::fail)?;
             prop_assert!(claims.has_summary(), "an empty summary for {cpu:?} {gpus:?}");
-            // With a CPU run, each GPU gets its comparison and its reason.
-            if cpu.is_some() {
+            // With a CPU run, each GPU gets its comparison and its reason, and its cost where
+            // both finished an epoch.
+            if let Some(cpu) = &cpu {
                 for g in &gpus {
-                    prop_assert_eq!(claims.printed().filter(|c| c.subject == g.name && c.part == gpulab_systems::report::Part::Summary).count(), 2);
+                    let costed = usize::from(g.epochs > 0 && cpu.epochs > 0);
+                    prop_assert_eq!(claims.printed().filter(|c| c.subject == g.name && c.part == gpulab_systems::report::Part::Summary).count(), 2 + costed);
                 }
             }
         }

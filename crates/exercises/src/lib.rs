@@ -6,6 +6,7 @@
 mod batch_sweep;
 mod checkpointing;
 mod common;
+pub mod cost;
 mod cpu_vs_gpu;
 mod distributed;
 mod inference;

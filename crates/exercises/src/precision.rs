@@ -3,6 +3,7 @@
 //! FP16 with tiny gradients, without and with loss scaling.
 
 use super::common::{self, MEMORY_CATEGORIES, mib, peak, percent};
+use super::cost::{self, Price, RunCost};
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink, TrainBridge};
 use super::{Exercise, Preset};
@@ -91,6 +92,7 @@ impl Exercise for PrecisionLab {
             .add("underflow_demo", "Underflow demo", "Also train on tiny gradients: FP16 without and with loss scaling, and BF16 without a scaler", Value::Bool(true))
             .add("demo_loss_exponent", "Demo loss weight (power of 2)", "The demo multiplies the loss by 2^this (and the SGD learning rate by its inverse, so FP32 trains exactly as before), making every gradient tiny", settings::int(-24, -40, 0))
             .add("demo_epochs", "Demo epochs", "Epochs of each underflow-demo run", settings::int(2, 1, 100));
+        let s = cost::price_setting(s);
         // Batch 256: activations outweigh the parameters' extra 16-bit copy, so FP16's peak
         // memory is ≈ 0.64× FP32's by the ledger (at batch 32 the copy ate most of the saving).
         // The first run sizes the model from the backend's peak, so the matmuls are large enough
@@ -117,6 +119,7 @@ impl Exercise for PrecisionLab {
     fn validate(&self, s: &Settings) -> Result<()> {
         s.one_device("backend")?;
         precisions(s)?;
+        cost::validate(s, "price_per_hour")?;
         super::sizing::validate(s)?;
         common::validate_training(s)
     }
@@ -429,7 +432,18 @@ fn build_report(ex: &PrecisionLab, s: &Settings, meta: Metadata, runs: &[Run], d
         report.charts.push(loss_chart("underflow_loss", "Underflow demo: FP16 on tiny gradients", demo));
     }
 
-    report.verdict = verdict(&figures_of(runs), &figures_of(demo), weight).verdict();
+    // Costs: each run's measured training time × the assumed price of the backend's hour.
+    let kind = report.metadata.backends.first().map_or(BackendKind::Cpu, |b| b.kind);
+    let price = cost::read(s, "price_per_hour", kind).unwrap_or_else(|e| Price { usd_per_hour: f64::NAN, label: e.to_string() });
+    let priced: Vec<RunCost> = runs
+        .iter()
+        .filter_map(|r| r.ok().map(|t| RunCost { name: r.label.clone(), price: &price, train_s: t.train_wall_s, epochs: t.epochs.len() }))
+        .collect();
+    if !priced.is_empty() {
+        report.tables.push(cost::training_table(&priced));
+        report.notes.push(cost::note(&[&price]));
+    }
+    report.verdict = verdict(&figures_of(runs, &price), &figures_of(demo, &price), weight).verdict();
     if let Some(fp32) = runs.iter().find(|r| r.amp.precision == Precision::F32).and_then(|r| r.ok()) {
         report.figures.push(Figure {
             label: "FP32 throughput".into(),
@@ -500,9 +514,11 @@ struct Trained {
     flushed: Option<f64>,
     /// The first and last logged training loss.
     loss: Option<(f64, f64)>,
+    /// US dollars per finished epoch at the assumed price; None before an epoch finished.
+    usd_per_epoch: Option<f64>,
 }
 
-fn figures_of(runs: &[Run]) -> Vec<RunFigures> {
+fn figures_of(runs: &[Run], price: &Price) -> Vec<RunFigures> {
     runs.iter()
         .map(|r| RunFigures {
             label: r.label.clone(),
@@ -519,6 +535,7 @@ fn figures_of(runs: &[Run]) -> Vec<RunFigures> {
                     val_accuracy: t.final_val_accuracy,
                     flushed: flushed(t),
                     loss: r.loss.first().zip(r.loss.last()).map(|(a, b)| (a[1], b[1])),
+                    usd_per_epoch: (!t.epochs.is_empty()).then(|| price.usd(t.train_wall_s) / t.epochs.len() as f64),
                 })
                 .map_err(Clone::clone),
             path: r.path.clone(),
@@ -545,6 +562,8 @@ mod cond {
     pub const NONE: &str = "no run finished";
     pub const BF16_KEPT: &str = "the BF16 demo run flushed under 1% of its gradient elements";
     pub const BF16_FLUSHED: &str = "the BF16 demo run flushed 1% or more of its gradient elements";
+    pub const CHEAPER: &str = "a lower cost per epoch than FP32's";
+    pub const NOT_CHEAPER: &str = "a cost per epoch not below FP32's";
 }
 
 /// Below this share of gradient elements flushed, the BF16 demo run "needs no scaler".
@@ -604,6 +623,16 @@ fn verdict(runs: &[RunFigures], demo: &[RunFigures], weight: f32) -> Claims {
             )
         };
         c.one_of(Summary, vec![(cond::LESS_MEMORY, saved > 0.0, memory("less")), (cond::NOT_LESS_MEMORY, saved <= 0.0, memory("more"))]);
+        if let (Some(a), Some(b)) = (r.usd_per_epoch, base.usd_per_epoch) {
+            let at = format!("At the assumed hourly price an epoch cost {} against FP32's {}", cost::usd_text(a), cost::usd_text(b));
+            c.one_of(
+                Summary,
+                vec![
+                    (cond::CHEAPER, a < b, format!("{at}: cheaper per epoch, since the same hour buys more epochs.")),
+                    (cond::NOT_CHEAPER, a >= b, format!("{at}: no cheaper per epoch.")),
+                ],
+            );
+        }
         let act = format!(
             "{}: activations and inputs peaked at {:.1} KiB against FP32's {:.1} KiB ({:.0}% of FP32's",
             run.label,
@@ -759,8 +788,8 @@ mod tests {
     }
 
     fn trained() -> impl Strategy<Value = Trained> {
-        (1.0f64..1e5, 1u64..1 << 30, 0u64..1 << 28, 0u64..1 << 28, 0.0f64..1.0).prop_map(
-            |(samples_per_s, total_peak, act_bytes, param_bytes, val_accuracy)| Trained {
+        (1.0f64..1e5, 1u64..1 << 30, 0u64..1 << 28, 0u64..1 << 28, 0.0f64..1.0, proptest::option::of(0.0f64..1.0)).prop_map(
+            |(samples_per_s, total_peak, act_bytes, param_bytes, val_accuracy, usd_per_epoch)| Trained {
                 samples_per_s,
                 total_peak,
                 act_bytes,
@@ -768,6 +797,7 @@ mod tests {
                 val_accuracy,
                 flushed: Some(1.0),
                 loss: Some((2.3, 0.5)),
+                usd_per_epoch,
             },
         )
     }
@@ -807,6 +837,8 @@ mod tests {
             cond::NONE => base.is_none() && done16.is_empty(),
             cond::BF16_KEPT => bf16_flushed()? < 1.0,
             cond::BF16_FLUSHED => bf16_flushed()? >= 1.0,
+            cond::CHEAPER => t()?.usd_per_epoch? < base?.usd_per_epoch?,
+            cond::NOT_CHEAPER => t()?.usd_per_epoch? >= base?.usd_per_epoch?,
             _ => return None,
         })
     }

@@ -133,6 +133,13 @@ impl Exercise for Distributed {
         if let Some(b) = s.0.iter_mut().find(|x| x.key == "batch") {
             b.help = "Strong scaling: the global batch, split evenly over the replicas · weak scaling: each replica's batch".into();
         }
+        let s = crate::cost::setting(
+            s,
+            "price_per_hour",
+            "Price per replica-hour (USD)",
+            "What an hour of one replica costs (per GPU-hour; auto on CPU replicas: the vCPU list price × threads per replica); the cost counts every replica",
+            "auto",
+        );
         let mut s = crate::sizing::settings_with(s, "auto", 10.0);
         if let Some(z) = s.0.iter_mut().find(|x| x.key == crate::sizing::SIZE) {
             z.help = "as-set: the hidden widths above · auto: wider layers where this machine's measured peak (cached) leaves time for them in about the target time, never narrower than set".into();
@@ -183,6 +190,7 @@ impl Exercise for Distributed {
             return Err(Error::InvalidConfig("replicas: give at least one replica count, e.g. 1,2".into()));
         }
         pipeline_report::validate(s)?;
+        report::replica_price(s)?;
         // The data set is loaded at run time; here, what needs no data.
         for mode in modes(s)? {
             for &n in &replicas {

@@ -4,6 +4,7 @@
 use super::{Distributed, Mode, Run};
 use crate::common::report_for;
 use crate::common::{self, percent};
+use crate::cost::{self as pricing, Price};
 use crate::settings::Settings;
 use gpulab_core::error::Result;
 use gpulab_systems::data::Dataset;
@@ -239,6 +240,54 @@ fn communication_verdict(replicas: usize, split: &StepSplit) -> Option<String> {
     })
 }
 
+/// The assumed price of one replica's hour: `price_per_hour`, where auto on CPU replicas is the
+/// vCPU list price × the threads each replica uses, and on GPU replicas a GPU's list price.
+pub fn replica_price(s: &Settings) -> Result<Price> {
+    let text = s.text("price_per_hour")?;
+    if s.choice("kind")? == "cpu" && text.trim().eq_ignore_ascii_case("auto") {
+        let threads = s.int("threads_per_replica")? as f64;
+        return Ok(Price::parse("vcpu", "vcpu")?.times(threads, "vCPU"));
+    }
+    pricing::read(s, "price_per_hour", gpulab_core::tensor::BackendKind::Gpu)
+}
+
+/// US dollars per finished epoch of `r`, all its replicas counted: N × wall time × price ÷ epochs.
+fn per_epoch(r: &DpReport, price: &Price) -> Option<f64> {
+    let epochs = r.val_accuracy.len();
+    (epochs > 0).then(|| r.replicas as f64 * price.usd(r.train_wall_s) / epochs as f64)
+}
+
+/// Each run's cost, every replica counted, and against one replica's in the same mode.
+fn cost_table(runs: &[Run], price: &Price) -> Table {
+    let per_run = |r: &DpReport| r.replicas as f64 * price.usd(r.train_wall_s);
+    let ok = || runs.iter().filter_map(|r| r.result.as_ref().ok().map(|d| (r.mode, d)));
+    let d = pricing::decimals(ok().flat_map(|(_, r)| [per_epoch(r, price).unwrap_or(f64::NAN), per_run(r)]));
+    let from = "replicas × measured wall time × the assumed price per replica-hour";
+    Table {
+        title: format!("Cost, all replicas counted (assumed price per replica-hour: {})", price.label),
+        columns: vec![
+            Column::text("scaling"),
+            Column::text("replicas"),
+            Column::num("cost per epoch", "USD", d, Provenance::derived(&format!("{from} ÷ epochs"))),
+            Column::num("cost per training run", "USD", d, Provenance::derived(from)),
+            Column::num("cost per epoch ÷ one replica's", "×", 2, Provenance::derived("the two costs per epoch")),
+        ],
+        rows: ok()
+            .map(|(mode, r)| {
+                let one = baseline(runs, mode).and_then(|b| per_epoch(b, price));
+                let mine = per_epoch(r, price);
+                vec![
+                    Cell::from(mode.name()),
+                    Cell::from(r.label.clone()),
+                    mine.into(),
+                    per_run(r).into(),
+                    mine.zip(one).map(|(a, b)| a / b).into(),
+                ]
+            })
+            .collect(),
+    }
+}
+
 /// One finished run, as the verdict reads it.
 #[derive(Clone, Debug, PartialEq)]
 struct RunFigures {
@@ -254,10 +303,12 @@ struct RunFigures {
     buckets: usize,
     val_accuracy: f64,
     identical: bool,
+    /// US dollars per finished epoch, every replica counted; None before an epoch finished.
+    usd_per_epoch: Option<f64>,
 }
 
 impl RunFigures {
-    fn of(mode: Mode, r: &DpReport) -> Self {
+    fn of(mode: Mode, r: &DpReport, price: &Price) -> Self {
         RunFigures {
             mode,
             replicas: r.replicas,
@@ -271,6 +322,7 @@ impl RunFigures {
             buckets: r.buckets,
             val_accuracy: r.final_val_accuracy,
             identical: r.replicas_identical,
+            usd_per_epoch: per_epoch(r, price),
         }
     }
 }
@@ -312,6 +364,8 @@ mod cond {
     pub const SENT_OTHER: &str = "sharded: sent more than 5% away from 2(N−1)/N·S";
     pub const IDENTICAL: &str = "every finished run with several replicas ended bit-identical, and one did";
     pub const DIFFERENT: &str = "some run's replicas ended with different weights";
+    pub const CHEAPER: &str = "the largest count's cost per epoch, all replicas counted, below one replica's";
+    pub const NOT_CHEAPER: &str = "the largest count's cost per epoch, all replicas counted, not below one replica's";
     pub const NO_SPEEDUP: &str = "no mode has both one replica and a larger count finished";
 }
 
@@ -370,6 +424,24 @@ fn verdict(runs: &[RunFigures], setup: &Setup) -> Claims {
         let sp = big.samples_per_s / base.samples_per_s.max(1e-12);
         let eff = sp / n as f64;
         c.fact(Summary, format!("{} scaling to {n} ({}): {sp:.2}× one replica, {} efficiency.", mode.name(), big.label, percent(eff)));
+        if let (Some(a), Some(b)) = (big.usd_per_epoch, base.usd_per_epoch) {
+            let at = format!(
+                "Counting all {n} replicas at the assumed price per replica-hour, an epoch cost {} against {} on one replica",
+                pricing::usd_text(a),
+                pricing::usd_text(b)
+            );
+            c.one_of(
+                Summary,
+                vec![
+                    (cond::CHEAPER, a < b, format!("{at}: cheaper per epoch as well as faster.")),
+                    (
+                        cond::NOT_CHEAPER,
+                        a >= b,
+                        format!("{at} ({:.2}×): {n} replicas bought {sp:.2}× the speed, so each epoch cost more.", a / b.max(1e-300)),
+                    ),
+                ],
+            );
+        }
         let l = losses(base, big);
         let lost: f64 = l.iter().map(|x| x.1.max(0.0)).sum();
         if let Some((what, secs)) = l.iter().max_by(|a, b| a.1.total_cmp(&b.1)) {
@@ -563,8 +635,14 @@ pub fn build(ex: &Distributed, s: &Settings, data: &Dataset, runs: Vec<Run>, sto
     if let Some(l) = labels.iter().find(|l| l.contains("one adapter")) {
         notes.push(format!("Every figure here: {l}."));
     }
+    let price = replica_price(s)?;
+    tables.push(cost_table(&runs, &price));
+    notes.push(format!(
+        "{} Each replica is counted as a machine of its own (N GPUs × the time), as a cluster bills.",
+        pricing::note(&[&price])
+    ));
     let figures_for_verdict: Vec<RunFigures> =
-        runs.iter().filter_map(|r| r.result.as_ref().ok().map(|d| RunFigures::of(r.mode, d))).collect();
+        runs.iter().filter_map(|r| r.result.as_ref().ok().map(|d| RunFigures::of(r.mode, d, &price))).collect();
     notes.push("Each epoch takes only whole global batches (the remainder is dropped so every replica gets an equal shard); validation time is excluded from the wall time.".into());
     let mut report = Report {
         figures,
@@ -613,6 +691,8 @@ mod tests {
                         buckets,
                         val_accuracy: 0.9,
                         identical: identical || replicas == 1 || sent > 1e7,
+                        // Cost per epoch ∝ N ÷ throughput, or none before an epoch finished.
+                        usd_per_epoch: (buckets > 1).then(|| replicas as f64 / samples_per_s),
                     }
                 },
             )
@@ -662,6 +742,8 @@ mod tests {
             cond::SENT_OTHER => setup.shard && (big()?.sent_per_step - ring()?).abs() > 0.05 * ring()?,
             cond::IDENTICAL => runs.iter().any(|r| r.replicas > 1) && runs.iter().filter(|r| r.replicas > 1).all(|r| r.identical),
             cond::DIFFERENT => runs.iter().any(|r| !r.identical),
+            cond::CHEAPER => big()?.usd_per_epoch? < base()?.usd_per_epoch?,
+            cond::NOT_CHEAPER => big()?.usd_per_epoch? >= base()?.usd_per_epoch?,
             cond::NO_SPEEDUP => {
                 [Mode::Strong, Mode::Weak].iter().all(|&m| !(of(m).any(|r| r.replicas == 1) && of(m).any(|r| r.replicas > 1)))
             }

@@ -52,7 +52,7 @@ impl Exercise for InferenceBatching {
     }
 
     fn settings(&self) -> Settings {
-        common::one_backend(Settings::default())
+        let s = common::one_backend(Settings::default())
             .add(
                 "checkpoint",
                 "Checkpoint",
@@ -92,7 +92,8 @@ impl Exercise for InferenceBatching {
             )
             .add("run_seconds", "Seconds per run", "How long each static and dynamic run sends requests", settings::float(2.0, 0.2, 60.0))
             .add("slo_p99_ms", "p99 SLO (ms)", "The latency objective the best setting must meet", settings::float(20.0, 0.01, 10_000.0))
-            .add("queue", "Queue capacity", "Requests that may wait; more are refused (503)", settings::int(4096, 1, 1 << 20))
+            .add("queue", "Queue capacity", "Requests that may wait; more are refused (503)", settings::int(4096, 1, 1 << 20));
+        super::cost::price_setting(s)
     }
 
     fn presets(&self) -> Vec<super::Preset> {
@@ -113,6 +114,7 @@ impl Exercise for InferenceBatching {
 
     fn validate(&self, s: &Settings) -> Result<()> {
         s.one_device("backend")?;
+        super::cost::validate(s, "price_per_hour")?;
         dynamic_policy(s)?.validate()?;
         for b in s.list("static_batches")? {
             static_policy(b as usize, s.int("queue")? as usize).validate()?;

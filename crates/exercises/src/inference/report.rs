@@ -4,6 +4,7 @@ use super::InferenceBatching;
 use super::runs::RunResult;
 use crate::common::report_for;
 use crate::common::{MEMORY_CATEGORIES, peak};
+use crate::cost::{self, Price};
 use crate::settings::Settings;
 use gpulab_core::tensor::MemoryReport;
 use gpulab_systems::report::{Cell, Chart, ChartKind, Claims, Column, Figure, Metadata, Provenance, Report, Series, Table};
@@ -205,16 +206,49 @@ pub fn build(ex: &InferenceBatching, s: &Settings, meta: Metadata, m: Measured, 
         unit: "×".into(),
         provenance: Provenance::derived("gpulab's allocation ledger"),
     });
-    let statics: Vec<ServeRun> = m.statics.iter().map(|r| ServeRun::of(r, slo)).collect();
-    let dynamics: Vec<ServeRun> = m.dynamics.iter().map(|r| ServeRun::of(r, slo)).collect();
+    let kind = meta.backends.first().map_or(gpulab_core::tensor::BackendKind::Cpu, |b| b.kind);
+    let price = cost::read(s, "price_per_hour", kind).unwrap_or_else(|e| Price { usd_per_hour: f64::NAN, label: e.to_string() });
+    let statics: Vec<ServeRun> = m.statics.iter().map(|r| ServeRun::of(r, slo, &price)).collect();
+    let dynamics: Vec<ServeRun> = m.dynamics.iter().map(|r| ServeRun::of(r, slo, &price)).collect();
     let v = claims(&statics, &dynamics, slo, (inf, tr, m.memory_batch)).verdict();
-    let mut tables = vec![static_table(&m.statics), dynamic_table(&m.dynamics, slo), memory_table(&m)];
+    if let Some(r) = best.map(|r| ServeRun::of(r, slo, &price)) {
+        figures.push(Figure {
+            label: format!("cost per 1,000 predictions, best setting with p99 ≤ {slo} ms"),
+            value: r.usd_per_1000,
+            unit: "USD".into(),
+            provenance: price.provenance("1,000 ÷ measured throughput"),
+        });
+    }
+    let mut tables = vec![
+        static_table(&m.statics),
+        dynamic_table(&m.dynamics, slo),
+        cost_table(statics.iter().chain(&dynamics), &price),
+        memory_table(&m),
+    ];
     tables.retain(|t| !t.rows.is_empty());
     let mut report = Report { figures, tables, charts: charts(&m), verdict: v, stopped_early, ..report_for(ex, s, meta) };
     report.notes.push(format!("Model {} ({}), {}. Requests go in-process into the server's batcher and inference thread (the HTTP layer is measured by `gpulab loadgen`). The static runs keep 2 × batch requests outstanding (closed loop); the dynamic runs' arrival times are generated (Poisson, seeded); every latency is measured from the scheduled arrival.", m.model.version, m.model.arch.describe(), m.model.source));
     report.notes.push(format!("Capacity (the load levels' 100%) is the measured static throughput: {:.0} requests/s.", m.capacity));
+    report.notes.push(format!(
+        "{} A server is paid for by the hour whether busy or not, so a run at a light load costs more per prediction than the same server kept full.",
+        cost::note(&[&price])
+    ));
     report.note_software_backends();
     report
+}
+
+/// What each run's predictions cost: the assumed price of an hour ÷ the requests served in it.
+fn cost_table<'a>(runs: impl Iterator<Item = &'a ServeRun> + Clone, price: &Price) -> Table {
+    let d = cost::decimals(runs.clone().map(|r| r.usd_per_1000));
+    Table {
+        title: format!("Cost per 1,000 predictions (assumed price: {})", price.label),
+        columns: vec![
+            Column::text("run"),
+            Column::num("throughput", "requests/s", 0, Provenance::Measured),
+            Column::num("cost per 1,000 predictions", "USD", d, price.provenance("1,000 ÷ measured throughput")),
+        ],
+        rows: runs.map(|r| vec![Cell::from(r.label.clone()), r.throughput.into(), r.usd_per_1000.into()]).collect(),
+    }
 }
 
 /// One serving run, as the verdict reads it.
@@ -233,10 +267,12 @@ struct ServeRun {
     refused: usize,
     overloaded: bool,
     meets_slo: bool,
+    /// US dollars per 1,000 predictions served, at the assumed hourly price.
+    usd_per_1000: f64,
 }
 
 impl ServeRun {
-    fn of(r: &RunResult, slo_ms: f64) -> Self {
+    fn of(r: &RunResult, slo_ms: f64, price: &Price) -> Self {
         ServeRun {
             label: r.label.clone(),
             max_batch: r.policy.max_batch,
@@ -253,6 +289,7 @@ impl ServeRun {
             refused: r.summary.rejected + r.summary.unanswered,
             overloaded: r.overloaded(),
             meets_slo: meets(r, slo_ms),
+            usd_per_1000: price.usd(1000.0 / r.summary.throughput_per_s),
         }
     }
 }
@@ -270,6 +307,8 @@ mod cond {
     pub const NOT_FILLED: &str = "the mean formed batch did not grow from the lightest load to the heaviest";
     pub const LESS_THAN_TRAINING: &str = "serving held fewer bytes than training at the same batch";
     pub const NOT_LESS: &str = "serving held no fewer bytes than training at the same batch";
+    pub const CHEAPER: &str = "the best setting's cost per 1,000 predictions below batch 1's";
+    pub const NOT_CHEAPER: &str = "the best setting's cost per 1,000 predictions not below batch 1's";
 }
 
 /// The verdict: the batch-time model from the static runs, the best dynamic setting under the
@@ -325,6 +364,18 @@ fn claims(statics: &[ServeRun], dynamics: &[ServeRun], slo: f64, (inf, tr, memor
         );
         if let Some(b1) = b1 {
             c.fact(Summary, format!("That is {:.1}× what batch-1 serving sustains.", r.throughput / b1.throughput.max(1e-9)));
+            let at = format!(
+                "At the assumed hourly price 1,000 predictions cost {} there against {} at batch 1",
+                cost::usd_text(r.usd_per_1000),
+                cost::usd_text(b1.usd_per_1000)
+            );
+            c.one_of(
+                Summary,
+                vec![
+                    (cond::CHEAPER, r.usd_per_1000 < b1.usd_per_1000, format!("{at}: batching made each prediction cheaper.")),
+                    (cond::NOT_CHEAPER, r.usd_per_1000 >= b1.usd_per_1000, format!("{at}: no cheaper.")),
+                ],
+            );
         }
         c.about("");
     }
@@ -382,7 +433,8 @@ mod tests {
 
     fn run() -> impl Strategy<Value = ServeRun> {
         (
-            (1usize..64, proptest::option::of(1.0f64..1e4), 1.0f64..1e4, 0.1f64..100.0),
+            // Batch 1 often, so the comparisons with batch-1 serving are exercised.
+            (prop_oneof![Just(1usize), 1usize..64], proptest::option::of(1.0f64..1e4), 1.0f64..1e4, 0.1f64..100.0),
             (1.0f64..64.0, 0.01f64..10.0, 0usize..100, 0usize..3, any::<bool>(), any::<bool>()),
         )
             .prop_map(
@@ -399,6 +451,7 @@ mod tests {
                     refused,
                     overloaded,
                     meets_slo: meets_slo && !overloaded,
+                    usd_per_1000: 0.8 / 3.6 / throughput,
                 },
             )
     }
@@ -430,6 +483,12 @@ mod tests {
             cond::NOT_FILLED => heaviest?.mean_batch <= lightest?.mean_batch,
             cond::LESS_THAN_TRAINING => inf < tr,
             cond::NOT_LESS => inf >= tr,
+            cond::CHEAPER | cond::NOT_CHEAPER => {
+                let best = this?;
+                let b1 = statics.iter().find(|r| r.max_batch == 1)?;
+                let cheaper = best.meets_slo && best.usd_per_1000 < b1.usd_per_1000;
+                if c.condition == cond::CHEAPER { cheaper } else { best.meets_slo && !cheaper }
+            }
             _ => return None,
         })
     }

@@ -4,6 +4,7 @@
 
 mod calibrate;
 mod diagram;
+mod gpu_types;
 mod report;
 
 use super::Exercise;
@@ -51,21 +52,22 @@ impl Exercise for PlatformLab {
     fn settings(&self) -> Settings {
         let keep = "; 0 keeps the scenario's value";
         Settings::default()
-            .add("scenario", "Scenario", "A preset platform design: a steady day, a Black-Friday spike, a spot storm, a bad release", settings::choice(PRESETS[0], &PRESETS))
+            .add("scenario", "Scenario", "A preset platform design: a steady day, a Black-Friday spike, a spot storm, a bad release, a weak candidate that fails its evaluation gate", settings::choice(PRESETS[0], &PRESETS))
             .add("scenario_file", "Scenario file", "A scenario JSON (as written beside every report) to replay instead of the preset; empty = the preset", Value::Text(String::new()))
             .add("calibration", "Calibration", "Where the worker speed curve, the mixed-precision speed-up and the checkpoint write time come from: the scenario's values (labelled presets), or a few seconds of measurement on this machine with the lab's own code (then kept in scenario.json)", settings::choice("presets", &["presets", "this-machine"]))
             .add("calibration_backend", "Calibration backend", &format!("Where calibration=this-machine measures: {}", gpulab_core::device::registry::spellings()), Value::Devices(vec!["cpu".into()]))
             .add("traffic_csv", "Traffic CSV", "A CSV of offered traffic to replay (header hour,rps; see the lesson) instead of the scenario's base rate and daily wave; empty = none", Value::Text(String::new()))
             .add("seed", "Seed", &format!("Seeds every random draw{keep}"), settings::int(0, 0, i64::MAX))
             .add("duration_h", "Simulated hours", &format!("How long to simulate the serving platform{keep}"), settings::float(0.0, 0.0, 744.0))
-            .add("signal", "Autoscaling signal", "What the autoscaler targets; scenario keeps the scenario's", settings::choice("scenario", &["scenario", "queue_depth", "utilisation", "p95_latency"]))
-            .add("target", "Autoscaling target", &format!("Requests queued or in a batch per worker, utilisation share (0–1), or p95 seconds{keep}"), settings::float(0.0, 0.0, 1e6))
+            .add("signal", "Autoscaling signal", "What the autoscaler targets; scenario keeps the scenario's", settings::choice("scenario", &["scenario", "queue_depth", "utilisation", "p95_latency", "request_rate"]))
+            .add("target", "Autoscaling target", &format!("Requests queued or in a batch per worker, utilisation share (0–1), p95 seconds, or requests/s arriving per worker{keep}"), settings::float(0.0, 0.0, 1e6))
             .add("max_workers", "Max workers", &format!("The autoscaler's ceiling{keep}"), settings::int(0, 0, 1000))
             .add("max_batch", "Max batch", &format!("Dynamic batching: requests per batch at most{keep}"), settings::int(0, 0, 4096))
             .add("spot_share", "Spot share", "Share of inference workers on spot capacity (0–1); -1 keeps the scenario's", settings::float(-1.0, -1.0, 1.0))
             .add("checkpoint_interval_min", "Checkpoint interval (min)", &format!("Training: minutes of work between checkpoints{keep}"), settings::float(0.0, 0.0, 100_000.0))
             .add("sweep_points", "Interval sweep points", "Checkpoint intervals in the sweep (a quarter to three times Daly's optimum)", settings::int(25, 3, 200))
             .add("sweep_runs", "Runs per interval", "Simulated training runs averaged at each interval", settings::int(100, 1, 10_000))
+            .add("gpu_types", "GPU types to compare", &format!("Serve the same scenario on each of these GPU types, side by side (simulated): t4, l4, a10g, a100, h100, each at its list price as of {} and a speed scaled from the {}'s curve by memory bandwidth — both assumptions; none = no comparison", super::cost::AS_OF, gpu_types::CURVE_GPU), Value::Text(gpu_types::DEFAULT.into()))
     }
 
     fn presets(&self) -> Vec<super::Preset> {
@@ -87,6 +89,11 @@ impl Exercise for PlatformLab {
                 &[("scenario", "bad-release")],
             ),
             Preset::new(
+                "a model that fails its evaluation",
+                "A candidate whose accuracy (90%) is below the evaluation gate (93%): the gate refuses it before any traffic reaches it",
+                &[("scenario", "weak-candidate")],
+            ),
+            Preset::new(
                 "calibrated on this machine",
                 "The worker speed, mixed-precision speed-up and checkpoint write time measured here with the lab's own code",
                 &[("calibration", "this-machine")],
@@ -96,6 +103,7 @@ impl Exercise for PlatformLab {
 
     fn validate(&self, s: &Settings) -> Result<()> {
         s.one_device("calibration_backend")?;
+        gpu_types::options(&s.text("gpu_types")?)?;
         scenario(s).map(|_| ())
     }
 
@@ -176,6 +184,12 @@ impl Exercise for PlatformLab {
                 });
             }
         }
+        let mut gpus = Vec::new();
+        let options = gpu_types::options(&s.text("gpu_types")?)?;
+        if !options.is_empty() && !sink.stop_requested() {
+            sink.emit(Event::Phase(format!("serving the same scenario on {} GPU types", options.len())));
+            gpus = gpu_types::compare(&sc, &options, &|| sink.stop_requested())?;
+        }
         let runs = report::TrainingRuns {
             on_demand: training::mean_outcome(t, t.checkpoint_interval_h, None, sc.seed, 1, &|| false)?,
             chosen,
@@ -183,7 +197,7 @@ impl Exercise for PlatformLab {
             sweep,
         };
         let stopped = sink.stop_requested() || serving.stopped_early;
-        let mut report = report::build(self, s, &sc, &serving, &runs, stopped);
+        let mut report = report::build(self, s, &sc, &serving, &runs, &gpus, stopped);
         if let Some(d) = last {
             report.attachments.push(Attachment { file_name: "architecture.svg".into(), text: d.to_svg(), ..Default::default() });
         }
@@ -240,6 +254,7 @@ pub fn scenario(s: &Settings) -> Result<Scenario> {
         "queue_depth" => sc.autoscaler.signal = Signal::QueueDepth,
         "utilisation" => sc.autoscaler.signal = Signal::Utilisation,
         "p95_latency" => sc.autoscaler.signal = Signal::P95Latency,
+        "request_rate" => sc.autoscaler.signal = Signal::RequestRate,
         _ => {}
     }
     if let Some(v) = set(s.float("target")?) {

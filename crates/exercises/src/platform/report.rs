@@ -6,11 +6,10 @@ use crate::common::interval_h;
 use crate::common::report_for;
 use crate::settings::Settings;
 use gpulab_systems::platform::monitoring;
+use gpulab_systems::platform::serving::canary as gate;
 use gpulab_systems::platform::training::{self, JobOutcome, SweepPoint};
 use gpulab_systems::platform::{Scenario, ServingResult};
-use gpulab_systems::report::{
-    Attachment, Cell, Chart, ChartKind, Claims, Column, Figure, Metadata, Provenance, Report, Series, Table, Verdict,
-};
+use gpulab_systems::report::{Attachment, Cell, Chart, ChartKind, Claims, Column, Figure, Metadata, Provenance, Report, Series, Table};
 
 pub struct TrainingRuns {
     pub on_demand: JobOutcome,
@@ -37,6 +36,7 @@ fn chart(id: &str, title: &str, x: &str, y: &str, series: Vec<(&str, Vec<[f64; 2
 }
 
 /// The serving figures the verdict and the tests read.
+#[derive(Clone, Debug, PartialEq)]
 pub struct ServingNumbers {
     pub within_slo: f64,
     pub cost_per_1k: f64,
@@ -56,7 +56,15 @@ pub fn serving_numbers(sc: &Scenario, r: &ServingResult) -> ServingNumbers {
     }
 }
 
-pub fn build(ex: &PlatformLab, s: &Settings, sc: &Scenario, r: &ServingResult, tr: &TrainingRuns, stopped_early: bool) -> Report {
+pub fn build(
+    ex: &PlatformLab,
+    s: &Settings,
+    sc: &Scenario,
+    r: &ServingResult,
+    tr: &TrainingRuns,
+    gpus: &[super::gpu_types::Compared],
+    stopped_early: bool,
+) -> Report {
     let n = serving_numbers(sc, r);
     let t = &r.totals;
     let x = "simulated time (h)";
@@ -286,9 +294,16 @@ pub fn build(ex: &PlatformLab, s: &Settings, sc: &Scenario, r: &ServingResult, t
     meta.precision = format!("training speed-up ×{} from precision", train.precision_speedup);
     let mut report = Report {
         figures,
-        tables: vec![scale, canary, training_table, alerts, super::calibrate::inputs_table(sc)],
+        tables: vec![scale, canary, training_table, alerts, super::calibrate::inputs_table(sc)]
+            .into_iter()
+            .chain((!gpus.is_empty()).then(|| super::gpu_types::table(sc, gpus)))
+            .collect(),
         charts,
-        verdict: verdict(sc, r, &n, tr, young, daly),
+        verdict: {
+            let mut c = claims(sc, r, &n, tr, young, daly);
+            c.extend(super::gpu_types::claims(sc.slo_target, gpus));
+            c.verdict()
+        },
         stopped_early,
         attachments: vec![Attachment { file_name: "scenario.json".into(), text: sc.to_json(), ..Default::default() }],
         ..report_for(ex, s, meta)
@@ -301,6 +316,9 @@ pub fn build(ex: &PlatformLab, s: &Settings, sc: &Scenario, r: &ServingResult, t
     report
 }
 
+/// The canary's steps that decide nothing: the last decision is the last action not among them.
+const STEPS: [&str; 3] = ["share raised", "canary started", gate::PASSED];
+
 /// The conditions the verdict's sentences assert (the property test re-checks each one).
 mod cond {
     pub const SLO_MET: &str = "the share within the SLO reached the target";
@@ -311,13 +329,11 @@ mod cond {
     pub const ON_DEMAND: &str = "part of the pool was spot, and workers were paid for";
     pub const ROLLED_BACK: &str = "the canary's last decision was a rollback";
     pub const PROMOTED: &str = "the canary's last decision was a promotion";
+    pub const REFUSED: &str = "the canary's last decision was the evaluation gate's refusal";
+    pub const GATE_PASSED: &str = "the candidate passed the evaluation gate";
     pub const UNFINISHED_CANARY: &str = "the canary was on, started, and made no decision";
     pub const NEVER_FINISHED_LONG: &str = "training gave up, at an interval longer than Daly's optimum";
     pub const NEVER_FINISHED_SHORT: &str = "training gave up, at an interval no longer than Daly's optimum";
-}
-
-fn verdict(sc: &Scenario, r: &ServingResult, n: &ServingNumbers, tr: &TrainingRuns, young: f64, daly: f64) -> Verdict {
-    claims(sc, r, n, tr, young, daly).verdict()
 }
 
 fn claims(sc: &Scenario, r: &ServingResult, n: &ServingNumbers, tr: &TrainingRuns, young: f64, daly: f64) -> Claims {
@@ -383,7 +399,10 @@ fn claims(sc: &Scenario, r: &ServingResult, n: &ServingNumbers, tr: &TrainingRun
         on_demand_cost > 0.0 && sc.pool.spot_share > 0.0,
         format!("All on-demand, the same worker-hours would have cost ${on_demand_cost:.2} instead of ${:.2}.", t.cost),
     );
-    let last = r.canary.iter().rev().find(|e| e.action != "share raised" && e.action != "canary started");
+    let last = r.canary.iter().rev().find(|e| !STEPS.contains(&e.action.as_str()));
+    if let Some(e) = r.canary.iter().find(|e| e.action == gate::PASSED) {
+        c.evidence(cond::GATE_PASSED, true, format!("v2 passed the evaluation gate before any traffic reached it: {}.", e.reason));
+    }
     let start = r.canary.first().map_or(0.0, |s| s.t_h);
     c.one_of(
         Summary,
@@ -400,6 +419,12 @@ fn claims(sc: &Scenario, r: &ServingResult, n: &ServingNumbers, tr: &TrainingRun
                     )
                 })
                 .unwrap_or_default(),
+            ),
+            (
+                cond::REFUSED,
+                last.is_some_and(|e| e.action == gate::REFUSED),
+                last.map(|e| format!("v2 never reached production: it was refused by the evaluation gate at {:.2} h ({}), so no request was served by it.", e.t_h, e.reason))
+                    .unwrap_or_default(),
             ),
             (
                 cond::PROMOTED,
@@ -516,14 +541,14 @@ mod tests {
         fn every_printed_claim_holds(
             (within, target) in (0.0f64..1.0, 0.5f64..1.0),
             (timed_out, rejected, preemptions, in_flight) in (0u64..3, 0u64..3, 0u64..3, 0u64..3),
-            actions in proptest::collection::vec(0usize..4, 0..4),
+            actions in proptest::collection::vec(0usize..6, 0..4),
             (finished, interval_h, spot_share) in (any::<bool>(), 0.01f64..10.0, prop_oneof![Just(0.0), 0.1f64..1.0]),
         ) {
             let mut sc = Scenario::preset("steady-day").expect("a preset");
             sc.slo_target = target;
             sc.training.checkpoint_interval_h = interval_h;
             sc.pool.spot_share = spot_share;
-            let names = ["canary started", "share raised", "rolled back", "promoted to production"];
+            let names = ["canary started", "share raised", "rolled back", "promoted to production", gate::REFUSED, gate::PASSED];
             let r = ServingResult {
                 samples: vec![sample(in_flight)],
                 totals: SimTotals { arrived: 100, served: 95, timed_out, rejected, preemptions, requeued: preemptions * 4, worker_area: 7200.0, cost: 3.0, ..Default::default() },
@@ -534,7 +559,7 @@ mod tests {
             let tr = TrainingRuns { on_demand: job(true), chosen: job(finished), at_daly: job(true), sweep: Vec::new() };
             let daly = training::daly_h(&sc.training);
             let claims = claims(&sc, &r, &n, &tr, training::young_h(&sc.training), daly);
-            let last = r.canary.iter().rev().find(|e| e.action != "share raised" && e.action != "canary started");
+            let last = r.canary.iter().rev().find(|e| !["share raised", "canary started", gate::PASSED].contains(&e.action.as_str()));
             claims
                 .audit(|c| Some(match c.condition {
                     cond::SLO_MET => within >= target,
@@ -545,6 +570,8 @@ mod tests {
                     cond::ON_DEMAND => spot_share > 0.0,
                     cond::ROLLED_BACK => last?.action == "rolled back",
                     cond::PROMOTED => last?.action == "promoted to production",
+                    cond::REFUSED => last?.action == gate::REFUSED,
+                    cond::GATE_PASSED => r.canary.iter().any(|e| e.action == gate::PASSED),
                     cond::UNFINISHED_CANARY => last.is_none() && !r.canary.is_empty() && sc.canary.enabled,
                     cond::NEVER_FINISHED_LONG => !finished && interval_h > daly,
                     cond::NEVER_FINISHED_SHORT => !finished && interval_h <= daly,

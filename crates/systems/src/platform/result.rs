@@ -97,4 +97,7 @@ pub struct ServingResult {
     pub p95_s: Option<f64>,
     pub p99_s: Option<f64>,
     pub stopped_early: bool,
+    /// v2's accuracy as the evaluation gate measured it (simulated), when the gate ran.
+    #[serde(default)]
+    pub eval_accuracy: Option<f64>,
 }

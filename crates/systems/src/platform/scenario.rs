@@ -138,6 +138,9 @@ pub enum Signal {
     Utilisation,
     /// p95 latency over the last interval, seconds.
     P95Latency,
+    /// Requests per second that arrived over the last interval, per worker (starting or
+    /// serving): scales on demand itself, before a queue builds.
+    RequestRate,
 }
 
 impl Signal {
@@ -146,6 +149,7 @@ impl Signal {
             Signal::QueueDepth => "requests in the system per worker",
             Signal::Utilisation => "utilisation",
             Signal::P95Latency => "p95 latency (s)",
+            Signal::RequestRate => "requests/s arriving per worker",
         }
     }
 }
@@ -181,7 +185,36 @@ pub struct Canary {
     pub v2_error_rate: f64,
     /// v2's batch time relative to v1's (1 = as fast).
     pub v2_slowdown: f64,
+    /// The offline evaluation v2 must pass before any traffic reaches it (absent in older
+    /// scenario files: no gate).
+    #[serde(default)]
+    pub quality_gate: QualityGate,
 }
+
+/// An evaluation gate before promotion: v2's quality is measured on a held-out set (simulated:
+/// each sample is right with probability `v2_accuracy`) and the rollout is refused when the
+/// measured accuracy is below `min_accuracy`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QualityGate {
+    pub enabled: bool,
+    /// v2's true accuracy (0–1), which the simulated evaluation samples.
+    pub v2_accuracy: f64,
+    /// Held-out samples the evaluation scores.
+    pub eval_samples: u32,
+    /// The lowest measured accuracy that may go to production (0–1).
+    pub min_accuracy: f64,
+}
+
+impl Default for QualityGate {
+    /// Off, as in scenario files written before the gate existed.
+    fn default() -> Self {
+        QualityGate { enabled: false, v2_accuracy: 0.95, eval_samples: 5000, min_accuracy: 0.93 }
+    }
+}
+
+/// The most held-out samples one evaluation scores (each is one random draw).
+pub const MAX_EVAL_SAMPLES: u32 = 1_000_000;
 
 /// A training job on spot or on-demand GPUs with checkpoints.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -248,7 +281,7 @@ pub const MAX_REQUESTS: f64 = 100e6;
 /// disk is a millisecond or more).
 pub const MIN_CHECKPOINT_WRITE_S: f64 = 1e-6;
 
-pub const PRESETS: [&str; 4] = ["steady-day", "black-friday", "spot-storm", "bad-release"];
+pub const PRESETS: [&str; 5] = ["steady-day", "black-friday", "spot-storm", "bad-release", "weak-candidate"];
 
 /// The worker speed preset: a fixed cost per batch plus a cost per request, the shape lesson 8
 /// measures. Illustrative numbers for a mid-sized model on one GPU.
@@ -282,6 +315,10 @@ impl Scenario {
                 s.name = "bad release".into();
                 s.canary.v2_error_rate = 0.04;
                 s.canary.v2_slowdown = 1.6;
+            }
+            "weak-candidate" => {
+                s.name = "weak candidate".into();
+                s.canary.quality_gate.v2_accuracy = 0.90;
             }
             other => return Err(Error::InvalidConfig(format!("scenario: {other:?} is not a preset; presets: {}", PRESETS.join(", ")))),
         }
@@ -328,6 +365,7 @@ impl Scenario {
                 v1_error_rate: 0.002,
                 v2_error_rate: 0.002,
                 v2_slowdown: 1.0,
+                quality_gate: QualityGate { enabled: true, ..QualityGate::default() },
             },
             training: Training {
                 gpu: preset_gpu(),
@@ -440,6 +478,13 @@ impl Scenario {
         c.range("canary.v1_error_rate", k.v1_error_rate, 0.0, 1.0);
         c.range("canary.v2_error_rate", k.v2_error_rate, 0.0, 1.0);
         c.range("canary.v2_slowdown", k.v2_slowdown, 0.01, 100.0);
+        c.range("canary.quality_gate.v2_accuracy", k.quality_gate.v2_accuracy, 0.0, 1.0);
+        c.range("canary.quality_gate.min_accuracy", k.quality_gate.min_accuracy, 0.0, 1.0);
+        c.check(
+            "canary.quality_gate.eval_samples",
+            (1..=MAX_EVAL_SAMPLES).contains(&k.quality_gate.eval_samples),
+            &format!("must be in 1..={MAX_EVAL_SAMPLES}"),
+        );
         let t = &s.training;
         gpu(&mut c, "training.gpu", &t.gpu);
         c.check("training.gpus", (1..=100_000).contains(&t.gpus), "must be in 1..=100000");

@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp};
 use serde::{Deserialize, Serialize};
 
-mod canary;
+pub mod canary;
 
 use super::control::{self, VersionStats};
 use super::events::{Ev, Queue};
@@ -72,6 +72,7 @@ pub struct Sim<'a> {
     rng_service: ChaCha8Rng,
     rng_route: ChaCha8Rng,
     rng_spot: ChaCha8Rng,
+    rng_eval: ChaCha8Rng,
     t: SimTotals,
     // Windows: the current sample, the autoscaler interval, the canary window per version.
     sample_lat: Vec<f64>,
@@ -79,6 +80,8 @@ pub struct Sim<'a> {
     sample_counts: [u64; 4],
     scale_lat: Vec<f64>,
     busy_mark: (f64, f64),
+    /// Requests arrived by the autoscaler's last look (the request-rate signal's window).
+    arrived_mark: u64,
     canary_win: [Window; 2],
     v1_baseline: Option<VersionStats>,
     canary_share: f64,
@@ -138,12 +141,14 @@ impl<'a> Sim<'a> {
             rng_service: rng(sc.seed, 1),
             rng_route: rng(sc.seed, 2),
             rng_spot: rng(sc.seed, 3),
+            rng_eval: rng(sc.seed, 4),
             t: SimTotals::default(),
             sample_lat: Vec::new(),
             all_lat: Vec::new(),
             sample_counts: [0; 4],
             scale_lat: Vec::new(),
             busy_mark: (0.0, 0.0),
+            arrived_mark: 0,
             canary_win: Default::default(),
             v1_baseline: None,
             canary_share: 0.0,
@@ -467,9 +472,11 @@ impl<'a> Sim<'a> {
                 let oldest = (0..2).filter_map(|v| self.queues[v].front().map(|r| self.now - r.arrived)).fold(0.0, f64::max);
                 control::quantile(&mut self.scale_lat, 0.95).unwrap_or(0.0).max(oldest)
             }
+            Signal::RequestRate => (self.t.arrived - self.arrived_mark) as f64 / a.interval_s / self.alive().max(1) as f64,
         };
         self.busy_mark = (self.t.busy_area, self.t.ready_area);
         self.scale_lat.clear();
+        self.arrived_mark = self.t.arrived;
         let current = self.alive();
         let wanted = control::desired_workers(a, current, signal, self.queued() > 0);
         // HPA's scale-down stabilisation: shrink only to the most any look in the last

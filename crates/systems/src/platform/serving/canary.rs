@@ -4,9 +4,33 @@
 use super::{Ev, Sim};
 use crate::platform::control::{self, Judgement, VersionStats};
 use crate::platform::result::CanaryEvent;
+use rand::Rng;
+
+/// The timeline's actions of the evaluation gate.
+pub const REFUSED: &str = "refused by the evaluation gate";
+pub const PASSED: &str = "passed the evaluation gate";
 
 impl Sim<'_> {
     pub(super) fn canary_start(&mut self) {
+        let g = &self.sc.canary.quality_gate;
+        if g.enabled {
+            // Each held-out sample is right with v2's true accuracy: the measured accuracy
+            // scatters around it as a real evaluation's does (bounded by MAX_EVAL_SAMPLES).
+            let right = (0..g.eval_samples).filter(|_| self.rng_eval.random::<f64>() < g.v2_accuracy).count();
+            let measured = right as f64 / g.eval_samples.max(1) as f64;
+            let how = format!(
+                "measured accuracy {:.2}% on {} held-out samples, gate {:.2}%",
+                measured * 100.0,
+                g.eval_samples,
+                g.min_accuracy * 100.0
+            );
+            self.out.eval_accuracy = Some(measured);
+            if measured < g.min_accuracy {
+                self.canary_event(REFUSED, None, None, how);
+                return;
+            }
+            self.canary_event(PASSED, None, None, how);
+        }
         self.canary_step = 0;
         self.canary_share = self.sc.canary.steps[0];
         self.canary_win = Default::default();

@@ -1,0 +1,237 @@
+//! Cost from measured time: the chapter's cost model, "cost = runtime × hourly price". The time
+//! is measured in the run; the hourly price is an assumption the learner sets (`price_per_hour`):
+//! a number of US dollars, or one of a few named list prices below, each with its source and
+//! date. A cost is therefore derived, never measured, and every figure and column says from
+//! which price.
+
+use super::settings::{Settings, Value};
+use gpulab_core::error::{Error, Result};
+use gpulab_systems::report::{Cell, Column, Provenance, Table};
+
+/// One named list price: what an hour of a cloud GPU (or CPU machine) cost on a public price
+/// page at `AS_OF`. Prices change and differ by region, commitment and provider: these are
+/// starting assumptions to be replaced by your own.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ListPrice {
+    pub name: &'static str,
+    pub usd_per_hour: f64,
+    /// "GPU-hour", "machine-hour" or "vCPU-hour".
+    pub per: &'static str,
+    pub source: &'static str,
+}
+
+/// When the list prices below were read.
+pub const AS_OF: &str = "2024-06";
+
+/// AWS on-demand Linux prices, us-east-1; a multi-GPU instance's price divided by its GPUs.
+pub const LIST_PRICES: [ListPrice; 8] = [
+    ListPrice { name: "t4", usd_per_hour: 0.526, per: "GPU-hour", source: "AWS g4dn.xlarge (1× T4, 4 vCPU) on-demand, us-east-1" },
+    ListPrice { name: "l4", usd_per_hour: 0.8048, per: "GPU-hour", source: "AWS g6.xlarge (1× L4, 4 vCPU) on-demand, us-east-1" },
+    ListPrice { name: "a10g", usd_per_hour: 1.006, per: "GPU-hour", source: "AWS g5.xlarge (1× A10G, 4 vCPU) on-demand, us-east-1" },
+    ListPrice {
+        name: "a100", usd_per_hour: 4.0966, per: "GPU-hour", source: "AWS p4d.24xlarge (8× A100 40 GB) on-demand, us-east-1, ÷ 8"
+    },
+    ListPrice { name: "h100", usd_per_hour: 12.29, per: "GPU-hour", source: "AWS p5.48xlarge (8× H100 80 GB) on-demand, us-east-1, ÷ 8" },
+    ListPrice { name: "cpu-4vcpu", usd_per_hour: 0.17, per: "machine-hour", source: "AWS c6i.xlarge (4 vCPU, 8 GiB) on-demand, us-east-1" },
+    ListPrice {
+        name: "cpu-16vcpu",
+        usd_per_hour: 0.68,
+        per: "machine-hour",
+        source: "AWS c6i.4xlarge (16 vCPU, 32 GiB) on-demand, us-east-1",
+    },
+    ListPrice { name: "vcpu", usd_per_hour: 0.0425, per: "vCPU-hour", source: "AWS c6i.xlarge on-demand, us-east-1, ÷ 4 vCPU" },
+];
+
+/// What `auto` means on a GPU and on the CPU.
+pub const AUTO_GPU: &str = "l4";
+pub const AUTO_CPU: &str = "cpu-4vcpu";
+
+/// An hourly price in force for a run, and where it comes from (an assumption either way).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Price {
+    pub usd_per_hour: f64,
+    /// "l4 ($0.805 per GPU-hour: AWS g6.xlarge …, list price as of 2024-06)" or "$2 per hour (as set)".
+    pub label: String,
+}
+
+/// The list prices in one line, for help text: "t4 $0.526, l4 $0.805, …".
+fn names() -> String {
+    LIST_PRICES.iter().map(|p| format!("{} ${}/{}", p.name, p.usd_per_hour, p.per)).collect::<Vec<_>>().join(", ")
+}
+
+impl Price {
+    /// `text` is a number of US dollars per hour, or a list price's name; `auto` is
+    /// `auto_name`'s list price (the caller picks it for the backend).
+    pub fn parse(text: &str, auto_name: &str) -> Result<Price> {
+        let t = text.trim();
+        let t = if t.eq_ignore_ascii_case("auto") { auto_name } else { t };
+        if let Some(p) = LIST_PRICES.iter().find(|p| p.name.eq_ignore_ascii_case(t)) {
+            return Ok(Price {
+                usd_per_hour: p.usd_per_hour,
+                label: format!("{} (${} per {}: {}, list price as of {AS_OF})", p.name, p.usd_per_hour, p.per, p.source),
+            });
+        }
+        match t.trim_start_matches('$').parse::<f64>() {
+            Ok(v) if v.is_finite() && (0.0..=100_000.0).contains(&v) => {
+                Ok(Price { usd_per_hour: v, label: format!("${v} per hour (as set)") })
+            }
+            _ => Err(Error::InvalidConfig(format!(
+                "price {text:?}: give US dollars per hour (0 to 100000, e.g. 2.5) or a list price: auto, {}",
+                LIST_PRICES.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+            ))),
+        }
+    }
+
+    /// The same price for `n` units (replicas, vCPUs): n × the hourly price.
+    pub fn times(&self, n: f64, what: &str) -> Price {
+        Price { usd_per_hour: self.usd_per_hour * n, label: format!("{n} {what} × {}", self.label) }
+    }
+
+    /// US dollars for `seconds` of it.
+    pub fn usd(&self, seconds: f64) -> f64 {
+        seconds / 3600.0 * self.usd_per_hour
+    }
+
+    /// The provenance of a cost computed from `time` (what was measured) and this price.
+    pub fn provenance(&self, time: &str) -> Provenance {
+        Provenance::Derived(format!("{time} × the assumed price {}", self.label))
+    }
+}
+
+/// A price setting: `key` with `default` (a number, a list price's name, or auto) and help that
+/// lists the list prices and says they are assumptions.
+pub fn setting(s: Settings, key: &str, label: &str, what: &str, default: &str) -> Settings {
+    s.add(
+        key,
+        label,
+        &format!(
+            "{what}: US dollars per hour (e.g. 2.5), or a list price — an assumption you can change, not a measurement (AWS on-demand, us-east-1, as of {AS_OF}): {}; auto: {AUTO_GPU} on a GPU, {AUTO_CPU} on the CPU",
+            names()
+        ),
+        Value::Text(default.into()),
+    )
+}
+
+/// The `price_per_hour` setting of a one-backend exercise (auto: a GPU's or the CPU's price).
+pub fn price_setting(s: Settings) -> Settings {
+    setting(
+        s,
+        "price_per_hour",
+        "Price per hour (USD)",
+        "What an hour of the backend costs (per GPU-hour, or per machine-hour for the CPU)",
+        "auto",
+    )
+}
+
+/// The price `key` asks for, with `auto` meaning the list price for `kind`.
+pub fn read(s: &Settings, key: &str, kind: gpulab_core::tensor::BackendKind) -> Result<Price> {
+    let auto = if kind == gpulab_core::tensor::BackendKind::Cpu { AUTO_CPU } else { AUTO_GPU };
+    Price::parse(&s.text(key)?, auto).map_err(|e| Error::InvalidConfig(format!("{key}: {e}")))
+}
+
+/// Checks a price setting parses (for `Exercise::validate`).
+pub fn validate(s: &Settings, key: &str) -> Result<()> {
+    read(s, key, gpulab_core::tensor::BackendKind::Cpu).map(|_| ())
+}
+
+/// The note every report with costs carries: the prices are assumptions.
+pub fn note(prices: &[&Price]) -> String {
+    let mut labels: Vec<&str> = prices.iter().map(|p| p.label.as_str()).collect();
+    labels.dedup();
+    format!(
+        "Costs are measured time × an assumed hourly price, not measurements: {}. Set the price settings to your provider's prices (list prices differ by region, commitment and date; spot capacity costs less).",
+        labels.join("; ")
+    )
+}
+
+/// One training run's cost: its measured training time and the epochs it finished, at a price.
+pub struct RunCost<'a> {
+    pub name: String,
+    pub price: &'a Price,
+    pub train_s: f64,
+    pub epochs: usize,
+}
+
+impl RunCost<'_> {
+    /// US dollars per finished epoch; None before the first epoch finished.
+    pub fn per_epoch(&self) -> Option<f64> {
+        (self.epochs > 0).then(|| self.price.usd(self.train_s) / self.epochs as f64)
+    }
+    pub fn per_run(&self) -> f64 {
+        self.price.usd(self.train_s)
+    }
+}
+
+/// The "Cost" table of a training exercise: per run, the assumed price, the cost per epoch and
+/// of the whole training run, derived from the measured training time.
+pub fn training_table(runs: &[RunCost]) -> Table {
+    let d = decimals(runs.iter().flat_map(|r| [r.per_epoch().unwrap_or(f64::NAN), r.per_run()]));
+    let from = "measured training time × the assumed price beside it";
+    Table {
+        title: "Cost (measured time × assumed price)".into(),
+        columns: vec![
+            Column::text("run"),
+            Column::text("assumed price"),
+            Column::num("cost per epoch", "USD", d, Provenance::derived(&format!("{from} ÷ epochs finished"))),
+            Column::num("cost per training run", "USD", d, Provenance::derived(from)),
+        ],
+        rows: runs
+            .iter()
+            .map(|r| vec![Cell::from(r.name.clone()), Cell::from(r.price.label.clone()), r.per_epoch().into(), r.per_run().into()])
+            .collect(),
+    }
+}
+
+/// Dollars with three significant figures, however small: "$0.00123", "$4.10".
+pub fn usd_text(x: f64) -> String {
+    if !x.is_finite() || x <= 0.0 {
+        return format!("${x}");
+    }
+    let decimals = (2 - x.log10().floor() as i64).clamp(2, 12) as usize;
+    format!("${x:.decimals$}")
+}
+
+/// Decimals a USD column needs to show `values` with about three significant figures.
+pub fn decimals(values: impl IntoIterator<Item = f64>) -> usize {
+    let least = values.into_iter().filter(|v| v.is_finite() && *v > 0.0).fold(f64::INFINITY, f64::min);
+    if least.is_finite() { (2 - least.log10().floor() as i64).clamp(2, 12) as usize } else { 2 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpulab_core::tensor::BackendKind;
+
+    #[test]
+    fn a_price_is_a_number_or_a_named_list_price_and_auto_follows_the_backend() {
+        let p = Price::parse("a100", AUTO_GPU).unwrap();
+        assert_eq!(p.usd_per_hour, 4.0966);
+        assert!(p.label.contains("p4d.24xlarge") && p.label.contains(AS_OF), "{}", p.label);
+        assert_eq!(Price::parse(" 2.5 ", AUTO_GPU).unwrap().usd_per_hour, 2.5);
+        assert_eq!(Price::parse("$3", AUTO_GPU).unwrap().label, "$3 per hour (as set)");
+        let s = price_setting(Settings::default());
+        assert_eq!(read(&s, "price_per_hour", BackendKind::Cpu).unwrap().usd_per_hour, 0.17);
+        assert_eq!(read(&s, "price_per_hour", BackendKind::Gpu).unwrap().usd_per_hour, 0.8048);
+        for bad in ["", "free", "-1", "NaN", "1e9"] {
+            let e = Price::parse(bad, AUTO_GPU).unwrap_err().to_string();
+            assert!(e.contains("dollars per hour") && e.contains("h100"), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn cost_is_time_times_price_and_counts_every_unit() {
+        let p = Price::parse("3.6", AUTO_GPU).unwrap();
+        assert!((p.usd(10.0) - 0.01).abs() < 1e-12);
+        assert!((p.times(4.0, "replicas").usd(10.0) - 0.04).abs() < 1e-12);
+        assert!(matches!(p.provenance("measured training time"), Provenance::Derived(f) if f.contains("assumed price $3.6")));
+    }
+
+    #[test]
+    fn dollars_keep_three_significant_figures() {
+        assert_eq!(usd_text(4.0966), "$4.10");
+        assert_eq!(usd_text(0.001234), "$0.00123");
+        assert_eq!(usd_text(123.4), "$123.40");
+        assert_eq!(decimals([0.001234, 5.0]), 5);
+        assert_eq!(decimals([f64::NAN]), 2);
+    }
+}
