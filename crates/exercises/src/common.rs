@@ -120,6 +120,11 @@ pub fn train_config(s: &Settings, batch: usize) -> Result<TrainConfig> {
         log_every: s.int("log_every")? as usize,
         amp: amp_config(s)?,
         model: model_kind(s)?,
+        accumulate: match s.get("accumulate") {
+            Some(_) => s.int("accumulate")? as usize,
+            None => 1,
+        },
+        recompute: s.get("recompute").is_some() && s.bool("recompute")?,
     };
     cfg.validate()?;
     Ok(cfg)

@@ -195,8 +195,21 @@ impl<B: Backend> Mlp<B> {
         ws: &mut Workspace<B>,
         ready: impl FnMut(&mut B, &Mlp<B>, usize) -> Result<()>,
     ) -> Result<()> {
+        let rows = ws.batch;
+        self.backward_mean(b, ws, rows, ready)
+    }
+
+    /// `backward_with`, the loss gradient scaled by 1/`mean_over` rather than 1/rows: a
+    /// micro-batch's share of a larger batch's mean (gradient accumulation).
+    pub fn backward_mean(
+        &mut self,
+        b: &mut B,
+        ws: &mut Workspace<B>,
+        mean_over: usize,
+        ready: impl FnMut(&mut B, &Mlp<B>, usize) -> Result<()>,
+    ) -> Result<()> {
         let last = self.weights.len() - 1;
-        let scale = 1.0 / ws.batch as f32;
+        let scale = 1.0 / mean_over as f32;
         ws.acc.record(b, &ws.acts[last], &ws.y, Some(&mut ws.grads[last]), scale)?;
         self.backward_layers(b, ws, GradWrite::Replace, None, ready)
     }
@@ -241,6 +254,12 @@ impl<B: Backend> Mlp<B> {
             }
         }
         Ok(())
+    }
+
+    /// Every parameter, in `update`'s order: dense weights, dense biases, then a CNN's.
+    pub fn params_mut(&mut self) -> impl Iterator<Item = &mut Param<B>> {
+        let stem = self.stem.iter_mut().flat_map(|s| s.params_mut());
+        self.weights.iter_mut().chain(self.biases.iter_mut()).chain(stem)
     }
 
     /// One optimizer step over every parameter.

@@ -304,9 +304,16 @@ impl<B: Backend> Phases<B> for Amp<B> {
 
     /// Loss, correct count and every parameter's f32 gradient (scaled by the device's loss
     /// scale when a scaler runs).
-    fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut AmpWorkspace<B>, ready: &mut LayerDone<'_, B>) -> Result<()> {
+    fn backward(
+        &self,
+        b: &mut B,
+        model: &mut Mlp<B>,
+        ws: &mut AmpWorkspace<B>,
+        mean_over: usize,
+        ready: &mut LayerDone<'_, B>,
+    ) -> Result<()> {
         let last = self.w16.len() - 1;
-        let grad_scale = self.cfg.loss_weight / ws.batch as f32;
+        let grad_scale = self.cfg.loss_weight / mean_over as f32;
         let grad_logits = ws.grad_logits.as_mut().ok_or_else(|| Error::Internal("AMP backward on a forward-only workspace".into()))?;
         ws.acc.record(b, &ws.acts[last], &ws.y, Some(&mut *grad_logits), grad_scale)?;
         if self.rule.scaling {

@@ -24,8 +24,8 @@ impl<B: Backend> Phases<B> for F32Phases {
         model.forward(b, ws)
     }
 
-    fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut Workspace<B>, ready: &mut LayerDone<'_, B>) -> Result<()> {
-        model.backward_with(b, ws, ready)
+    fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut Workspace<B>, mean_over: usize, ready: &mut LayerDone<'_, B>) -> Result<()> {
+        model.backward_mean(b, ws, mean_over, ready)
     }
 
     fn apply_update(&mut self, b: &mut B, model: &mut Mlp<B>, _step: u64) -> Result<()> {
