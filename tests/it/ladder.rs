@@ -5,11 +5,11 @@
 
 use gpulab::data::{self, Dataset, DatasetSpec};
 use gpulab::error::{Error, Result};
-use gpulab::nn::{AmpConfig, Mlp, Precision};
-use gpulab::tensor::{DType, prelude::*};
-use gpulab::train::{Inline, NullSink, StepDone, TrainConfig, TrainHooks, TrainReport, train_with};
+use gpulab::nn::{AmpConfig, ConvConfig, Mlp, MlpConfig, Optimizer, OptimizerKind, Precision};
+use gpulab::tensor::{DType, MemCategory, prelude::*};
+use gpulab::train::{Amp, F32Phases, Inline, NullSink, Phases, Step, StepDone, TrainConfig, TrainHooks, TrainReport, train_with};
 
-use crate::common::backend_tests;
+use crate::common::{backend_tests, random};
 
 /// The parameters at the end of a run.
 #[derive(Default)]
@@ -123,3 +123,84 @@ fn accumulation_settings_that_cannot_split_the_batch_are_refused() {
     assert!(refused(8, 0).contains("at least 1"));
     assert!(cfg(Precision::F32, 12, 3).validate().is_ok());
 }
+
+/// Loss total, logits and every parameter's gradient after one forward and backward pass of
+/// `model_cfg` on fixed inputs, with the hidden activations stored or recomputed.
+fn gradients<B: Backend, P: Phases<B>>(
+    b: &mut B,
+    model_cfg: &MlpConfig,
+    make: impl Fn(&mut B, &Mlp<B>) -> P,
+    recompute: bool,
+) -> (f64, Vec<u32>, Vec<Vec<u32>>) {
+    let rows = 13;
+    let x = random(rows * model_cfg.input, 8, -1.0, 1.0);
+    let y: Vec<u32> = (0..rows as u32).map(|i| i % model_cfg.classes as u32).collect();
+    let mut model = Mlp::new(b, model_cfg.clone(), Optimizer::new(OptimizerKind::Sgd, 0.1, 0.9, 0.0), 3).unwrap();
+    let phases = make(b, &model);
+    let mut step = Step::with_recompute(b, &model, phases, rows, recompute).unwrap();
+    let (xt, yt) = step.inputs(b, &model, rows).unwrap();
+    b.write_f32(xt, &x).unwrap();
+    b.write_u32(yt, &y).unwrap();
+    step.forward(b, &model).unwrap();
+    step.backward(b, &mut model).unwrap();
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<u32>>();
+    let logits = bits(b.read_f32(step.logits()).unwrap());
+    let grads = model.params_mut().map(|p| bits(b.read_f32(&p.grad).unwrap())).collect::<Vec<_>>();
+    (step.take_totals(b).unwrap().loss, logits, grads)
+}
+
+/// Recomputation runs the same kernels on the same values as the stored-activation path, so
+/// the loss, the logits and every gradient are the same bits — for an MLP of four hidden
+/// layers and a small CNN, in f32 and both autocast types.
+fn recomputed_gradients_equal_the_stored_ones<B: Backend>(b: &mut B) {
+    let mlp = MlpConfig { input: 21, hidden: vec![30, 17, 26, 9], classes: 6, conv: None };
+    let cnn = MlpConfig { input: 64, hidden: vec![20], classes: 4, conv: Some(ConvConfig { image: [1, 8, 8], channels: vec![4, 6] }) };
+    for model_cfg in [mlp, cnn] {
+        if model_cfg.conv.is_some() && b.conv_unavailable().is_some() {
+            continue;
+        }
+        let label = model_cfg.label();
+        let stored = gradients(b, &model_cfg, |_, _| F32Phases, false);
+        let recomputed = gradients(b, &model_cfg, |_, _| F32Phases, true);
+        assert!(stored.2.iter().flatten().any(|&g| g != 0), "{label}: the gradients were computed");
+        assert!(stored == recomputed, "{label} f32: recomputed gradients differ from the stored path's");
+        for precision in [Precision::F16, Precision::BF16] {
+            let dt = precision.dtype16().unwrap();
+            if b.amp_unavailable(dt).is_some() {
+                continue;
+            }
+            let amp = |b: &mut B, m: &Mlp<B>| Amp::new(b, m, AmpConfig::new(precision)).unwrap().unwrap();
+            let stored = gradients(b, &model_cfg, amp, false);
+            let recomputed = gradients(b, &model_cfg, amp, true);
+            assert!(stored == recomputed, "{label} {precision:?}: recomputed gradients differ from the stored path's");
+        }
+    }
+}
+
+/// The activation category's measured peak over a run, bytes.
+fn activation_peak<B: Backend>(b: &mut B, data: &Dataset, cfg: &TrainConfig) -> (u64, Vec<Vec<f32>>) {
+    b.reset_memory_peaks();
+    let (weights, report) = run(b, data, cfg);
+    let peak = report.memory.categories.iter().find(|c| c.0 == MemCategory::Activations).map(|c| c.2).unwrap();
+    (peak, weights)
+}
+
+/// Recomputation lowers the activations' measured peak (the ledger's), and trains to the same
+/// weights; accumulation lowers it like the smaller batch it runs.
+fn the_ladder_lowers_the_measured_activation_peak<B: Backend>(b: &mut B) {
+    let data = small_data();
+    for precision in [Precision::F32, Precision::F16] {
+        if precision != Precision::F32 && b.amp_unavailable(DType::F16).is_some() {
+            continue;
+        }
+        let deep = TrainConfig { hidden: vec![64, 64, 64, 64], epochs: 1, ..cfg(precision, 64, 1) };
+        let (stored, stored_w) = activation_peak(b, &data, &deep);
+        let (recomputed, recomputed_w) = activation_peak(b, &data, &TrainConfig { recompute: true, ..deep.clone() });
+        let (accumulated, _) = activation_peak(b, &data, &TrainConfig { accumulate: 4, ..deep.clone() });
+        assert!(recomputed * 10 < stored * 8, "{precision:?}: recomputing peaks at {recomputed} B of activations, storing at {stored} B");
+        assert!(accumulated * 3 < stored, "{precision:?}: 4 micro-batches peak at {accumulated} B, the whole batch at {stored} B");
+        assert_eq!(recomputed_w, stored_w, "{precision:?}: recomputation changes no value");
+    }
+}
+
+backend_tests!(every: recomputed_gradients_equal_the_stored_ones, the_ladder_lowers_the_measured_activation_peak);

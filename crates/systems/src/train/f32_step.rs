@@ -16,6 +16,10 @@ impl<B: Backend> Phases<B> for F32Phases {
         Workspace::new(b, cfg, rows, training)
     }
 
+    fn recomputing_buffers(&self, b: &mut B, cfg: &MlpConfig, rows: usize) -> Result<Workspace<B>> {
+        Workspace::recomputing(b, cfg, rows)
+    }
+
     fn refresh_weights(&mut self, _b: &mut B, _model: &Mlp<B>) -> Result<()> {
         Ok(())
     }

@@ -138,11 +138,11 @@ pub fn train_strategy<B: Backend, S: Strategy<B>>(
     let run = Run { data, cfg, sink, hooks, feed, model_cfg, start, schedule, micro };
     match Amp::new(b, &model, cfg.amp)? {
         None => {
-            let step = Step::new(b, &model, F32Phases, micro)?;
+            let step = Step::with_recompute(b, &model, F32Phases, micro, cfg.recompute)?;
             run_steps(b, run, model, step, strategy)
         }
         Some(amp) => {
-            let step = Step::new(b, &model, amp, micro)?;
+            let step = Step::with_recompute(b, &model, amp, micro, cfg.recompute)?;
             run_steps(b, run, model, step, strategy)
         }
     }

@@ -39,6 +39,9 @@ pub trait Phases<B: Backend> {
     type Buffers: StepBuffers<B>;
     /// Buffers for `rows` samples; with gradient buffers when `training`.
     fn buffers(&self, b: &mut B, cfg: &MlpConfig, rows: usize, training: bool) -> Result<Self::Buffers>;
+    /// Training buffers for `rows` samples that keep only the dense layers' input and the
+    /// logits: forward and backward recompute the hidden outputs (activation recomputation).
+    fn recomputing_buffers(&self, b: &mut B, cfg: &MlpConfig, rows: usize) -> Result<Self::Buffers>;
     /// Brings the weights the forward pass reads up to date with the model's (AMP casts its
     /// 16-bit copies; f32 reads the model's own).
     fn refresh_weights(&mut self, b: &mut B, model: &Mlp<B>) -> Result<()>;
@@ -134,6 +137,10 @@ impl<W> ByRows<W> {
     }
 }
 
+fn training_buffers<B: Backend, P: Phases<B>>(phases: &P, b: &mut B, cfg: &MlpConfig, rows: usize, recompute: bool) -> Result<P::Buffers> {
+    if recompute { phases.recomputing_buffers(b, cfg, rows) } else { phases.buffers(b, cfg, rows, true) }
+}
+
 /// Which micro-batch of an optimizer step runs now (gradient accumulation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Micro {
@@ -162,14 +169,22 @@ pub struct Step<B: Backend, P: Phases<B>> {
     ws: ByRows<P::Buffers>,
     /// Some when the run accumulates gradients over micro-batches.
     accumulation: Option<Accumulation<B>>,
+    /// The training workspaces recompute hidden activations in backward.
+    recompute: bool,
     _backend: PhantomData<fn(&mut B)>,
 }
 
 impl<B: Backend, P: Phases<B>> Step<B, P> {
     /// A step for batches of `batch` rows (a short last batch gets its own workspace).
     pub fn new(b: &mut B, model: &Mlp<B>, phases: P, batch: usize) -> Result<Self> {
-        let full = phases.buffers(b, &model.cfg, batch, true)?;
-        Ok(Step { phases, ws: ByRows::new(full), accumulation: None, _backend: PhantomData })
+        Self::with_recompute(b, model, phases, batch, false)
+    }
+
+    /// `new`, with workspaces that recompute the hidden activations in backward when
+    /// `recompute` (`Phases::recomputing_buffers`).
+    pub fn with_recompute(b: &mut B, model: &Mlp<B>, phases: P, batch: usize, recompute: bool) -> Result<Self> {
+        let full = training_buffers(&phases, b, &model.cfg, batch, recompute)?;
+        Ok(Step { phases, ws: ByRows::new(full), accumulation: None, recompute, _backend: PhantomData })
     }
 
     /// Makes this step accumulate gradients over micro-batches (`micro` says which runs next):
@@ -239,8 +254,8 @@ impl<B: Backend, P: Phases<B>> Step<B, P> {
     /// Selects the workspace for a batch of `rows` samples and returns its input tensors; the
     /// phases that follow run on it.
     pub fn inputs(&mut self, b: &mut B, model: &Mlp<B>, rows: usize) -> Result<(&mut B::Tensor, &mut B::Tensor)> {
-        let phases = &self.phases;
-        Ok(self.ws.select(rows, |w| w.rows(), || phases.buffers(b, &model.cfg, rows, true))?.inputs())
+        let (phases, recompute) = (&self.phases, self.recompute);
+        Ok(self.ws.select(rows, |w| w.rows(), || training_buffers(phases, b, &model.cfg, rows, recompute))?.inputs())
     }
 
     /// Forward phase: logits of the selected batch.
