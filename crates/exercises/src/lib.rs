@@ -12,6 +12,7 @@ mod inference;
 mod input_pipeline;
 pub mod lessons;
 pub mod live;
+mod oom_ladder;
 mod platform;
 mod precision;
 pub mod presets;

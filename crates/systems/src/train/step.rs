@@ -315,6 +315,12 @@ impl<B: Backend, P: Phases<B>> Step<B, P> {
 
     /// Validation in this step's precision: mean loss and accuracy over the validation split.
     pub fn evaluate(&mut self, b: &mut B, model: &Mlp<B>, data: &Dataset, batch: usize) -> Result<(f64, f64)> {
+        if self.recompute {
+            // Validation keeps no hidden outputs either: its workspaces hold the logits alone.
+            return super::evaluate::evaluate_with(&mut self.phases, b, model, data, batch, |p, b, cfg, rows| {
+                p.recomputing_buffers(b, cfg, rows)
+            });
+        }
         super::evaluate::evaluate(&mut self.phases, b, model, data, batch)
     }
 
