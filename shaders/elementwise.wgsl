@@ -59,3 +59,10 @@ fn copy(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let i = index(gid, nwg);
     if i < p.n { dst_bits[i] = src_bits[i]; }
 }
+
+// x += y (gradients summed over micro-batches).
+@compute @workgroup_size({{WG}})
+fn add_to(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = index(gid, nwg);
+    if i < p.n { x[i] += y[i]; }
+}

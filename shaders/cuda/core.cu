@@ -24,6 +24,11 @@ extern "C" __global__ void scale(float* x, u64 n, float alpha) {
     GRID_STRIDE(i, n) { x[i] *= alpha; }
 }
 
+// acc += x (gradients summed over micro-batches).
+extern "C" __global__ void add_to(float* acc, const float* x, u64 n) {
+    GRID_STRIDE(i, n) { acc[i] += x[i]; }
+}
+
 extern "C" __global__ void fill_u32(u32* x, u64 n, u32 bits) {
     GRID_STRIDE(i, n) { x[i] = bits; }
 }

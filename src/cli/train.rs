@@ -42,6 +42,12 @@ pub struct TrainArgs {
     /// fp32, or mixed precision: fp16 (with PyTorch's default GradScaler) or bf16 (unscaled).
     #[arg(long, default_value = "fp32")]
     precision: String,
+    /// Micro-batches per optimizer step (gradient accumulation); must divide the batch.
+    #[arg(long, default_value_t = 1)]
+    accumulate: usize,
+    /// Recompute hidden activations in backward instead of storing them (checkpointing).
+    #[arg(long)]
+    recompute: bool,
     /// Read loss and accuracy back from the device every N steps.
     #[arg(long, default_value_t = 20)]
     log_every: usize,
@@ -69,6 +75,8 @@ pub fn run(a: TrainArgs) -> anyhow::Result<()> {
         log_every: a.log_every,
         amp: AmpConfig::new(precision),
         model,
+        accumulate: a.accumulate,
+        recompute: a.recompute,
     };
     // Settings are checked before anything slow (data generation, adapter start-up) happens.
     cfg.validate()?;

@@ -558,8 +558,8 @@ fn a_preset_chosen_in_the_dropdown_sets_the_settings_the_run_uses() {
     h.step();
     h.step();
     let s = h.state().settings("batch-sweep").unwrap();
-    assert_eq!(s.list("batch_sizes").unwrap(), [16, 256, 8192]);
-    assert_eq!(s.float("vram_budget_mib").unwrap(), 6.0);
+    assert_eq!(s.list("batch_sizes").unwrap(), [16, 256, 1024]);
+    assert_eq!(s.float("vram_budget_mib").unwrap(), 8.5);
     assert_eq!(h.state().active_preset(), Some("force an out-of-memory"));
     assert_eq!(shown(&h).as_deref(), Some("force an out-of-memory"), "the dropdown does not name the active preset");
     // Editing a setting ends the preset (the CPU keeps the test fast on any machine).
@@ -570,9 +570,11 @@ fn a_preset_chosen_in_the_dropdown_sets_the_settings_the_run_uses() {
     h.get_by_label("Run").click();
     run_to_end(&mut h, Duration::from_secs(120));
     let report = h.state().report().expect("a report").clone();
-    assert_eq!(report.config["batch_sizes"], "16,256,8192");
-    assert_eq!(report.config["vram_budget_mib"], "6");
-    assert_eq!(h.query_all_by_label_contains("OUT OF MEMORY").count(), 1, "the preset's batch 8192 should not fit");
+    assert_eq!(report.config["batch_sizes"], "16,256,1024");
+    assert_eq!(report.config["vram_budget_mib"], "8.5");
+    // The sweep's batch 1024, and no rung of the ladder that follows it (on the CPU).
+    assert_eq!(h.query_all_by_label_contains("OUT OF MEMORY").count(), 1, "the preset's batch 1024 should not fit");
+    assert_eq!(report.tables.len(), 2, "the out-of-memory ladder follows the sweep");
 }
 
 /// eframe's storage, in memory: RON strings by key (the save/restore tests).

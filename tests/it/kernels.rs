@@ -94,6 +94,9 @@ fn elementwise<B: Backend>(b: &mut B, x: &[f32], y: &[f32], shape: [usize; 2]) -
     out.push(b.read_f32(&t).unwrap());
     b.scale(&mut t, -0.37).unwrap();
     out.push(b.read_f32(&t).unwrap());
+    let addend = b.upload_f32(y, shape, M::Gradients).unwrap();
+    b.add_to(&addend, &mut t).unwrap();
+    out.push(b.read_f32(&t).unwrap());
     let mut dst = b.upload_f32(&nan(n), shape, M::Activations).unwrap();
     b.copy(&t, &mut dst).unwrap();
     out.push(b.read_f32(&dst).unwrap());

@@ -28,6 +28,7 @@ mod hostile_inputs;
 mod html_report;
 mod install;
 mod kernels;
+mod ladder;
 #[cfg(feature = "gui")]
 mod learn_gui;
 mod ledger;

@@ -3,7 +3,8 @@
 //! real out-of-memory, and the sweep goes on.
 
 use super::common::{self, MEMORY_CATEGORIES, mib, peak, percent};
-use super::settings::{self, Settings};
+use super::oom_ladder;
+use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink, TrainBridge};
 use super::{Exercise, Preset};
 use crate::common::report_for;
@@ -23,7 +24,7 @@ enum Outcome {
 }
 
 // The categories that show how memory splits; staging/other are tiny bookkeeping.
-const OOM_RESPONSE: &str = "reduce the batch size, train in mixed precision (exercise 3), accumulate gradients over several smaller batches, or recompute activations (checkpointing) instead of storing them";
+const OOM_RESPONSE: &str = "a smaller batch (batch_sizes), 16-bit training (precision=fp16 or bf16; exercise 3), gradient accumulation over micro-batches (accumulate=N, N dividing the batch), or activation recomputation (recompute=true) — ladder=true tries each on the largest batch that did not fit";
 
 impl Exercise for BatchSweep {
     fn id(&self) -> &'static str {
@@ -53,9 +54,22 @@ impl Exercise for BatchSweep {
                 "VRAM budget (MiB)",
                 "Pretend the device has only this much memory (0 = no limit); a batch that does not fit fails like a real out-of-memory",
                 settings::float(0.0, 0.0, 1_000_000.0),
+            )
+            .add(
+                "ladder",
+                "Out-of-memory ladder",
+                "After the sweep, retry the largest batch that ran out of memory with each remedy: a smaller batch, gradient accumulation, activation recomputation, 16-bit, and all three",
+                Value::Bool(false),
+            )
+            .add(
+                "ladder_split",
+                "Ladder split",
+                "How many times smaller the ladder's smaller batch is, and how many micro-batches its accumulation runs",
+                settings::int(8, 2, 1024),
             );
         // `batch` is swept, so its own setting is not shown.
-        let mut s = common::model_setting(common::training_settings(s, "shapes", &[256, 128], 64, 3));
+        let s = common::memory_settings(common::precision_setting(common::training_settings(s, "shapes", &[256, 128], 64, 3)));
+        let mut s = common::model_setting(s);
         s.0.retain(|x| x.key != "batch");
         super::sizing::settings(s)
     }
@@ -74,8 +88,15 @@ impl Exercise for BatchSweep {
         );
         p.push(Preset::new(
             "force an out-of-memory",
-            "A 6 MiB memory budget (simulated by gpulab's ledger, the same on every backend): batch 16 and 256 fit, batch 8192 does not",
-            &[("batch_sizes", "16,256,8192"), ("vram_budget_mib", "6"), ("epochs", "1")],
+            "An 8.5 MiB memory budget (simulated by gpulab's ledger, the same on every backend) and three hidden layers of 256: batch 16 and 256 fit, batch 1024 does not — then the ladder retries it 8× smaller, in 8 accumulated micro-batches, with recomputed activations, in 16 bits, and with all three",
+            &[
+                ("batch_sizes", "16,256,1024"),
+                ("hidden", "256,256,256"),
+                ("vram_budget_mib", "8.5"),
+                ("epochs", "1"),
+                ("ladder", "true"),
+                ("ladder_split", "8"),
+            ],
         ));
         p
     }
@@ -131,8 +152,15 @@ impl Exercise for BatchSweep {
             outcomes.push((batch, outcome));
             sink.emit(Event::Table(results_table(&outcomes)));
         }
+        let failed = outcomes.iter().filter(|(_, o)| matches!(o, Outcome::OutOfMemory(_))).map(|(b, _)| *b).max();
+        let ladder = match failed {
+            Some(batch) if s.bool("ladder")? && !sink.stop_requested() => {
+                Some((batch, oom_ladder::run(s, &mut engine, &data, batch, sink)?))
+            }
+            _ => None,
+        };
         let stopped_early = sink.stop_requested();
-        let mut report = build_report(self, s, meta, &outcomes, budget, stopped_early);
+        let mut report = build_report(self, s, meta, &outcomes, budget, stopped_early, ladder.as_ref());
         super::sizing::annotate(sizing.as_ref(), &mut report);
         Ok(report)
     }
@@ -188,6 +216,7 @@ fn build_report(
     outcomes: &[(u64, Outcome)],
     budget: Option<u64>,
     stopped_early: bool,
+    ladder: Option<&(u64, Vec<oom_ladder::Rung>)>,
 ) -> Report {
     let trained: Vec<(u64, &TrainReport)> = outcomes
         .iter()
@@ -247,16 +276,16 @@ fn build_report(
             _ => None,
         })
         .collect();
-    let v = verdict(&numbers, &oom, budget).verdict();
+    let mut claims = verdict(&numbers, &oom, budget);
+    let mut tables = vec![results_table(outcomes)];
+    if let Some((batch, rungs)) = ladder {
+        oom_ladder::claims(&mut claims, *batch, rungs);
+        tables.push(oom_ladder::table(*batch, rungs));
+    }
+    let v = claims.verdict();
 
-    let mut report = Report {
-        figures,
-        tables: vec![results_table(outcomes)],
-        charts: vec![throughput, accuracy, memory],
-        verdict: v,
-        stopped_early,
-        ..report_for(ex, s, meta)
-    };
+    let mut report =
+        Report { figures, tables, charts: vec![throughput, accuracy, memory], verdict: v, stopped_early, ..report_for(ex, s, meta) };
     report.note_software_backends();
     if budget.is_some() {
         report.notes.push("The VRAM budget is simulated: gpulab's ledger refuses allocations beyond it, as a smaller GPU would.".into());

@@ -48,6 +48,23 @@ pub fn model_setting(s: Settings) -> Settings {
     s.add("model", "Model", "mlp, or cnn: 3×3 convolutions to 16 then 32 channels, each with ReLU and 2×2 max-pool, then the hidden layers — for image data sets", settings::choice("mlp", &["mlp", "cnn"]))
 }
 
+/// The memory settings of the exercises that teach the out-of-memory remedies (read by
+/// `train_config`; an exercise without them trains whole batches and stores activations).
+pub fn memory_settings(s: Settings) -> Settings {
+    s.add(
+        "accumulate",
+        "Micro-batches per step",
+        "Gradient accumulation: each batch runs as this many equal micro-batches whose gradients are summed before one optimizer step — the same update, a micro-batch's activations (must divide every batch size)",
+        settings::int(1, 1, 4096),
+    )
+    .add(
+        "recompute",
+        "Recompute activations",
+        "Activation recomputation (checkpointing): keep only the layers' input and recompute hidden outputs in backward — less activation memory, more compute",
+        Value::Bool(false),
+    )
+}
+
 /// The "precision" setting of the exercises that train in one precision of their choice (read
 /// by `train_config`; an exercise without it trains in fp32).
 pub fn precision_setting(s: Settings) -> Settings {
@@ -120,6 +137,11 @@ pub fn train_config(s: &Settings, batch: usize) -> Result<TrainConfig> {
         log_every: s.int("log_every")? as usize,
         amp: amp_config(s)?,
         model: model_kind(s)?,
+        accumulate: match s.get("accumulate") {
+            Some(_) => s.int("accumulate")? as usize,
+            None => 1,
+        },
+        recompute: s.get("recompute").is_some() && s.bool("recompute")?,
     };
     cfg.validate()?;
     Ok(cfg)

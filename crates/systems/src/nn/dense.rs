@@ -167,6 +167,32 @@ pub fn forward<'t, B: Backend + 't>(
     Ok(())
 }
 
+/// The output of the first `count` layers of a stack (ReLU after each: they are hidden
+/// layers), recomputed from `input`: each output is allocated as its layer runs and dropped once
+/// the next layer has read it, so at most two are held at once. Activation recomputation's
+/// forward: the same `Dense::forward` as the stored pass, so the same values. None when
+/// `count` is 0 (the layer's input is `input` itself).
+pub fn recompute<'t, B: Backend + 't>(
+    b: &mut B,
+    layers: impl Iterator<Item = Dense<&'t B::Tensor>>,
+    input: &B::Tensor,
+    count: usize,
+) -> Result<Option<B::Tensor>> {
+    let rows = input.shape()[0];
+    let mut out: Option<B::Tensor> = None;
+    for layer in layers.take(count) {
+        // A hidden layer's output type: a `Half` layer's stays 16-bit (`output_dtype`).
+        let dtype = match layer.kind {
+            LayerKind::Half(w) => w.dtype(),
+            LayerKind::F32(_) | LayerKind::Int8 { .. } => DType::F32,
+        };
+        let mut y = b.zeros([rows, layer.weight().shape()[1]], dtype, MemCategory::Activations)?;
+        layer.forward(b, out.as_ref().unwrap_or(input), &mut y, true)?;
+        out = Some(y);
+    }
+    Ok(out)
+}
+
 /// Dense layers on a backend with their weights only (no gradients, no optimizer state): the
 /// models inference runs — the server's, and exercise 9's FP32, FP16 and INT8 ones. The int8
 /// constructors live with the quantized model (`quant::model`).

@@ -110,6 +110,9 @@ pub struct Workspace<B: Backend> {
     pub acc: Accumulators<B>,
     /// A CNN's convolution buffers.
     pub stem: Option<StemWorkspace<B>>,
+    /// Activation recomputation: `acts` and `grads` hold only the logits and their gradient;
+    /// backward recomputes each hidden output from the dense layers' input (`recomputing`).
+    pub recompute: bool,
 }
 
 impl<B: Backend> Workspace<B> {
@@ -131,6 +134,23 @@ impl<B: Backend> Workspace<B> {
             grads,
             acc: Accumulators::new(b, batch, false)?,
             stem: cfg.conv.as_ref().map(|c| StemWorkspace::new(b, c, batch, with_grads, DType::F32)).transpose()?,
+            recompute: false,
+        })
+    }
+
+    /// A training workspace for activation recomputation: of the dense layers' outputs and
+    /// gradients it holds only the logits' (a CNN's convolution buffers are kept whole).
+    pub fn recomputing(b: &mut B, cfg: &MlpConfig, batch: usize) -> Result<Self> {
+        let classes = cfg.classes;
+        Ok(Workspace {
+            batch,
+            x: b.zeros([batch, cfg.input], DType::F32, MemCategory::Inputs)?,
+            y: b.zeros([1, batch], DType::U32, MemCategory::Inputs)?,
+            acts: vec![b.zeros([batch, classes], DType::F32, MemCategory::Activations)?],
+            grads: vec![b.zeros([batch, classes], DType::F32, MemCategory::Activations)?],
+            acc: Accumulators::new(b, batch, false)?,
+            stem: cfg.conv.as_ref().map(|c| StemWorkspace::new(b, c, batch, true, DType::F32)).transpose()?,
+            recompute: true,
         })
     }
 
@@ -172,7 +192,14 @@ impl<B: Backend> Mlp<B> {
             stem.forward(b, &ws.x, sw, None)?;
         }
         let input = ws.stem.as_ref().map_or(&ws.x, |s| s.output());
-        dense::forward(b, self.dense_layers(), input, &mut ws.acts)
+        if !ws.recompute {
+            return dense::forward(b, self.dense_layers(), input, &mut ws.acts);
+        }
+        // Recomputing: the hidden outputs are made and dropped on the way to the logits.
+        let last = self.weights.len() - 1;
+        let hidden = dense::recompute(b, self.dense_layers(), input, last)?;
+        let head = self.dense_layers().nth(last).ok_or_else(|| Error::Internal("a model without layers".into()))?;
+        head.forward(b, hidden.as_ref().unwrap_or(input), &mut ws.acts[0], false)
     }
 
     /// The dense layers as the forward pass reads them: f32 weights and biases.
@@ -195,10 +222,65 @@ impl<B: Backend> Mlp<B> {
         ws: &mut Workspace<B>,
         ready: impl FnMut(&mut B, &Mlp<B>, usize) -> Result<()>,
     ) -> Result<()> {
+        let rows = ws.batch;
+        self.backward_mean(b, ws, rows, ready)
+    }
+
+    /// `backward_with`, the loss gradient scaled by 1/`mean_over` rather than 1/rows: a
+    /// micro-batch's share of a larger batch's mean (gradient accumulation).
+    pub fn backward_mean(
+        &mut self,
+        b: &mut B,
+        ws: &mut Workspace<B>,
+        mean_over: usize,
+        ready: impl FnMut(&mut B, &Mlp<B>, usize) -> Result<()>,
+    ) -> Result<()> {
+        let scale = 1.0 / mean_over as f32;
+        if ws.recompute {
+            ws.acc.record(b, &ws.acts[0], &ws.y, Some(&mut ws.grads[0]), scale)?;
+            return self.backward_recomputing(b, ws, ready);
+        }
         let last = self.weights.len() - 1;
-        let scale = 1.0 / ws.batch as f32;
         ws.acc.record(b, &ws.acts[last], &ws.y, Some(&mut ws.grads[last]), scale)?;
         self.backward_layers(b, ws, GradWrite::Replace, None, ready)
+    }
+
+    /// `backward_layers` on a `recomputing` workspace: for each layer, last first, its input is
+    /// recomputed from the dense layers' input (`dense::recompute`), and the gradient flowing
+    /// back is allocated per layer and dropped once the layer before has its own. The same
+    /// operations on the same values as the stored path, so the same gradients; the hidden
+    /// outputs are never all held at once.
+    fn backward_recomputing(
+        &mut self,
+        b: &mut B,
+        ws: &mut Workspace<B>,
+        mut ready: impl FnMut(&mut B, &Mlp<B>, usize) -> Result<()>,
+    ) -> Result<()> {
+        let first = ws.stem.as_ref().map_or(&ws.x, |s| s.output());
+        let rows = ws.batch;
+        // The gradient of the current layer's output; None: the logits' (ws.grads[0]).
+        let mut flowing: Option<B::Tensor> = None;
+        for i in (0..self.weights.len()).rev() {
+            let recomputed = dense::recompute(b, self.dense_layers(), first, i)?;
+            let input = recomputed.as_ref().unwrap_or(first);
+            let grad = flowing.as_ref().unwrap_or(&ws.grads[0]);
+            b.matmul(input, grad, &mut self.weights[i].grad, true, false, false)?;
+            b.sum_cols(grad, &mut self.biases[i].grad)?;
+            ready(b, self, i)?;
+            if i > 0 {
+                let mut before = b.zeros([rows, self.cfg.widths()[i]], DType::F32, MemCategory::Activations)?;
+                b.matmul(grad, &self.weights[i].value, &mut before, false, true, false)?;
+                b.relu_backward(&mut before, input)?;
+                flowing = Some(before);
+            }
+        }
+        if let (Some(stem), Some(sw)) = (self.stem.as_mut(), ws.stem.as_mut()) {
+            let grad = flowing.as_ref().unwrap_or(&ws.grads[0]);
+            let out = sw.output_grad().ok_or_else(|| Error::Internal("CNN backward on a forward-only workspace".into()))?;
+            b.matmul(grad, &self.weights[0].value, out, false, true, false)?;
+            stem.backward(b, sw, None)?;
+        }
+        Ok(())
     }
 
     /// Backward from the output gradient already in the last of `ws.grads` (the loss's, or
@@ -241,6 +323,12 @@ impl<B: Backend> Mlp<B> {
             }
         }
         Ok(())
+    }
+
+    /// Every parameter, in `update`'s order: dense weights, dense biases, then a CNN's.
+    pub fn params_mut(&mut self) -> impl Iterator<Item = &mut Param<B>> {
+        let stem = self.stem.iter_mut().flat_map(|s| s.params_mut());
+        self.weights.iter_mut().chain(self.biases.iter_mut()).chain(stem)
     }
 
     /// One optimizer step over every parameter.

@@ -67,15 +67,29 @@ pub struct AmpWorkspace<B: Backend> {
     grads: Vec<B::Tensor>,
     /// Loss, correct count and [#nonzero, #flushed] over the 16-bit activation gradients.
     acc: Accumulators<B>,
+    /// Activation recomputation: `acts` and `grads` hold only the logits' (f32) and their
+    /// 16-bit gradient; backward recomputes the hidden outputs (`recomputing`).
+    recompute: bool,
 }
 
 impl<B: Backend> AmpWorkspace<B> {
     pub fn new(b: &mut B, cfg: &MlpConfig, dt: DType, batch: usize, with_grads: bool) -> Result<Self> {
+        Self::build(b, cfg, dt, batch, with_grads, false)
+    }
+
+    /// A training workspace for activation recomputation: of the dense layers' outputs and
+    /// gradients it holds only the logits' (a CNN's convolution buffers are kept whole).
+    pub fn recomputing(b: &mut B, cfg: &MlpConfig, dt: DType, batch: usize) -> Result<Self> {
+        Self::build(b, cfg, dt, batch, true, true)
+    }
+
+    fn build(b: &mut B, cfg: &MlpConfig, dt: DType, batch: usize, with_grads: bool, recompute: bool) -> Result<Self> {
         let widths = cfg.widths();
-        let hidden = &widths[1..widths.len() - 1];
+        let hidden = if recompute { &[][..] } else { &widths[1..widths.len() - 1] };
+        let grad_widths = if recompute { &widths[widths.len() - 1..] } else { &widths[1..] };
         let mut acts: Vec<B::Tensor> = hidden.iter().map(|&w| b.zeros([batch, w], dt, MemCategory::Activations)).collect::<Result<_>>()?;
         let grads = if with_grads {
-            widths[1..].iter().map(|&w| b.zeros([batch, w], dt, MemCategory::Activations)).collect::<Result<_>>()?
+            grad_widths.iter().map(|&w| b.zeros([batch, w], dt, MemCategory::Activations)).collect::<Result<_>>()?
         } else {
             Vec::new()
         };
@@ -98,6 +112,7 @@ impl<B: Backend> AmpWorkspace<B> {
             grad_logits: if with_grads { Some(b.zeros([batch, cfg.classes], DType::F32, MemCategory::Activations)?) } else { None },
             grads,
             acc: Accumulators::new(b, batch, true)?,
+            recompute,
         })
     }
 }
@@ -268,11 +283,54 @@ fn adam_table<B: Backend>(b: &mut B, hp: gpulab_core::tensor::AdamW, rows: usize
     Ok(t)
 }
 
+impl<B: Backend> Amp<B> {
+    /// The dense layers as autocast runs them: `Half` layers over the 16-bit weight copies.
+    fn layers<'m>(&'m self, model: &'m Mlp<B>) -> impl ExactSizeIterator<Item = Dense<&'m B::Tensor>> {
+        self.w16.iter().zip(&model.biases).map(|(w, bi)| Dense { kind: LayerKind::Half(w), bias: &bi.value })
+    }
+
+    /// Backward's layers on a `recomputing` workspace, from the logits' 16-bit gradient in
+    /// `ws.grads[0]`: for each layer, last first, its input is recomputed (`dense::recompute`)
+    /// and the 16-bit gradient flowing back is allocated per layer and dropped once the layer
+    /// before has its own. The same GEMMs and epilogues on the same values as the stored path.
+    fn backward_recomputing(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut AmpWorkspace<B>, ready: &mut LayerDone<'_, B>) -> Result<()> {
+        let first = ws.stem.as_ref().map_or(&ws.x, |(_, head_x)| head_x);
+        let rows = ws.batch;
+        let widths = model.cfg.widths();
+        let mut flowing: Option<B::Tensor> = None;
+        for i in (0..self.w16.len()).rev() {
+            let recomputed = dense::recompute(b, self.layers(model), first, i)?;
+            let input = recomputed.as_ref().unwrap_or(first);
+            let grad = flowing.as_ref().unwrap_or(&ws.grads[0]);
+            b.matmul16(input, grad, &mut model.weights[i].grad, true, false, Epilogue::None, None)?;
+            b.sum_cols(grad, &mut model.biases[i].grad)?;
+            ready(b, model, i)?;
+            if i > 0 {
+                let mut before = b.zeros([rows, widths[i]], self.dt, MemCategory::Activations)?;
+                b.matmul16(grad, &self.w16[i], &mut before, false, true, Epilogue::ReluMask(input), ws.acc.grad16.as_mut())?;
+                flowing = Some(before);
+            }
+        }
+        if let Some(stem) = model.stem.as_mut() {
+            let grad = flowing.as_ref().unwrap_or(&ws.grads[0]);
+            let (sw, _) = ws.stem.as_mut().ok_or_else(no_stem_buffers)?;
+            let pooled_grad = sw.output_grad().ok_or_else(|| Error::Internal("AMP backward on a forward-only CNN workspace".into()))?;
+            b.matmul16(grad, &self.w16[0], pooled_grad, false, true, Epilogue::None, None)?;
+            stem.backward(b, sw, Some((&self.stem_w16, ws.acc.grad16.as_mut())))?;
+        }
+        Ok(())
+    }
+}
+
 impl<B: Backend> Phases<B> for Amp<B> {
     type Buffers = AmpWorkspace<B>;
 
     fn buffers(&self, b: &mut B, cfg: &MlpConfig, rows: usize, training: bool) -> Result<AmpWorkspace<B>> {
         AmpWorkspace::new(b, cfg, self.dt, rows, training)
+    }
+
+    fn recomputing_buffers(&self, b: &mut B, cfg: &MlpConfig, rows: usize) -> Result<AmpWorkspace<B>> {
+        AmpWorkspace::recomputing(b, cfg, self.dt, rows)
     }
 
     /// Casts the f32 master weights into their 16-bit working copies, unless the last update
@@ -298,21 +356,38 @@ impl<B: Backend> Phases<B> for Amp<B> {
             b.cast(sw.output(), head_x, None)?;
         }
         let first = ws.stem.as_ref().map_or(&ws.x, |(_, head_x)| head_x);
-        let layers = self.w16.iter().zip(&model.biases).map(|(w, bi)| Dense { kind: LayerKind::Half(w), bias: &bi.value });
-        dense::forward(b, layers, first, &mut ws.acts)
+        if !ws.recompute {
+            return dense::forward(b, self.layers(model), first, &mut ws.acts);
+        }
+        // Recomputing: the hidden outputs are made and dropped on the way to the logits.
+        let last = self.w16.len() - 1;
+        let hidden = dense::recompute(b, self.layers(model), first, last)?;
+        let head = self.layers(model).nth(last).ok_or_else(|| Error::Internal("a model without layers".into()))?;
+        head.forward(b, hidden.as_ref().unwrap_or(first), &mut ws.acts[0], false)
     }
 
     /// Loss, correct count and every parameter's f32 gradient (scaled by the device's loss
     /// scale when a scaler runs).
-    fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut AmpWorkspace<B>, ready: &mut LayerDone<'_, B>) -> Result<()> {
+    fn backward(
+        &self,
+        b: &mut B,
+        model: &mut Mlp<B>,
+        ws: &mut AmpWorkspace<B>,
+        mean_over: usize,
+        ready: &mut LayerDone<'_, B>,
+    ) -> Result<()> {
         let last = self.w16.len() - 1;
-        let grad_scale = self.cfg.loss_weight / ws.batch as f32;
+        let grad_scale = self.cfg.loss_weight / mean_over as f32;
         let grad_logits = ws.grad_logits.as_mut().ok_or_else(|| Error::Internal("AMP backward on a forward-only workspace".into()))?;
-        ws.acc.record(b, &ws.acts[last], &ws.y, Some(&mut *grad_logits), grad_scale)?;
+        let head = if ws.recompute { 0 } else { last };
+        ws.acc.record(b, &ws.acts[head], &ws.y, Some(&mut *grad_logits), grad_scale)?;
         if self.rule.scaling {
             b.scale_by_loss_scale(grad_logits, &self.state)?;
         }
-        b.cast(grad_logits, &mut ws.grads[last], ws.acc.grad16.as_mut())?;
+        b.cast(grad_logits, &mut ws.grads[head], ws.acc.grad16.as_mut())?;
+        if ws.recompute {
+            return self.backward_recomputing(b, model, ws, ready);
+        }
         for i in (0..=last).rev() {
             let first = ws.stem.as_ref().map_or(&ws.x, |(_, head_x)| head_x);
             let input = if i == 0 { first } else { &ws.acts[i - 1] };

@@ -21,6 +21,19 @@ pub struct TrainConfig {
     /// The MLP, or the small CNN (image data sets only; every backend and precision).
     #[serde(default)]
     pub model: ModelKind,
+    /// Micro-batches per optimizer step (gradient accumulation): each step's batch is cut
+    /// into this many equal parts, their gradients summed (each scaled by 1/batch, so the sum
+    /// is the whole batch's mean) and the optimizer steps once. 1: the whole batch at once.
+    #[serde(default = "one")]
+    pub accumulate: usize,
+    /// Activation recomputation (checkpointing): training keeps only the dense layers' first
+    /// input and the logits, and backward recomputes each hidden layer's output from there.
+    #[serde(default)]
+    pub recompute: bool,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl Default for TrainConfig {
@@ -37,6 +50,8 @@ impl Default for TrainConfig {
             log_every: 20,
             amp: AmpConfig::default(),
             model: ModelKind::Mlp,
+            accumulate: 1,
+            recompute: false,
         }
     }
 }
@@ -66,10 +81,26 @@ impl TrainConfig {
         if self.hidden.contains(&0) {
             return bad(format!("hidden layer widths must be positive, got {:?}", self.hidden));
         }
+        if self.accumulate == 0 {
+            return bad("accumulate must be at least 1 (1 = no gradient accumulation)".into());
+        }
+        if !self.batch.is_multiple_of(self.accumulate) {
+            let (lo, hi) = (self.batch / self.accumulate * self.accumulate, self.batch.div_ceil(self.accumulate) * self.accumulate);
+            let lo = if lo == 0 { String::new() } else { format!("{lo} or ") };
+            return bad(format!(
+                "batch {} does not split into {} equal micro-batches; choose a batch that is a multiple of {} ({lo}{hi}) or another accumulate",
+                self.batch, self.accumulate, self.accumulate
+            ));
+        }
         if self.log_every == 0 {
             return bad("log_every must be at least 1".into());
         }
         self.amp.validate()
+    }
+
+    /// Rows of one micro-batch (the whole batch when not accumulating).
+    pub fn micro_batch(&self) -> usize {
+        self.batch / self.accumulate.max(1)
     }
 
     pub fn optimizer(&self) -> Optimizer {

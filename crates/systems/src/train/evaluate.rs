@@ -2,7 +2,7 @@
 
 use super::step::{Phases, StepBuffers};
 use crate::data::{Dataset, batcher};
-use crate::nn::{Mlp, Totals, take_totals};
+use crate::nn::{Mlp, MlpConfig, Totals, take_totals};
 use gpulab_core::error::Result;
 use gpulab_core::tensor::Backend;
 
@@ -10,6 +10,18 @@ use gpulab_core::tensor::Backend;
 /// workspace serves every chunk of its size; a short last chunk gets its own (the previous
 /// one's totals are read and it is dropped first, so memory peaks as one workspace).
 pub fn evaluate<B: Backend, P: Phases<B>>(phases: &mut P, b: &mut B, model: &Mlp<B>, data: &Dataset, batch: usize) -> Result<(f64, f64)> {
+    evaluate_with(phases, b, model, data, batch, |p, b, cfg, rows| p.buffers(b, cfg, rows, false))
+}
+
+/// `evaluate` on workspaces `make` builds (activation recomputation's hold the logits alone).
+pub fn evaluate_with<B: Backend, P: Phases<B>>(
+    phases: &mut P,
+    b: &mut B,
+    model: &Mlp<B>,
+    data: &Dataset,
+    batch: usize,
+    make: impl Fn(&P, &mut B, &MlpConfig, usize) -> Result<P::Buffers>,
+) -> Result<(f64, f64)> {
     phases.refresh_weights(b, model)?;
     let n = data.val_len();
     let idx: Vec<u32> = (0..n as u32).collect();
@@ -26,7 +38,7 @@ pub fn evaluate<B: Backend, P: Phases<B>>(phases: &mut P, b: &mut B, model: &Mlp
             if let Some(mut w) = ws.take() {
                 add(b, &mut w)?;
             }
-            ws = Some(phases.buffers(b, &model.cfg, chunk.len(), false)?);
+            ws = Some(make(phases, b, &model.cfg, chunk.len())?);
         }
         let w = ws.as_mut().expect("created above");
         batcher::gather(&data.val_x, &data.val_y, data.features, chunk, &mut xb, &mut yb);

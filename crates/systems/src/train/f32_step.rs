@@ -16,6 +16,10 @@ impl<B: Backend> Phases<B> for F32Phases {
         Workspace::new(b, cfg, rows, training)
     }
 
+    fn recomputing_buffers(&self, b: &mut B, cfg: &MlpConfig, rows: usize) -> Result<Workspace<B>> {
+        Workspace::recomputing(b, cfg, rows)
+    }
+
     fn refresh_weights(&mut self, _b: &mut B, _model: &Mlp<B>) -> Result<()> {
         Ok(())
     }
@@ -24,8 +28,8 @@ impl<B: Backend> Phases<B> for F32Phases {
         model.forward(b, ws)
     }
 
-    fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut Workspace<B>, ready: &mut LayerDone<'_, B>) -> Result<()> {
-        model.backward_with(b, ws, ready)
+    fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut Workspace<B>, mean_over: usize, ready: &mut LayerDone<'_, B>) -> Result<()> {
+        model.backward_mean(b, ws, mean_over, ready)
     }
 
     fn apply_update(&mut self, b: &mut B, model: &mut Mlp<B>, _step: u64) -> Result<()> {

@@ -23,7 +23,7 @@ pub use hooks::{LoaderPosition, NoHooks, StepDone, TrainHooks};
 pub use run::{EpochSummary, TrainReport, median, train, train_fed, train_strategy, train_with};
 pub use schedule::Schedule;
 pub use sink::{NullSink, TrainEvent, TrainSink, memory_held};
-pub use step::{ByRows, LayerDone, Phases, Step, StepBuffers};
+pub use step::{ByRows, LayerDone, Micro, Phases, Step, StepBuffers};
 pub use strategy::{Rank, SingleDevice, StepAt, StepClock, Strategy};
 
 /// A training step in f32.

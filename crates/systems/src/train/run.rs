@@ -7,7 +7,7 @@ use super::f32_step::F32Phases;
 use super::feed::{Feed, Inline};
 use super::schedule::Schedule;
 use super::sink::memory_held;
-use super::step::{Phases, Step};
+use super::step::{Micro, Phases, Step};
 use super::strategy::{SingleDevice, StepAt, Strategy};
 use super::{LoaderPosition, NoHooks, StepDone, TrainConfig, TrainEvent, TrainHooks, TrainSink};
 use crate::data::Dataset;
@@ -122,16 +122,27 @@ pub fn train_strategy<B: Backend, S: Strategy<B>>(
             start.epoch, start.batch, cfg.epochs
         )));
     }
-    sink.event(TrainEvent::Started { total_steps: schedule.total_steps(), steps_per_epoch });
     let rows = schedule.batch / replicas;
-    let run = Run { data, cfg, sink, hooks, feed, model_cfg, start, schedule };
+    if replicas > 1 && !rows.is_multiple_of(cfg.accumulate) {
+        return Err(Error::InvalidConfig(format!(
+            "each replica's {rows} rows do not split into {} equal micro-batches; choose a batch that is a multiple of {}",
+            cfg.accumulate,
+            replicas * cfg.accumulate
+        )));
+    }
+    // The workspaces hold one micro-batch (the whole batch when not accumulating; `validate`
+    // made the batch a multiple of `accumulate`, and a data set smaller than the batch is
+    // one step of fewer, or smaller, micro-batches).
+    let micro = if replicas > 1 { rows / cfg.accumulate } else { cfg.micro_batch().min(rows) };
+    sink.event(TrainEvent::Started { total_steps: schedule.total_steps(), steps_per_epoch });
+    let run = Run { data, cfg, sink, hooks, feed, model_cfg, start, schedule, micro };
     match Amp::new(b, &model, cfg.amp)? {
         None => {
-            let step = Step::new(b, &model, F32Phases, rows)?;
+            let step = Step::with_recompute(b, &model, F32Phases, micro, cfg.recompute)?;
             run_steps(b, run, model, step, strategy)
         }
         Some(amp) => {
-            let step = Step::new(b, &model, amp, rows)?;
+            let step = Step::with_recompute(b, &model, amp, micro, cfg.recompute)?;
             run_steps(b, run, model, step, strategy)
         }
     }
@@ -147,6 +158,8 @@ struct Run<'a, B: Backend> {
     model_cfg: MlpConfig,
     start: LoaderPosition,
     schedule: Schedule,
+    /// Rows of a micro-batch: a step's batch (per replica) when not accumulating.
+    micro: usize,
 }
 
 /// The loop, once per precision and strategy (static dispatch through `P` and `S`).
@@ -157,12 +170,15 @@ fn run_steps<B: Backend, P: Phases<B>, S: Strategy<B>>(
     mut steps: Step<B, P>,
     strategy: &mut S,
 ) -> Result<TrainReport> {
-    let Run { data, cfg, sink, hooks, feed, model_cfg, start, schedule } = run;
+    let Run { data, cfg, sink, hooks, feed, model_cfg, start, schedule, micro } = run;
     if let Some(state) = hooks.restored_scaler() {
         steps.restore_scaler(b, state)?;
     }
+    let accumulating = cfg.accumulate > 1;
+    if accumulating {
+        steps.accumulate(b, &mut model)?;
+    }
     let rank = strategy.rank();
-    let replicas = rank.map_or(1, |r| r.replicas);
     let steps_per_epoch = schedule.steps_per_epoch();
     let mut xb = Vec::new();
     let mut yb = Vec::new();
@@ -172,7 +188,8 @@ fn run_steps<B: Backend, P: Phases<B>, S: Strategy<B>>(
     let mut window_ms = Vec::new();
     let (mut total_wall, mut total_busy, mut any_busy) = (0.0f64, 0.0f64, false);
     let mut stopped_early = false;
-    steps.warm_up(b, &mut model, schedule.tail_rows())?;
+    // An epoch's short last batch is cut into micro-batches too: its own last one is short.
+    steps.warm_up(b, &mut model, schedule.tail_rows().map(|r| r % micro))?;
     strategy.prepare(b, &model)?;
     b.take_busy_seconds()?; // start the GPU clock from zero
 
@@ -196,10 +213,15 @@ fn run_steps<B: Backend, P: Phases<B>, S: Strategy<B>>(
             feed.batch(data, epoch, idx, &mut xb, &mut yb)?;
             let t1 = Instant::now();
             feed.span(stage::DATA_WAIT, t0, t1);
-            let (x, y) = steps.inputs(b, &model, idx.len())?;
-            feed.upload(b, x, y, &xb, &yb)?;
-            let t2 = Instant::now();
-            feed.span(stage::UPLOAD, t1, t2);
+            let t2 = if accumulating {
+                accumulate_micro_batches(b, &mut model, &mut steps, &mut *feed, data.features, micro, (&xb, &yb), t1)?
+            } else {
+                let (x, y) = steps.inputs(b, &model, idx.len())?;
+                feed.upload(b, x, y, &xb, &yb)?;
+                let t2 = Instant::now();
+                feed.span(stage::UPLOAD, t1, t2);
+                t2
+            };
             let at = StepAt { number: step + 1, started: t0, data_ready: t2, stop_requested };
             let stop_agreed = strategy.step(b, &mut model, &mut steps, at, &mut *sink)?;
             let t3 = Instant::now();
@@ -269,7 +291,8 @@ fn run_steps<B: Backend, P: Phases<B>, S: Strategy<B>>(
             (Some(a), Some(b)) => Some(a + b),
             (a, b) => a.or(b),
         };
-        let (val_loss, val_accuracy) = steps.evaluate(b, &model, data, schedule.batch / replicas)?;
+        // Validation runs in micro-batches too, so it holds no more activations than training.
+        let (val_loss, val_accuracy) = steps.evaluate(b, &model, data, micro)?;
         b.take_busy_seconds()?; // validation is not part of the training figures
         if let Some(s) = busy {
             total_busy += s;
@@ -313,4 +336,39 @@ fn run_steps<B: Backend, P: Phases<B>, S: Strategy<B>>(
         stopped_early,
         amp: steps.into_amp_report(),
     })
+}
+
+/// Gradient accumulation's part of a step before the strategy's: each micro-batch but the
+/// last is uploaded and run forward and backward (its gradients join the running sum); the
+/// last is uploaded and left for `Strategy::step`, whose backward completes the sum before the
+/// update. Returns when the last micro-batch's inputs were on the device.
+#[allow(clippy::too_many_arguments)]
+fn accumulate_micro_batches<B: Backend, P: Phases<B>>(
+    b: &mut B,
+    model: &mut Mlp<B>,
+    steps: &mut Step<B, P>,
+    feed: &mut dyn Feed<B>,
+    features: usize,
+    micro: usize,
+    (xb, yb): (&[f32], &[u32]),
+    mut t: Instant,
+) -> Result<Instant> {
+    let rows = yb.len();
+    let count = rows.div_ceil(micro);
+    for index in 0..count {
+        let (lo, hi) = (index * micro, ((index + 1) * micro).min(rows));
+        steps.micro(Micro { index, count, rows })?;
+        let (x, y) = steps.inputs(b, model, hi - lo)?;
+        feed.upload(b, x, y, &xb[lo * features..hi * features], &yb[lo..hi])?;
+        let uploaded = Instant::now();
+        feed.span(stage::UPLOAD, t, uploaded);
+        t = uploaded;
+        if index + 1 < count {
+            steps.forward(b, model)?;
+            steps.backward(b, model)?;
+            t = Instant::now();
+            feed.span(stage::RECORD, uploaded, t);
+        }
+    }
+    Ok(t)
 }

@@ -11,7 +11,7 @@ use super::AmpReport;
 use crate::data::Dataset;
 use crate::nn::{Accumulators, GradScalerState, Mlp, MlpConfig, Totals, take_totals, take_totals_with};
 use gpulab_core::error::{Error, Result};
-use gpulab_core::tensor::{Backend, HostData};
+use gpulab_core::tensor::{Backend, DType, HostData, MemCategory, TensorMeta};
 
 /// The buffers a pass over one batch size runs on.
 pub trait StepBuffers<B: Backend> {
@@ -39,14 +39,20 @@ pub trait Phases<B: Backend> {
     type Buffers: StepBuffers<B>;
     /// Buffers for `rows` samples; with gradient buffers when `training`.
     fn buffers(&self, b: &mut B, cfg: &MlpConfig, rows: usize, training: bool) -> Result<Self::Buffers>;
+    /// Training buffers for `rows` samples that keep only the dense layers' input and the
+    /// logits: forward and backward recompute the hidden outputs (activation recomputation).
+    fn recomputing_buffers(&self, b: &mut B, cfg: &MlpConfig, rows: usize) -> Result<Self::Buffers>;
     /// Brings the weights the forward pass reads up to date with the model's (AMP casts its
     /// 16-bit copies; f32 reads the model's own).
     fn refresh_weights(&mut self, b: &mut B, model: &Mlp<B>) -> Result<()>;
     /// Logits of `ws`'s inputs, with the weights of the last `refresh_weights`.
     fn forward(&self, b: &mut B, model: &Mlp<B>, ws: &mut Self::Buffers) -> Result<()>;
     /// Loss, correct count and every parameter's `.grad`, from the forward pass in `ws`,
-    /// calling `ready` as each dense layer's gradients become final.
-    fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut Self::Buffers, ready: &mut LayerDone<'_, B>) -> Result<()>;
+    /// calling `ready` as each dense layer's gradients become final. The loss gradient is
+    /// scaled by 1/`mean_over`: `ws`'s rows, or a whole batch's when `ws` holds one of its
+    /// micro-batches (gradient accumulation).
+    fn backward(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut Self::Buffers, mean_over: usize, ready: &mut LayerDone<'_, B>)
+    -> Result<()>;
     /// The optimizer step from the parameters' `.grad` (step numbers count from 1).
     fn apply_update(&mut self, b: &mut B, model: &mut Mlp<B>, step: u64) -> Result<()>;
     /// Tensors read back with the totals at each log window (AMP: the loss scaler's state and
@@ -131,19 +137,93 @@ impl<W> ByRows<W> {
     }
 }
 
+fn training_buffers<B: Backend, P: Phases<B>>(phases: &P, b: &mut B, cfg: &MlpConfig, rows: usize, recompute: bool) -> Result<P::Buffers> {
+    if recompute { phases.recomputing_buffers(b, cfg, rows) } else { phases.buffers(b, cfg, rows, true) }
+}
+
+/// Which micro-batch of an optimizer step runs now (gradient accumulation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Micro {
+    /// Counting from 0, of `count`.
+    pub index: usize,
+    pub count: usize,
+    /// The whole step's rows: each micro-batch's loss gradient is scaled by 1/rows, so the
+    /// micro-batches' gradients sum to the whole batch's mean.
+    pub rows: usize,
+}
+
+/// Gradient accumulation's running sum: one tensor per parameter (`Mlp::params_mut`'s order),
+/// in the gradients' category. Backward writes each micro-batch's gradients into `.grad` as
+/// it does without accumulation; `fold` then moves them into the sum, and the last
+/// micro-batch's fold adds the sum into `.grad`, where the optimizer (and a replica's
+/// all-reduce) reads the whole batch's gradient.
+struct Accumulation<B: Backend> {
+    sums: Vec<B::Tensor>,
+    at: Micro,
+}
+
 /// A training step of precision `P` with its workspaces. Static dispatch: the loop is
 /// monomorphised per precision, and a step allocates nothing.
 pub struct Step<B: Backend, P: Phases<B>> {
     pub phases: P,
     ws: ByRows<P::Buffers>,
+    /// Some when the run accumulates gradients over micro-batches.
+    accumulation: Option<Accumulation<B>>,
+    /// The training workspaces recompute hidden activations in backward.
+    recompute: bool,
     _backend: PhantomData<fn(&mut B)>,
 }
 
 impl<B: Backend, P: Phases<B>> Step<B, P> {
     /// A step for batches of `batch` rows (a short last batch gets its own workspace).
     pub fn new(b: &mut B, model: &Mlp<B>, phases: P, batch: usize) -> Result<Self> {
-        let full = phases.buffers(b, &model.cfg, batch, true)?;
-        Ok(Step { phases, ws: ByRows::new(full), _backend: PhantomData })
+        Self::with_recompute(b, model, phases, batch, false)
+    }
+
+    /// `new`, with workspaces that recompute the hidden activations in backward when
+    /// `recompute` (`Phases::recomputing_buffers`).
+    pub fn with_recompute(b: &mut B, model: &Mlp<B>, phases: P, batch: usize, recompute: bool) -> Result<Self> {
+        let full = training_buffers(&phases, b, &model.cfg, batch, recompute)?;
+        Ok(Step { phases, ws: ByRows::new(full), accumulation: None, recompute, _backend: PhantomData })
+    }
+
+    /// Makes this step accumulate gradients over micro-batches (`micro` says which runs next):
+    /// allocates the running sum, one tensor per parameter.
+    pub fn accumulate(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<()> {
+        let sums = model.params_mut().map(|p| b.zeros(p.grad.shape(), DType::F32, MemCategory::Gradients)).collect::<Result<_>>()?;
+        self.accumulation = Some(Accumulation { sums, at: Micro { index: 0, count: 1, rows: self.ws.full().rows() } });
+        Ok(())
+    }
+
+    /// The micro-batch the next forward and backward run on (after `accumulate`).
+    pub fn micro(&mut self, at: Micro) -> Result<()> {
+        let acc = self.accumulation.as_mut().ok_or_else(|| Error::Internal("a micro-batch on a step that does not accumulate".into()))?;
+        acc.at = at;
+        Ok(())
+    }
+
+    /// The rows the loss gradient is averaged over: the step's, or the current workspace's.
+    fn mean_over(&self) -> usize {
+        self.accumulation.as_ref().map_or_else(|| self.ws.current_ref().rows(), |a| a.at.rows)
+    }
+
+    /// After a micro-batch's backward: its gradients (in `.grad`) join the running sum; after
+    /// the last, `.grad` holds the whole batch's. Nothing without accumulation, or with one
+    /// micro-batch.
+    fn fold(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<()> {
+        let Some(acc) = self.accumulation.as_mut() else { return Ok(()) };
+        let Micro { index, count, .. } = acc.at;
+        if count <= 1 {
+            return Ok(());
+        }
+        for (p, sum) in model.params_mut().zip(acc.sums.iter_mut()) {
+            match index {
+                0 => b.copy(&p.grad, sum)?,
+                i if i + 1 < count => b.add_to(&p.grad, sum)?,
+                _ => b.add_to(sum, &mut p.grad)?,
+            }
+        }
+        Ok(())
     }
 
     /// Compiles every kernel a step uses before the clock starts: one forward and backward
@@ -156,15 +236,16 @@ impl<B: Backend, P: Phases<B>> Step<B, P> {
         b.prepare()?;
         self.phases.refresh_weights(b, model)?;
         let full = self.ws.full();
+        let rows = full.rows();
         self.phases.forward(b, model, full)?;
-        self.phases.backward(b, model, full, &mut no_layer_hook)?;
+        self.phases.backward(b, model, full, rows, &mut no_layer_hook)?;
         take_totals(b, &mut [full.accumulators()])?;
         self.phases.warm_up_update(b, model)?;
         if let Some(rows) = tail_rows.filter(|&r| r > 0) {
             self.inputs(b, model, rows)?;
             let tail = self.ws.current();
             self.phases.forward(b, model, tail)?;
-            self.phases.backward(b, model, tail, &mut no_layer_hook)?;
+            self.phases.backward(b, model, tail, rows, &mut no_layer_hook)?;
             take_totals(b, &mut [tail.accumulators()])?;
         }
         Ok(())
@@ -173,8 +254,8 @@ impl<B: Backend, P: Phases<B>> Step<B, P> {
     /// Selects the workspace for a batch of `rows` samples and returns its input tensors; the
     /// phases that follow run on it.
     pub fn inputs(&mut self, b: &mut B, model: &Mlp<B>, rows: usize) -> Result<(&mut B::Tensor, &mut B::Tensor)> {
-        let phases = &self.phases;
-        Ok(self.ws.select(rows, |w| w.rows(), || phases.buffers(b, &model.cfg, rows, true))?.inputs())
+        let (phases, recompute) = (&self.phases, self.recompute);
+        Ok(self.ws.select(rows, |w| w.rows(), || training_buffers(phases, b, &model.cfg, rows, recompute))?.inputs())
     }
 
     /// Forward phase: logits of the selected batch.
@@ -183,14 +264,28 @@ impl<B: Backend, P: Phases<B>> Step<B, P> {
         self.phases.forward(b, model, self.ws.current())
     }
 
-    /// Backward phase: loss, correct count and every parameter's `.grad`.
+    /// Backward phase: loss, correct count and every parameter's `.grad` (accumulating: after
+    /// the last micro-batch, the whole batch's).
     pub fn backward(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<()> {
-        self.phases.backward(b, model, self.ws.current(), &mut no_layer_hook)
+        self.backward_with(b, model, &mut no_layer_hook)
     }
 
-    /// `backward`, calling `ready` as each dense layer's gradients become final.
+    /// `backward`, calling `ready` as each dense layer's gradients become final. Accumulating,
+    /// they are final only once the last micro-batch's are folded in: `ready` then runs for
+    /// every layer after backward (no overlap), and not at all for the other micro-batches.
     pub fn backward_with(&mut self, b: &mut B, model: &mut Mlp<B>, ready: &mut LayerDone<'_, B>) -> Result<()> {
-        self.phases.backward(b, model, self.ws.current(), ready)
+        let mean_over = self.mean_over();
+        let Some(at) = self.accumulation.as_ref().map(|a| a.at) else {
+            return self.phases.backward(b, model, self.ws.current(), mean_over, ready);
+        };
+        self.phases.backward(b, model, self.ws.current(), mean_over, &mut no_layer_hook)?;
+        self.fold(b, model)?;
+        if at.index + 1 == at.count {
+            for layer in (0..model.weights.len()).rev() {
+                ready(b, model, layer)?;
+            }
+        }
+        Ok(())
     }
 
     /// Update phase: the optimizer step (AMP: unscale, inf check, skip or step).
@@ -220,6 +315,12 @@ impl<B: Backend, P: Phases<B>> Step<B, P> {
 
     /// Validation in this step's precision: mean loss and accuracy over the validation split.
     pub fn evaluate(&mut self, b: &mut B, model: &Mlp<B>, data: &Dataset, batch: usize) -> Result<(f64, f64)> {
+        if self.recompute {
+            // Validation keeps no hidden outputs either: its workspaces hold the logits alone.
+            return super::evaluate::evaluate_with(&mut self.phases, b, model, data, batch, |p, b, cfg, rows| {
+                p.recomputing_buffers(b, cfg, rows)
+            });
+        }
         super::evaluate::evaluate(&mut self.phases, b, model, data, batch)
     }
 

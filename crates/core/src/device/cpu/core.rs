@@ -208,6 +208,13 @@ impl CoreOps for CpuBackend {
         Ok(())
     }
 
+    fn add_to(&mut self, x: &CpuTensor, acc: &mut CpuTensor) -> Result<()> {
+        checks::same_shape("add_to", x, acc)?;
+        checks::f32("add_to", x)?;
+        ops::zip_inplace(acc.f32_mut(), x.f32(), |a, b| a + b);
+        Ok(())
+    }
+
     fn copy(&mut self, src: &CpuTensor, dst: &mut CpuTensor) -> Result<()> {
         checks::same_shape("copy", src, dst)?;
         match (&src.data, &mut dst.data) {

@@ -312,6 +312,16 @@ impl CoreOps for CudaBackend {
         launch!(self, Kernel::Scale, grid(n), &mut t.buf, &n, &alpha)
     }
 
+    fn add_to(&mut self, x: &CudaTensor, acc: &mut CudaTensor) -> Result<()> {
+        checks::same_shape("add_to", x, acc)?;
+        checks::f32("add_to", x)?;
+        let n = x.numel_u64();
+        if n == 0 {
+            return Ok(());
+        }
+        launch!(self, Kernel::AddTo, grid(n), &mut acc.buf, &x.buf, &n)
+    }
+
     fn copy(&mut self, src: &CudaTensor, dst: &mut CudaTensor) -> Result<()> {
         checks::same_shape("copy", src, dst)?;
         if src.bytes() == 0 {

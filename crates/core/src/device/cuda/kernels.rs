@@ -72,6 +72,7 @@ kernels! {
         Relu = "relu",
         ReluBackward = "relu_backward",
         Scale = "scale",
+        AddTo = "add_to",
         FillU32 = "fill_u32",
         FillU16 = "fill_u16",
         SgdStep = "sgd_step",

@@ -118,6 +118,9 @@ impl CoreOps for CudaBackend {
     fn scale(&mut self, _: &mut CudaTensor, _: f32) -> Result<()> {
         match *self {}
     }
+    fn add_to(&mut self, _: &CudaTensor, _: &mut CudaTensor) -> Result<()> {
+        match *self {}
+    }
     fn copy(&mut self, _: &CudaTensor, _: &mut CudaTensor) -> Result<()> {
         match *self {}
     }

@@ -242,6 +242,13 @@ impl CoreOps for GpuBackend {
         self.elementwise(Kernel::Scale, n as usize, [n, 0, alpha.to_bits(), 0], &[(1, t.buffer())])
     }
 
+    fn add_to(&mut self, x: &GpuTensor, acc: &mut GpuTensor) -> Result<()> {
+        checks::same_shape("add_to", x, acc)?;
+        checks::f32("add_to", x)?;
+        let n = u32_len(x.numel(), "add_to")?;
+        self.elementwise(Kernel::AddTo, n as usize, [n, 0, 0, 0], &[(1, acc.buffer()), (2, x.buffer())])
+    }
+
     fn copy(&mut self, src: &GpuTensor, dst: &mut GpuTensor) -> Result<()> {
         checks::same_shape("copy", src, dst)?;
         let n = u32_len(src.words(), "copy")?;

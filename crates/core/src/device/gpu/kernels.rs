@@ -90,6 +90,7 @@ kernels! {
     FillBits => "elementwise.wgsl", ELEMENTWISE, "fill_bits", AtPrepare;
     Scale => "elementwise.wgsl", ELEMENTWISE, "scale", AtPrepare;
     Copy => "elementwise.wgsl", ELEMENTWISE, "copy", AtPrepare;
+    AddTo => "elementwise.wgsl", ELEMENTWISE, "add_to", AtPrepare;
     SoftmaxXent => "softmax_xent.wgsl", SOFTMAX_XENT, "main", AtPrepare;
     SoftmaxXentRowwise => "softmax_xent.wgsl", SOFTMAX_XENT, "rowwise", AtPrepare;
     SumCols => "reduce.wgsl", REDUCE, "sum_cols", AtPrepare;

@@ -89,6 +89,8 @@ pub trait CoreOps: BackendBase {
     /// t *= alpha
     fn scale(&mut self, t: &mut Self::Tensor, alpha: f32) -> Result<()>;
     fn copy(&mut self, src: &Self::Tensor, dst: &mut Self::Tensor) -> Result<()>;
+    /// acc += x, element by element (f32, same shape): gradients summed over micro-batches.
+    fn add_to(&mut self, x: &Self::Tensor, acc: &mut Self::Tensor) -> Result<()>;
 
     /// Compiles whatever the backend compiles lazily (GPU pipelines), so timed work that
     /// follows does not pay for it. A no-op where nothing is compiled.
