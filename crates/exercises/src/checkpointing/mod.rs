@@ -4,6 +4,7 @@
 
 mod follow;
 mod report;
+mod verdict;
 
 use std::path::{Path, PathBuf};
 

@@ -10,6 +10,7 @@ mod auto_size;
 mod pipeline_report;
 mod report;
 pub mod torch_export;
+mod verdict;
 
 use super::Exercise;
 use super::common;
