@@ -45,6 +45,11 @@ fn speedup(runs: &[Run], mode: Mode, r: &DpReport) -> Option<f64> {
     baseline(runs, mode).map(|b| r.samples_per_s / b.samples_per_s.max(1e-12))
 }
 
+/// The largest replica's optimizer-state peak, bytes (the ledger's).
+fn state_peak(r: &DpReport) -> u64 {
+    r.optimizer_state_peak.iter().copied().max().unwrap_or(0)
+}
+
 pub fn scaling_table(runs: &[Run], s: &Settings) -> Result<Table> {
     let p = Prov::new(s)?;
     let clocks = "each replica's clock readings";
@@ -66,6 +71,8 @@ pub fn scaling_table(runs: &[Run], s: &Settings) -> Result<Table> {
         Column::num("all-reduce", "ms/step", 2, p.time()),
         Column::num("gradient S", "KiB", 1, Provenance::derived("parameters × 4 bytes")),
         Column::num("sent per replica", "KiB/step", 1, Provenance::Measured),
+        Column::num("optimizer state per replica", "KiB", 1, Provenance::derived("gpulab's allocation ledger: the largest replica's peak")),
+        Column::num("of one replica's", "%", 1, Provenance::derived("optimizer state per replica over the one-replica run's")),
         Column::num("buckets", "", 0, Provenance::derived("bucket_cap_mb and the layer sizes")),
         Column::num("validation accuracy", "%", 2, Provenance::Measured),
         Column::text("replicas identical"),
@@ -78,6 +85,7 @@ pub fn scaling_table(runs: &[Run], s: &Settings) -> Result<Table> {
                 Ok(r) => {
                     let sp = speedup(runs, run.mode, r);
                     let step = r.split.total();
+                    let state = state_peak(r);
                     row.extend([
                         r.label.clone().into(),
                         Cell::Num(r.global_batch as f64),
@@ -95,6 +103,8 @@ pub fn scaling_table(runs: &[Run], s: &Settings) -> Result<Table> {
                         (r.allreduce_s_per_step * 1e3).into(),
                         (r.grad_bytes as f64 / 1024.0).into(),
                         (r.bytes_sent_per_step / 1024.0).into(),
+                        (state as f64 / 1024.0).into(),
+                        baseline(runs, run.mode).map(state_peak).filter(|&b| b > 0).map(|b| state as f64 / b as f64 * 100.0).into(),
                         Cell::Num(r.buckets as f64),
                         (r.final_val_accuracy * 100.0).into(),
                         if r.replicas_identical { "yes, bit for bit" } else { "NO" }.into(),
@@ -102,7 +112,7 @@ pub fn scaling_table(runs: &[Run], s: &Settings) -> Result<Table> {
                 }
                 Err(m) => {
                     row.push(format!("{} replicas failed: {m}", run.replicas).into());
-                    row.extend(std::iter::repeat_n(Cell::Empty, 18));
+                    row.extend(std::iter::repeat_n(Cell::Empty, 20));
                 }
             }
             row

@@ -47,6 +47,8 @@ pub(super) struct RunFigures {
     pub(super) identical: bool,
     /// US dollars per finished epoch, every replica counted; None before an epoch finished.
     pub(super) usd_per_epoch: Option<f64>,
+    /// The largest replica's optimizer-state peak, bytes (the ledger's).
+    pub(super) state_peak: u64,
 }
 
 impl RunFigures {
@@ -65,6 +67,7 @@ impl RunFigures {
             val_accuracy: r.final_val_accuracy,
             identical: r.replicas_identical,
             usd_per_epoch: per_epoch(r, price),
+            state_peak: r.optimizer_state_peak.iter().copied().max().unwrap_or(0),
         }
     }
 }
@@ -104,6 +107,8 @@ mod cond {
     pub const HIDDEN: &str = "overlap on, several buckets, an all-reduce measured";
     pub const SENT_AS_ALLREDUCE: &str = "sharded: sent within 5% of a ring all-reduce's 2(N−1)/N·S";
     pub const SENT_OTHER: &str = "sharded: sent more than 5% away from 2(N−1)/N·S";
+    pub const STATE_SHARDED: &str = "sharded: the largest count's optimizer-state peak per replica within 10% of one replica's ÷ N";
+    pub const STATE_NOT_SHARDED: &str = "sharded: the largest count's optimizer-state peak per replica not within 10% of one replica's ÷ N";
     pub const IDENTICAL: &str = "every finished run with several replicas ended bit-identical, and one did";
     pub const DIFFERENT: &str = "some run's replicas ended with different weights";
     pub const CHEAPER: &str = "the largest count's cost per epoch, all replicas counted, below one replica's";
@@ -260,6 +265,23 @@ pub(super) fn verdict(runs: &[RunFigures], setup: &Setup) -> Claims {
                 ],
             );
         }
+        if setup.shard && base.state_peak > 0 {
+            let share = big.state_peak as f64 / base.state_peak as f64;
+            let near = (share * n as f64 - 1.0).abs() <= 0.1;
+            let held = format!(
+                "Optimizer state, the ledger's peak: {:.1} KiB on the largest of {n} replicas against {:.1} KiB on one replica, which updates every parameter ({share:.3} of it; 1/N = {:.3})",
+                big.state_peak as f64 / 1024.0,
+                base.state_peak as f64 / 1024.0,
+                1.0 / n as f64
+            );
+            c.one_of(
+                Summary,
+                vec![
+                    (cond::STATE_SHARDED, near, format!("{held}: each replica holds only the state of the parameters it updates.")),
+                    (cond::STATE_NOT_SHARDED, !near, format!("{held}: not the 1/N share ZeRO-1 is for.")),
+                ],
+            );
+        }
         let d_acc = (big.val_accuracy - base.val_accuracy) * 100.0;
         c.fact(
             Evidence,
@@ -341,6 +363,8 @@ mod tests {
                         identical: identical || replicas == 1 || sent > 1e7,
                         // Cost per epoch ∝ N ÷ throughput, or none before an epoch finished.
                         usd_per_epoch: (buckets > 1).then(|| replicas as f64 / samples_per_s),
+                        // Half the time exactly 1/N of one replica's state.
+                        state_peak: if identical { (1 << 20) / replicas as u64 } else { sent as u64 % (1 << 21) },
                     }
                 },
             )
@@ -388,6 +412,11 @@ mod tests {
             cond::HIDDEN => setup.overlap && big()?.buckets > 1 && big()?.allreduce_s > 0.0,
             cond::SENT_AS_ALLREDUCE => setup.shard && (big()?.sent_per_step - ring()?).abs() <= 0.05 * ring()?,
             cond::SENT_OTHER => setup.shard && (big()?.sent_per_step - ring()?).abs() > 0.05 * ring()?,
+            cond::STATE_SHARDED | cond::STATE_NOT_SHARDED => {
+                let (b, g) = (base()?.state_peak, big()?);
+                let near = (g.state_peak as f64 / b as f64 * g.replicas as f64 - 1.0).abs() <= 0.1;
+                setup.shard && b > 0 && near == (c.condition == cond::STATE_SHARDED)
+            }
             cond::IDENTICAL => runs.iter().any(|r| r.replicas > 1) && runs.iter().filter(|r| r.replicas > 1).all(|r| r.identical),
             cond::DIFFERENT => runs.iter().any(|r| !r.identical),
             cond::CHEAPER => big()?.usd_per_epoch? < base()?.usd_per_epoch?,

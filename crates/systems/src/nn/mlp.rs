@@ -183,6 +183,16 @@ impl<B: Backend> Mlp<B> {
     /// `new` for the layers `first_layer…` of a larger model (a pipeline stage): each layer
     /// gets the weights the whole model's layer of that index starts from.
     pub fn new_from_layer(b: &mut B, cfg: MlpConfig, optimizer: Optimizer, seed: u64, first_layer: usize) -> Result<Self> {
+        Self::build(b, cfg, optimizer, seed, first_layer, optimizer.state_slots())
+    }
+
+    /// `new` without optimizer state: for a strategy that keeps it itself (ZeRO-1 keeps only
+    /// the state of the parameters' ranges its replica updates). `update` cannot run on it.
+    pub fn without_optimizer_state(b: &mut B, cfg: MlpConfig, optimizer: Optimizer, seed: u64) -> Result<Self> {
+        Self::build(b, cfg, optimizer, seed, 0, 0)
+    }
+
+    fn build(b: &mut B, cfg: MlpConfig, optimizer: Optimizer, seed: u64, first_layer: usize, slots: usize) -> Result<Self> {
         cfg.validate()?;
         let widths = cfg.widths();
         let mut weights = Vec::new();
@@ -190,11 +200,11 @@ impl<B: Backend> Mlp<B> {
         for (layer, w) in widths.windows(2).enumerate() {
             let init = he_normal(w[0], w[1], seed, first_layer + layer);
             let weight = b.upload_f32(&init, [w[0], w[1]], MemCategory::Parameters)?;
-            weights.push(param(b, weight, &optimizer)?);
+            weights.push(param(b, weight, slots)?);
             let bias = b.zeros([1, w[1]], DType::F32, MemCategory::Parameters)?;
-            biases.push(param(b, bias, &optimizer)?);
+            biases.push(param(b, bias, slots)?);
         }
-        let stem = cfg.conv.as_ref().map(|c| ConvStem::new(b, c, &optimizer, seed)).transpose()?;
+        let stem = cfg.conv.as_ref().map(|c| ConvStem::new(b, c, slots, seed)).transpose()?;
         Ok(Mlp { cfg, weights, biases, stem, optimizer, step: 0 })
     }
 
@@ -286,10 +296,10 @@ impl<B: Backend> Mlp<B> {
     }
 }
 
-/// A parameter with a zero gradient and zero optimizer state of its shape.
-pub(super) fn param<B: Backend>(b: &mut B, value: B::Tensor, opt: &Optimizer) -> Result<Param<B>> {
+/// A parameter with a zero gradient and `slots` zero optimizer-state tensors of its shape.
+pub(super) fn param<B: Backend>(b: &mut B, value: B::Tensor, slots: usize) -> Result<Param<B>> {
     let shape = value.shape();
     let grad = b.zeros(shape, DType::F32, MemCategory::Gradients)?;
-    let state = (0..opt.state_slots()).map(|_| b.zeros(shape, DType::F32, MemCategory::OptimizerState)).collect::<Result<_>>()?;
+    let state = (0..slots).map(|_| b.zeros(shape, DType::F32, MemCategory::OptimizerState)).collect::<Result<_>>()?;
     Ok(Param { value, grad, state })
 }
