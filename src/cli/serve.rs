@@ -8,6 +8,7 @@ use clap::Args;
 use gpulab::device::Device;
 use gpulab::serve::loadgen::{self, Arrivals, LoadSpec, LoadSummary, Target};
 use gpulab::serve::{BatchPolicy, Limits, ModelSource, ServeConfig, Server, load_model};
+use gpulab::text::terminal_line;
 use gpulab::train::TrainConfig;
 
 #[derive(Args)]
@@ -130,7 +131,8 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
         eprintln!("training the model first…");
     }
     let model = load_model(&source)?;
-    eprintln!("model {} — {}", model.version, model.source);
+    // The version and source carry a checkpoint's file name and metadata: text from a file.
+    eprintln!("model {} — {}", terminal_line(&model.version), terminal_line(&model.source));
     let cfg_limits = limits.clone();
     let cfg =
         ServeConfig { port: a.port, on_signals: true, http_threads: a.http_threads, limits, ..ServeConfig::new(device, policy.clone()) };
@@ -197,7 +199,7 @@ pub fn loadgen(a: LoadgenArgs) -> anyhow::Result<()> {
     let target = Target::http(&a.url)?;
     let features = loadgen::server_features(&a.url)?;
     let inputs = loadgen::random_inputs(features, loadgen::input_count(features), a.seed);
-    eprintln!("{arrivals:?} for {duration:?} against {} ({features} features, random inputs)", a.url);
+    eprintln!("{arrivals:?} for {duration:?} against {} ({features} features, random inputs)", terminal_line(&a.url));
     let summary = loadgen::run(&target, &inputs, &spec)?.summary();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);

@@ -404,6 +404,73 @@ mod binary {
         assert_eq!(status.code(), Some(130), "{status:?}");
     }
 
+    /// A checkpoint (SGD, 4-3-2) whose `dataset` metadata is `dataset`.
+    fn crafted_checkpoint(dataset: &str) -> Vec<u8> {
+        use gpulab::checkpoint::CheckpointMeta;
+        use gpulab::checkpoint::format::{self, NamedTensor, RngState};
+        use gpulab::nn::OptimizerKind;
+        use gpulab::train::{LoaderPosition, TrainConfig};
+        let arch = MlpConfig { input: 4, hidden: vec![3], classes: 2, conv: None };
+        let tensors = format::tensor_specs(&arch, OptimizerKind::Sgd)
+            .into_iter()
+            .map(|(name, shape)| {
+                let n: usize = shape.iter().product();
+                (name, NamedTensor::f32(shape, (0..n).map(|i| i as f32 * 0.125 - 0.5).collect()))
+            })
+            .collect();
+        let cfg = TrainConfig { hidden: arch.hidden.clone(), optimizer: OptimizerKind::Sgd, ..TrainConfig::default() };
+        let meta = CheckpointMeta {
+            position: LoaderPosition { step: 3, epoch: 0, batch: 3 },
+            optimizer_step: 3,
+            rng: RngState { generator: "chacha8".into(), seed: cfg.seed, stream: 0 },
+            grad_scaler: None,
+            precision: "fp32".into(),
+            hyperparameters: cfg,
+            architecture: arch,
+            dataset: dataset.into(),
+            gpulab_version: "crafted".into(),
+        };
+        format::encode(&meta, &tensors).unwrap()
+    }
+
+    /// A checkpoint whose dataset text sets the terminal title and clears the screen: `gpulab
+    /// serve` prints its source line with the escapes shown, not obeyed.
+    #[test]
+    fn serve_prints_a_checkpoints_text_escaped() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("evil\x1b[31m.safetensors");
+        std::fs::write(&ckpt, crafted_checkpoint("digits\x1b]0;pwned\x07\x1b[2J\u{9b}31m\u{202e}")).unwrap();
+        let mut child = Serving(
+            Command::new(env!("CARGO_BIN_EXE_gpulab"))
+                .args(["serve", "--backend", "cpu", "--port", "0", "--model"])
+                .arg(&ckpt)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("the binary runs"),
+        );
+        let mut err = std::io::BufReader::new(child.0.stderr.take().unwrap());
+        let mut printed = Vec::new();
+        // At most 20 lines: the model line comes before "serving on".
+        for _ in 0..20 {
+            let mut line = Vec::new();
+            if err.read_until(b'\n', &mut line).unwrap() == 0 {
+                break;
+            }
+            printed.extend_from_slice(&line);
+            if line.starts_with(b"serving on") {
+                break;
+            }
+        }
+        let text = String::from_utf8_lossy(&printed).into_owned();
+        assert!(text.contains("serving on"), "{text}");
+        assert!(text.contains("\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\u{9b}31m\\u{202e}"), "{text}");
+        assert!(text.contains("evil\\u{1b}[31m"), "{text}");
+        assert!(!printed.iter().any(|&b| b == 0x1b || b == 0x07), "raw control bytes reached the terminal: {text:?}");
+        signal(&child, "-TERM");
+        assert!(exits_within(&mut child, Duration::from_secs(10)).is_some_and(|s| s.success()));
+    }
+
     /// Four 15 MiB bodies of empty vectors at once: the server's peak memory grows by little
     /// more than the bodies themselves (it grew by ~340 MB when they were parsed into vectors).
     #[cfg(target_os = "linux")]
