@@ -195,6 +195,33 @@ fn the_connection_cap_refuses_one_more() {
     wait_at_most(server, Duration::from_secs(10)).expect("stops").unwrap();
 }
 
+/// Five clients that send only headers declaring the largest body (16 MiB each, 80 MiB against
+/// the 64 MiB budget) and then nothing: a normal small predict is still answered at once, not
+/// queued behind them until their body timeout (it waited 9.5 s when the budget was reserved
+/// from the declared length before a byte arrived).
+#[test]
+fn silent_clients_declaring_large_bodies_do_not_hold_the_body_budget() {
+    let mut server = Server::start(config(|_| {}), model()).unwrap();
+    let a = server.addr;
+    let silent: Vec<TcpStream> = (0..5)
+        .map(|_| {
+            let mut s = connect(a);
+            s.write_all(post_head(a, 16 << 20, "").as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let body = format!("{{\"input\": [{}]}}", vec!["0.25"; 13].join(","));
+    let t0 = Instant::now();
+    let (status, text) = exchange(a, &post_head(a, body.len(), ""), body.as_bytes());
+    let took = t0.elapsed();
+    assert_eq!(status, 200, "{text:.300}");
+    assert!(took < Duration::from_secs(2), "a small predict waited {took:?} behind silent large bodies");
+    drop(silent);
+    server.shutdown();
+    wait_at_most(server, Duration::from_secs(15)).expect("stops").unwrap();
+}
+
 /// A client that sends requests and never reads the answers is closed once the server's
 /// writes have made no progress for the write timeout; the server keeps answering others.
 #[test]
