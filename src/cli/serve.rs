@@ -149,8 +149,15 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
     );
     let l = &cfg_limits;
     eprintln!(
-        "limits: body ≤ {} bytes ({} in memory at once), {} connections, headers / keep-alive idle {:?}, body {:?}, stalled write {:?}, shutdown grace {:?}",
-        l.max_body_bytes, l.body_budget_bytes, l.max_connections, l.header_timeout, l.body_timeout, l.write_timeout, l.shutdown_grace
+        "limits: request head ≤ {} KiB, body ≤ {} bytes ({} in memory at once), {} connections, headers / keep-alive idle {:?}, body {:?}, stalled write {:?}, shutdown grace {:?}",
+        gpulab::serve::limits::MAX_HEAD_BYTES >> 10,
+        l.max_body_bytes,
+        l.body_budget_bytes,
+        l.max_connections,
+        l.header_timeout,
+        l.body_timeout,
+        l.write_timeout,
+        l.shutdown_grace
     );
     // An inference thread that died ends the server too; its error is the exit status.
     let stopped = server.wait_stopped()?;

@@ -222,6 +222,22 @@ fn silent_clients_declaring_large_bodies_do_not_hold_the_body_budget() {
     wait_at_most(server, Duration::from_secs(15)).expect("stops").unwrap();
 }
 
+/// The request-head limit the server enforces is the one it states (64 KiB, `limits::MAX_HEAD_BYTES`):
+/// a head a little under it is served, one a little over it is refused (431). Before, hyper's
+/// buffer let heads of up to about 128 KiB through.
+#[test]
+fn the_request_head_limit_is_the_stated_one() {
+    let mut server = Server::start(config(|_| {}), model()).unwrap();
+    let a = server.addr;
+    let head = |pad: usize| format!("GET /healthz HTTP/1.1\r\nHost: {a}\r\nX-Pad: {}\r\nConnection: close\r\n\r\n", "a".repeat(pad));
+    let (status, text) = exchange(a, &head(60 << 10), b"");
+    assert_eq!(status, 200, "{text:.300}");
+    let (status, text) = exchange(a, &head(80 << 10), b"");
+    assert_eq!(status, 431, "an 80 KiB head: {text:.300}");
+    server.shutdown();
+    wait_at_most(server, Duration::from_secs(10)).expect("stops").unwrap();
+}
+
 /// A client that sends requests and never reads the answers is closed once the server's
 /// writes have made no progress for the write timeout; the server keeps answering others.
 #[test]
