@@ -207,13 +207,18 @@ pub fn loadgen(a: LoadgenArgs) -> anyhow::Result<()> {
     let features = loadgen::server_features(&a.url)?;
     let inputs = loadgen::random_inputs(features, loadgen::input_count(features), a.seed);
     eprintln!("{arrivals:?} for {duration:?} against {} ({features} features, random inputs)", terminal_line(&a.url));
-    let summary = loadgen::run(&target, &inputs, &spec)?.summary();
+    let result = loadgen::run(&target, &inputs, &spec)?;
+    let summary = result.summary();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         print_summary(&summary);
     }
-    Ok(())
+    // The server went away mid-run: the summary covers what ran, and the exit status says so.
+    match result.stopped {
+        Some(why) => anyhow::bail!("{why}"),
+        None => Ok(()),
+    }
 }
 
 pub fn print_summary(s: &LoadSummary) {
