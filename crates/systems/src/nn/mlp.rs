@@ -39,6 +39,26 @@ impl MlpConfig {
             + self.conv.as_ref().map_or(0.0, |c| c.forward_flops_per_sample())
     }
 
+    /// About how many bytes training this model holds, for refusing one that cannot fit before
+    /// anything is allocated: each f32 parameter with its gradient and `state_slots` optimizer
+    /// tensors, and for each of `rows` rows every layer's output and its gradient (a CNN's
+    /// feature maps and their unfolded inputs too). A lower bound: validation's workspace,
+    /// 16-bit copies and kernels' scratch come on top. Saturates instead of overflowing.
+    pub fn training_bytes(&self, rows: usize, state_slots: usize) -> u64 {
+        let widths: Vec<u128> = self.widths().iter().map(|&w| w as u128).collect();
+        let mut params: u128 = widths.windows(2).map(|w| w[0] * w[1] + w[1]).sum();
+        let mut per_row: u128 = widths.iter().sum();
+        if let Some(c) = &self.conv {
+            params += c.parameter_count() as u128;
+            for s in c.stages() {
+                let pixels = (s.input.height * s.input.width) as u128;
+                per_row += pixels * (s.out as u128 * 2 + s.taps() as u128);
+            }
+        }
+        let bytes = 4 * (params * (2 + state_slots as u128) + 2 * rows as u128 * per_row);
+        u64::try_from(bytes).unwrap_or(u64::MAX)
+    }
+
     pub fn validate(&self) -> Result<()> {
         if self.input == 0 || self.classes < 2 || self.hidden.contains(&0) {
             return Err(Error::InvalidConfig(format!("model widths {:?} must all be positive, with at least 2 classes", self.widths())));

@@ -106,6 +106,7 @@ pub fn train_strategy<B: Backend, S: Strategy<B>>(
         return Err(Error::InvalidConfig(format!("data set {} has an empty train or validation split", data.name)));
     }
     let model_cfg = cfg.model.config(data.shape, data.features, &cfg.hidden, data.classes)?;
+    super::config::check_model_fits(&model_cfg, cfg.micro_batch().min(data.train_len()), cfg)?;
     let mut model = if strategy.model_holds_optimizer_state() {
         Mlp::new(b, model_cfg.clone(), cfg.optimizer(), cfg.seed)?
     } else {
