@@ -461,7 +461,7 @@ fn size_auto_uses_the_cached_peak_on_the_second_run() {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_model_too_large_for_memory_is_refused_naming_the_estimate() {
-    let hidden = vec!["16384"; 8].join(",");
+    let hidden = ["16384"; 8].join(",");
     let out = Command::new("bash")
         .arg("-c")
         .arg(format!("ulimit -v 8000000; exec \"$0\" train --backend cpu --dataset digits --epochs 1 --hidden {hidden}"))
