@@ -117,7 +117,7 @@ pub fn markdown(report: &Report) -> String {
     if !report.figures.is_empty() {
         md.push_str("\n## Headline figures\n\n| figure | value | source |\n| --- | ---: | --- |\n");
         for f in &report.figures {
-            md.push_str(&format!("| {} | {:.4} {} | {} |\n", f.label, f.value, f.unit, f.provenance.label()));
+            md.push_str(&format!("| {} | {} | {} |\n", f.label, gpulab_core::format::with_unit(f.value, &f.unit), f.provenance.label()));
         }
     }
     for t in &report.tables {
