@@ -87,6 +87,8 @@ fn report_with(figure: f64, cell: f64, point: f64, decimals: usize) -> Report {
             log_x: false,
             series: vec![Series { name: "s".into(), points: vec![[0.0, point], [1.0, 2.0]], provenance: prov }],
             markers: vec![(point, "m".into())],
+            targets: vec![],
+            x_names: vec![],
         }],
         ..Default::default()
     }

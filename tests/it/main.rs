@@ -1,5 +1,6 @@
 //! One integration-test crate with a module per area (ripgrep's layout).
 
+mod agreement;
 mod allocation;
 mod amp;
 mod checkpoint;

@@ -51,7 +51,7 @@ fn check(r: &Report) {
     assert!(unscaled > 90.0 && scaled < 10.0, "flushed: unscaled {unscaled}%, scaled {scaled}%");
     // BF16's range is FP32's: the same tiny gradients survive without a scaler.
     assert!(bf16 < 1.0, "bf16 without a scaler flushed {bf16}%");
-    assert!(r.verdict.summary.contains("BF16 without any scaler flushed"), "{}", r.verdict.summary);
+    assert!(r.verdict.evidence.iter().any(|e| e.contains("BF16 without any scaler flushed")), "{:?}", r.verdict.evidence);
     let acc = col(r, "Underflow demonstration", "validation accuracy");
     assert!(num(&d.rows[2][acc]) > num(&d.rows[1][acc]) + 20.0, "scaling rescues training: {:?}", d.rows);
     assert!(r.chart("loss").unwrap().series.len() == 3 && r.chart("loss_scale").is_some() && r.chart("underflow_loss").is_some());

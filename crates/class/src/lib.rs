@@ -226,7 +226,7 @@ impl ExerciseGroup {
                     // Units differ between rows: each value carries its own.
                     Some(f) => (
                         Cell::from(f.label.as_str()),
-                        Cell::Text(format!("{:.*} {}", decimals_for(&[f.value]), f.value, f.unit)),
+                        Cell::Text(gpulab_core::format::with_unit(f.value, &f.unit)),
                         Cell::Text(f.provenance.label()),
                     ),
                     None => (Cell::from("none in this report"), Cell::Empty, Cell::Empty),
@@ -277,6 +277,8 @@ impl ExerciseGroup {
             log_x: false,
             series,
             markers: vec![],
+            targets: vec![],
+            x_names: vec![],
         })
     }
 }
@@ -337,7 +339,7 @@ mod tests {
         let t = g.table();
         let v = t.columns.iter().position(|c| c.name == "value").unwrap();
         assert_eq!(t.columns[v].unit, "");
-        assert_eq!(t.rows[0][v], Cell::Text("2.50 ×".into()));
+        assert_eq!(t.rows[0][v], Cell::Text("2.5 ×".into()));
         assert_eq!(t.rows[1][v], Cell::Text("120 requests/s".into()));
         assert_eq!(t.rows[2][v], Cell::Empty);
         let c = g.chart().unwrap();

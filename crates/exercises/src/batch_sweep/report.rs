@@ -78,6 +78,8 @@ pub(super) fn build_report(
         log_x: true,
         series: vec![],
         markers: vec![],
+        targets: vec![],
+        x_names: vec![],
     };
     let mut throughput = line("throughput", "Throughput", "samples/s");
     throughput.series.push(Series {

@@ -39,7 +39,9 @@ impl BatchFigures {
 /// The conditions the verdict's sentences assert (the property test re-checks each one).
 mod cond {
     pub const BEST: &str = "no batch size had a higher throughput than this one";
-    pub const ROSE: &str = "the largest batch had a higher throughput than the smallest";
+    pub const RECOMMEND: &str = "the highest throughput among the batches within a point of the best accuracy";
+    pub const ROSE: &str = "throughput rose at every step up in batch size";
+    pub const ROSE_UNEVENLY: &str = "the largest batch had a higher throughput than the smallest, but not at every step up";
     pub const DID_NOT_RISE: &str = "the largest batch's throughput was not above the smallest's";
     pub const PEAKED_INSIDE: &str = "the highest throughput was at a batch between the smallest and the largest";
     pub const ACCURACY_FELL: &str = "over the same epochs, the largest batch took fewer steps and lost more than a point of accuracy";
@@ -53,14 +55,39 @@ mod cond {
     pub const NONE: &str = "no batch size finished or ran out of memory";
 }
 
-/// The verdict: the best batch, how throughput, accuracy and memory moved from the smallest
+/// Whether throughput rose from each batch size to the next larger one.
+fn rose_every_step(trained: &[BatchFigures]) -> bool {
+    let mut by_batch: Vec<&BatchFigures> = trained.iter().collect();
+    by_batch.sort_by_key(|t| t.batch);
+    by_batch.windows(2).all(|w| w[1].samples_per_s > w[0].samples_per_s)
+}
+
+/// The verdict: the batch to train with, the fastest batch, how throughput, accuracy and memory moved from the smallest
 /// batch to the largest (whatever order `batch_sizes` gave), and the out-of-memory batches.
 pub(super) fn verdict(trained: &[BatchFigures], oom: &[(u64, String)], budget: Option<u64>) -> Claims {
-    use gpulab_systems::report::Part::{Evidence, Summary};
+    use gpulab_systems::report::Part::Evidence;
     let mut c = Claims::new();
     let best = trained.iter().max_by(|a, b| a.samples_per_s.total_cmp(&b.samples_per_s));
+    // The lesson's question is which batch to train with: the fastest that does not give up
+    // accuracy (within a point of the best), not the fastest alone.
+    let top_acc = trained.iter().map(|t| t.val_accuracy).fold(f64::NAN, f64::max);
+    let pick =
+        trained.iter().filter(|t| (top_acc - t.val_accuracy) * 100.0 <= 1.0).max_by(|a, b| a.samples_per_s.total_cmp(&b.samples_per_s));
+    if let Some(p) = pick {
+        c.about(p.batch.to_string()).summary(
+            cond::RECOMMEND,
+            true,
+            format!(
+                "Train with batch {}: {:.0} samples/s at {} accuracy, the fastest batch within a point of the best accuracy ({}).",
+                p.batch,
+                p.samples_per_s,
+                percent(p.val_accuracy),
+                percent(top_acc)
+            ),
+        );
+    }
     if let Some(best) = best {
-        c.about(best.batch.to_string()).summary(
+        c.about(best.batch.to_string()).evidence(
             cond::BEST,
             trained.iter().all(|t| t.samples_per_s <= best.samples_per_s),
             format!("Batch {} gave the highest throughput, {:.0} samples/s.", best.batch, best.samples_per_s),
@@ -80,10 +107,11 @@ pub(super) fn verdict(trained: &[BatchFigures], oom: &[(u64, String)], budget: O
         c.one_of(
             Evidence,
             vec![
+                (cond::ROSE, rose_every_step(trained), format!("{went}: bigger batches spread each step's fixed costs over more samples.")),
                 (
-                    cond::ROSE,
-                    hi.samples_per_s > lo.samples_per_s,
-                    format!("{went}: bigger batches spread each step's fixed costs over more samples."),
+                    cond::ROSE_UNEVENLY,
+                    hi.samples_per_s > lo.samples_per_s && !rose_every_step(trained),
+                    format!("{went}, but not at every step up: the sizes in between show how much one measurement varies."),
                 ),
                 (
                     cond::DID_NOT_RISE,
@@ -100,7 +128,7 @@ pub(super) fn verdict(trained: &[BatchFigures], oom: &[(u64, String)], budget: O
         let d_acc = (hi.val_accuracy - lo.val_accuracy) * 100.0;
         let same_epochs = lo.epochs == hi.epochs;
         c.one_of(
-            Summary,
+            Evidence,
             vec![(
                 cond::ACCURACY_FELL,
                 same_epochs && hi.steps < lo.steps && d_acc < -1.0,
@@ -173,14 +201,23 @@ pub(super) fn verdict(trained: &[BatchFigures], oom: &[(u64, String)], budget: O
             ],
         );
     }
+    // One summary sentence for every batch that did not fit, so the summary stays two sentences.
+    if !oom.is_empty() {
+        let names: Vec<String> = oom.iter().map(|(b, _)| b.to_string()).collect();
+        c.summary(
+            cond::SOME_OUT_OF_MEMORY,
+            true,
+            format!(
+                "{} {} did not fit{}.",
+                if names.len() == 1 { "Batch" } else { "Batches" },
+                names.join(", "),
+                budget.map(|x| format!(" in the {:.2} MiB budget", mib(x))).unwrap_or_default()
+            ),
+        );
+    }
     for (b, m) in oom {
         c.about(b.to_string());
-        c.summary(
-            cond::OUT_OF_MEMORY,
-            true,
-            format!("Batch {b} did not fit{}.", budget.map(|x| format!(" in the {:.2} MiB budget", mib(x))).unwrap_or_default()),
-        );
-        c.fact(Evidence, format!("Batch {b}: {m}"));
+        c.evidence(cond::OUT_OF_MEMORY, true, format!("Batch {b}: {m}"));
     }
     c.about("");
     c.evidence(cond::SOME_OUT_OF_MEMORY, !oom.is_empty(), format!("The systematic response to an out-of-memory: {OOM_RESPONSE}."));
@@ -222,7 +259,22 @@ mod tests {
         let peak_batch: u64 = c.text.split("at batch ").nth(1).and_then(|s| s.split('.').next()).and_then(|s| s.parse().ok()).unwrap_or(0);
         Some(match c.condition {
             cond::BEST => of(&c.subject)?.samples_per_s >= best,
-            cond::ROSE => hi()?.samples_per_s > lo()?.samples_per_s,
+            cond::RECOMMEND => {
+                let top = t.iter().map(|x| x.val_accuracy).fold(f64::NAN, f64::max);
+                let ok = |x: &BatchFigures| (top - x.val_accuracy) * 100.0 <= 1.0;
+                let p = of(&c.subject)?;
+                ok(p) && t.iter().filter(|x| ok(x)).all(|x| x.samples_per_s <= p.samples_per_s)
+            }
+            cond::ROSE => {
+                let mut s: Vec<&BatchFigures> = t.iter().collect();
+                s.sort_by_key(|x| x.batch);
+                s.windows(2).all(|w| w[1].samples_per_s > w[0].samples_per_s)
+            }
+            cond::ROSE_UNEVENLY => {
+                let mut s: Vec<&BatchFigures> = t.iter().collect();
+                s.sort_by_key(|x| x.batch);
+                hi()?.samples_per_s > lo()?.samples_per_s && !s.windows(2).all(|w| w[1].samples_per_s > w[0].samples_per_s)
+            }
             cond::DID_NOT_RISE => hi()?.samples_per_s <= lo()?.samples_per_s,
             cond::PEAKED_INSIDE => {
                 let p = t.iter().find(|x| x.batch == peak_batch)?;

@@ -79,6 +79,8 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
         log_x: false,
         series: vec![],
         markers: vec![],
+        targets: vec![],
+        x_names: vec![],
     };
     loss.series.push(series("reference (uninterrupted)", &runs.reference.losses));
     loss.series.push(series("crashed run", &runs.crashed.losses));
@@ -106,15 +108,23 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
         Column::num("time writing", "s", 3, derived("checkpoints × measured mean write time")),
         Column::num("share of training time", "%", 1, derived("time writing ÷ (measured reference training time + time writing)")),
         Column::num("bytes written", "MiB", 2, derived("checkpoints × measured checkpoint size")),
-        Column::num("steps lost by this crash", "", 0, derived("crash step − last checkpoint step at this interval")),
+        Column::num(
+            "steps lost by this crash",
+            "",
+            0,
+            derived("crash step − last checkpoint step at this interval; at this run's interval, crash step − the step it resumed from"),
+        ),
         Column::num("time lost", "s", 3, derived("steps lost × measured mean step time")),
     ];
     let crash = last_before_kill;
+    // At the run's own interval the table says what happened (the headline's steps lost: a save
+    // due at the crash step may not have landed); at the others, what the same crash would lose.
+    let lost_at = |t: u64| if t == runs.every && resumed.is_some() { steps_lost } else { crash - (crash / t) * t };
     let rows: Vec<Vec<Cell>> = intervals
         .iter()
         .map(|&t| {
             let n = total / t;
-            let lost = crash - (crash / t) * t;
+            let lost = lost_at(t);
             let writing = mean_write.map(|w| w * n as f64);
             vec![
                 Cell::Num(t as f64),
@@ -137,6 +147,8 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
         log_x: true,
         series: vec![],
         markers: vec![],
+        targets: vec![],
+        x_names: vec![],
     };
     if let (Some(w), Some(st)) = (mean_write, step_s) {
         cost.series.push(Series {
@@ -146,7 +158,7 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
         });
         cost.series.push(Series {
             name: "time lost by this crash".into(),
-            points: intervals.iter().map(|&t| [t as f64, st * (crash - (crash / t) * t) as f64]).collect(),
+            points: intervals.iter().map(|&t| [t as f64, st * lost_at(t) as f64]).collect(),
             provenance: derived("measured step time × steps lost"),
         });
         cost.series.push(Series {
@@ -289,12 +301,12 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
     // Checkpoints by epoch only (every = 0 steps) have no step interval to price here.
     if let (Some(w), Some(st), true) = (mean_write, step_s, runs.every > 0) {
         v.fact(Evidence, format!(
-            "One checkpoint took {:.3} ms to write against {:.3} ms per training step: checkpointing every {} steps costs about {:.1}% of training time, while a crash loses on average half an interval ({:.1} steps).",
+            "One checkpoint took {:.3} ms to write against {:.3} ms per training step: checkpointing every {} steps costs about {:.1}% of training time, while a crash loses on average half an interval ({} steps).",
             w * 1e3,
             st * 1e3,
             runs.every,
             100.0 * w / (w + st * runs.every as f64),
-            runs.every as f64 / 2.0
+            gpulab_core::format::number(runs.every as f64 / 2.0)
         ));
     }
     let unexpected = runs.reference.unexpected_lines + runs.crashed.unexpected_lines + resumed.map_or(0, |r| r.unexpected_lines);

@@ -106,6 +106,8 @@ pub(super) fn build_report(
         log_x: false,
         series: vec![],
         markers: vec![],
+        targets: vec![],
+        x_names: vec![],
     };
     let mut acc = Chart {
         id: "val_accuracy".into(),
@@ -140,6 +142,8 @@ pub(super) fn build_report(
         log_x: true,
         series: vec![],
         markers: vec![],
+        targets: vec![],
+        x_names: vec![],
     };
     for (info, p) in sweep {
         gflops.series.push(Series {
@@ -152,7 +156,7 @@ pub(super) fn build_report(
     // Costs: each run's measured training time × the assumed price of its backend.
     let price_of = |i: &BackendInfo| {
         let key = if i.kind == BackendKind::Cpu { "cpu_price_per_hour" } else { "price_per_hour" };
-        cost::read(s, key, i.kind).unwrap_or_else(|_| Price { usd_per_hour: f64::NAN, label: format!("{key} unreadable") })
+        cost::read_for(s, key, i).unwrap_or_else(|_| Price { usd_per_hour: f64::NAN, label: format!("{key} unreadable") })
     };
     let priced: Vec<(String, Price, &TrainReport)> =
         trained.iter().filter_map(|t| Some((short_label(t.info.as_ref()?), price_of(t.info.as_ref()?), t.result.as_ref().ok()?))).collect();

@@ -3,7 +3,6 @@
 
 use super::short_label;
 use crate::common::{self, percent};
-use crate::cost;
 use gpulab_core::tensor::BackendInfo;
 use gpulab_systems::report::Claims;
 use gpulab_systems::train::TrainReport;
@@ -144,12 +143,12 @@ pub(super) fn verdict(cpu: Option<&RunFigures>, gpus: &[RunFigures], cpu_sweep: 
             );
             if let (Some(gc), Some(cc)) = (g.usd_per_epoch(), cpu.usd_per_epoch()) {
                 let at = format!(
-                    "At the assumed prices (${}/h for {}, ${}/h for the CPU) an epoch cost {} against {} on the CPU",
+                    "At the assumed prices (${}/h for {}, ${}/h for the CPU) epochs cost {} against {} on the CPU",
                     g.usd_per_hour,
                     g.name,
                     cpu.usd_per_hour,
-                    cost::usd_text(gc),
-                    cost::usd_text(cc)
+                    gpulab_core::format::money_per(gc, "epoch"),
+                    gpulab_core::format::money_per(cc, "epoch")
                 );
                 // Break-even: the speed-up at which the GPU's hour pays for itself.
                 let even = g.usd_per_hour / cpu.usd_per_hour.max(1e-12);

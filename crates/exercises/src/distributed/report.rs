@@ -177,6 +177,8 @@ fn extrapolation(runs: &[Run]) -> Option<(Table, Chart, String)> {
             })
             .collect(),
         markers: vec![],
+        targets: vec![],
+        x_names: vec![],
     };
     Some((Table { title: "Beyond this machine (simulated)".into(), columns, rows }, chart, why))
 }
@@ -191,6 +193,8 @@ fn charts(runs: &[Run], p: &Prov) -> Vec<Chart> {
         log_x: false,
         series: vec![],
         markers: vec![],
+        targets: vec![],
+        x_names: vec![],
     };
     let mut sp = line("speedup", "Speed-up over one replica", "speed-up (×)");
     let mut split = Chart { kind: ChartKind::Bars, ..line("step_split", "Where a step's time goes", "ms per step") };

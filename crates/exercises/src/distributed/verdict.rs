@@ -4,7 +4,7 @@
 use super::Mode;
 use super::report::{Prov, per_epoch};
 use crate::common::{self, percent};
-use crate::cost::{self as pricing, Price};
+use crate::cost::Price;
 use crate::settings::Settings;
 use gpulab_core::error::Result;
 use gpulab_systems::parallel::{DpReport, StepSplit};
@@ -173,9 +173,9 @@ pub(super) fn verdict(runs: &[RunFigures], setup: &Setup) -> Claims {
         c.fact(Summary, format!("{} scaling to {n} ({}): {sp:.2}× one replica, {} efficiency.", mode.name(), big.label, percent(eff)));
         if let (Some(a), Some(b)) = (big.usd_per_epoch, base.usd_per_epoch) {
             let at = format!(
-                "Counting all {n} replicas at the assumed price per replica-hour, an epoch cost {} against {} on one replica",
-                pricing::usd_text(a),
-                pricing::usd_text(b)
+                "Counting all {n} replicas at the assumed price per replica-hour, epochs cost {} against {} on one replica",
+                gpulab_core::format::money_per(a, "epoch"),
+                gpulab_core::format::money_per(b, "epoch")
             );
             c.one_of(
                 Summary,

@@ -129,7 +129,7 @@ fn memory_table(m: &Measured) -> Table {
     Table { title: "Memory: inference vs training (same batch)".into(), columns, rows }
 }
 
-fn charts(m: &Measured) -> Vec<Chart> {
+fn charts(m: &Measured, slo_ms: f64) -> Vec<Chart> {
     let mut curve = Chart {
         id: "latency_throughput".into(),
         title: "Latency against throughput".into(),
@@ -139,6 +139,8 @@ fn charts(m: &Measured) -> Vec<Chart> {
         log_x: false,
         series: vec![],
         markers: vec![],
+        targets: vec![(slo_ms, format!("p99 SLO {} ms", gpulab_core::format::number(slo_ms)))],
+        x_names: vec![],
     };
     for (name, pick) in [("dynamic p50", 0), ("dynamic p99", 1)] {
         let points =
@@ -159,6 +161,8 @@ fn charts(m: &Measured) -> Vec<Chart> {
         log_x: false,
         series: vec![],
         markers: vec![],
+        targets: vec![],
+        x_names: vec![],
     };
     for r in &m.dynamics {
         sizes.series.push(Series {
@@ -227,7 +231,7 @@ pub fn build(ex: &InferenceBatching, s: &Settings, meta: Metadata, m: Measured, 
         memory_table(&m),
     ];
     tables.retain(|t| !t.rows.is_empty());
-    let mut report = Report { figures, tables, charts: charts(&m), verdict: v, stopped_early, ..report_for(ex, s, meta) };
+    let mut report = Report { figures, tables, charts: charts(&m, slo), verdict: v, stopped_early, ..report_for(ex, s, meta) };
     report.notes.push(format!("Model {} ({}), {}. Requests go in-process into the server's batcher and inference thread (the HTTP layer is measured by `gpulab loadgen`). The static runs keep 2 × batch requests outstanding (closed loop); the dynamic runs' arrival times are generated (Poisson, seeded); every latency is measured from the scheduled arrival.", m.model.version, m.model.arch.describe(), m.model.source));
     report.notes.push(format!("Capacity (the load levels' 100%) is the measured static throughput: {:.0} requests/s.", m.capacity));
     report.notes.push(format!(

@@ -3,7 +3,7 @@
 
 use super::report::meets;
 use super::runs::RunResult;
-use crate::cost::{self, Price};
+use crate::cost::Price;
 use gpulab_systems::report::Claims;
 use gpulab_systems::serve::loadgen::Arrivals;
 
@@ -121,12 +121,12 @@ pub(super) fn claims(statics: &[ServeRun], dynamics: &[ServeRun], slo: f64, (inf
         if let Some(b1) = b1 {
             c.fact(Summary, format!("That is {:.1}× what batch-1 serving sustains.", r.throughput / b1.throughput.max(1e-9)));
             let at = format!(
-                "At the assumed hourly price 1,000 predictions cost {} there against {} at batch 1",
-                cost::usd_text(r.usd_per_1000),
-                cost::usd_text(b1.usd_per_1000)
+                "At the assumed hourly price predictions cost {} there against {} at batch 1",
+                gpulab_core::format::money_per(r.usd_per_1000 / 1000.0, "prediction"),
+                gpulab_core::format::money_per(b1.usd_per_1000 / 1000.0, "prediction")
             );
             c.one_of(
-                Summary,
+                Evidence,
                 vec![
                     (cond::CHEAPER, r.usd_per_1000 < b1.usd_per_1000, format!("{at}: batching made each prediction cheaper.")),
                     (cond::NOT_CHEAPER, r.usd_per_1000 >= b1.usd_per_1000, format!("{at}: no cheaper.")),

@@ -31,6 +31,8 @@ fn chart(id: &str, title: &str, x: &str, y: &str, series: Vec<(&str, Vec<[f64; 2
         log_x: false,
         series: series.into_iter().map(|(name, points)| Series { name: name.into(), points, provenance: simulated() }).collect(),
         markers: vec![],
+        targets: vec![],
+        x_names: vec![],
     }
 }
 

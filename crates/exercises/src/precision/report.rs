@@ -88,7 +88,8 @@ pub(super) fn demo_table(demo: &[Run]) -> Table {
     let columns = vec![
         Column::text("run"),
         Column::text("status"),
-        Column::num("loss weight", "", 10, Provenance::derived("the demo's setting")),
+        // No decimals: 1 prints as "1" and 5.96e-8 with its significant digits (`format::fixed`).
+        Column::num("loss weight", "", 0, Provenance::derived("the demo's setting")),
         Column::num("first logged loss", "", 4, Provenance::Measured),
         Column::num("last logged loss", "", 4, Provenance::Measured),
         Column::num("gradients flushed to zero", "%", 3, Provenance::Measured),
@@ -117,7 +118,18 @@ pub(super) fn demo_table(demo: &[Run]) -> Table {
 }
 
 fn chart(id: &str, title: &str, x: &str, y: &str, kind: ChartKind) -> Chart {
-    Chart { id: id.into(), title: title.into(), x_label: x.into(), y_label: y.into(), kind, log_x: false, series: vec![], markers: vec![] }
+    Chart {
+        id: id.into(),
+        title: title.into(),
+        x_label: x.into(),
+        y_label: y.into(),
+        kind,
+        log_x: false,
+        series: vec![],
+        markers: vec![],
+        targets: vec![],
+        x_names: vec![],
+    }
 }
 
 fn loss_chart(id: &str, title: &str, runs: &[Run]) -> Chart {

@@ -4,7 +4,7 @@
 use super::report::flushed;
 use super::run::{MatmulPath, Run};
 use crate::common::{peak, percent};
-use crate::cost::{self, Price};
+use crate::cost::Price;
 use gpulab_core::tensor::{BackendKind, MemCategory};
 use gpulab_systems::nn::Precision;
 use gpulab_systems::report::Claims;
@@ -63,7 +63,9 @@ pub(super) fn figures_of(runs: &[Run], price: &Price) -> Vec<RunFigures> {
 
 /// The conditions the verdict's sentences assert (the property test re-checks each one).
 mod cond {
-    pub const CANNOT_SHOW: &str = "16-bit runs finished, none on a path with fast 16-bit arithmetic";
+    pub const CANNOT_SHOW: &str = "16-bit runs finished, none on a path with fast 16-bit arithmetic, none faster than FP32 by over 5%";
+    pub const FASTER_WITHOUT_FAST16: &str =
+        "16-bit runs finished, none on a path with fast 16-bit arithmetic, one faster than FP32 by over 5%";
     pub const FAILED: &str = "this run could not train";
     pub const FASTER: &str = "over 1.05× FP32's throughput";
     pub const SLOWER: &str = "under 0.95× FP32's throughput";
@@ -102,15 +104,53 @@ pub(super) fn verdict(runs: &[RunFigures], demo: &[RunFigures], weight: f32) -> 
     let ok16: Vec<&RunFigures> = runs.iter().filter(|r| r.precision != Precision::F32 && r.result.is_ok()).collect();
     let mut why: Vec<String> = ok16.iter().map(|r| no_fast_path(&r.path)).collect();
     why.dedup();
-    c.summary(
-        cond::CANNOT_SHOW,
-        !ok16.is_empty() && ok16.iter().all(|r| !r.path.fast16),
-        format!(
-            "This backend cannot show 16-bit arithmetic paying off: {}. What 16 bits do to memory still shows below; on a GPU with fast 16-bit arithmetic (tensor cores through a CUDA build, or an adapter with cooperative matrices), the \"big enough for a GPU\" preset shows 16-bit training outrun FP32.",
-            why.join("; ")
-        ),
-    );
     let fp32 = runs.iter().find(|r| r.precision == Precision::F32).and_then(|r| r.result.as_ref().ok());
+    let speed_of = |r: &RunFigures| Some(r.result.as_ref().ok()?.samples_per_s / fp32?.samples_per_s.max(1e-12));
+    let no_fast16 = !ok16.is_empty() && ok16.iter().all(|r| !r.path.fast16);
+    let faster16 = ok16.iter().any(|r| speed_of(r).is_some_and(|v| v > 1.05));
+    // A 16-bit run that beat FP32 without fast 16-bit arithmetic is not "16 bits cannot pay
+    // off": it says where the gain came from instead.
+    c.one_of(
+        Evidence,
+        vec![
+            (
+                cond::CANNOT_SHOW,
+                no_fast16 && !faster16,
+                format!(
+                    "This backend cannot show 16-bit arithmetic paying off: {}. On a GPU with fast 16-bit arithmetic (tensor cores through a CUDA build, or an adapter with cooperative matrices), the \"big enough for a GPU\" preset shows 16-bit training outrun FP32.",
+                    why.join("; ")
+                ),
+            ),
+            (
+                cond::FASTER_WITHOUT_FAST16,
+                no_fast16 && faster16,
+                format!(
+                    "No fast 16-bit arithmetic ran here ({}), so the speed-up below did not come from the multiplies: 16-bit values halve the bytes each step moves.",
+                    why.join("; ")
+                ),
+            ),
+        ],
+    );
+    // The answer in one sentence of numbers: each 16-bit run's throughput and peak memory
+    // against FP32's (the words — faster, less — follow in the evidence, each with its test).
+    if let Some(base) = fp32 {
+        let parts: Vec<String> = ok16
+            .iter()
+            .filter_map(|r| {
+                let t = r.result.as_ref().ok()?;
+                Some(format!(
+                    "{} at {:.2}× the throughput, peak memory {:+.1} KiB, accuracy {}",
+                    r.label,
+                    speed_of(r)?,
+                    (t.total_peak as f64 - base.total_peak as f64) / 1024.0,
+                    percent(t.val_accuracy)
+                ))
+            })
+            .collect();
+        if !parts.is_empty() {
+            c.fact(Summary, format!("Against FP32 ({} accuracy): {}.", percent(base.val_accuracy), parts.join("; ")));
+        }
+    }
     for run in runs.iter().filter(|r| r.precision != Precision::F32) {
         c.about(&run.label);
         let r = match &run.result {
@@ -126,7 +166,7 @@ pub(super) fn verdict(runs: &[RunFigures], demo: &[RunFigures], weight: f32) -> 
         let d_acc = (r.val_accuracy - base.val_accuracy) * 100.0;
         let pace = |word: &str| format!("{}: {speed:.2}× FP32's throughput — {word}.", run.label);
         c.one_of(
-            Summary,
+            Evidence,
             vec![
                 (cond::FASTER, speed > 1.05, pace("faster")),
                 (cond::SLOWER, speed < 0.95, pace("slower")),
@@ -140,11 +180,15 @@ pub(super) fn verdict(runs: &[RunFigures], demo: &[RunFigures], weight: f32) -> 
                 percent(r.val_accuracy)
             )
         };
-        c.one_of(Summary, vec![(cond::LESS_MEMORY, saved > 0.0, memory("less")), (cond::NOT_LESS_MEMORY, saved <= 0.0, memory("more"))]);
+        c.one_of(Evidence, vec![(cond::LESS_MEMORY, saved > 0.0, memory("less")), (cond::NOT_LESS_MEMORY, saved <= 0.0, memory("more"))]);
         if let (Some(a), Some(b)) = (r.usd_per_epoch, base.usd_per_epoch) {
-            let at = format!("At the assumed hourly price an epoch cost {} against FP32's {}", cost::usd_text(a), cost::usd_text(b));
+            let at = format!(
+                "At the assumed hourly price epochs cost {} against FP32's {}",
+                gpulab_core::format::money_per(a, "epoch"),
+                gpulab_core::format::money_per(b, "epoch")
+            );
             c.one_of(
-                Summary,
+                Evidence,
                 vec![
                     (cond::CHEAPER, a < b, format!("{at}: cheaper per epoch, since the same hour buys more epochs.")),
                     (cond::NOT_CHEAPER, a >= b, format!("{at}: no cheaper per epoch.")),
@@ -248,7 +292,7 @@ pub(super) fn verdict(runs: &[RunFigures], demo: &[RunFigures], weight: f32) -> 
     {
         c.fact(Evidence, format!("Demo accuracy: BF16 without a scaler {}.", percent(tb.val_accuracy)));
         c.one_of(
-            Summary,
+            Evidence,
             vec![
                 (
                     cond::BF16_KEPT,
@@ -339,7 +383,13 @@ mod tests {
         let speed = || Some(t()?.samples_per_s / base.as_ref()?.samples_per_s);
         let done16: Vec<&RunFigures> = runs.iter().filter(|r| r.precision != Precision::F32 && r.result.is_ok()).collect();
         Some(match c.condition {
-            cond::CANNOT_SHOW => !done16.is_empty() && done16.iter().all(|r| !r.path.fast16),
+            cond::CANNOT_SHOW | cond::FASTER_WITHOUT_FAST16 => {
+                let faster = done16.iter().any(|r| {
+                    let (Some(b), Ok(t)) = (base.as_ref(), &r.result) else { return false };
+                    t.samples_per_s / b.samples_per_s > 1.05
+                });
+                !done16.is_empty() && done16.iter().all(|r| !r.path.fast16) && (faster == (c.condition == cond::FASTER_WITHOUT_FAST16))
+            }
             cond::FAILED => this?.result.is_err(),
             cond::FASTER | cond::FASTER_DESPITE => speed()? > 1.05,
             cond::SLOWER => speed()? < 0.95,

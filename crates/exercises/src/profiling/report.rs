@@ -87,5 +87,7 @@ pub(super) fn roofline(rows: &[KernelRow], p: &Peaks) -> Chart {
         log_x: true,
         series,
         markers: vec![(p.ridge(), "ridge point".into())],
+        targets: vec![],
+        x_names: vec![],
     }
 }

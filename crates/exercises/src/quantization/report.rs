@@ -133,6 +133,8 @@ fn chart(id: &str, title: &str, y: &str) -> Chart {
         log_x: false,
         series: vec![],
         markers: vec![],
+        targets: vec![],
+        x_names: vec![],
     }
 }
 

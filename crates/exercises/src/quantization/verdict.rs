@@ -68,10 +68,10 @@ fn backend_claims(c: &mut Claims, x: &QuantFigures, batch: usize) {
     c.fact(
         Summary,
         format!(
-            "On {name}, INT8 (static, per-channel) is {} than FP32 at batch {batch} ({:.3} vs {:.3} ms) and {} at batch 1, with weights at {:.0}% of FP32's bytes and validation accuracy {} ({:+.2} pp).",
+            "On {name}, INT8 (static, per-channel) is {} than FP32 at batch {batch} ({} vs {}) and {} at batch 1, with weights at {:.0}% of FP32's bytes and validation accuracy {} ({:+.2} pp).",
             ratio_words(ratio),
-            x.batch_s.1 * 1e3,
-            x.batch_s.0 * 1e3,
+            gpulab_core::format::duration(x.batch_s.1),
+            gpulab_core::format::duration(x.batch_s.0),
             ratio_words(x.one_s.1 / x.one_s.0),
             x.weight_bytes.1 as f64 / x.weight_bytes.0 as f64 * 100.0,
             percent(x.accuracy.1),
@@ -84,9 +84,9 @@ fn backend_claims(c: &mut Claims, x: &QuantFigures, batch: usize) {
         c.fact(
             Evidence,
             format!(
-                "{name}: the largest layer's GEMM alone ({m}×{k}·{k}×{n}) takes {:.3} ms in f32 and {:.3} ms in int8 ({gr:.2}×).",
-                f32_s * 1e3,
-                int8_s * 1e3
+                "{name}: the largest layer's GEMM alone ({m}×{k}·{k}×{n}) takes {} in f32 and {} in int8 ({gr:.2}×).",
+                gpulab_core::format::duration(f32_s),
+                gpulab_core::format::duration(int8_s)
             ),
         );
         let smaller = x.weight_bytes.1 < x.weight_bytes.0;
@@ -141,15 +141,33 @@ pub(super) fn verdict(runs: &[BackendRun], batch: usize) -> Verdict {
                 c.fact(Summary, format!("{name}: INT8 could not be compared with FP32 (see the status column)."));
             }
         }
-        if let Some((i, l)) = r.layers.iter().enumerate().min_by(|a, b| a.1.only_this_accuracy.total_cmp(&b.1.only_this_accuracy)) {
-            let sqnr = l.output_sqnr.map_or("exact".into(), |d| format!("{d:.1} dB"));
+        // Two different measures, named as such: the accuracy with one layer alone in int8, and
+        // the output SQNR with every layer in int8 (where error accumulates towards the output).
+        // Naming one layer "most sensitive" beside a table whose lowest SQNR is another's read as
+        // a contradiction.
+        let least_accurate = r.layers.iter().enumerate().min_by(|a, b| a.1.only_this_accuracy.total_cmp(&b.1.only_this_accuracy));
+        let lowest_sqnr = r.layers.iter().enumerate().filter_map(|(i, l)| Some((i, l.output_sqnr?))).min_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((i, l)) = least_accurate {
             c.fact(
                 Evidence,
                 format!(
-                    "{name}: the most sensitive layer is layer {i} ({}×{} weights): with only it in int8 the accuracy is {} (output SQNR {sqnr}).",
+                    "{name}: with one layer alone in int8, layer {i} ({}×{} weights) costs the most accuracy: {}.",
                     l.shape[0],
                     l.shape[1],
                     percent(l.only_this_accuracy)
+                ),
+            );
+        }
+        if let Some((j, db)) = lowest_sqnr {
+            c.fact(
+                Evidence,
+                format!(
+                    "{name}: with every layer in int8, the output SQNR is lowest at layer {j} ({db:.1} dB){}.",
+                    if least_accurate.is_some_and(|(i, _)| i != j) {
+                        ": rounding error adds up layer after layer towards the output"
+                    } else {
+                        ""
+                    }
                 ),
             );
         }
