@@ -76,12 +76,10 @@ pub fn broken(needs: &Needs, limits: &wgpu::Limits) -> Option<(&'static str, u32
 }
 
 /// Refuses, naming the limit, a pipeline (`file`'s `entry`) that would break `limits`.
-pub fn check_pipeline(source: &str, file: &str, entry: &str, limits: &wgpu::Limits) -> Result<()> {
+pub fn check_pipeline(source: &str, file: &'static str, entry: &'static str, limits: &wgpu::Limits) -> Result<()> {
     match broken(&needs(source, entry)?, limits) {
         None => Ok(()),
-        Some((limit, need, have)) => Err(Error::Gpu(format!(
-            "kernel {file} (entry {entry}) needs {limit} = {need}, this device allows {have}: the kernel cannot run on this adapter"
-        ))),
+        Some((limit, need, have)) => Err(Error::BeyondLimit { file, entry, limit, need, have }),
     }
 }
 
