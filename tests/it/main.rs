@@ -16,6 +16,7 @@ mod common;
 mod conformance;
 mod data;
 mod distributed;
+mod drivers;
 mod exercises;
 mod forward;
 mod fuzz_seeds;

@@ -30,7 +30,7 @@ const CONV: &str = include_str!("../../../../../shaders/conv.wgsl");
 const CONV16: &str = include_str!("../../../../../shaders/conv16.wgsl");
 const IM2COL_TAP: &str = include_str!("../../../../../shaders/im2col_tap.wgsl");
 
-/// Workgroup size of the 1-D kernels.
+/// Workgroup size of the 1-D kernels where the device allows it (`limits::workgroup_size`).
 pub const WG: u32 = 256;
 
 /// When a kernel's pipeline is compiled.
@@ -64,6 +64,11 @@ macro_rules! kernels {
 
         impl Kernel {
             pub const ALL: &'static [Kernel] = &[$(Kernel::$name),+];
+
+            /// The kernel's entry point in its shader.
+            pub fn entry(self) -> &'static str {
+                self.def().entry
+            }
 
             pub const fn compile(self) -> Compile {
                 match self {
@@ -205,13 +210,18 @@ pub struct PipelineKey {
 }
 
 /// The WGSL the pipeline for `key` compiles: its shader with every placeholder filled.
-fn source(key: PipelineKey) -> Result<String> {
+pub(super) fn source(key: PipelineKey) -> Result<String> {
+    source_wg(key, WG)
+}
+
+/// `source` with the 1-D kernels' workgroup size `wg`.
+pub(super) fn source_wg(key: PipelineKey, wg: u32) -> Result<String> {
     let flag = |bit: u32| if key.variant & bit != 0 { "true" } else { "false" }.to_string();
     render(
         key.kernel.def().source,
         &[
             ("DT", key.dtype.wgsl().to_string()),
-            ("WG", WG.to_string()),
+            ("WG", wg.to_string()),
             ("TA", flag(1)),
             ("TB", flag(2)),
             ("VA", flag(4)),
@@ -229,12 +239,21 @@ pub fn matmul16_coop_source(ta: bool, tb: bool) -> Result<String> {
     source(PipelineKey { kernel: Kernel::Matmul16Coop, dtype: DType::F16, variant: ta as u32 | (tb as u32) << 1 })
 }
 
-#[derive(Default)]
 pub struct PipelineCache {
     pipelines: HashMap<PipelineKey, Arc<wgpu::ComputePipeline>>,
+    /// The 1-D kernels' workgroup size on this device.
+    wg: u32,
 }
 
 impl PipelineCache {
+    pub fn new(wg: u32) -> Self {
+        PipelineCache { pipelines: HashMap::new(), wg }
+    }
+
+    pub fn wg(&self) -> u32 {
+        self.wg
+    }
+
     #[cfg(test)]
     fn contains(&self, key: &PipelineKey) -> bool {
         self.pipelines.contains_key(key)
@@ -245,7 +264,9 @@ impl PipelineCache {
             return Ok(p.clone());
         }
         let def = key.kernel.def();
-        let source = source(key)?;
+        let source = source_wg(key, self.wg)?;
+        // Refused by name before wgpu would fail on it (or a driver would silently clamp it).
+        super::limits::check_pipeline(&source, def.file, def.entry, &device.limits())?;
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = device
             .create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(def.file), source: wgpu::ShaderSource::Wgsl(source.into()) });
