@@ -117,6 +117,13 @@ fn bench_train_json_has_samples_per_second() {
     let precisions: Vec<&str> = rows.iter().map(|r| r["precision"].as_str().unwrap()).collect();
     assert_eq!(precisions, ["fp32", "bf16", "fp32", "bf16"], "each batch times every precision, interleaved");
     assert!(rows.iter().all(|r| r["samples_per_s"].as_f64().unwrap() > 0.0));
+    // The distribution of the windows and the wall time per step, like the reference script's.
+    for r in &rows {
+        let ms = |k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k} missing in {r}"));
+        assert!(0.0 < ms("step_ms_median") && ms("step_ms_median") <= ms("step_ms_p90") && ms("step_ms_p90") <= ms("step_ms_worst"), "{r}");
+        assert!(ms("step_ms_wall") > 0.0, "{r}");
+        assert!(r["slow_windows"]["count"].is_u64(), "{r}");
+    }
 }
 
 /// `bench train --model cnn` times the CNN (convolutions in front of the dense layers), with
