@@ -121,7 +121,12 @@ pub fn markdown(report: &Report) -> String {
     if !report.figures.is_empty() {
         md.push_str("\n## Headline figures\n\n| figure | value | source |\n| --- | ---: | --- |\n");
         for f in &report.figures {
-            md.push_str(&format!("| {} | {} | {} |\n", t(&f.label), t(&gpulab_core::format::with_unit(f.value, &f.unit)), t(&f.provenance.label())));
+            md.push_str(&format!(
+                "| {} | {} | {} |\n",
+                t(&f.label),
+                t(&gpulab_core::format::with_unit(f.value, &f.unit)),
+                t(&f.provenance.label())
+            ));
         }
     }
     for tab in &report.tables {
