@@ -261,6 +261,15 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
         });
     }
 
+    // The parameter count the evidence names is a figure of the report too (agreement test).
+    if let Some((_, params)) = runs.reference.model.as_ref().or(resumed.and_then(|r| r.model.as_ref())) {
+        figures.push(Figure {
+            label: "model parameters".into(),
+            value: *params as f64,
+            unit: "".into(),
+            provenance: Provenance::derived("the model's layer shapes"),
+        });
+    }
     let outcome = Outcome {
         stopped_early,
         finished: resumed.is_some_and(|r| r.finished.is_some()),

@@ -17,7 +17,7 @@ use super::{Exercise, LiveChartSpec};
 use gpulab_core::error::{Error, Result};
 use gpulab_systems::data::{self, DatasetSpec};
 use gpulab_systems::report::{Metadata, Report};
-use gpulab_systems::serve::loadgen::Arrivals;
+use gpulab_systems::serve::loadgen::{self, Arrivals};
 use gpulab_systems::serve::{BatchPolicy, ModelSource, load_model};
 use gpulab_systems::train::TrainConfig;
 
@@ -189,8 +189,13 @@ impl Exercise for InferenceBatching {
             if sink.stop_requested() || capacity <= 0.0 {
                 break;
             }
-            let rate = capacity * pct as f64 / 100.0;
-            sink.emit(Event::Phase(format!("dynamic batching at {pct}% of capacity ({rate:.0} requests/s)")));
+            // A fast machine's capacity times a level above 100 % can pass what the load
+            // generator will offer; offer its maximum then, and say so in the run's name.
+            let wanted = capacity * pct as f64 / 100.0;
+            let rate = wanted.min(loadgen::MAX_RATE);
+            let capped =
+                if rate < wanted { format!(" (capped at the load generator's {} requests/s)", loadgen::MAX_RATE) } else { String::new() };
+            sink.emit(Event::Phase(format!("dynamic batching at {pct}% of capacity ({rate:.0} requests/s){capped}")));
             let r = runs::run_one(
                 &device,
                 &model,
@@ -198,7 +203,7 @@ impl Exercise for InferenceBatching {
                 policy.clone(),
                 Arrivals::Open { rate_per_s: rate },
                 secs,
-                format!("dynamic {pct}%"),
+                format!("dynamic {pct}%{}", if capped.is_empty() { "" } else { " (capped)" }),
                 sink,
             )?;
             sink.emit(Event::Log(format!(

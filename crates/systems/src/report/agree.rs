@@ -27,7 +27,9 @@ pub fn numbers_in(text: &str) -> Vec<Printed> {
     let mut i = 0;
     let glued = |c: Option<&char>| c.is_some_and(|c| c.is_alphabetic() || *c == '_' || *c == '.' || *c == '/');
     while i < chars.len() {
-        if !chars[i].is_ascii_digit() || (i > 0 && (chars[i - 1].is_ascii_digit() || glued(chars.get(i - 1)))) {
+        // "AVX-512" is a name too: digits after a hyphen that follows a capital ("batch-32" is not).
+        let hyphen_name = i > 1 && chars[i - 1] == '-' && chars[i - 2].is_uppercase();
+        if !chars[i].is_ascii_digit() || (i > 0 && (chars[i - 1].is_ascii_digit() || glued(chars.get(i - 1)))) || hyphen_name {
             i += 1;
             continue;
         }
@@ -207,6 +209,7 @@ mod tests {
         assert_eq!(nums("1.67× faster, −3% slower, 3.8e-7 USD"), [(1.67, 2), (-3.0, 0), (3.8e-7, 8)]);
         assert_eq!(nums("12.5k samples/s; 32%"), [(12500.0, -2), (32.0, 0)]);
         assert_eq!(nums("batch-32 step 3rd"), [(32.0, 0)]);
+        assert_eq!(nums("no AVX-512 FP16 kernel"), []);
     }
 
     fn report(summary: &str) -> Report {
