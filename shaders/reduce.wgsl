@@ -41,6 +41,38 @@ fn sum_cols(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
     out[c] = s;
 }
 
+// Split reductions, pass 1: partial column sums of a long [rows, cols] matrix. Workgroup
+// (x, s) sums columns x·64 .. x·64+63 over rows [s·index, (s+1)·index): 64 columns × 4 row
+// lanes, the lanes added in workgroup memory in a fixed order; part[s, c] = its sum.
+@compute @workgroup_size(256)
+fn sum_cols_part(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let c = wid.x * 64u + li % 64u;
+    let lane = li / 64u;
+    let begin = wid.y * p.index;
+    let end = min(begin + p.index, p.rows);
+    var s = 0.0;
+    if c < p.cols {
+        for (var r = begin + lane; r < end; r += 4u) { s += x[r * p.cols + c]; }
+    }
+    red_f[li] = s;
+    workgroupBarrier();
+    if lane == 0u && c < p.cols {
+        out[wid.y * p.cols + c] = ((red_f[li] + red_f[li + 64u]) + (red_f[li + 128u] + red_f[li + 192u]));
+    }
+}
+
+// Split reductions, pass 2: out[i] = (out[i] if pad != 0) + Σ_s x[s, i] over the `rows`
+// slices, in order (the split-K GEMM's partial products, or sum_cols_part's partial sums).
+@compute @workgroup_size({{WG}})
+fn sum_slices(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat(gid, nwg);
+    if i >= p.cols { return; }
+    var s = 0.0;
+    for (var r = 0u; r < p.rows; r += 1u) { s += x[r * p.cols + i]; }
+    if p.pad != 0u { s += out[i]; }
+    out[i] = s;
+}
+
 @compute @workgroup_size({{WG}})
 fn sum_rows(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let r = flat(gid, nwg);

@@ -14,6 +14,7 @@ mod cnn;
 mod common;
 mod conformance;
 mod data;
+mod device_counts;
 mod distributed;
 mod exercises;
 mod forward;
