@@ -45,16 +45,26 @@ fn unscale_check(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wor
     grad[i] = bitcast<u32>(bitcast<f32>(bits) * bitcast<f32>(atomicLoad(&state[INV_SCALE])));
 }
 
-// 1/s correctly rounded, in integers: WGSL lets f32 division be 2.5 ulp off, and the host's
-// `inv_scale` is the correctly rounded reciprocal. s is positive; a result that would be
-// subnormal (s ≥ 2^126) falls back to the division.
-fn recip(s: f32) -> f32 {
+// 1/s correctly rounded (to nearest even), as bits, in integers only: WGSL lets f32 division be
+// 2.5 ulp off, and lets a driver flush a subnormal result to zero (SwiftShader does for
+// s ≥ 2^126), while the host's `inv_scale` is the correctly rounded reciprocal. s is positive.
+fn recip_bits(s: f32) -> u32 {
     let b = bitcast<u32>(s);
-    let e = (b >> 23u) & 0xffu;
-    if e == 0u || e >= 253u { return 1.0 / s; }
-    let m = (b & 0x7fffffu) | 0x800000u;
-    if m == 0x800000u { return bitcast<f32>((254u - e) << 23u); }
-    // q = floor(2^48 / m) has 25 bits, 24 of significand and a guard bit; rem != 0 is sticky.
+    var e = i32((b >> 23u) & 0xffu);
+    var m = b & 0x7fffffu;
+    if e == 255 { return 0u; } // 1/inf (a NaN scale never reaches here: growth keeps it finite)
+    if e == 0 {
+        if m == 0u { return 0x7f800000u; }
+        // A subnormal s, normalized: m·2^(1-150) = (m << k)·2^(1-k-150).
+        e = 1;
+        while (m & 0x800000u) == 0u {
+            m = m << 1u;
+            e -= 1;
+        }
+    } else {
+        m |= 0x800000u;
+    }
+    // 1/s = (2^48 / m)·2^(102-e); q = floor(2^48 / m) has 25 or 26 bits, rem != 0 is sticky.
     var rem = 1u;
     var q = 0u;
     for (var i = 0u; i < 48u; i += 1u) {
@@ -65,14 +75,17 @@ fn recip(s: f32) -> f32 {
             q |= 1u;
         }
     }
-    var sig = q >> 1u;
-    var biased = 253u - e;
-    if (q & 1u) == 1u && (rem != 0u || (sig & 1u) == 1u) { sig += 1u; }
-    if sig == 0x1000000u {
-        sig = 0x800000u;
-        biased += 1u;
-    }
-    return bitcast<f32>((biased << 23u) | (sig & 0x7fffffu));
+    // A normal result keeps 24 bits of q (drop 1) under exponent 253 - e; a subnormal one
+    // (e ≥ 253) keeps q·2^(251-e) units of 2^-149. Adding the kept bits to the exponent field
+    // lets a rounding carry move into the exponent, as IEEE bit patterns allow.
+    if 252 - e >= 255 { return 0x7f800000u; }
+    let d = u32(max(1, e - 251));
+    let exp_field = u32(max(0, 252 - e)) << 23u;
+    let kept = q >> d;
+    let dropped = q & ((1u << d) - 1u);
+    let half = 1u << (d - 1u);
+    let up = dropped > half || (dropped == half && (rem != 0u || (kept & 1u) == 1u));
+    return min(exp_field + kept + select(0u, 1u, up), 0x7f800000u);
 }
 
 @compute @workgroup_size(1)
@@ -97,7 +110,7 @@ fn scaler_update() {
             atomicStore(&state[TRACKER], tracker);
         }
         atomicStore(&state[SCALE], bitcast<u32>(scale));
-        atomicStore(&state[INV_SCALE], bitcast<u32>(recip(scale)));
+        atomicStore(&state[INV_SCALE], recip_bits(scale));
     }
     if !found { atomicAdd(&state[STEPS], 1u); }
     atomicStore(&state[FOUND_INF], 0u);

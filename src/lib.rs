@@ -6,7 +6,9 @@
 //! package is the CLI face (`src/main.rs`, `src/cli/`); its library only gathers the layers'
 //! modules under one name for the CLI, the integration tests and the benchmarks.
 
-pub use gpulab_core::{Error, Result, cache, device, error, for_each_backend_id, fsutil, spans, stats, tensor, text, timing, with_backend};
+pub use gpulab_core::{
+    Error, Result, cache, device, error, for_each_backend_id, format, fsutil, spans, stats, tensor, text, timing, with_backend,
+};
 pub use gpulab_systems::{bench, checkpoint, data, nn, parallel, platform, profile, quant, report, serve, train};
 
 pub use gpulab_class as class;

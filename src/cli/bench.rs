@@ -224,7 +224,9 @@ fn train(a: TrainArgs) -> anyhow::Result<()> {
     let device: Device = a.backend.parse()?;
     let mut engine = device.open(None)?;
     if !a.json {
-        eprintln!("samples/s and ms/step are measured on this machine (median over windows of 10 steps); GFLOP/s is derived from them");
+        eprintln!(
+            "measured on this machine: samples/s and wall ms/step from the whole timed run; median, p90 and worst of windows of 10 steps; GFLOP/s is derived"
+        );
     }
     let conv = bench_model(&a)?.conv;
     for &batch in &a.batch {
@@ -255,16 +257,32 @@ fn train(a: TrainArgs) -> anyhow::Result<()> {
                     .map(|f| format!(" | {:.2}× fp32 (derived)", row.samples_per_s / f))
                     .unwrap_or_default();
                 println!(
-                    "{} | {} | {:<16} | batch {:>4} | {:>9.0} samples/s | {:>8.3} ms/step (median) | {:>6.2} GFLOP/s (derived) | {} steps{ratio}",
+                    "{} | {} | {:<16} | batch {:>4} | {:>9.0} samples/s | {:>7.3} ms/step wall | windows {:.3} median {:.3} p90 {:.3} worst | {:>6.2} GFLOP/s (derived) | {} steps{ratio}",
                     row.backend,
                     if conv.is_some() { row.model.clone() } else { format!("MLP {}", row.model) },
                     row.precision,
                     row.batch,
                     row.samples_per_s,
+                    row.step_ms_wall,
                     row.step_ms_median,
+                    row.step_ms_p90,
+                    row.step_ms_worst,
                     row.gflops,
                     row.steps
                 );
+                let s = &row.slow_windows;
+                if s.count > 0 {
+                    println!(
+                        "    {} windows above the p90: per window {:.0} page faults (others {:.0}), {:.0} voluntary / {:.0} involuntary context switches (others {:.0} / {:.0})",
+                        s.count,
+                        s.minor_faults_slow,
+                        s.minor_faults_typical,
+                        s.voluntary_switches_slow,
+                        s.involuntary_switches_slow,
+                        s.voluntary_switches_typical,
+                        s.involuntary_switches_typical
+                    );
+                }
             }
         }
     }

@@ -38,7 +38,7 @@ pub fn run(c: ExportCommand) -> anyhow::Result<()> {
     settings.apply(&a.set)?;
     let done = torch_export::export(&settings, &a.out)?;
     for f in &done.files {
-        println!("wrote {}", f.display());
+        println!("wrote {}", gpulab::text::terminal_line(&f.display().to_string()));
     }
     let first: Vec<String> = done.losses.iter().take(3).map(|l| format!("{l:.4}")).collect();
     println!("gpulab's first losses (CPU backend): {} …", first.join(", "));

@@ -1,6 +1,6 @@
 use clap::Args;
 use gpulab::device::cpu::cpu_name;
-use gpulab::device::gpu::{adapters, driver_help};
+use gpulab::device::gpu::{adapters, driver_help, support};
 use gpulab::device::monitor::{self, Sample};
 use serde_json::json;
 
@@ -18,7 +18,8 @@ pub fn run(args: InfoArgs) -> anyhow::Result<()> {
     let telemetry = telemetry();
     if args.json {
         let notice = driver_help::detect(&list);
-        let v = json!({ "cpu": { "name": cpu_name(), "threads": threads }, "adapters": list, "driver_notice": notice, "gpu_telemetry": telemetry, "gpulab": env!("CARGO_PKG_VERSION") });
+        let can: Vec<_> = list.iter().map(support::support).collect();
+        let v = json!({ "cpu": { "name": cpu_name(), "threads": threads }, "adapters": list, "runs": can, "driver_notice": notice, "gpu_telemetry": telemetry, "gpulab": env!("CARGO_PKG_VERSION") });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
@@ -50,6 +51,13 @@ pub fn run(args: InfoArgs) -> anyhow::Result<()> {
             "            {} invocations/workgroup, {} workgroups/dimension, {} storage buffers/stage",
             l.max_compute_invocations_per_workgroup, l.max_compute_workgroups_per_dimension, l.max_storage_buffers_per_shader_stage
         );
+        println!("  runs:");
+        for s in support::support(a) {
+            match s.refusal {
+                None => println!("    yes  {}", s.what),
+                Some(why) => println!("    no   {}: {why}", s.what),
+            }
+        }
     }
     if !telemetry.is_empty() {
         println!("\nGPU telemetry (measured, each with its source):");

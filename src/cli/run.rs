@@ -2,7 +2,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use gpulab::exercises::{self, Event, Sink};
-use gpulab::text::terminal_text;
+use gpulab::text::{terminal_line, terminal_text};
 use indicatif::ProgressBar;
 
 use super::progress;
@@ -144,7 +144,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     }
     println!();
     for p in paths {
-        println!("wrote {}", p.display());
+        println!("wrote {}", terminal_line(&p.display().to_string()));
     }
     Ok(())
 }

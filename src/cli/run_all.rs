@@ -67,7 +67,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         report::write_index(&index, &heading, &rows)?;
     }
     let failed: Vec<String> = rows.iter().filter(|r| r.error.is_some()).map(|r| r.number.to_string()).collect();
-    println!("ran {} exercise(s) in {:.1} s; wrote {}", rows.len(), total.elapsed().as_secs_f64(), index.display());
+    println!(
+        "ran {} exercise(s) in {:.1} s; wrote {}",
+        rows.len(),
+        total.elapsed().as_secs_f64(),
+        gpulab::text::terminal_line(&index.display().to_string())
+    );
     if !failed.is_empty() {
         anyhow::bail!(
             "{} of {} exercises failed (numbers {}); index.html lists each with its error",

@@ -8,6 +8,7 @@ use clap::Args;
 use gpulab::device::Device;
 use gpulab::serve::loadgen::{self, Arrivals, LoadSpec, LoadSummary, Target};
 use gpulab::serve::{BatchPolicy, Limits, ModelSource, ServeConfig, Server, load_model};
+use gpulab::text::terminal_line;
 use gpulab::train::TrainConfig;
 
 #[derive(Args)]
@@ -130,7 +131,8 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
         eprintln!("training the model first…");
     }
     let model = load_model(&source)?;
-    eprintln!("model {} — {}", model.version, model.source);
+    // The version and source carry a checkpoint's file name and metadata: text from a file.
+    eprintln!("model {} — {}", terminal_line(&model.version), terminal_line(&model.source));
     let cfg_limits = limits.clone();
     let cfg =
         ServeConfig { port: a.port, on_signals: true, http_threads: a.http_threads, limits, ..ServeConfig::new(device, policy.clone()) };
@@ -147,8 +149,15 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
     );
     let l = &cfg_limits;
     eprintln!(
-        "limits: body ≤ {} bytes ({} in memory at once), {} connections, headers / keep-alive idle {:?}, body {:?}, stalled write {:?}, shutdown grace {:?}",
-        l.max_body_bytes, l.body_budget_bytes, l.max_connections, l.header_timeout, l.body_timeout, l.write_timeout, l.shutdown_grace
+        "limits: request head ≤ {} KiB, body ≤ {} bytes ({} in memory at once), {} connections, headers / keep-alive idle {:?}, body {:?}, stalled write {:?}, shutdown grace {:?}",
+        gpulab::serve::limits::MAX_HEAD_BYTES >> 10,
+        l.max_body_bytes,
+        l.body_budget_bytes,
+        l.max_connections,
+        l.header_timeout,
+        l.body_timeout,
+        l.write_timeout,
+        l.shutdown_grace
     );
     // An inference thread that died ends the server too; its error is the exit status.
     let stopped = server.wait_stopped()?;
@@ -197,14 +206,19 @@ pub fn loadgen(a: LoadgenArgs) -> anyhow::Result<()> {
     let target = Target::http(&a.url)?;
     let features = loadgen::server_features(&a.url)?;
     let inputs = loadgen::random_inputs(features, loadgen::input_count(features), a.seed);
-    eprintln!("{arrivals:?} for {duration:?} against {} ({features} features, random inputs)", a.url);
-    let summary = loadgen::run(&target, &inputs, &spec)?.summary();
+    eprintln!("{arrivals:?} for {duration:?} against {} ({features} features, random inputs)", terminal_line(&a.url));
+    let result = loadgen::run(&target, &inputs, &spec)?;
+    let summary = result.summary();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         print_summary(&summary);
     }
-    Ok(())
+    // The server went away mid-run: the summary covers what ran, and the exit status says so.
+    match result.stopped {
+        Some(why) => anyhow::bail!("{why}"),
+        None => Ok(()),
+    }
 }
 
 pub fn print_summary(s: &LoadSummary) {

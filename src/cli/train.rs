@@ -2,6 +2,7 @@ use clap::Args;
 use gpulab::data::{self, DatasetSpec};
 use gpulab::device::Device;
 use gpulab::nn::{AmpConfig, ModelKind, OptimizerKind, Precision};
+use gpulab::text::terminal_line;
 use gpulab::train::{self, TrainConfig, TrainEvent, TrainReport};
 use gpulab::with_backend;
 
@@ -87,7 +88,7 @@ pub fn run(a: TrainArgs) -> anyhow::Result<()> {
     let data = data::load(&spec, a.seed)?;
     let mut engine = device.open(None)?;
     let report = with_backend!(&mut engine, b => {
-        eprintln!("training {} {} on {} ({} train / {} validation samples) with {}", cfg.model.name(), cfg.hidden.iter().map(|h| h.to_string()).collect::<Vec<_>>().join("-"), data.name, data.train_len(), data.val_len(), gpulab::tensor::BackendBase::info(b).label());
+        eprintln!("training {} {} on {} ({} train / {} validation samples) with {}", cfg.model.name(), cfg.hidden.iter().map(|h| h.to_string()).collect::<Vec<_>>().join("-"), terminal_line(&data.name), data.train_len(), data.val_len(), gpulab::tensor::BackendBase::info(b).label());
         run_with_progress(b, &data, &cfg)?
     });
     if a.json {
@@ -122,7 +123,8 @@ impl TrainProgress {
     }
 
     pub(super) fn event(&mut self, ev: TrainEvent) {
-        let line = |text: String| self.pb.suspend(|| eprintln!("{text}"));
+        // Paths and reasons come from checkpoint files: every line is shown escaped.
+        let line = |text: String| self.pb.suspend(|| eprintln!("{}", terminal_line(&text)));
         match ev {
             TrainEvent::Backend { info } => line(format!("training on {}", info.label())),
             TrainEvent::Started { total_steps, .. } => self.pb.set_length(total_steps),
@@ -155,7 +157,7 @@ impl TrainProgress {
 
 pub(super) fn print_summary(r: &TrainReport) {
     println!("backend:        {}", r.backend.label());
-    println!("data:           {} — {}", r.dataset, r.dataset_source);
+    println!("data:           {} — {}", terminal_line(&r.dataset), terminal_line(&r.dataset_source));
     // A CNN's description starts with "CNN"; an MLP's is its widths.
     let model = if r.model.starts_with("CNN") { r.model.clone() } else { format!("MLP {}", r.model) };
     println!(

@@ -9,7 +9,7 @@ use gpulab::nn::{AmpConfig, Precision};
 use gpulab::tensor::{DType, Epilogue, MemCategory as M, float16, prelude::*, scaler};
 use gpulab::train::{NullSink, TrainConfig, train};
 
-use crate::common::{random, with_gpu};
+use crate::common::{random, runs_16bit, with_gpu};
 
 const LOW: [DType; 2] = [DType::F16, DType::BF16];
 
@@ -75,6 +75,9 @@ fn cast_round_trip<B: Backend>(b: &mut B, dt: DType, x: &[f32]) -> (Vec<f32>, Ve
 fn check_casts<B: Backend>(b: &mut B, name: &str) {
     let x = sampled_f32();
     for dt in LOW {
+        if !runs_16bit(b, dt, name) {
+            continue;
+        }
         let want: Vec<f32> = x.iter().map(|&v| float16::round(dt, v)).collect();
         let (stored, back) = cast_round_trip(b, dt, &x);
         same_bits(&format!("{name} {} cast", dt.name()), &stored, &want);
@@ -130,6 +133,9 @@ fn check_matmul16<B: Backend>(b: &mut B, name: &str) {
 
 fn check_matmul16_types<B: Backend>(b: &mut B, name: &str, types: &[DType]) {
     for &dt in types {
+        if !runs_16bit(b, dt, name) {
+            continue;
+        }
         // The output's own rounding bounds the error: 2^-11 for f16, 2^-8 for bf16.
         let bound = if dt == DType::F16 { 1e-3 } else { 1e-2 };
         // Odd shapes take the scalar loads; multiples of 8 that are not multiples of the
@@ -193,6 +199,9 @@ fn gpu_matmul16_vs_f64() {
             check_matmul16_types(gpu, &format!("gpu {}", v.name()), &types);
         }
         for dt in LOW {
+            if !runs_16bit(gpu, dt, "gpu_matmul16_vs_f64") {
+                continue;
+            }
             let chosen = tuning::choose16(gpu, dt).unwrap();
             gpu.set_matmul16_variant(dt, chosen);
         }
@@ -269,6 +278,9 @@ fn fused_low_precision_ops_match_the_cpu() {
             }
         };
         with_gpu("fused_low_precision_ops_match_the_cpu", |gpu| {
+            if !runs_16bit(gpu, dt, "fused_low_precision_ops_match_the_cpu") {
+                return;
+            }
             for v in gpu.matmul16_variants(dt) {
                 let chosen = gpu.matmul16_variant(dt).unwrap();
                 gpu.set_matmul16_variant(dt, v);
@@ -328,9 +340,12 @@ fn coop_variant_is_offered_only_with_the_feature() {
         assert_eq!(listed, gpu.has_coop16(), "{:?}", gpu.summary().features);
         assert_eq!(gpu.matmul16_variants(DType::F16).contains(&Matmul16Variant::Coop), gpu.has_coop16());
         for dt in LOW {
+            if !runs_16bit(gpu, dt, "coop_variant_is_offered_only_with_the_feature") {
+                continue;
+            }
             assert!(gpu.matmul16_variants(dt).contains(&gpu.matmul16_variant(dt).unwrap()), "{} chose a variant it cannot run", dt.name());
         }
-        if gpu.has_coop16() {
+        if gpu.has_coop16() || gpu.amp_unavailable(DType::F16).is_some() {
             return;
         }
         let chosen = gpu.matmul16_variant(DType::F16).unwrap();
@@ -415,6 +430,9 @@ fn check_training<B: Backend>(b: &mut B, name: &str) {
     b.reset_memory_peaks();
     let fp32 = train(b, &data, &digits(AmpConfig::default()), &mut NullSink).unwrap();
     for p in [Precision::F16, Precision::BF16] {
+        if !runs_16bit(b, p.dtype16().unwrap(), name) {
+            continue;
+        }
         b.reset_memory_peaks();
         let r = train(b, &data, &digits(AmpConfig::new(p)), &mut NullSink).unwrap();
         let d = (r.final_val_accuracy - fp32.final_val_accuracy) * 100.0;

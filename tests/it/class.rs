@@ -345,3 +345,29 @@ fn the_class_view_shows_each_machines_driver_telemetry_or_that_there_was_none() 
     assert!(csv.lines().next().unwrap().contains("driver_telemetry") && csv.contains(want), "{csv}");
     assert!(class::html_page(&c).contains("mean utilisation 80 %"));
 }
+
+/// One scan holds a bounded amount: a string longer than the class view keeps is cut, saying
+/// how much; once the scan has read its byte budget the remaining reports are skipped by name
+/// with the reason (eight reports with a 30 MB string each took 1,089 MB before).
+#[test]
+fn a_scan_bounds_the_bytes_it_reads_and_the_strings_it_keeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "A".repeat(1 << 20);
+    let r = report("cpu-vs-gpu", &long, "2026-11-30T09:00:00Z", vec![], vec![fig(&long, 1.0, "×", Provenance::Measured)]);
+    report::write_json(&r, &dir.path().join("a-long-report.json")).unwrap();
+    // Sparse files of 30 MiB each, 360 MiB together: read (and found not to be JSON), they use
+    // up the scan's byte budget without using the disk.
+    for i in 0..12 {
+        let f = std::fs::File::create(dir.path().join(format!("big{i:02}-report.json"))).unwrap();
+        f.set_len(30 << 20).unwrap();
+    }
+    let c = class::read(dir.path()).unwrap();
+    assert_eq!(c.report_count(), 1, "{:?}", c.skipped);
+    let row = &c.groups[0].rows[0];
+    assert!(row.host.len() < 10_000 && row.host.contains("bytes cut"), "kept {} bytes of the host name", row.host.len());
+    let label = &row.key.as_ref().unwrap().label;
+    assert!(label.len() < 10_000 && label.contains("bytes cut"), "kept {} bytes of the key figure's label", label.len());
+    let over: Vec<_> = c.skipped.iter().filter(|s| s.reason.contains("MiB this scan reads")).collect();
+    assert!(!over.is_empty(), "{:?}", c.skipped);
+    assert!(c.truncated.as_deref().is_some_and(|t| t.contains("MiB")), "{:?}", c.truncated);
+}

@@ -117,6 +117,13 @@ fn bench_train_json_has_samples_per_second() {
     let precisions: Vec<&str> = rows.iter().map(|r| r["precision"].as_str().unwrap()).collect();
     assert_eq!(precisions, ["fp32", "bf16", "fp32", "bf16"], "each batch times every precision, interleaved");
     assert!(rows.iter().all(|r| r["samples_per_s"].as_f64().unwrap() > 0.0));
+    // The distribution of the windows and the wall time per step, like the reference script's.
+    for r in &rows {
+        let ms = |k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k} missing in {r}"));
+        assert!(0.0 < ms("step_ms_median") && ms("step_ms_median") <= ms("step_ms_p90") && ms("step_ms_p90") <= ms("step_ms_worst"), "{r}");
+        assert!(ms("step_ms_wall") > 0.0, "{r}");
+        assert!(r["slow_windows"]["count"].is_u64(), "{r}");
+    }
 }
 
 /// `bench train --model cnn` times the CNN (convolutions in front of the dense layers), with
@@ -452,4 +459,39 @@ fn size_auto_uses_the_cached_peak_on_the_second_run() {
     assert!(peaks[1]["provenance"]["from"].as_str().unwrap().contains("cached"));
     // The same peak, read back from the cache.
     assert_eq!(peaks[0]["value"], peaks[1]["value"]);
+}
+
+/// A model whose parameters, gradients, optimizer state and activations would not fit is refused
+/// before anything is allocated, naming the estimate: 8 hidden layers of 16384 need about 26 GB
+/// with SGD's momentum. The child runs under an 8 GB address-space limit, so that without the
+/// check it aborts at its first large allocation instead of taking the machine's memory.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_model_too_large_for_memory_is_refused_naming_the_estimate() {
+    let hidden = ["16384"; 8].join(",");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!("ulimit -v 8000000; exec \"$0\" train --backend cpu --dataset digits --epochs 1 --hidden {hidden}"))
+        .arg(env!("CARGO_BIN_EXE_gpulab"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("GiB") && err.contains("estimate") && err.contains("parameters"), "{err}");
+}
+
+/// Lists are bounded in length with the reason: 60,000 hidden layers or a sweep of 20,000 batch
+/// sizes are refused when set, not run for ever.
+#[test]
+fn long_lists_of_layers_or_sweep_points_are_refused_with_the_reason() {
+    let mut s = gpulab::exercises::find("batch-sweep").unwrap().settings();
+    let sizes: Vec<String> = (1..=20_000).map(|b| b.to_string()).collect();
+    let e = s.set("batch_sizes", &sizes.join(",")).unwrap_err().to_string();
+    assert!(e.contains("20000 values") && e.contains("at most"), "{e}");
+    let e = s.set("hidden", &vec!["8"; 60_000].join(",")).unwrap_err().to_string();
+    assert!(e.contains("60000 values") && e.contains("at most"), "{e}");
+    s.set("batch_sizes", "16,32,64").unwrap();
+    let cfg = gpulab::train::TrainConfig { hidden: vec![8; 60_000], ..Default::default() };
+    let e = cfg.validate().unwrap_err().to_string();
+    assert!(e.contains("60000 hidden layers") && e.contains("at most"), "{e}");
 }

@@ -126,3 +126,30 @@ macro_rules! backend_tests {
     };
 }
 pub(crate) use backend_tests;
+
+/// Whether `b` runs mixed precision in `dt`. Where it does not, the refusal is checked instead of
+/// skipped quietly: only fp16 may be refused, only for a missing SHADER_F16, in the one sentence
+/// the lab, CLI and report give (`device::gpu::fp16_refusal`), by the op itself (a cast), while
+/// bf16 runs on the same backend. `what` names the test in the printed refusal.
+pub fn runs_16bit<B: gpulab::tensor::Backend>(b: &mut B, dt: gpulab::tensor::DType, what: &str) -> bool {
+    use gpulab::tensor::{DType, MemCategory};
+    let Some(why) = b.amp_unavailable(dt) else { return true };
+    let label = b.info().label();
+    assert_eq!(dt, DType::F16, "{what}: {label} refuses {}: {why}", dt.name());
+    assert!(why.starts_with("fp16 needs SHADER_F16, which ") && why.ends_with(" does not offer; bf16 and fp32 run"), "{what}: {why}");
+    assert_eq!(b.amp_unavailable(DType::BF16), None, "{what}: {label} refuses fp16, so bf16 must run");
+    let x = b.upload_f32(&[1.0, 2.0], [1, 2], MemCategory::Other).unwrap();
+    let mut low = b.zeros([1, 2], dt, MemCategory::Other).unwrap();
+    let err = b.cast(&x, &mut low, None).expect_err("an fp16 cast where fp16 is refused").to_string();
+    assert!(err.contains(&why), "{what}: the op's error gives the same sentence: {err}");
+    eprintln!("{what}: {label} refuses fp16 by name: {why}");
+    false
+}
+
+/// The sentence the default GPU adapter refuses fp16 with (it lacks SHADER_F16), or None where
+/// it runs fp16 or there is no adapter. Asks the adapter only, without opening a device.
+pub fn gpu_fp16_refusal() -> Option<String> {
+    use gpulab::device::gpu::{GpuSelector, adapters, fp16_refusal};
+    let (_, a) = adapters::select(adapters::enumerate(&adapters::instance()), &GpuSelector::Auto).ok()?;
+    (!a.features().contains(wgpu::Features::SHADER_F16)).then(|| fp16_refusal(&a.get_info().name))
+}

@@ -344,6 +344,35 @@ fn idx_huge_header_claim_is_refused_before_allocating() {
     assert_msg(&msg, "train-images-idx3-ubyte", &["impossibly large"]);
 }
 
+/// A header that claims more than gpulab reads from an IDX file (`MAX_BYTES`) is refused before
+/// anything is allocated, also when the file really is that long (a sparse file: the length is
+/// real, the blocks are not) and when it is gzipped.
+#[test]
+fn idx_claims_over_the_cap_are_refused_for_plain_and_gzipped_files() {
+    use gpulab::data::idx::{IMAGES_MAGIC, MAX_BYTES};
+    // 1 GiB + 1 of pixels: 1 image of 1 x (MAX_BYTES + 1).
+    let claim = MAX_BYTES + 1;
+    let header = idx_bytes(IMAGES_MAGIC, &[1, 1, claim as u32], &[]);
+    let dir = valid_dir(false);
+    let path = dir.path().join("train-images-idx3-ubyte");
+    std::fs::write(&path, &header).unwrap();
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(header.len() as u64 + claim).unwrap();
+    let msg = load_idx(dir.path()).unwrap_err().to_string();
+    assert_msg(&msg, "train-images-idx3-ubyte", &["1x1x1073741825", "more than the 1024 MiB"]);
+    // The gzipped form: incompressible filler makes a file big enough (> 1 MiB) that deflate's
+    // ratio alone would let the claim through; the cap refuses it.
+    let mut filler = header.clone();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    filler.extend((0..(3 << 19)).map(|_| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x as u8
+    }));
+    let msg = idx_error("train-images-idx3-ubyte.gz", &gzip(&filler));
+    assert_msg(&msg, "train-images-idx3-ubyte.gz", &["1x1x1073741825", "more than the 1024 MiB"]);
+}
+
 #[test]
 fn idx_corrupt_gzip() {
     let mut bytes = gzip(&images(12, 4, 3));

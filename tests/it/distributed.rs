@@ -85,8 +85,8 @@ fn bucketing_and_overlap_change_no_result() {
 
 /// ZeRO-1 (each replica updates half the parameters between a reduce-scatter and an
 /// all-gather) trains the very bits of the plain all-reduce and full update, with one bucket or
-/// many, SGD or AdamW, sends the same bytes, and its timeline shows the all-gather after the
-/// shard's update.
+/// many, SGD or AdamW, sends the same bytes, holds half the optimizer state per replica, and
+/// its timeline shows the all-gather after the shard's update.
 #[test]
 fn the_sharded_optimizer_step_trains_the_bits_of_the_full_step() {
     let data = digits();
@@ -98,6 +98,14 @@ fn the_sharded_optimizer_step_trains_the_bits_of_the_full_step() {
             assert!(sharded.replicas_identical);
             assert_eq!(sharded.bytes_sent_per_step, plain.bytes_sent_per_step, "the same bytes travel");
             assert_eq!(sharded.val_accuracy, plain.val_accuracy);
+            // Each replica allocates only the optimizer state of what it updates: the ledger's
+            // peaks are half the plain replicas' (to a few elements per bucket) and sum to it.
+            let full = plain.optimizer_state_peak[0];
+            assert!(full > 0 && plain.optimizer_state_peak.iter().all(|&p| p == full), "plain: {:?}", plain.optimizer_state_peak);
+            assert_eq!(sharded.optimizer_state_peak.iter().sum::<u64>(), full, "the shards' state tiles the whole");
+            for &p in &sharded.optimizer_state_peak {
+                assert!((p as f64 / full as f64 - 0.5).abs() < 0.01, "a replica holds {p} B of {full} B");
+            }
             for lane in ["replica 0", "replica 1"] {
                 let comm: Vec<_> = sharded.timeline.spans.iter().filter(|s| s.lane == lane && s.name == "communication").collect();
                 // Per step: the reduce-scatter (unless it hid entirely in idle) and the all-gather.

@@ -124,6 +124,11 @@ fn seeds(report: Vec<u8>) -> Vec<(&'static str, String, Vec<u8>)> {
     add("idx", "valid-labels.gz", idx_seed(3, &gzip(&labels)));
     add("idx", "bad-truncated", idx_seed(0, &images[..images.len() - 5]));
     add("idx", "bad-huge-claim.gz", idx_seed(1, &gzip(&idx_bytes(0x803, &[60_000, 280, 280], &[1, 2, 3]))));
+    // Bit 2: the header alone against a file length (8 bytes, little-endian) the file system
+    // claims, as a sparse file's: within the cap, and a 10 GB claim the length matches.
+    let sparse = |len: u64, header: &[u8]| idx_seed(4, &[&len.to_le_bytes()[..], header].concat());
+    add("idx", "valid-header-sparse", sparse(34, &images[..16]));
+    add("idx", "bad-header-sparse-over-cap", sparse(10_000_080_016, &idx_bytes(0x803, &[111_112, 300, 300], &[])));
 
     // A column's decimals past what `format!` takes (a crash once).
     let text = String::from_utf8(report.clone()).unwrap();
@@ -150,7 +155,12 @@ fn accepted(target: &str, bytes: &[u8]) -> bool {
         "traffic_csv" => traffic_csv::parse(bytes).is_ok(),
         "idx" => {
             let magic = if bytes[0] & 2 == 2 { gpulab::data::idx::LABELS_MAGIC } else { gpulab::data::idx::IMAGES_MAGIC };
-            gpulab::data::idx::parse(&bytes[1..], bytes[0] & 1 == 1, magic).is_ok()
+            let gz = bytes[0] & 1 == 1;
+            if bytes[0] & 4 == 4 {
+                let (len, header) = bytes[1..].split_at(8);
+                return gpulab::data::idx::check_header(header, u64::from_le_bytes(len.try_into().unwrap()), gz, magic).is_ok();
+            }
+            gpulab::data::idx::parse(&bytes[1..], gz, magic).is_ok()
         }
         "report_json" => gpulab::report::parse_json(bytes).is_ok(),
         "predict_body" => gpulab::serve::parse::parse_predict_body(&bytes[1..], (bytes[0] % 16) as usize + 1, 8).is_ok(),

@@ -193,6 +193,9 @@ fn lesson_text_uses_only_bundled_glyphs() {
         let missing: Vec<char> = ctx.fonts_mut(|f| e.lesson().chars().filter(|c| !c.is_whitespace() && !f.has_glyph(&font, *c)).collect());
         assert!(missing.is_empty(), "lesson {} uses characters the bundled fonts lack: {missing:?}", e.number());
     }
+    // egui_commonmark draws a copy button on every code block with these.
+    let missing: Vec<char> = ctx.fonts_mut(|f| ['🗐', '✔'].into_iter().filter(|c| !f.has_glyph(&font, *c)).collect());
+    assert!(missing.is_empty(), "a code block's copy button would show a box for {missing:?}");
 }
 
 #[test]
@@ -223,6 +226,13 @@ fn an_exported_report_can_be_opened_beside_the_current_one() {
     assert!(h.query_all_by_label_contains("Compared:").count() > 0, "the comparison is not shown");
     // Both verdicts are on screen: the current one and the loaded one.
     assert!(h.query_all_by_label(&report.verdict.summary).count() >= 2, "the compared verdict is not shown");
+    // Another exercise selected: the comparison of exercise 2's runs is closed, not shown
+    // beside exercise 3's results.
+    h.state_mut().select("3");
+    h.step();
+    assert!(h.state().compared().is_none(), "a comparison loaded for exercise 2 is still open on exercise 3");
+    h.state_mut().select("2");
+    h.step();
 
     // A file that is not a report gives a message, not a crash.
     let bad = dir.path().join("report.md");
@@ -537,6 +547,22 @@ fn the_platform_diagram_pauses_steps_and_shows_a_box_settings_on_click() {
     run_to_end(&mut h, Duration::from_secs(120));
     assert!(h.state().report().is_some_and(|r| r.attachments.iter().any(|a| a.file_name == "architecture.svg")));
     h.get_by_label("Settings of GPU inference cluster");
+}
+
+/// An exercise whose settings are still its defaults says so ("as in the lesson"), never
+/// "custom settings" (exercises 4–10 once did: none of their presets is the defaults).
+#[test]
+fn untouched_defaults_read_as_in_the_lesson() {
+    let mut h = harness();
+    for ex in gpulab::exercises::registry() {
+        if ex.presets().is_empty() {
+            continue;
+        }
+        h.state_mut().select(ex.id());
+        h.step();
+        let shown = h.get_by_label("Preset").value();
+        assert_ne!(shown.as_deref(), Some("custom settings"), "exercise {} with its defaults", ex.number());
+    }
 }
 
 #[test]

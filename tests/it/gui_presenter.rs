@@ -68,6 +68,26 @@ fn ui_scale_from_toolbar_and_keyboard_agrees_and_survives_a_restart() {
     assert_eq!(h2.state().ui_scale(), 1.0);
 }
 
+/// A second click where the first one landed zooms again (it once toggled "Projector theme":
+/// the scale controls moved under the pointer as the window's contents grew).
+#[test]
+fn zoom_in_stays_under_the_pointer_as_the_scale_grows() {
+    let mut h = harness();
+    h.run_steps(2);
+    for _ in 0..4 {
+        let ppp = h.ctx.pixels_per_point();
+        let before = h.get_by_label("Zoom in").rect();
+        let pointer = before.center() * ppp;
+        h.get_by_label("Zoom in").click();
+        h.run_steps(3);
+        let ppp = h.ctx.pixels_per_point();
+        let after = h.get_by_label("Zoom in").rect();
+        let after_px = eframe::egui::Rect::from_min_max(after.min * ppp, after.max * ppp);
+        assert!(after_px.contains(pointer), "\"Zoom in\" moved from {before:?} to {after:?} (points) at {ppp} px/point");
+    }
+    assert!(h.state().ui_scale() > 1.35, "four clicks zoomed four times: {}", h.state().ui_scale());
+}
+
 #[test]
 fn a_damaged_saved_scale_falls_back_into_range() {
     for (stored, want) in [(f32::NAN, 1.0), (40.0, gpulab::app::MAX_SCALE), (0.0, gpulab::app::MIN_SCALE)] {

@@ -87,6 +87,8 @@ fn report_with(figure: f64, cell: f64, point: f64, decimals: usize) -> Report {
             log_x: false,
             series: vec![Series { name: "s".into(), points: vec![[0.0, point], [1.0, 2.0]], provenance: prov }],
             markers: vec![(point, "m".into())],
+            targets: vec![],
+            x_names: vec![],
         }],
         ..Default::default()
     }
@@ -256,4 +258,59 @@ fn gpulab_class_prints_students_strings_with_their_escapes_escaped() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(!out.contains('\x1b') && !out.contains('\x07'), "a raw escape reached the terminal: {out:?}");
     assert!(out.contains("\\u{1b}"), "the escapes are shown, escaped: {out}");
+}
+
+/// Strings a crafted report or scenario carries into report.md: HTML that a Markdown viewer would
+/// run or load, terminal escapes, and Markdown that would break the page's structure. The
+/// Markdown writer shows them as text (issue 42, item 3).
+#[test]
+fn report_md_shows_strings_from_files_as_text() {
+    let mut r = report_with(1.0, 1.0, 1.0, 2);
+    r.title = "<script>alert(1)</script>\x1b]0;pwned\x07".into();
+    r.figures[0].label = "<img src=x onerror=alert(1)>".into();
+    r.tables[0].rows[0][1] = "<iframe src=javascript:alert(1)>\n# heading".into();
+    r.charts[0].series[0].name = "s\x1b[2J".into();
+    r.metadata.dataset = "checkpoint on <svg onload=alert(1)>\x1b[31m".into();
+    r.config.insert("scenario".into(), "`x` <b>bold</b>".into());
+    let md = report::markdown(&r);
+    // Every `<` is escaped (`\<`, CommonMark's literal), so no tag opens: <script>, <img>,
+    // <iframe>, <svg>, <b>.
+    assert!(!md.replace("\\<", "").contains('<'), "report.md holds an unescaped '<':\n{md}");
+    for raw in ["\x1b", "\x07", "\n# heading"] {
+        assert!(!md.contains(raw), "report.md holds {raw:?} raw:\n{md}");
+    }
+    assert!(md.contains("\\<script\\>") && md.contains("\\u{1b}"), "shown escaped:\n{md}");
+}
+
+/// The formula guard: a cell that starts with whitespace or a line break before `=`, `+`, `-`, `@`
+/// is a formula to a spreadsheet too, and a joined list guards each item.
+#[test]
+fn csv_formula_guard_covers_leading_space_and_joined_lists() {
+    use gpulab::text::{csv_text_cell, csv_text_list};
+    for bad in [" =1+1", "\n=HYPERLINK(\"x\")", " \t@SUM(A1)", "\r\n+cmd", "  -2+3"] {
+        assert!(csv_text_cell(bad).starts_with('\''), "{bad:?} -> {:?}", csv_text_cell(bad));
+    }
+    assert_eq!(csv_text_cell(" plain"), " plain");
+    let items = ["RTX 4090".to_string(), "=cmd|' /C calc'!A0".to_string(), " @x".to_string()];
+    assert_eq!(csv_text_list(&items, "; "), "RTX 4090; '=cmd|' /C calc'!A0; ' @x");
+    assert_eq!(csv_text_list(&items[1..2], "; "), "'=cmd|' /C calc'!A0");
+}
+
+/// class.csv keeps no control characters from a student's file (the escape in the host and
+/// the file name), and a formula inside a joined list of adapters is guarded.
+#[test]
+fn class_csv_drops_control_characters_and_guards_joined_lists() {
+    let dir = hostile_class();
+    let class = gpulab::class::read(dir.path()).unwrap();
+    assert_eq!(class.report_count(), 1, "{:?}", class.skipped);
+    let text = gpulab::class::csv_text(&class).unwrap();
+    let mut rd = csv::Reader::from_reader(text.as_bytes());
+    let head = rd.headers().unwrap().clone();
+    let row = rd.records().next().unwrap().unwrap();
+    for (h, cell) in head.iter().zip(row.iter()) {
+        assert!(!cell.chars().any(char::is_control), "{h} keeps a control character: {cell:?}");
+    }
+    let col = |name: &str| row[head.iter().position(|h| h == name).unwrap()].to_string();
+    assert!(col("host").starts_with("'=") && col("host").contains("owned"), "{row:?}");
+    assert!(col("file").contains("ev[31mil-report.json"), "{row:?}");
 }

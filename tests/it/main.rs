@@ -1,5 +1,6 @@
 //! One integration-test crate with a module per area (ripgrep's layout).
 
+mod agreement;
 mod allocation;
 mod amp;
 mod checkpoint;
@@ -16,6 +17,7 @@ mod conformance;
 mod data;
 mod device_counts;
 mod distributed;
+mod drivers;
 mod exercises;
 mod forward;
 mod fuzz_seeds;

@@ -34,12 +34,22 @@ fn col(r: &Report, table: &str, name: &str) -> usize {
     r.table(table).unwrap().columns.iter().position(|c| c.name == name).unwrap_or_else(|| panic!("{table} has no column {name}"))
 }
 
-fn check(r: &Report) {
+/// `fp16_refused`: the sentence the adapter refuses fp16 with (no SHADER_F16), if it does; then
+/// every fp16 row must give it, and the fp32 and bf16 parts of the lab are checked as usual.
+fn check(r: &Report, fp16_refused: Option<&str>) {
     let t = r.table("Precisions").unwrap();
     let labels: Vec<String> = t.rows.iter().map(|row| format!("{:?}", row[0])).collect();
     assert_eq!(t.rows.len(), 3, "{labels:?}");
+    let is_fp16 = |row: &[Cell]| matches!(&row[0], Cell::Text(l) if l.starts_with("fp16"));
     for row in &t.rows {
-        assert_eq!(row[1], Cell::Text("ok".into()), "{row:?}");
+        match fp16_refused.filter(|_| is_fp16(row)) {
+            Some(why) => assert!(matches!(&row[1], Cell::Text(s) if s.starts_with("unavailable") && s.contains(why)), "{row:?}"),
+            None => assert_eq!(row[1], Cell::Text("ok".into()), "{row:?}"),
+        }
+    }
+    if let Some(why) = fp16_refused {
+        check_without_fp16(r, why);
+        return;
     }
     let act = col(r, "Precisions", "activations");
     assert!(num(&t.rows[1][act]) < num(&t.rows[0][act]) && num(&t.rows[2][act]) < num(&t.rows[0][act]), "16-bit activations are smaller");
@@ -51,7 +61,7 @@ fn check(r: &Report) {
     assert!(unscaled > 90.0 && scaled < 10.0, "flushed: unscaled {unscaled}%, scaled {scaled}%");
     // BF16's range is FP32's: the same tiny gradients survive without a scaler.
     assert!(bf16 < 1.0, "bf16 without a scaler flushed {bf16}%");
-    assert!(r.verdict.summary.contains("BF16 without any scaler flushed"), "{}", r.verdict.summary);
+    assert!(r.verdict.evidence.iter().any(|e| e.contains("BF16 without any scaler flushed")), "{:?}", r.verdict.evidence);
     let acc = col(r, "Underflow demonstration", "validation accuracy");
     assert!(num(&d.rows[2][acc]) > num(&d.rows[1][acc]) + 20.0, "scaling rescues training: {:?}", d.rows);
     assert!(r.chart("loss").unwrap().series.len() == 3 && r.chart("loss_scale").is_some() && r.chart("underflow_loss").is_some());
@@ -63,9 +73,24 @@ fn check(r: &Report) {
     assert!((key.value - tp("fp16 + GradScaler throughput") / tp("FP32 throughput")).abs() < 1e-9, "{key:?}");
 }
 
+/// The lab on an adapter that refuses fp16: bf16 still shows its smaller activations and keeps
+/// the demo's tiny gradients without a scaler; each fp16 row of the demo gives the refusal.
+fn check_without_fp16(r: &Report, why: &str) {
+    let t = r.table("Precisions").unwrap();
+    let act = col(r, "Precisions", "activations");
+    assert!(num(&t.rows[2][act]) < num(&t.rows[0][act]), "16-bit activations are smaller: {:?}", t.rows);
+    let d = r.table("Underflow demonstration").unwrap();
+    assert_eq!(d.rows.len(), 4, "fp32, fp16 unscaled and scaled, bf16: {:?}", d.rows);
+    for row in &d.rows[1..3] {
+        assert!(matches!(&row[1], Cell::Text(s) if s.contains(why)), "the fp16 demo rows give the refusal: {row:?}");
+    }
+    let fl = col(r, "Underflow demonstration", "gradients flushed to zero");
+    assert!(num(&d.rows[3][fl]) < 1.0, "bf16 without a scaler flushed {}%", num(&d.rows[3][fl]));
+}
+
 #[test]
 fn precision_lab_runs_on_the_cpu() {
-    check(&run("cpu"));
+    check(&run("cpu"), None);
 }
 
 #[test]
@@ -75,7 +100,7 @@ fn precision_lab_runs_on_the_gpu() {
         eprintln!("SKIPPED precision_lab_runs_on_the_gpu: no GPU adapter");
         return;
     }
-    check(&run("gpu"));
+    check(&run("gpu"), crate::common::gpu_fp16_refusal().as_deref());
 }
 
 /// `model=cnn` trains the CNN at every precision (its convolutions' GEMMs in 16 bits), and
@@ -107,7 +132,14 @@ fn check_default_memory(backend: &str) {
     let t = r.table("Precisions").unwrap();
     let total = col(&r, "Precisions", "total peak");
     let fp32 = num(&t.rows[0][total]);
+    let refused = if backend == "gpu" { crate::common::gpu_fp16_refusal() } else { None };
     for row in &t.rows[1..] {
+        if let (Some(why), Cell::Text(status)) = (&refused, &row[1])
+            && status != "ok"
+        {
+            assert!(status.contains(why.as_str()), "only fp16 may be refused, by name: {row:?}");
+            continue;
+        }
         let ratio = num(&row[total]) / fp32;
         assert!(ratio <= 0.7, "{backend} {:?}: peak {:.3} MiB is {ratio:.2}× FP32's {fp32:.3} MiB", row[0], num(&row[total]));
     }

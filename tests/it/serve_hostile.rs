@@ -195,6 +195,49 @@ fn the_connection_cap_refuses_one_more() {
     wait_at_most(server, Duration::from_secs(10)).expect("stops").unwrap();
 }
 
+/// Five clients that send only headers declaring the largest body (16 MiB each, 80 MiB against
+/// the 64 MiB budget) and then nothing: a normal small predict is still answered at once, not
+/// queued behind them until their body timeout (it waited 9.5 s when the budget was reserved
+/// from the declared length before a byte arrived).
+#[test]
+fn silent_clients_declaring_large_bodies_do_not_hold_the_body_budget() {
+    let mut server = Server::start(config(|_| {}), model()).unwrap();
+    let a = server.addr;
+    let silent: Vec<TcpStream> = (0..5)
+        .map(|_| {
+            let mut s = connect(a);
+            s.write_all(post_head(a, 16 << 20, "").as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let body = format!("{{\"input\": [{}]}}", vec!["0.25"; 13].join(","));
+    let t0 = Instant::now();
+    let (status, text) = exchange(a, &post_head(a, body.len(), ""), body.as_bytes());
+    let took = t0.elapsed();
+    assert_eq!(status, 200, "{text:.300}");
+    assert!(took < Duration::from_secs(2), "a small predict waited {took:?} behind silent large bodies");
+    drop(silent);
+    server.shutdown();
+    wait_at_most(server, Duration::from_secs(15)).expect("stops").unwrap();
+}
+
+/// The request-head limit the server enforces is the one it states (64 KiB, `limits::MAX_HEAD_BYTES`):
+/// a head a little under it is served, one a little over it is refused (431). Before, hyper's
+/// buffer let heads of up to about 128 KiB through.
+#[test]
+fn the_request_head_limit_is_the_stated_one() {
+    let mut server = Server::start(config(|_| {}), model()).unwrap();
+    let a = server.addr;
+    let head = |pad: usize| format!("GET /healthz HTTP/1.1\r\nHost: {a}\r\nX-Pad: {}\r\nConnection: close\r\n\r\n", "a".repeat(pad));
+    let (status, text) = exchange(a, &head(60 << 10), b"");
+    assert_eq!(status, 200, "{text:.300}");
+    let (status, text) = exchange(a, &head(80 << 10), b"");
+    assert_eq!(status, 431, "an 80 KiB head: {text:.300}");
+    server.shutdown();
+    wait_at_most(server, Duration::from_secs(10)).expect("stops").unwrap();
+}
+
 /// A client that sends requests and never reads the answers is closed once the server's
 /// writes have made no progress for the write timeout; the server keeps answering others.
 #[test]
@@ -404,6 +447,73 @@ mod binary {
         assert_eq!(status.code(), Some(130), "{status:?}");
     }
 
+    /// A checkpoint (SGD, 4-3-2) whose `dataset` metadata is `dataset`.
+    fn crafted_checkpoint(dataset: &str) -> Vec<u8> {
+        use gpulab::checkpoint::CheckpointMeta;
+        use gpulab::checkpoint::format::{self, NamedTensor, RngState};
+        use gpulab::nn::OptimizerKind;
+        use gpulab::train::{LoaderPosition, TrainConfig};
+        let arch = MlpConfig { input: 4, hidden: vec![3], classes: 2, conv: None };
+        let tensors = format::tensor_specs(&arch, OptimizerKind::Sgd)
+            .into_iter()
+            .map(|(name, shape)| {
+                let n: usize = shape.iter().product();
+                (name, NamedTensor::f32(shape, (0..n).map(|i| i as f32 * 0.125 - 0.5).collect()))
+            })
+            .collect();
+        let cfg = TrainConfig { hidden: arch.hidden.clone(), optimizer: OptimizerKind::Sgd, ..TrainConfig::default() };
+        let meta = CheckpointMeta {
+            position: LoaderPosition { step: 3, epoch: 0, batch: 3 },
+            optimizer_step: 3,
+            rng: RngState { generator: "chacha8".into(), seed: cfg.seed, stream: 0 },
+            grad_scaler: None,
+            precision: "fp32".into(),
+            hyperparameters: cfg,
+            architecture: arch,
+            dataset: dataset.into(),
+            gpulab_version: "crafted".into(),
+        };
+        format::encode(&meta, &tensors).unwrap()
+    }
+
+    /// A checkpoint whose dataset text sets the terminal title and clears the screen: `gpulab
+    /// serve` prints its source line with the escapes shown, not obeyed.
+    #[test]
+    fn serve_prints_a_checkpoints_text_escaped() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("evil\x1b[31m.safetensors");
+        std::fs::write(&ckpt, crafted_checkpoint("digits\x1b]0;pwned\x07\x1b[2J\u{9b}31m\u{202e}")).unwrap();
+        let mut child = Serving(
+            Command::new(env!("CARGO_BIN_EXE_gpulab"))
+                .args(["serve", "--backend", "cpu", "--port", "0", "--model"])
+                .arg(&ckpt)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("the binary runs"),
+        );
+        let mut err = std::io::BufReader::new(child.0.stderr.take().unwrap());
+        let mut printed = Vec::new();
+        // At most 20 lines: the model line comes before "serving on".
+        for _ in 0..20 {
+            let mut line = Vec::new();
+            if err.read_until(b'\n', &mut line).unwrap() == 0 {
+                break;
+            }
+            printed.extend_from_slice(&line);
+            if line.starts_with(b"serving on") {
+                break;
+            }
+        }
+        let text = String::from_utf8_lossy(&printed).into_owned();
+        assert!(text.contains("serving on"), "{text}");
+        assert!(text.contains("\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\u{9b}31m\\u{202e}"), "{text}");
+        assert!(text.contains("evil\\u{1b}[31m"), "{text}");
+        assert!(!printed.iter().any(|&b| b == 0x1b || b == 0x07), "raw control bytes reached the terminal: {text:?}");
+        signal(&child, "-TERM");
+        assert!(exits_within(&mut child, Duration::from_secs(10)).is_some_and(|s| s.success()));
+    }
+
     /// Four 15 MiB bodies of empty vectors at once: the server's peak memory grows by little
     /// more than the bodies themselves (it grew by ~340 MB when they were parsed into vectors).
     #[cfg(target_os = "linux")]
@@ -472,4 +582,28 @@ fn loadgen_does_not_trust_what_healthz_says() {
     let e = server_features(&url(fake_server(answer("200 OK", &padded), 1))).unwrap_err();
     assert!(e.to_string().contains("at most"), "{e}");
     assert_eq!(server_features(&url(fake_server(answer("200 OK", b"{\"status\":\"ok\",\"features\":13}"), 1))).unwrap(), 13);
+}
+
+/// A server that has gone (nothing listens on the port): the load generator backs off and stops
+/// with a message saying so, instead of retrying the refused connection in a tight loop (about
+/// 700,000 failures in 17 s before).
+#[test]
+fn loadgen_backs_off_and_stops_when_the_server_is_gone() {
+    use gpulab::serve::loadgen::{self, Arrivals, LoadSpec, Target};
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let target = Target::http(&format!("http://{gone}")).unwrap();
+    let spec = LoadSpec {
+        arrivals: Arrivals::Closed { concurrency: 4 },
+        duration: Duration::from_secs(4),
+        max_requests: 1_000_000,
+        drain: Duration::from_secs(1),
+        seed: 1,
+    };
+    let t0 = Instant::now();
+    let result = loadgen::run(&target, &[vec![0.5; 13]], &spec);
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(8), "ran {took:?}");
+    let e = result.map(|r| r.samples.len()).expect_err("a server that refuses every connection ends the run with an error");
+    let msg = e.to_string();
+    assert!(msg.contains("refused") && msg.contains(&gone.to_string()), "{msg}");
 }

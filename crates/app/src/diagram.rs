@@ -23,6 +23,11 @@ pub fn show(ui: &mut egui::Ui, d: &Diagram, salt: &str) {
     if cols == 0 {
         return;
     }
+    // A wide diagram in a narrow panel (exercise 10's four columns beside the lesson at 1280
+    // px) turns on its side, columns becoming rows, instead of scrolling its boxes out of view.
+    let turn = cols > rows && ui.available_width() < cols as f32 * MIN_CELL_W;
+    let (cols, rows) = if turn { (rows, cols) } else { (cols, rows) };
+    let place = |n: &gpulab_systems::report::DiagramNode| if turn { (n.row, n.col) } else { (n.col, n.row) };
     let sel_id = ui.scope_id().with(("diagram-selected", salt));
     let mut selected: Option<String> = ui.data(|m| m.get_temp(sel_id));
     egui::ScrollArea::horizontal().id_salt(("diagram", salt)).show(ui, |ui| {
@@ -37,7 +42,8 @@ pub fn show(ui: &mut egui::Ui, d: &Diagram, salt: &str) {
             .nodes
             .iter()
             .map(|n| {
-                Rect::from_min_size(area.min + Vec2::new(cell_w * n.col as f32 + 4.0, cell_h * n.row as f32 + 8.0), Vec2::new(box_w, box_h))
+                let (col, row) = place(n);
+                Rect::from_min_size(area.min + Vec2::new(cell_w * col as f32 + 4.0, cell_h * row as f32 + 8.0), Vec2::new(box_w, box_h))
             })
             .collect();
         let painter = ui.painter_at(area);

@@ -64,6 +64,12 @@ impl Files {
     }
 
     /// Keeps `r` beside the next result (the one-click suggestion's "measure again").
+    /// Drops the comparison (another exercise was selected: a report of this one beside it
+    /// would compare unlike runs).
+    pub fn close_comparison(&mut self) {
+        self.compare = None;
+    }
+
     pub fn compare_to(&mut self, r: Report) {
         self.compare = Some(r);
     }

@@ -14,6 +14,7 @@ use egui::RichText;
 
 use gpulab_core::device::gpu::adapters::{self, AdapterSummary};
 use gpulab_core::device::gpu::driver_help::{self, DriverNotice, Severity};
+use gpulab_core::device::gpu::support::{Support, support};
 
 use gpulab_core::device::monitor::{self, Sample};
 
@@ -33,11 +34,13 @@ pub struct Live {
 pub struct Hardware {
     /// Whether the window is shown (kept in `Saved::show_hardware`).
     pub open: bool,
-    rx: Receiver<(Vec<AdapterSummary>, Option<DriverNotice>)>,
+    rx: Receiver<(Vec<AdapterSummary>, Option<DriverNotice>, Vec<Vec<Support>>)>,
     /// None while detecting.
     pub adapters: Option<Vec<AdapterSummary>>,
     /// Why no hardware GPU is usable and how to fix it (None when one is, or while detecting).
     pub notice: Option<DriverNotice>,
+    /// Per adapter (same order): what it runs and why not (support.rs), computed with the list.
+    pub support: Vec<Vec<Support>>,
     pub live: Arc<Mutex<Live>>,
     sampler_started: bool,
 }
@@ -54,14 +57,15 @@ impl Hardware {
             })
             .unwrap_or_default();
             let notice = driver_help::detect(&found);
-            let _ = tx.send((found, notice));
+            let can = found.iter().map(support).collect();
+            let _ = tx.send((found, notice, can));
             wake();
             // Loading NVML can take a while: done here once, so that declaring a run's live
             // charts on the UI thread later finds the answer cached.
             monitor::may_have_telemetry();
         });
         let live = Live { cpu_name: gpulab_core::device::cpu::cpu_name(), threads: rayon::current_num_threads(), ..Default::default() };
-        Hardware { open, rx, adapters: None, notice: None, live: Arc::new(Mutex::new(live)), sampler_started: false }
+        Hardware { open, rx, adapters: None, notice: None, support: Vec::new(), live: Arc::new(Mutex::new(live)), sampler_started: false }
     }
 
     /// The notice the lab shows as a banner: only a missing driver (a warning).
@@ -71,10 +75,11 @@ impl Hardware {
 
     pub fn poll(&mut self) {
         if self.adapters.is_none()
-            && let Ok((a, notice)) = self.rx.try_recv()
+            && let Ok((a, notice, can)) = self.rx.try_recv()
         {
             self.adapters = Some(a);
             self.notice = notice;
+            self.support = can;
         }
     }
 
@@ -122,7 +127,8 @@ impl Hardware {
                 ui.colored_label(ui.visuals().warn_fg_color, "No GPU adapter found — the CPU backend still works.");
             }
             Some(list) => {
-                for a in list {
+                for (i, a) in list.iter().enumerate() {
+                    let can = self.support.get(i).map(Vec::as_slice).unwrap_or_default();
                     egui::CollapsingHeader::new(RichText::new(format!("#{} {}", a.index, a.name)).strong())
                         .id_salt(("adapter", a.index))
                         .default_open(true)
@@ -164,6 +170,7 @@ impl Hardware {
                                 row("workgroups / dimension", l.max_compute_workgroups_per_dimension.to_string());
                                 row("storage buffers / stage", l.max_storage_buffers_per_shader_stage.to_string());
                             });
+                            support_ui(ui, can);
                         });
                 }
             }
@@ -199,6 +206,16 @@ impl Hardware {
                 ui.add(egui::Label::new(RichText::new(format!("from {} — {}", g.source, g.origin)).weak()).wrap());
             }
         }
+    }
+}
+
+/// What an adapter runs (✔) and what it refuses, with the refusal the run would give (✘).
+fn support_ui(ui: &mut egui::Ui, can: &[Support]) {
+    for s in can {
+        match &s.refusal {
+            None => ui.label(format!("✔ {}", s.what)),
+            Some(why) => ui.add(egui::Label::new(RichText::new(format!("✘ {}: {why}", s.what)).color(ui.visuals().warn_fg_color)).wrap()),
+        };
     }
 }
 

@@ -135,8 +135,17 @@ impl GpulabApp {
     /// Selects an exercise by id or number.
     pub fn select(&mut self, id: &str) {
         if let Some(ex) = self.exercise(id) {
-            self.selected = ex.id().to_string();
+            let id = ex.id().to_string();
+            self.set_selected(id);
         }
+    }
+
+    /// Makes `id` the selected exercise; a comparison loaded for another one is closed.
+    fn set_selected(&mut self, id: String) {
+        if id != self.selected {
+            self.files.close_comparison();
+        }
+        self.selected = id;
     }
 
     pub fn settings(&self, id: &str) -> Option<&Settings> {
@@ -265,7 +274,8 @@ impl GpulabApp {
                     let n = self.exercises.len() as isize;
                     if n > 0 {
                         let at = self.exercises.iter().position(|x| x.id() == self.selected).unwrap_or(0) as isize;
-                        self.selected = self.exercises[(at + step).rem_euclid(n) as usize].id().to_string();
+                        let id = self.exercises[(at + step).rem_euclid(n) as usize].id().to_string();
+                        self.set_selected(id);
                     }
                 }
                 Command::StartRun => self.start_run(),
@@ -356,6 +366,8 @@ impl GpulabApp {
 
         egui::Panel::top("top").show(ui, |ui| {
             ui.horizontal(|ui| {
+                self.presenter.scale_ui(ui);
+                ui.separator();
                 ui.label(RichText::new("gpulab").strong().size(18.0));
                 if size.x >= 1050.0 {
                     // Room for the subtitle beside the presenter controls.
@@ -365,7 +377,7 @@ impl GpulabApp {
                     self.hardware.toggle_ui(ui);
                     self.class.button_ui(ui);
                     ui.separator();
-                    self.presenter.toolbar_ui(ui);
+                    self.presenter.toggles_ui(ui);
                 });
             });
         });
@@ -475,6 +487,11 @@ impl eframe::App for GpulabApp {
         let commands = std::mem::take(&mut self.commands);
         self.execute(commands);
         self.frame_stats.record(t0.elapsed().as_secs_f64() * 1e3, self.is_running());
+    }
+
+    /// Screenshot mode leaves the learner's saved state alone, egui's memory included.
+    fn persist_egui_memory(&self) -> bool {
+        self.screenshot.is_none()
     }
 
     fn save(&mut self, storage: &mut dyn eframe::Storage) {

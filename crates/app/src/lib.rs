@@ -96,6 +96,13 @@ pub fn run(opts: AppOptions) -> gpulab_core::Result<()> {
             }
         },
         persist_window: opts.screenshot.is_none(),
+        // Screenshot mode reads no saved state: a window size saved by the lab would otherwise
+        // win over GPULAB_SCREENSHOT_SIZE (eframe restores it whatever `persist_window` says).
+        // The file is never written (nothing is saved in screenshot mode).
+        persistence_path: opts
+            .screenshot
+            .as_ref()
+            .map(|_| std::env::temp_dir().join(format!("gpulab-screenshot-{}.ron", std::process::id()))),
         ..Default::default()
     };
     let exercise = opts.exercise.clone();

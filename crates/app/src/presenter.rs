@@ -105,8 +105,8 @@ impl Presenter {
         theme::apply(ctx, t);
     }
 
-    /// The toolbar's presenter controls, drawn right to left: stage, theme, and the scale.
-    pub fn toolbar_ui(&mut self, ui: &mut egui::Ui) {
+    /// The toolbar's presenter toggles, drawn right to left: stage and theme.
+    pub fn toggles_ui(&mut self, ui: &mut egui::Ui) {
         let ctx = ui.ctx().clone();
         ui.toggle_value(&mut self.stage, "Stage").on_hover_text(tip(
             &ctx,
@@ -121,28 +121,17 @@ impl Presenter {
         {
             self.set_theme(&ctx, if projector { Theme::Projector } else { Theme::Dark });
         }
-        ui.separator();
+    }
+
+    /// The UI scale controls, drawn left to right at the window's left edge: a change of scale
+    /// grows the window's contents from there, so the buttons stay under the pointer and a
+    /// second click on "+" zooms again instead of landing on another control. The percentage
+    /// is padded to one width, so "90%" and "100%" do not shift "+".
+    pub fn scale_ui(&mut self, ui: &mut egui::Ui) {
+        let ctx = ui.ctx().clone();
         let scale = self.ui_scale;
         let pct = (scale * 100.0).round();
         // Icon-only and number buttons get a spoken label for screen readers (and tests).
-        let plus = ui.add_enabled(scale < MAX_SCALE - 1e-3, egui::Button::new("+")).on_hover_text(tip(
-            &ctx,
-            "Larger",
-            &egui::gui_zoom::kb_shortcuts::ZOOM_IN,
-        ));
-        plus.widget_info(|| WidgetInfo::labeled(Role::Button, plus.enabled(), "Zoom in"));
-        if plus.clicked() {
-            self.step_scale(&ctx, 1);
-        }
-        let reset = ui.button(RichText::new(format!("{pct:.0}%")).monospace()).on_hover_text(tip(
-            &ctx,
-            "UI scale; click for 100%",
-            &egui::gui_zoom::kb_shortcuts::ZOOM_RESET,
-        ));
-        reset.widget_info(|| WidgetInfo::labeled(Role::Button, true, format!("UI scale {pct:.0}%: reset to 100%")));
-        if reset.clicked() {
-            self.step_scale(&ctx, 0);
-        }
         let minus = ui.add_enabled(scale > MIN_SCALE + 1e-3, egui::Button::new("−")).on_hover_text(tip(
             &ctx,
             "Smaller",
@@ -152,6 +141,23 @@ impl Presenter {
         if minus.clicked() {
             self.step_scale(&ctx, -1);
         }
-        ui.label("UI scale");
+        let reset = ui.button(RichText::new(format!("{pct:>3.0}%")).monospace()).on_hover_text(tip(
+            &ctx,
+            "UI scale; click for 100%",
+            &egui::gui_zoom::kb_shortcuts::ZOOM_RESET,
+        ));
+        reset.widget_info(|| WidgetInfo::labeled(Role::Button, true, format!("UI scale {pct:.0}%: reset to 100%")));
+        if reset.clicked() {
+            self.step_scale(&ctx, 0);
+        }
+        let plus = ui.add_enabled(scale < MAX_SCALE - 1e-3, egui::Button::new("+")).on_hover_text(tip(
+            &ctx,
+            "Larger",
+            &egui::gui_zoom::kb_shortcuts::ZOOM_IN,
+        ));
+        plus.widget_info(|| WidgetInfo::labeled(Role::Button, plus.enabled(), "Zoom in"));
+        if plus.clicked() {
+            self.step_scale(&ctx, 1);
+        }
     }
 }

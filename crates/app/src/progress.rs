@@ -9,7 +9,6 @@ use eframe::egui;
 use egui::RichText;
 use serde::{Deserialize, Serialize};
 
-use super::charts::short_num;
 use super::results::WARN;
 use gpulab_exercises::Exercise;
 use gpulab_systems::report::{Provenance, Report};
@@ -73,11 +72,10 @@ impl RunMark {
         }
     }
 
-    /// The headline figure as one line, e.g. `GPU/CPU training speed-up: 3.20 × (measured)`.
+    /// The headline figure as one line, e.g. `GPU/CPU training speed-up: 3.2 × (measured)`.
     pub fn figure_text(&self) -> Option<String> {
         let f = self.figure.as_ref()?;
-        let unit = if f.unit.is_empty() { String::new() } else { format!(" {}", f.unit) };
-        Some(format!("{}: {}{unit} ({})", f.label, short_num(f.value), f.provenance.short()))
+        Some(format!("{}: {} ({})", f.label, gpulab_core::format::with_unit(f.value, &f.unit), f.provenance.short()))
     }
 }
 
@@ -126,7 +124,7 @@ mod tests {
         let m = RunMark::new(&r, Some(&f));
         assert_eq!(m.when().len(), "2026-12-01 06:20 UTC".len(), "{}", m.when());
         assert!(m.when().ends_with(" UTC"));
-        assert_eq!(m.figure_text().as_deref(), Some("speed-up: 3.20 × (measured)"));
+        assert_eq!(m.figure_text().as_deref(), Some("speed-up: 3.2 × (measured)"));
         assert!(m.mark().starts_with("Ran · ") && m.mark().ends_with(" UTC"), "{}", m.mark());
         let stopped = RunMark { stopped_early: true, ..m.clone() };
         assert!(stopped.mark().starts_with("Stopped early · "), "{}", stopped.mark());

@@ -4,7 +4,6 @@
 use eframe::egui;
 use egui::{Color32, RichText};
 
-use super::charts::short_num;
 use gpulab_systems::report::{Cell, Report, Table};
 
 /// The dark theme's warning colour; widgets use `ui.visuals().warn_fg_color`, which each theme sets.
@@ -51,7 +50,7 @@ pub fn figures(ui: &mut egui::Ui, r: &Report) {
     ui.label(RichText::new("Headline figures").strong());
     for f in &r.figures {
         ui.horizontal_wrapped(|ui| {
-            ui.label(RichText::new(format!("{} {}", short_num(f.value), f.unit)).strong().size(16.0));
+            ui.label(RichText::new(gpulab_core::format::with_unit(f.value, &f.unit)).strong().size(16.0));
             ui.label(&f.label);
             ui.label(RichText::new(f.provenance.short()).small().weak()).on_hover_text(f.provenance.label());
         });

@@ -123,7 +123,9 @@ impl SettingsPanel {
         let mut chosen: Option<Preset> = None;
         ui.add_enabled_ui(!view.is_running(), |ui| {
             let lab_id = ui.label("Preset").id;
-            let shown = active.unwrap_or("custom settings");
+            // Untouched defaults are the lesson's settings, not "custom" ones.
+            let untouched = self.settings.get(id).is_some_and(|s| *s == ex.settings());
+            let shown = active.unwrap_or(if untouched { "as in the lesson" } else { "custom settings" });
             egui::ComboBox::from_id_salt(("preset", id))
                 .selected_text(shown)
                 .width(220.0)

@@ -78,10 +78,20 @@ fn projector() -> Visuals {
     v
 }
 
-/// A plot series' colour: the projector palette in the light theme; `None` lets egui_plot pick
-/// (its own palette, made for dark backgrounds) in the dark theme.
-pub fn series_color(v: &Visuals, i: usize) -> Option<Color32> {
-    (!v.dark_mode).then(|| PROJECTOR_SERIES[i % PROJECTOR_SERIES.len()])
+/// Series colours on the dark theme: the Okabe–Ito palette, light enough for a dark background.
+const DARK_SERIES: [Color32; 6] = [
+    Color32::from_rgb(86, 180, 233),
+    Color32::from_rgb(230, 159, 0),
+    Color32::from_rgb(0, 200, 150),
+    Color32::from_rgb(220, 140, 190),
+    Color32::from_rgb(240, 228, 66),
+    Color32::from_gray(200),
+];
+
+/// A plot series' colour: the projector palette in the light theme, `DARK_SERIES` in the dark
+/// one. Always given, so the legend drawn beside a chart matches its lines.
+pub fn series_color(v: &Visuals, i: usize) -> Color32 {
+    if v.dark_mode { DARK_SERIES[i % DARK_SERIES.len()] } else { PROJECTOR_SERIES[i % PROJECTOR_SERIES.len()] }
 }
 
 /// A plot line's width: thicker on the projector.
@@ -159,7 +169,7 @@ mod tests {
         assert!(v.dark_mode);
         assert_eq!(v.warn_fg_color, DARK_WARN);
         assert_eq!(v.error_fg_color, DARK_ERROR);
-        assert!(series_color(&v, 0).is_none());
-        assert!(series_color(&projector(), 7).is_some());
+        assert_ne!(series_color(&v, 0), series_color(&v, 1));
+        assert_ne!(series_color(&v, 0), series_color(&projector(), 0));
     }
 }

@@ -1,12 +1,13 @@
 //! The class view's files: `class.csv` (one long table, a row per report of every exercise,
-//! ready for a spreadsheet's filter; a text cell that starts like a formula gets a leading `'`)
+//! ready for a spreadsheet's filter; control characters dropped, and a text cell or list item that
+//! starts like a formula gets a leading `'`)
 //! and `class.html` (one self-contained page). Written atomically, like the reports.
 
 use std::path::{Path, PathBuf};
 
 use super::Class;
 use gpulab_core::error::{Error, Result};
-use gpulab_core::text::csv_text_cell;
+use gpulab_core::text::{csv_text_cell, csv_text_list, without_controls};
 
 /// The CSV's header; every row has these fields.
 pub const CSV_HEADER: [&str; 18] = [
@@ -41,8 +42,10 @@ pub fn csv_text(class: &Class) -> Result<String> {
                 Some(f) => (f.label.clone(), f.value.to_string(), f.unit.clone(), f.provenance.label()),
                 None => (String::new(), String::new(), String::new(), String::new()),
             };
-            // Every text field comes from a student's file: neutralised for spreadsheets.
-            let t = |s: &str| csv_text_cell(s).into_owned();
+            // Every text field comes from a student's file: its control characters dropped, and
+            // neutralised for spreadsheets (each item of a joined list too).
+            let t = |s: &str| csv_text_cell(&without_controls(s)).into_owned();
+            let list = |v: &[String]| csv_text_list(&v.iter().map(|s| without_controls(s).into_owned()).collect::<Vec<_>>(), "; ");
             w.write_record([
                 g.number.to_string(),
                 t(&g.id),
@@ -50,9 +53,9 @@ pub fn csv_text(class: &Class) -> Result<String> {
                 (i + 1).to_string(),
                 t(&r.machine()),
                 t(&r.host),
-                t(&r.adapters.join("; ")),
-                t(&r.drivers.join("; ")),
-                t(&r.backends.join("; ")),
+                list(&r.adapters),
+                list(&r.drivers),
+                list(&r.backends),
                 t(&r.date),
                 t(&r.gpulab_version),
                 t(&label),

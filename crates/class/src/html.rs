@@ -5,7 +5,8 @@
 use std::fmt::Write;
 
 use super::{Class, ExerciseGroup};
-use gpulab_systems::report::html::{escape, value};
+use gpulab_core::format::number as value;
+use gpulab_systems::report::html::escape;
 use gpulab_systems::report::{Cell, Chart, Provenance, Table};
 
 const CSS: &str = "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#1d1d1f;background:#fff}\

@@ -19,7 +19,7 @@ use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Report, Ser
 
 pub use export::{CSV_HEADER, csv_text, write_all, write_csv, write_html};
 pub use html::html_page;
-pub use scan::{MAX_DEPTH, MAX_ENTRIES, MAX_FILE_BYTES};
+pub use scan::{MAX_DEPTH, MAX_ENTRIES, MAX_FILE_BYTES, MAX_SCAN_BYTES};
 
 /// Every report found under a folder, grouped by exercise, and the files skipped.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -77,28 +77,57 @@ pub struct MachineRow {
     pub stopped_early: bool,
 }
 
+/// The longest string a row keeps from a report (a host name, an adapter, a key figure's
+/// label): a crafted report's 30 MB string is cut here, saying so, so a class of them holds
+/// kilobytes per row instead of the strings themselves.
+pub const MAX_TEXT_BYTES: usize = 4096;
+
+/// `s`, cut to `MAX_TEXT_BYTES` (at a character boundary) with a note of how much was cut.
+fn keep(s: &str) -> String {
+    if s.len() <= MAX_TEXT_BYTES {
+        return s.to_string();
+    }
+    let mut end = MAX_TEXT_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes cut)", &s[..end], s.len() - end)
+}
+
+/// A key figure with its strings held to `MAX_TEXT_BYTES`.
+fn keep_figure(f: &Figure) -> Figure {
+    let provenance = match &f.provenance {
+        gpulab_systems::report::Provenance::Derived(s) => gpulab_systems::report::Provenance::Derived(keep(s)),
+        gpulab_systems::report::Provenance::Simulated(s) => gpulab_systems::report::Provenance::Simulated(keep(s)),
+        p => p.clone(),
+    };
+    Figure { label: keep(&f.label), value: f.value, unit: keep(&f.unit), provenance }
+}
+
 impl MachineRow {
     fn from_report(file: String, r: &Report, key: Option<&Figure>) -> Self {
         let m = &r.metadata;
         let gpus: Vec<_> = m.backends.iter().filter(|b| b.kind != BackendKind::Cpu).collect();
-        let mut adapters: Vec<String> =
-            gpus.iter().map(|b| if b.software { format!("{} (software GPU: runs on your CPU)", b.name) } else { b.name.clone() }).collect();
+        let mut adapters: Vec<String> = gpus
+            .iter()
+            .map(|b| if b.software { format!("{} (software GPU: runs on your CPU)", keep(&b.name)) } else { keep(&b.name) })
+            .collect();
         adapters.dedup();
-        let mut drivers: Vec<String> = gpus.iter().map(|b| b.driver.trim().to_string()).filter(|d| !d.is_empty()).collect();
+        let mut drivers: Vec<String> = gpus.iter().map(|b| keep(b.driver.trim())).filter(|d| !d.is_empty()).collect();
         drivers.dedup();
         let mut backends: Vec<String> = m.backends.iter().map(|b| b.kind.name().to_string()).collect();
         backends.sort();
         backends.dedup();
         MachineRow {
             file,
-            host: m.host.clone(),
+            host: keep(&m.host),
             adapters,
             drivers,
             backends,
-            date: m.started_at.clone(),
-            gpulab_version: m.gpulab_version.clone(),
-            key: key.cloned(),
-            telemetry: gpulab_exercises::monitor::class_summary(r),
+            date: keep(&m.started_at),
+            gpulab_version: keep(&m.gpulab_version),
+            key: key.map(keep_figure),
+            telemetry: gpulab_exercises::monitor::class_summary(r).map(|t| keep(&t)),
             stopped_early: r.stopped_early,
         }
     }
@@ -197,7 +226,7 @@ impl ExerciseGroup {
                     // Units differ between rows: each value carries its own.
                     Some(f) => (
                         Cell::from(f.label.as_str()),
-                        Cell::Text(format!("{:.*} {}", decimals_for(&[f.value]), f.value, f.unit)),
+                        Cell::Text(gpulab_core::format::with_unit(f.value, &f.unit)),
                         Cell::Text(f.provenance.label()),
                     ),
                     None => (Cell::from("none in this report"), Cell::Empty, Cell::Empty),
@@ -248,6 +277,8 @@ impl ExerciseGroup {
             log_x: false,
             series,
             markers: vec![],
+            targets: vec![],
+            x_names: vec![],
         })
     }
 }
@@ -308,7 +339,7 @@ mod tests {
         let t = g.table();
         let v = t.columns.iter().position(|c| c.name == "value").unwrap();
         assert_eq!(t.columns[v].unit, "");
-        assert_eq!(t.rows[0][v], Cell::Text("2.50 ×".into()));
+        assert_eq!(t.rows[0][v], Cell::Text("2.5 ×".into()));
         assert_eq!(t.rows[1][v], Cell::Text("120 requests/s".into()));
         assert_eq!(t.rows[2][v], Cell::Empty);
         let c = g.chart().unwrap();

@@ -2,7 +2,7 @@
 //! (`report.json` as `gpulab run --out` and the lab write it, or `alice-report.json` as a save
 //! dialog may name it) is read with `report::read_json`; the report.csv/.md, trace and
 //! attachment files beside it are not reports and are passed over silently. The walk does not
-//! follow links and is bounded in depth, entries and file size.
+//! follow links and is bounded in depth, entries, file size and the bytes read in all.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -20,6 +20,10 @@ pub const MAX_DEPTH: usize = 16;
 pub const MAX_ENTRIES: usize = 100_000;
 /// A report larger than this is skipped unread (gpulab's are kilobytes to a few megabytes).
 pub const MAX_FILE_BYTES: u64 = report::MAX_JSON_BYTES;
+/// Bytes one scan reads at most, all files together: a class's reports are megabytes; past
+/// this the rest are listed as skipped, unread. With `MAX_TEXT_BYTES` per string kept, what one
+/// scan holds stays bounded however large or many the files are.
+pub const MAX_SCAN_BYTES: u64 = 256 << 20;
 
 fn is_report_name(name: &std::ffi::OsStr) -> bool {
     name.to_str().is_some_and(|n| n.to_lowercase().ends_with("report.json"))
@@ -36,6 +40,7 @@ pub(super) fn read(dir: &Path) -> Result<Class> {
     let mut groups: BTreeMap<u32, ExerciseGroup> = BTreeMap::new();
     let rel = |p: &Path| p.strip_prefix(dir).unwrap_or(p).display().to_string();
     let mut too_deep = false;
+    let mut bytes_read = 0u64;
     for (n, entry) in WalkDir::new(dir).max_depth(MAX_DEPTH).follow_links(false).sort_by_file_name().into_iter().enumerate() {
         if n >= MAX_ENTRIES {
             class.truncated = Some(format!("Stopped after {MAX_ENTRIES} files and folders: point it at a smaller folder."));
@@ -56,7 +61,7 @@ pub(super) fn read(dir: &Path) -> Result<Class> {
             continue;
         }
         let file = rel(entry.path());
-        match read_one(entry.path(), &registry) {
+        match read_one(entry.path(), &registry, MAX_SCAN_BYTES - bytes_read, &mut bytes_read) {
             Ok((r, ex)) => {
                 let row = MachineRow::from_report(file, &r, ex.key_figure(&r));
                 let g = groups.entry(ex.number()).or_insert_with(|| ExerciseGroup {
@@ -67,7 +72,20 @@ pub(super) fn read(dir: &Path) -> Result<Class> {
                 });
                 g.rows.push(row);
             }
-            Err(reason) => class.skipped.push(Skipped { file, reason }),
+            Err(Unread::Budget) => {
+                let mib = MAX_SCAN_BYTES >> 20;
+                class.skipped.push(Skipped {
+                    file,
+                    reason: format!(
+                        "not read: the reports before it took {} MiB of the {mib} MiB this scan reads at most",
+                        bytes_read.div_ceil(1 << 20)
+                    ),
+                });
+                class.truncated.get_or_insert_with(|| {
+                    format!("Stopped reading reports after {mib} MiB: point it at a smaller folder to see the rest.")
+                });
+            }
+            Err(Unread::Bad(reason)) => class.skipped.push(Skipped { file, reason }),
         }
     }
     if too_deep && class.truncated.is_none() {
@@ -80,25 +98,60 @@ pub(super) fn read(dir: &Path) -> Result<Class> {
     Ok(class)
 }
 
-/// One file: a report of an exercise this gpulab has, or the reason it is not.
-fn read_one<'e>(path: &Path, registry: &'e [Box<dyn Exercise>]) -> std::result::Result<(Report, &'e dyn Exercise), String> {
+/// Why a file gave no row.
+enum Unread {
+    /// It would take the scan past `MAX_SCAN_BYTES`.
+    Budget,
+    /// Unreadable, too large, or not a report of an exercise this gpulab has: the reason.
+    Bad(String),
+}
+
+impl From<String> for Unread {
+    fn from(reason: String) -> Self {
+        Unread::Bad(reason)
+    }
+}
+
+/// One file: a report of an exercise this gpulab has, or why not. At most `left` bytes are
+/// read; the bytes read are added to `read`.
+fn read_one<'e>(
+    path: &Path,
+    registry: &'e [Box<dyn Exercise>],
+    left: u64,
+    read: &mut u64,
+) -> std::result::Result<(Report, &'e dyn Exercise), Unread> {
     // One open, checked and read with the limit: a file swapped after the walk saw it is
     // judged by what is read, and a FIFO or device is refused, not waited on.
-    let bytes = gpulab_core::fsutil::read_limited(path, MAX_FILE_BYTES).map_err(|e| match e.kind() {
-        std::io::ErrorKind::FileTooLarge => format!("{e}"),
-        _ => format!("unreadable: {e}"),
-    })?;
+    let unreadable = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::FileTooLarge => Unread::Bad(format!("{e}")),
+        _ => Unread::Bad(format!("unreadable: {e}")),
+    };
+    let (file, len) = gpulab_core::fsutil::open_regular(path).map_err(unreadable)?;
+    if len <= MAX_FILE_BYTES && len > left {
+        return Err(Unread::Budget);
+    }
+    let limit = MAX_FILE_BYTES.min(left);
+    let bytes = if len > MAX_FILE_BYTES {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("{len} bytes, over the {} MiB a report may have: not read", MAX_FILE_BYTES >> 20),
+        ))
+    } else {
+        gpulab_core::fsutil::read_at_most(file, limit, len)
+    };
+    let bytes = bytes.map_err(unreadable)?;
+    *read += bytes.len() as u64;
     let r = report::parse_json(&bytes).map_err(|e| why_not(&bytes, e))?;
     match registry.iter().find(|x| x.id() == r.exercise) {
         Some(ex) => Ok((r, ex.as_ref())),
         None => {
             let ids: Vec<&str> = registry.iter().map(|x| x.id()).collect();
-            Err(format!(
+            Err(Unread::Bad(format!(
                 "a report of exercise {:?}, which this gpulab ({}) does not have (it has {})",
                 r.exercise,
                 env!("CARGO_PKG_VERSION"),
                 ids.join(", ")
-            ))
+            )))
         }
     }
 }
@@ -128,7 +181,10 @@ mod tests {
             let (tx, rx) = std::sync::mpsc::channel();
             std::thread::spawn(move || {
                 let registry = exercises::registry();
-                let _ = tx.send(read_one(&path, &registry).map(|_| ()));
+                let _ = tx.send(read_one(&path, &registry, MAX_SCAN_BYTES, &mut 0).map(|_| ()).map_err(|e| match e {
+                    Unread::Bad(reason) => reason,
+                    Unread::Budget => "over the budget".into(),
+                }));
             });
             let got = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("reading the swapped file blocked");
             assert!(got.as_ref().is_err_and(|e| e.contains(what)), "{got:?}");

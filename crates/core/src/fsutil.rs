@@ -141,13 +141,15 @@ pub fn gunzip_limited(compressed: impl Read, limit: u64) -> io::Result<Vec<u8>> 
 }
 
 /// Writes `bytes` as `dir/name` so that a crash at any instant leaves the old file or the new
-/// one: a temporary file in the same folder, fsync, rename over, fsync the folder. The
+/// one: a temporary file in the same folder, fsync, rename over, fsync the folder. A path that
+/// holds something other than a regular file is refused (`replaceable`). The
 /// temporary file's name starts with `tmp_prefix`, gets a random part, and is created
 /// exclusively (never through a link another user left at a guessable name); it is removed
 /// again when anything fails. On failure, says which path failed.
 pub fn write_atomic(dir: &Path, tmp_prefix: &str, name: &str, bytes: &[u8]) -> Result<PathBuf, (PathBuf, io::Error)> {
     fs::create_dir_all(dir).map_err(at(dir))?;
     let fin = dir.join(name);
+    replaceable(&fin).map_err(at(&fin))?;
     let mut builder = tempfile::Builder::new();
     builder.prefix(tmp_prefix).suffix(".tmp");
     #[cfg(unix)]
@@ -165,6 +167,25 @@ pub fn write_atomic(dir: &Path, tmp_prefix: &str, name: &str, bytes: &[u8]) -> R
     tmp.persist(&fin).map_err(|e| (fin.clone(), e.error))?;
     sync_dir(dir).map_err(at(dir))?;
     Ok(fin)
+}
+
+/// Whether `write_atomic` may put a new file at `path`: nothing there, a regular file, or a link
+/// (followed) to one. A FIFO, a device node (`/dev/full`), a socket or a folder is refused by
+/// name: the rename would replace it with a regular file, and the one who named it meant it.
+/// A dangling link is replaced, as writing through it would have made a file.
+pub fn replaceable(path: &Path) -> io::Result<()> {
+    let meta = match fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if meta.is_file() {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{} is there, not a regular file: give the path of a file to write", file_kind(&meta)),
+    ))
 }
 
 /// Makes a rename durable. Windows cannot open a folder as a file; NTFS journals renames.
@@ -265,6 +286,43 @@ mod tests {
         let (path, _) = write_atomic(dir.path(), ".a.json.", "a.json", b"x").unwrap_err();
         assert_eq!(path, dir.path().join("a.json"));
         assert_eq!(names(dir.path()), ["a.json"], "a temporary file was left behind");
+    }
+
+    /// An output path that exists and is not a regular file (a FIFO, a device node, a folder) is
+    /// refused by name and left as it was: the rename would put a regular file where it was
+    /// (`--set export=/dev/full`, run as root, replaced the device). A link to a regular file
+    /// is still written through as before.
+    #[cfg(unix)]
+    #[test]
+    fn an_existing_fifo_or_device_is_refused_not_replaced() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("x.fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let (path, e) = write_atomic(dir.path(), ".x.fifo.", "x.fifo", b"data").unwrap_err();
+        assert_eq!(path, fifo);
+        assert!(e.to_string().contains("FIFO") && e.to_string().contains("not a regular file"), "{e}");
+        assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO was replaced");
+        assert_eq!(names(dir.path()), ["x.fifo"], "a temporary file was left behind");
+        // A character device like /dev/full (1, 7), made in the temporary folder; only root may
+        // make one, so elsewhere the FIFO above is the case.
+        let dev = dir.path().join("full");
+        let c = std::ffi::CString::new(dev.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mknod only creates a node.
+        if unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 7)) } == 0 {
+            let (_, e) = write_atomic(dir.path(), ".full.", "full", b"data").unwrap_err();
+            assert!(e.to_string().contains("character device"), "{e}");
+            assert!(fs::symlink_metadata(&dev).unwrap().file_type().is_char_device(), "the device node was replaced");
+        }
+        // Links: to a FIFO, refused; to a regular file, written as before.
+        std::os::unix::fs::symlink(&fifo, dir.path().join("to-fifo")).unwrap();
+        assert!(write_atomic(dir.path(), ".to-fifo.", "to-fifo", b"data").unwrap_err().1.to_string().contains("FIFO"));
+        fs::write(dir.path().join("real"), b"old").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("to-real")).unwrap();
+        write_atomic(dir.path(), ".to-real.", "to-real", b"new").unwrap();
+        assert_eq!(fs::read(dir.path().join("to-real")).unwrap(), b"new");
     }
 
     /// Another user's link at the old, guessable temporary name is neither followed nor

@@ -40,10 +40,50 @@ pub fn terminal_text(s: &str) -> Cow<'_, str> {
 }
 
 /// A text cell for a CSV that a spreadsheet opens: one that starts with `=`, `+`, `-`, `@`, a
-/// tab or a carriage return would be taken for a formula, so it gets a leading `'` (OWASP's
-/// rule for CSV injection). Only for text; numbers gpulab formats itself are written as they are.
+/// tab or a carriage return, or with whitespace or a line break before one of those (spreadsheets
+/// trim it), would be taken for a formula, so it gets a leading `'` (OWASP's rule for CSV
+/// injection). Only for text; numbers gpulab formats itself are written as they are.
 pub fn csv_text_cell(s: &str) -> Cow<'_, str> {
-    if s.starts_with(['=', '+', '-', '@', '\t', '\r']) { Cow::Owned(format!("'{s}")) } else { Cow::Borrowed(s) }
+    let formula = |t: &str| t.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    if formula(s) || formula(s.trim_start()) { Cow::Owned(format!("'{s}")) } else { Cow::Borrowed(s) }
+}
+
+/// A list of text items joined by `sep` as one CSV cell, each item guarded as `csv_text_cell`
+/// guards a cell: a formula inside the list stays text when a spreadsheet splits it.
+pub fn csv_text_list(items: &[String], sep: &str) -> String {
+    items.iter().map(|i| csv_text_cell(i)).collect::<Vec<_>>().join(sep)
+}
+
+/// `s` without the characters a terminal or a spreadsheet may act on (`is_unsafe`, line breaks
+/// included): for a file meant for other programs (class.csv), where an escape shown as text
+/// would only be noise.
+pub fn without_controls(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| is_unsafe(c, false)) {
+        return Cow::Borrowed(s);
+    }
+    Cow::Owned(s.chars().filter(|&c| !is_unsafe(c, false)).collect())
+}
+
+/// Characters Markdown (and the HTML it may carry) gives a meaning: shown with a backslash,
+/// CommonMark's escape for any ASCII punctuation.
+const MARKDOWN_SPECIAL: [char; 8] = ['\\', '`', '<', '>', '&', '[', ']', '|'];
+
+/// `s` as Markdown that shows as written, on one line: controls and line breaks escaped as for a
+/// terminal (`\u{1b}`), and the characters that would start HTML (`<script>`, `<img onerror>`),
+/// an entity, a link, code or a table column escaped with a backslash.
+pub fn markdown_text(s: &str) -> Cow<'_, str> {
+    let line = escape(s, false);
+    if !line.contains(MARKDOWN_SPECIAL) {
+        return line;
+    }
+    let mut out = String::with_capacity(line.len() + 8);
+    for c in line.chars() {
+        if MARKDOWN_SPECIAL.contains(&c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    Cow::Owned(out)
 }
 
 #[cfg(test)]
@@ -66,7 +106,19 @@ mod tests {
         for bad in ["=HYPERLINK(\"http://x\")", "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx"] {
             assert_eq!(csv_text_cell(bad), format!("'{bad}"));
         }
+        for bad in [" =1", "\n=1", " \t@x", "\r\n+cmd", "  -2"] {
+            assert_eq!(csv_text_cell(bad), format!("'{bad}"));
+        }
+        assert_eq!(csv_text_list(&["a".into(), " =b".into()], "; "), "a; ' =b");
         assert_eq!(csv_text_cell("RTX 4090"), "RTX 4090");
         assert_eq!(csv_text_cell(""), "");
+    }
+
+    #[test]
+    fn markdown_shows_html_and_controls_as_text() {
+        assert!(matches!(markdown_text("plain text 1.5 ×"), Cow::Borrowed(_)));
+        assert_eq!(markdown_text("<img src=x onerror=alert(1)>"), "\\<img src=x onerror=alert(1)\\>");
+        assert_eq!(markdown_text("a|b\n# h\x1b"), "a\\|b\\\\u{a}# h\\\\u{1b}");
+        assert_eq!(without_controls("a\x1b[2Jb\n\u{202e}c"), "a[2Jbc");
     }
 }

@@ -129,6 +129,13 @@ pub fn read(s: &Settings, key: &str, kind: gpulab_core::tensor::BackendKind) -> 
     Price::parse(&s.text(key)?, auto).map_err(|e| Error::InvalidConfig(format!("{key}: {e}")))
 }
 
+/// The price `key` asks for on the backend `info`: `auto` on a software GPU (llvmpipe,
+/// SwiftShader) is the CPU's price, since it runs on the CPU, not a cloud GPU's.
+pub fn read_for(s: &Settings, key: &str, info: &gpulab_core::tensor::BackendInfo) -> Result<Price> {
+    let kind = if info.software { gpulab_core::tensor::BackendKind::Cpu } else { info.kind };
+    read(s, key, kind)
+}
+
 /// Checks a price setting parses (for `Exercise::validate`).
 pub fn validate(s: &Settings, key: &str) -> Result<()> {
     read(s, key, gpulab_core::tensor::BackendKind::Cpu).map(|_| ())
@@ -182,13 +189,9 @@ pub fn training_table(runs: &[RunCost]) -> Table {
     }
 }
 
-/// Dollars with three significant figures, however small: "$0.00123", "$4.10".
+/// Dollars as `format::money` prints them: "$0.0012", "$4.10".
 pub fn usd_text(x: f64) -> String {
-    if !x.is_finite() || x <= 0.0 {
-        return format!("${x}");
-    }
-    let decimals = (2 - x.log10().floor() as i64).clamp(2, 12) as usize;
-    format!("${x:.decimals$}")
+    gpulab_core::format::money(x)
 }
 
 /// Decimals a USD column needs to show `values` with about three significant figures.
@@ -227,9 +230,9 @@ mod tests {
     }
 
     #[test]
-    fn dollars_keep_three_significant_figures() {
+    fn dollars_print_as_money() {
         assert_eq!(usd_text(4.0966), "$4.10");
-        assert_eq!(usd_text(0.001234), "$0.00123");
+        assert_eq!(usd_text(0.001234), "$0.0012");
         assert_eq!(usd_text(123.4), "$123.40");
         assert_eq!(decimals([0.001234, 5.0]), 5);
         assert_eq!(decimals([f64::NAN]), 2);

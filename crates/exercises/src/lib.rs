@@ -15,7 +15,6 @@ mod input_pipeline;
 pub mod lessons;
 pub mod live;
 pub mod monitor;
-mod oom_ladder;
 mod platform;
 mod precision;
 pub mod presets;

@@ -190,7 +190,10 @@ pub fn record(rec: &Recording, report: &mut Report) {
 }
 
 fn missing_note(rec: &Recording) -> String {
-    let looked: Vec<String> = rec.missing.iter().map(|m| format!("{} ({})", m.source, m.why)).collect();
+    // One calm line per source: the reason up to its first colon, without the loader's own
+    // message ("libnvidia-ml.so.1: cannot open shared object file"); the Hardware panel has it.
+    let looked: Vec<String> =
+        rec.missing.iter().map(|m| format!("{} ({})", m.source, m.why.split(": ").next().unwrap_or(&m.why))).collect();
     match looked.len() {
         0 => format!("{NONE_RECORDED}: no telemetry source was looked for."),
         _ => format!(
@@ -232,6 +235,8 @@ fn chart(rec: &Recording, m: &Metric) -> Option<Chart> {
         log_x: false,
         series,
         markers: vec![],
+        targets: vec![],
+        x_names: vec![],
     })
 }
 

@@ -173,6 +173,9 @@ pub fn run_charts(runs: &[ProfiledRun]) -> Vec<Chart> {
             })
             .collect(),
         markers: vec![],
+        targets: vec![],
+        // Bars named by their run ("1 slow", "4 + cache"), not by its number.
+        x_names: runs.iter().enumerate().map(|(i, r)| (i as f64 + 1.0, r.label.clone())).collect(),
     };
     let mut charts = vec![
         bars("samples_per_s", "Throughput", "samples/s", Provenance::Measured, &|r| Some(r.train.samples_per_s)),
@@ -196,6 +199,8 @@ pub fn run_charts(runs: &[ProfiledRun]) -> Vec<Chart> {
             })
             .collect(),
         markers: vec![],
+        targets: vec![],
+        x_names: vec![],
     });
     charts
 }

@@ -6,6 +6,10 @@ use serde::{Deserialize, Serialize};
 
 use gpulab_core::error::{Error, Result};
 
+/// The most values a list setting takes (`Value::List`): a sweep's points or a model's hidden
+/// layers. Every lab's lists hold a handful.
+pub const MAX_LIST_ITEMS: usize = 64;
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Value {
     Int {
@@ -109,6 +113,16 @@ impl Settings {
                 Value::Choice { value: text.into(), options: options.clone() }
             }
             Value::List { min, max, .. } => {
+                let count = text.split(',').map(str::trim).filter(|p| !p.is_empty()).count();
+                if count > MAX_LIST_ITEMS {
+                    return Err(invalid(
+                        key,
+                        format!(
+                            "{count} values; at most {MAX_LIST_ITEMS}: each value is a run of a sweep or a layer of the \
+                             model, and a longer list would run for hours or build a model no machine holds"
+                        ),
+                    ));
+                }
                 let mut v = Vec::new();
                 for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
                     let n: u64 = part.parse().map_err(|_| invalid(key, format!("{part:?} is not a positive whole number")))?;

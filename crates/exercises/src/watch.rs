@@ -111,6 +111,8 @@ pub fn memory_chart(runs: &[(&str, &[Window])]) -> Chart {
         log_x: false,
         series,
         markers: vec![],
+        targets: vec![],
+        x_names: vec![],
     }
 }
 

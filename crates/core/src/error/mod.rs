@@ -51,6 +51,16 @@ pub enum Error {
     #[error("GPU device lost: {0}; restart the run (and check the driver) or use --backend cpu")]
     DeviceLost(String),
 
+    /// A kernel's pipeline would break one of the device's limits (device/gpu/limits.rs).
+    #[error("kernel {file} (entry {entry}) needs {limit} = {need}, this device allows {have}: the kernel cannot run on this adapter")]
+    BeyondLimit { file: &'static str, entry: &'static str, limit: &'static str, need: u32, have: u32 },
+
+    /// A bounded wait on the GPU (device/gpu/wait.rs) ran out: the driver stalled or lost the device.
+    #[error(
+        "the GPU did not finish {what} within {limit:?}: the driver stalled or lost the device; restart the run (and check the driver) or use --backend cpu"
+    )]
+    GpuStalled { what: String, limit: std::time::Duration },
+
     #[error("shape mismatch in {op}: {detail}")]
     Shape { op: &'static str, detail: String },
 

@@ -4,6 +4,7 @@
 
 mod follow;
 mod report;
+mod verdict;
 
 use std::path::{Path, PathBuf};
 
@@ -210,7 +211,12 @@ fn run_children(s: &Settings, sink: &mut dyn Sink, exe: &Path, reference: &Child
             total - 1
         )));
     }
-    let crash_at = if chosen == 0 { rand::rng().random_range(1..total) } else { chosen };
+    // A random crash lands after the first checkpoint whenever the run has one before its last
+    // step, so every run shows a resume; crash_at = N crashes wherever the learner asks.
+    let epochs = s.int("epochs")?.max(1) as u64;
+    let first_save = if every > 0 { every } else { (total / epochs) * s.int("checkpoint_every_epochs")?.max(1) as u64 };
+    let earliest = if first_save + 1 < total { first_save + 1 } else { 1 };
+    let crash_at = if chosen == 0 { rand::rng().random_range(earliest..total) } else { chosen };
 
     sink.emit(Event::Phase(format!("training with checkpoints; SIGKILL after step {crash_at}")));
     let crashed = follow(ChildProcess::spawn(exe, &run.args())?, sink, "crashed run", Some(crash_at), 0, 2 * total)?;

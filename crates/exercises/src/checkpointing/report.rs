@@ -1,18 +1,18 @@
 //! Exercise 5's report: the three loss curves, the comparison with the reference, the
 //! checkpoints written, and the steps-lost / write-cost trade-off, all from this run.
 
-use crate::common::report_for;
-use std::collections::BTreeMap;
-
+use super::verdict::{Outcome, summary};
 use super::{CheckpointLab, Runs};
+use crate::common::report_for;
 use crate::common::{self, plural};
 use crate::settings::Settings;
 use Part::Evidence;
-use gpulab_systems::report::{Cell, Chart, ChartKind, Claims, Column, Figure, Metadata, Part, Provenance, Report, Series, Table};
+use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Part, Provenance, Report, Series, Table};
 use gpulab_systems::train::TrainConfig;
+use std::collections::BTreeMap;
 
 /// Relative loss difference accepted as "equal within f32 tolerance" off the CPU backend.
-const GPU_TOLERANCE: f64 = 1e-4;
+pub(super) const GPU_TOLERANCE: f64 = 1e-4;
 
 /// How the resumed (and crashed) losses compare with the reference, step by step.
 pub struct Comparison {
@@ -79,6 +79,8 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
         log_x: false,
         series: vec![],
         markers: vec![],
+        targets: vec![],
+        x_names: vec![],
     };
     loss.series.push(series("reference (uninterrupted)", &runs.reference.losses));
     loss.series.push(series("crashed run", &runs.crashed.losses));
@@ -106,15 +108,23 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
         Column::num("time writing", "s", 3, derived("checkpoints × measured mean write time")),
         Column::num("share of training time", "%", 1, derived("time writing ÷ (measured reference training time + time writing)")),
         Column::num("bytes written", "MiB", 2, derived("checkpoints × measured checkpoint size")),
-        Column::num("steps lost by this crash", "", 0, derived("crash step − last checkpoint step at this interval")),
+        Column::num(
+            "steps lost by this crash",
+            "",
+            0,
+            derived("crash step − last checkpoint step at this interval; at this run's interval, crash step − the step it resumed from"),
+        ),
         Column::num("time lost", "s", 3, derived("steps lost × measured mean step time")),
     ];
     let crash = last_before_kill;
+    // At the run's own interval the table says what happened (the headline's steps lost: a save
+    // due at the crash step may not have landed); at the others, what the same crash would lose.
+    let lost_at = |t: u64| if t == runs.every && resumed.is_some() { steps_lost } else { crash - (crash / t) * t };
     let rows: Vec<Vec<Cell>> = intervals
         .iter()
         .map(|&t| {
             let n = total / t;
-            let lost = crash - (crash / t) * t;
+            let lost = lost_at(t);
             let writing = mean_write.map(|w| w * n as f64);
             vec![
                 Cell::Num(t as f64),
@@ -137,6 +147,8 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
         log_x: true,
         series: vec![],
         markers: vec![],
+        targets: vec![],
+        x_names: vec![],
     };
     if let (Some(w), Some(st)) = (mean_write, step_s) {
         cost.series.push(Series {
@@ -146,7 +158,7 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
         });
         cost.series.push(Series {
             name: "time lost by this crash".into(),
-            points: intervals.iter().map(|&t| [t as f64, st * (crash - (crash / t) * t) as f64]).collect(),
+            points: intervals.iter().map(|&t| [t as f64, st * lost_at(t) as f64]).collect(),
             provenance: derived("measured step time × steps lost"),
         });
         cost.series.push(Series {
@@ -289,12 +301,12 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
     // Checkpoints by epoch only (every = 0 steps) have no step interval to price here.
     if let (Some(w), Some(st), true) = (mean_write, step_s, runs.every > 0) {
         v.fact(Evidence, format!(
-            "One checkpoint took {:.3} ms to write against {:.3} ms per training step: checkpointing every {} steps costs about {:.1}% of training time, while a crash loses on average half an interval ({:.1} steps).",
+            "One checkpoint took {:.3} ms to write against {:.3} ms per training step: checkpointing every {} steps costs about {:.1}% of training time, while a crash loses on average half an interval ({} steps).",
             w * 1e3,
             st * 1e3,
             runs.every,
             100.0 * w / (w + st * runs.every as f64),
-            runs.every as f64 / 2.0
+            gpulab_core::format::number(runs.every as f64 / 2.0)
         ));
     }
     let unexpected = runs.reference.unexpected_lines + runs.crashed.unexpected_lines + resumed.map_or(0, |r| r.unexpected_lines);
@@ -323,135 +335,10 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
     report
 }
 
-/// What the crash and the resume gave, as the verdict reads it.
-struct Outcome<'a> {
-    stopped_early: bool,
-    finished: bool,
-    /// The last step the crashed process reported.
-    crash: u64,
-    steps_lost: u64,
-    /// The step of the checkpoint the resume used; None when it started over.
-    resumed_from: Option<u64>,
-    cmp: &'a Comparison,
-    /// Whether the final weights are bit-identical; None when they could not be compared.
-    weights_same: Option<bool>,
-    on_cpu: bool,
-}
-
-/// The conditions the verdict's sentences assert (the property test re-checks each one).
-mod cond {
-    pub const STOPPED: &str = "the run was stopped";
-    pub const UNFINISHED: &str = "the resumed run did not finish, and nobody stopped it";
-    pub const NOTHING_COMPARED: &str = "finished, with no loss step in common with the reference";
-    pub const BIT_IDENTICAL: &str = "every compared loss and the final weights are bit-identical";
-    pub const WEIGHTS_UNCOMPARED: &str = "every compared loss is bit-identical; the final weights were not compared";
-    pub const WITHIN_TOLERANCE: &str = "off the CPU, some compared loss differs, every one within the f32 tolerance";
-    pub const LOSSES_DIFFER: &str = "some compared loss differs (beyond tolerance, or on the CPU)";
-    pub const WEIGHTS_DIFFER: &str = "every compared loss is bit-identical, the final weights are not";
-}
-
-/// The summary: what the crash lost and whether the resumed run reproduced the reference.
-fn summary(o: &Outcome) -> Claims {
-    let mut c = Claims::new();
-    let lost = format!("The crash after step {} lost {} of work", o.crash, plural(o.steps_lost as usize, "step"));
-    let how = match o.resumed_from {
-        Some(step) => format!("resuming from the checkpoint at step {step}"),
-        None => "with no checkpoint that validated, starting over from step 0".into(),
-    };
-    let cmp = o.cmp;
-    let done = !o.stopped_early && o.finished;
-    let compared = done && cmp.steps > 0;
-    let within = cmp.max_rel <= GPU_TOLERANCE;
-    c.one_of(
-        Part::Summary,
-        vec![
-            (cond::STOPPED, o.stopped_early, "The run was stopped before the resumed training finished, so there is no comparison yet.".into()),
-            (cond::UNFINISHED, !o.stopped_early && !o.finished, "The resumed training did not finish (see the log), so there is no comparison.".into()),
-            (cond::NOTHING_COMPARED, done && cmp.steps == 0, format!("{lost}; the resumed run logged no step the reference logged, so nothing could be compared.")),
-            (
-                cond::BIT_IDENTICAL,
-                compared && cmp.identical && o.weights_same == Some(true),
-                format!("{lost}; {how} reproduced the uninterrupted run bit for bit: all {} losses compared are identical (max difference 0) and so are the final weights.", cmp.steps),
-            ),
-            (
-                cond::WEIGHTS_UNCOMPARED,
-                compared && cmp.identical && o.weights_same.is_none(),
-                format!("{lost}; {how} reproduced the uninterrupted run's losses bit for bit: all {} compared are identical (the final weights could not be compared).", cmp.steps),
-            ),
-            (
-                cond::WITHIN_TOLERANCE,
-                compared && !cmp.identical && !o.on_cpu && within,
-                format!(
-                    "{lost}; the resumed run matches the reference within f32 tolerance (max loss difference {:.2e}, relative {:.2e}) over {} steps — GPU reductions need not repeat bit for bit.",
-                    cmp.max_abs, cmp.max_rel, cmp.steps
-                ),
-            ),
-            (
-                cond::LOSSES_DIFFER,
-                compared && !cmp.identical,
-                format!(
-                    "The resumed run is NOT identical to the reference: the loss first differs at step {}, max difference {:.3e} over {} steps{}.",
-                    cmp.first_difference.map_or("—".into(), |s| s.to_string()),
-                    cmp.max_abs,
-                    cmp.steps,
-                    if o.weights_same == Some(false) { ", and the final weights differ" } else { "" }
-                ),
-            ),
-            (
-                cond::WEIGHTS_DIFFER,
-                compared && cmp.identical && o.weights_same == Some(false),
-                format!("The resumed run is NOT identical to the reference: its {} losses compared are, but its final weights differ.", cmp.steps),
-            ),
-        ],
-    );
-    c
-}
-
 /// What the optimizer keeps per parameter, in words.
 fn optimizer_state(kind: gpulab_systems::nn::OptimizerKind) -> &'static str {
     match kind {
         gpulab_systems::nn::OptimizerKind::Sgd => "SGD momentum",
         gpulab_systems::nn::OptimizerKind::AdamW => "AdamW moments (exp_avg, exp_avg_sq)",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    proptest! {
-        /// Stopped or not, identical or not, on the CPU or a GPU, weights compared or not: the
-        /// summary's one sentence is true of the outcome.
-        #[test]
-        fn the_printed_summary_holds(
-            (stopped_early, finished, on_cpu) in (any::<bool>(), any::<bool>(), any::<bool>()),
-            (steps, identical, max_rel) in (0usize..50, any::<bool>(), prop_oneof![Just(0.0), 0.0f64..1e-3]),
-            weights_same in proptest::option::of(any::<bool>()),
-            resumed_from in proptest::option::of(0u64..100),
-        ) {
-            let cmp = Comparison { steps, identical, first_difference: (!identical).then_some(7), max_abs: max_rel, max_rel };
-            let o = Outcome { stopped_early, finished, crash: 120, steps_lost: 20, resumed_from, cmp: &cmp, weights_same, on_cpu };
-            let claims = summary(&o);
-            let compared = !stopped_early && finished && steps > 0;
-            claims
-                .audit(|c| Some(match c.condition {
-                    cond::STOPPED => stopped_early,
-                    cond::UNFINISHED => !stopped_early && !finished,
-                    cond::NOTHING_COMPARED => !stopped_early && finished && steps == 0,
-                    cond::BIT_IDENTICAL => compared && identical && weights_same == Some(true),
-                    cond::WEIGHTS_UNCOMPARED => compared && identical && weights_same.is_none(),
-                    cond::WITHIN_TOLERANCE => compared && !identical && !on_cpu && max_rel <= GPU_TOLERANCE,
-                    cond::LOSSES_DIFFER => compared && !identical,
-                    cond::WEIGHTS_DIFFER => compared && identical && weights_same == Some(false),
-                    _ => return None,
-                }))
-                .map_err(TestCaseError::fail)?;
-            prop_assert_eq!(claims.printed().count(), 1, "exactly one summary sentence");
-            if let (true, Some(step)) = (compared && identical && weights_same == Some(true), resumed_from) {
-                let want = format!("checkpoint at step {step}");
-                prop_assert!(claims.verdict().summary.contains(&want));
-            }
-        }
     }
 }

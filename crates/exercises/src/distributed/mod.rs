@@ -10,6 +10,7 @@ mod auto_size;
 mod pipeline_report;
 mod report;
 pub mod torch_export;
+mod verdict;
 
 use super::Exercise;
 use super::common;
@@ -114,7 +115,7 @@ impl Exercise for Distributed {
             .add(
                 "kind",
                 "Replicas run on",
-                "cpu: CPU replicas that split the cores · gpu: N wgpu devices on one adapter (real synchronisation and transfer cost, no extra compute) · adapters: one replica per wgpu adapter · cuda: N CUDA GPUs (not built yet)",
+                "cpu: CPU replicas that split the cores · gpu: N wgpu devices on one adapter (real synchronisation and transfer cost, no extra compute) · adapters: one replica per distinct GPU (one GPU seen through Vulkan and GL counts once) · cuda: N CUDA GPUs (not built yet)",
                 settings::choice("cpu", &["cpu", "gpu", "adapters", "cuda"]),
             )
             .add("threads_per_replica", "Threads per replica", "CPU replicas: threads each replica's GEMM and element-wise kernels use (replicas × threads must fit the cores)", settings::int(1, 1, 1024))

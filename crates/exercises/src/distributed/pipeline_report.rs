@@ -126,6 +126,8 @@ fn chart(runs: &[PipeReport]) -> Chart {
             series("theory (N−1)/(M+N−1)", |r| r.theoretical_bubble, Provenance::derived("GPipe's formula, equal stages")),
         ],
         markers: vec![],
+        targets: vec![],
+        x_names: vec![],
     }
 }
 
@@ -158,18 +160,19 @@ impl PipeFigures {
 mod cond {
     pub const UNEVEN_ABOVE: &str = "at the most micro-batches, uneven stages and a measured bubble above the formula's";
     pub const UNEVEN_WITHIN: &str = "at the most micro-batches, uneven stages and a measured bubble not above the formula's";
+    pub const BUBBLE_ROSE: &str = "the measured bubble at the most micro-batches was above the one at the fewest";
 }
 
 /// The verdict's sentences: how the bubble shrank with M and what the uneven stages cost.
 fn claims(runs: &[PipeFigures]) -> Claims {
-    use gpulab_systems::report::Part::Summary;
+    use gpulab_systems::report::Part::Evidence;
     let mut c = Claims::new();
     let piped: Vec<&PipeFigures> = runs.iter().filter(|r| r.stages > 1).collect();
     let (Some(lo), Some(hi)) = (piped.iter().min_by_key(|r| r.micro_batches), piped.iter().max_by_key(|r| r.micro_batches)) else {
         return c;
     };
     c.fact(
-        Summary,
+        Evidence,
         format!(
             "Pipeline over {} stages: the measured bubble went from {:.0}% at M={} (theory {:.0}%) to {:.0}% at M={} (theory {:.0}%).",
             hi.stages,
@@ -181,10 +184,22 @@ fn claims(runs: &[PipeFigures]) -> Claims {
             hi.theoretical_bubble * 100.0
         ),
     );
+    // GPipe's formula shrinks the bubble as M grows; a measured bubble that grew instead is
+    // explained, not left beside the lesson's "more micro-batches mean less waste".
+    c.claim(
+        Evidence,
+        cond::BUBBLE_ROSE,
+        hi.micro_batches > lo.micro_batches && hi.bubble > lo.bubble,
+        format!(
+            "Unlike the formula, the measured bubble grew with M: the formula counts no cost per hand-off, but here each of the {} micro-batches is {}× less work while a hand-off between stages costs the same, so the hand-offs likely idle the stages more.",
+            hi.micro_batches,
+            hi.micro_batches / lo.micro_batches.max(1)
+        ),
+    );
     let uneven = hi.busiest > 1.0 / hi.stages as f64 + 0.1;
     let holds = format!("The busiest stage holds {:.0}% of the multiply-adds", hi.busiest * 100.0);
     c.one_of(
-        Summary,
+        Evidence,
         vec![
             (
                 cond::UNEVEN_ABOVE,
@@ -202,7 +217,7 @@ fn claims(runs: &[PipeFigures]) -> Claims {
         (runs.iter().find(|r| r.stages == 1), piped.iter().max_by(|a, c| a.samples_per_s.total_cmp(&c.samples_per_s)))
     {
         c.fact(
-            Summary,
+            Evidence,
             format!(
                 "The fastest pipelined run (M={}) trained at {:.2}× one stage's throughput.",
                 best.micro_batches,
@@ -213,10 +228,9 @@ fn claims(runs: &[PipeFigures]) -> Claims {
     c
 }
 
-/// The verdict's sentence, if the sweep pipelined anything.
-fn sentence(runs: &[PipeReport]) -> Option<String> {
-    let c = claims(&runs.iter().map(PipeFigures::of).collect::<Vec<_>>());
-    c.has_summary().then(|| c.verdict().summary)
+/// The verdict's evidence lines about the pipeline (none if the sweep pipelined nothing).
+fn evidence(runs: &[PipeReport]) -> Vec<String> {
+    claims(&runs.iter().map(PipeFigures::of).collect::<Vec<_>>()).verdict().evidence
 }
 
 /// Adds the sweep's table, chart, timelines and verdict sentence to the report.
@@ -227,9 +241,7 @@ pub fn add(report: &mut Report, runs: &[PipeReport]) {
     report.tables.push(table(runs));
     report.charts.push(chart(runs));
     report.timelines.extend(runs.iter().filter(|r| r.stages > 1).map(|r| r.timeline.clone()));
-    if let Some(s) = sentence(runs) {
-        report.verdict.summary = format!("{} {s}", report.verdict.summary);
-    }
+    report.verdict.evidence.extend(evidence(runs));
     report.notes.push("Pipeline parallel runs on CPU stages of one thread each whatever `kind` says; its bubble is every stage's idle time over stages × wall time, from real clock readings.".into());
 }
 
@@ -263,10 +275,14 @@ mod tests {
                 .audit(|c| match c.condition {
                     cond::UNEVEN_ABOVE => Some(uneven()? && hi?.bubble > hi?.theoretical_bubble),
                     cond::UNEVEN_WITHIN => Some(uneven()? && hi?.bubble <= hi?.theoretical_bubble),
+                    cond::BUBBLE_ROSE => {
+                        let lo = runs.iter().filter(|r| r.stages > 1).min_by_key(|r| r.micro_batches)?;
+                        Some(hi?.micro_batches > lo.micro_batches && hi?.bubble > lo.bubble)
+                    }
                     _ => None,
                 })
                 .map_err(TestCaseError::fail)?;
-            prop_assert_eq!(claims.has_summary(), hi.is_some());
+            prop_assert_eq!(claims.printed().next().is_some(), hi.is_some());
         }
     }
 }

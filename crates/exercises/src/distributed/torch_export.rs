@@ -63,8 +63,8 @@ pub fn export(s: &Settings, out: &Path) -> Result<Exported> {
     let losses = reference_losses(&data, &cfg)?;
     let mut files = Vec::new();
     let mut write = |name: &str, bytes: &[u8]| -> Result<()> {
-        let path = out.join(name);
-        std::fs::write(&path, bytes).map_err(|e| io(&path, e))?;
+        // Atomic, and never into a FIFO or device that stands at the name (`fsutil::replaceable`).
+        let path = gpulab_core::fsutil::write_atomic(out, &format!(".{name}."), name, bytes).map_err(|(p, e)| io(&p, e))?;
         files.push(path);
         Ok(())
     };

@@ -5,6 +5,7 @@
 
 mod report;
 mod runs;
+mod verdict;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -219,7 +219,7 @@ pub fn inputs_table(sc: &Scenario) -> Table {
             ],
             vec![
                 "checkpoint write time".into(),
-                format!("{:.4} s", t.checkpoint_write_s).into(),
+                gpulab_core::format::duration(t.checkpoint_write_s).into(),
                 source(&t.checkpoint_write_source).into(),
             ],
         ],

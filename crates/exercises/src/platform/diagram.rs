@@ -169,7 +169,14 @@ pub fn build(sc: &Scenario, s: &Sample, job: &JobOutcome, rollout: &Rollout) -> 
             "monitoring",
             7,
             vec![
-                s.within_slo.map_or("SLO: —".into(), |w| format!("SLO {:.1}% (target {:.1}%)", w * 100.0, sc.slo_target * 100.0)),
+                // This sample's window, said so: the verdict's share covers the whole run.
+                s.within_slo.map_or("SLO this window: —".into(), |w| {
+                    format!(
+                        "SLO this window {} % (target {} %)",
+                        gpulab_core::format::number(w * 100.0),
+                        gpulab_core::format::number(sc.slo_target * 100.0)
+                    )
+                }),
                 format!("{} of {} served", s.served_total, s.arrived_total),
             ],
             kv(&[

@@ -6,6 +6,7 @@ mod calibrate;
 mod diagram;
 mod gpu_types;
 mod report;
+mod verdict;
 
 use super::Exercise;
 use super::live::LiveChartSpec;

@@ -7,6 +7,7 @@
 mod measure;
 mod report;
 mod source;
+mod verdict;
 
 use std::path::PathBuf;
 

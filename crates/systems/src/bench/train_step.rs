@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::nn::{AmpConfig, ConvConfig, Mlp, MlpConfig, Optimizer, OptimizerKind};
 use crate::train::{Amp, F32Phases, Phases, Step};
 use gpulab_core::error::{Error, Result};
-use gpulab_core::stats::median;
+use gpulab_core::stats::{median, quantile};
 use gpulab_core::tensor::Backend;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -39,8 +39,64 @@ pub struct TrainBenchRow {
     pub samples_per_s: f64,
     /// Measured: median over windows of 10 steps (the device is synchronised once per window).
     pub step_ms_median: f64,
+    /// Measured: the 90th-percentile window (nearest rank), ms per step.
+    #[serde(default)]
+    pub step_ms_p90: f64,
+    /// Measured: the slowest window, ms per step.
+    #[serde(default)]
+    pub step_ms_worst: f64,
+    /// Measured: wall time / timed steps, ms — what an epoch costs a learner per step.
+    #[serde(default)]
+    pub step_ms_wall: f64,
+    /// Measured (Linux; zeros elsewhere): what the windows slower than the p90 had that the
+    /// others did not — page faults, context switches — per window, to name the slow ones.
+    #[serde(default)]
+    pub slow_windows: SlowWindows,
     /// Derived: forward+backward FLOPs (≈ 3× forward) per second.
     pub gflops: f64,
+}
+
+/// Process counters over the timed windows: mean per window for those slower than the p90
+/// ("slow") and for the rest ("typical").
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SlowWindows {
+    pub count: usize,
+    pub minor_faults_slow: f64,
+    pub minor_faults_typical: f64,
+    pub voluntary_switches_slow: f64,
+    pub voluntary_switches_typical: f64,
+    pub involuntary_switches_slow: f64,
+    pub involuntary_switches_typical: f64,
+}
+
+/// Page faults and context switches of the whole process (every rayon worker) so far.
+fn counters() -> [f64; 3] {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: getrusage only writes the struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } == 0 {
+            return [u.ru_minflt as f64, u.ru_nvcsw as f64, u.ru_nivcsw as f64];
+        }
+    }
+    [0.0; 3]
+}
+
+/// Splits the windows at their p90: the counters' means above it and at or below it.
+fn slow_windows(windows: &[(f64, [f64; 3])], p90: f64) -> SlowWindows {
+    let mean = |slow: bool, c: usize| {
+        let v: Vec<f64> = windows.iter().filter(|w| (w.0 > p90) == slow).map(|w| w.1[c]).collect();
+        if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 }
+    };
+    SlowWindows {
+        count: windows.iter().filter(|w| w.0 > p90).count(),
+        minor_faults_slow: mean(true, 0),
+        minor_faults_typical: mean(false, 0),
+        voluntary_switches_slow: mean(true, 1),
+        voluntary_switches_typical: mean(false, 1),
+        involuntary_switches_slow: mean(true, 2),
+        involuntary_switches_typical: mean(false, 2),
+    }
 }
 
 /// Full training steps (forward, loss, backward, SGD-momentum update) on random data drawn
@@ -105,15 +161,19 @@ fn timed_steps<B: Backend, P: Phases<B>>(
     let mut windows = Vec::new();
     let mut steps = 0;
     while steps < cfg.min_steps || start.elapsed().as_secs_f64() < cfg.seconds {
-        let w = Instant::now();
+        let (w, before) = (Instant::now(), counters());
         for _ in 0..10 {
             step(b, steps)?;
             steps += 1;
         }
         b.sync()?;
-        windows.push(w.elapsed().as_secs_f64() * 1e3 / 10.0);
+        let ms = w.elapsed().as_secs_f64() * 1e3 / 10.0;
+        let after = counters();
+        windows.push((ms, std::array::from_fn(|c| after[c] - before[c])));
     }
     let wall = start.elapsed().as_secs_f64();
+    let mut ms: Vec<f64> = windows.iter().map(|w| w.0).collect();
+    let p90 = quantile(&mut ms, 0.9).unwrap_or(0.0);
     let samples_per_s = (steps * cfg.batch) as f64 / wall;
     let info = b.info();
     Ok(TrainBenchRow {
@@ -124,7 +184,11 @@ fn timed_steps<B: Backend, P: Phases<B>>(
         batch: cfg.batch,
         steps,
         samples_per_s,
-        step_ms_median: median(&mut windows),
+        step_ms_median: median(&mut ms),
+        step_ms_p90: p90,
+        step_ms_worst: ms.last().copied().unwrap_or(0.0),
+        step_ms_wall: wall * 1e3 / steps as f64,
+        slow_windows: slow_windows(&windows, p90),
         gflops: 3.0 * model_cfg.forward_flops_per_sample() * samples_per_s / 1e9,
     })
 }

@@ -134,8 +134,32 @@ enum Bad {
     Io(std::io::Error),
 }
 
-/// Reads and checks an IDX stream of `file_len` bytes on disk (compressed when `gz`).
-fn decode(mut reader: impl Read, file_len: u64, gz: bool, magic: u32) -> Result<(Vec<u32>, Vec<u8>), Bad> {
+/// What an IDX header says: its dimensions, their product (the data bytes that follow) and
+/// the header's own length.
+struct Header {
+    dims: Vec<u32>,
+    payload: u64,
+    header_len: u64,
+    dims_text: String,
+}
+
+/// An IDX header's checks on its own (magic, dimensions, the claim against `MAX_BYTES` and a
+/// file of `file_len` bytes, compressed when `gz`), without reading the data: its dimensions and
+/// data length, or what is wrong. `file_len` is what the file system says, so a sparse file's
+/// length counts as real; for tests and fuzzing.
+pub fn check_header(bytes: &[u8], file_len: u64, gz: bool, magic: u32) -> Result<(Vec<u32>, u64), String> {
+    match read_header(bytes, file_len, gz, magic) {
+        Ok(h) => Ok((h.dims, h.payload)),
+        Err(Bad::Format(p)) => Err(p),
+        Err(Bad::Io(e)) => Err(e.to_string()),
+    }
+}
+
+/// Reads an IDX header from `reader` and checks its claim before anything is allocated for it:
+/// at most `MAX_BYTES` of data, and no more than a `file_len`-byte file can hold (all of it for a
+/// plain file; `MAX_GZIP_RATIO` times it for a gzipped one), so neither a lying header nor a
+/// sparse file that really is that long makes us allocate past the cap.
+fn read_header(mut reader: impl Read, file_len: u64, gz: bool, magic: u32) -> Result<Header, Bad> {
     let bad = |problem: String| Bad::Format(problem);
     let mut head = [0u8; 4];
     let got = read_up_to(&mut reader, &mut head).map_err(Bad::Io)?;
@@ -177,15 +201,23 @@ fn decode(mut reader: impl Read, file_len: u64, gz: bool, magic: u32) -> Result<
                  more than a {file_len}-byte gzip file can hold"
             )));
         }
-        if payload > MAX_BYTES {
-            return Err(bad(format!(
-                "header ({dims_text}) claims {payload} data bytes, more than the {} MiB gpulab reads from an IDX file",
-                MAX_BYTES >> 20
-            )));
-        }
     } else if header_len + payload > file_len {
         return Err(bad(format!("truncated: header ({dims_text}) needs {} bytes, found {file_len}", header_len + payload)));
     }
+    if payload > MAX_BYTES {
+        return Err(bad(format!(
+            "header ({dims_text}) claims {payload} data bytes, more than the {} MiB gpulab reads from an IDX file; \
+             use a smaller split",
+            MAX_BYTES >> 20
+        )));
+    }
+    Ok(Header { dims, payload, header_len, dims_text })
+}
+
+/// Reads and checks an IDX stream of `file_len` bytes on disk (compressed when `gz`).
+fn decode(mut reader: impl Read, file_len: u64, gz: bool, magic: u32) -> Result<(Vec<u32>, Vec<u8>), Bad> {
+    let bad = |problem: String| Bad::Format(problem);
+    let Header { dims, payload, header_len, dims_text } = read_header(&mut reader, file_len, gz, magic)?;
     let payload_len = usize::try_from(payload).map_err(|_| bad(format!("header dimensions {dims_text} are too large for this machine")))?;
 
     let mut data = Vec::with_capacity(payload_len);
@@ -217,4 +249,30 @@ fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
         }
     }
     Ok(filled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(dims: &[u32]) -> Vec<u8> {
+        let mut b = IMAGES_MAGIC.to_be_bytes().to_vec();
+        dims.iter().for_each(|d| b.extend(d.to_be_bytes()));
+        b
+    }
+
+    /// The header alone against a file's length: a 10 GB sparse file whose length matches its
+    /// claim, and the same claim in a gzip file, are refused by the cap; a claim within both
+    /// bounds gives its dimensions and data length.
+    #[test]
+    fn header_claims_are_held_to_the_cap_and_the_files_length() {
+        let big = header(&[111_112, 300, 300]);
+        for gz in [false, true] {
+            let e = check_header(&big, 10_000_080_016, gz, IMAGES_MAGIC).unwrap_err();
+            assert!(e.contains("10000080000 data bytes") && e.contains("1024 MiB"), "{e}");
+        }
+        let e = check_header(&big, 1_000, false, IMAGES_MAGIC).unwrap_err();
+        assert!(e.contains("truncated") && e.contains("found 1000"), "{e}");
+        assert_eq!(check_header(&header(&[2, 3, 3]), 34, false, IMAGES_MAGIC).unwrap(), (vec![2, 3, 3], 18));
+    }
 }

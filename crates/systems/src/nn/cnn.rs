@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::dense::{Dense, LayerKind};
-use super::{Optimizer, Param, he_normal};
+use super::{Param, he_normal};
 use gpulab_core::error::{Error, Result};
 use gpulab_core::tensor::{Backend, CONV_KERNEL, DType, Epilogue, ImageGeom, MemCategory};
 
@@ -104,7 +104,8 @@ pub struct ConvStem<B: Backend> {
 const SEED_LAYER: usize = 1000;
 
 impl<B: Backend> ConvStem<B> {
-    pub fn new(b: &mut B, cfg: &ConvConfig, optimizer: &Optimizer, seed: u64) -> Result<Self> {
+    /// `state_slots`: the optimizer-state tensors each parameter gets (`Optimizer::state_slots`).
+    pub fn new(b: &mut B, cfg: &ConvConfig, state_slots: usize, seed: u64) -> Result<Self> {
         cfg.validate()?;
         if let Some(why) = b.conv_unavailable() {
             return Err(Error::InvalidConfig(format!("model cnn cannot run on {}: {why}", b.info().label())));
@@ -114,9 +115,9 @@ impl<B: Backend> ConvStem<B> {
         for (i, s) in stages.iter().enumerate() {
             let init = he_normal(s.taps(), s.out, seed, SEED_LAYER + i);
             let w = b.upload_f32(&init, [s.taps(), s.out], MemCategory::Parameters)?;
-            weights.push(super::mlp::param(b, w, optimizer)?);
+            weights.push(super::mlp::param(b, w, state_slots)?);
             let bias = b.zeros([1, s.out], DType::F32, MemCategory::Parameters)?;
-            biases.push(super::mlp::param(b, bias, optimizer)?);
+            biases.push(super::mlp::param(b, bias, state_slots)?);
         }
         Ok(ConvStem { stages, weights, biases })
     }

@@ -1,7 +1,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::cnn::{ConvConfig, ConvStem, StemWorkspace};
-use super::dense::{self, Dense, LayerKind};
+use super::dense::Dense;
+use super::pass::{self, Tape, Weights};
 use super::{Accumulators, Optimizer, he_normal};
 use gpulab_core::error::{Error, Result};
 use gpulab_core::tensor::{Backend, DType, MemCategory, TensorMeta};
@@ -36,6 +37,26 @@ impl MlpConfig {
     pub fn forward_flops_per_sample(&self) -> f64 {
         self.widths().windows(2).map(|w| 2.0 * (w[0] * w[1]) as f64).sum::<f64>()
             + self.conv.as_ref().map_or(0.0, |c| c.forward_flops_per_sample())
+    }
+
+    /// About how many bytes training this model holds, for refusing one that cannot fit before
+    /// anything is allocated: each f32 parameter with its gradient and `state_slots` optimizer
+    /// tensors, and for each of `rows` rows every layer's output and its gradient (a CNN's
+    /// feature maps and their unfolded inputs too). A lower bound: validation's workspace,
+    /// 16-bit copies and kernels' scratch come on top. Saturates instead of overflowing.
+    pub fn training_bytes(&self, rows: usize, state_slots: usize) -> u64 {
+        let widths: Vec<u128> = self.widths().iter().map(|&w| w as u128).collect();
+        let mut params: u128 = widths.windows(2).map(|w| w[0] * w[1] + w[1]).sum();
+        let mut per_row: u128 = widths.iter().sum();
+        if let Some(c) = &self.conv {
+            params += c.parameter_count() as u128;
+            for s in c.stages() {
+                let pixels = (s.input.height * s.input.width) as u128;
+                per_row += pixels * (s.out as u128 * 2 + s.taps() as u128);
+            }
+        }
+        let bytes = 4 * (params * (2 + state_slots as u128) + 2 * rows as u128 * per_row);
+        u64::try_from(bytes).unwrap_or(u64::MAX)
     }
 
     pub fn validate(&self) -> Result<()> {
@@ -154,6 +175,19 @@ impl<B: Backend> Workspace<B> {
         })
     }
 
+    /// The buffers as the model-level pass borrows them.
+    fn tape(&mut self) -> Tape<'_, B> {
+        Tape {
+            x: &self.x,
+            stem: self.stem.as_mut(),
+            head_x: None,
+            acts: &mut self.acts,
+            grads: &mut self.grads,
+            grad16: self.acc.grad16.as_mut(),
+            recompute: self.recompute,
+        }
+    }
+
     /// The logits of the latest forward pass.
     pub fn logits(&self) -> &B::Tensor {
         self.acts.last().expect("a model has at least one layer")
@@ -169,6 +203,16 @@ impl<B: Backend> Mlp<B> {
     /// `new` for the layers `first_layer…` of a larger model (a pipeline stage): each layer
     /// gets the weights the whole model's layer of that index starts from.
     pub fn new_from_layer(b: &mut B, cfg: MlpConfig, optimizer: Optimizer, seed: u64, first_layer: usize) -> Result<Self> {
+        Self::build(b, cfg, optimizer, seed, first_layer, optimizer.state_slots())
+    }
+
+    /// `new` without optimizer state: for a strategy that keeps it itself (ZeRO-1 keeps only
+    /// the state of the parameters' ranges its replica updates). `update` cannot run on it.
+    pub fn without_optimizer_state(b: &mut B, cfg: MlpConfig, optimizer: Optimizer, seed: u64) -> Result<Self> {
+        Self::build(b, cfg, optimizer, seed, 0, 0)
+    }
+
+    fn build(b: &mut B, cfg: MlpConfig, optimizer: Optimizer, seed: u64, first_layer: usize, slots: usize) -> Result<Self> {
         cfg.validate()?;
         let widths = cfg.widths();
         let mut weights = Vec::new();
@@ -176,35 +220,22 @@ impl<B: Backend> Mlp<B> {
         for (layer, w) in widths.windows(2).enumerate() {
             let init = he_normal(w[0], w[1], seed, first_layer + layer);
             let weight = b.upload_f32(&init, [w[0], w[1]], MemCategory::Parameters)?;
-            weights.push(param(b, weight, &optimizer)?);
+            weights.push(param(b, weight, slots)?);
             let bias = b.zeros([1, w[1]], DType::F32, MemCategory::Parameters)?;
-            biases.push(param(b, bias, &optimizer)?);
+            biases.push(param(b, bias, slots)?);
         }
-        let stem = cfg.conv.as_ref().map(|c| ConvStem::new(b, c, &optimizer, seed)).transpose()?;
+        let stem = cfg.conv.as_ref().map(|c| ConvStem::new(b, c, slots, seed)).transpose()?;
         Ok(Mlp { cfg, weights, biases, stem, optimizer, step: 0 })
     }
 
     /// Forward pass of `ws.x` into `ws.acts` (the last one holds the logits).
     pub fn forward(&self, b: &mut B, ws: &mut Workspace<B>) -> Result<()> {
-        if let Some(stem) = &self.stem {
-            let sw =
-                ws.stem.as_mut().ok_or_else(|| Error::Internal("a CNN's forward on a workspace without convolution buffers".into()))?;
-            stem.forward(b, &ws.x, sw, None)?;
-        }
-        let input = ws.stem.as_ref().map_or(&ws.x, |s| s.output());
-        if !ws.recompute {
-            return dense::forward(b, self.dense_layers(), input, &mut ws.acts);
-        }
-        // Recomputing: the hidden outputs are made and dropped on the way to the logits.
-        let last = self.weights.len() - 1;
-        let hidden = dense::recompute(b, self.dense_layers(), input, last)?;
-        let head = self.dense_layers().nth(last).ok_or_else(|| Error::Internal("a model without layers".into()))?;
-        head.forward(b, hidden.as_ref().unwrap_or(input), &mut ws.acts[0], false)
+        pass::forward(b, self, Weights::F32, &mut ws.tape())
     }
 
     /// The dense layers as the forward pass reads them: f32 weights and biases.
     pub fn dense_layers(&self) -> impl ExactSizeIterator<Item = Dense<&B::Tensor>> {
-        self.weights.iter().zip(&self.biases).map(|(w, bi)| Dense { kind: LayerKind::F32(&w.value), bias: &bi.value })
+        Weights::F32.layers(self)
     }
 
     /// Loss (accumulated into `ws.loss_sum`), correct count, and gradients of every parameter.
@@ -236,51 +267,9 @@ impl<B: Backend> Mlp<B> {
         ready: impl FnMut(&mut B, &Mlp<B>, usize) -> Result<()>,
     ) -> Result<()> {
         let scale = 1.0 / mean_over as f32;
-        if ws.recompute {
-            ws.acc.record(b, &ws.acts[0], &ws.y, Some(&mut ws.grads[0]), scale)?;
-            return self.backward_recomputing(b, ws, ready);
-        }
-        let last = self.weights.len() - 1;
-        ws.acc.record(b, &ws.acts[last], &ws.y, Some(&mut ws.grads[last]), scale)?;
+        let head = if ws.recompute { 0 } else { self.weights.len() - 1 };
+        ws.acc.record(b, &ws.acts[head], &ws.y, Some(&mut ws.grads[head]), scale)?;
         self.backward_layers(b, ws, GradWrite::Replace, None, ready)
-    }
-
-    /// `backward_layers` on a `recomputing` workspace: for each layer, last first, its input is
-    /// recomputed from the dense layers' input (`dense::recompute`), and the gradient flowing
-    /// back is allocated per layer and dropped once the layer before has its own. The same
-    /// operations on the same values as the stored path, so the same gradients; the hidden
-    /// outputs are never all held at once.
-    fn backward_recomputing(
-        &mut self,
-        b: &mut B,
-        ws: &mut Workspace<B>,
-        mut ready: impl FnMut(&mut B, &Mlp<B>, usize) -> Result<()>,
-    ) -> Result<()> {
-        let first = ws.stem.as_ref().map_or(&ws.x, |s| s.output());
-        let rows = ws.batch;
-        // The gradient of the current layer's output; None: the logits' (ws.grads[0]).
-        let mut flowing: Option<B::Tensor> = None;
-        for i in (0..self.weights.len()).rev() {
-            let recomputed = dense::recompute(b, self.dense_layers(), first, i)?;
-            let input = recomputed.as_ref().unwrap_or(first);
-            let grad = flowing.as_ref().unwrap_or(&ws.grads[0]);
-            b.matmul(input, grad, &mut self.weights[i].grad, true, false, false)?;
-            b.sum_cols(grad, &mut self.biases[i].grad)?;
-            ready(b, self, i)?;
-            if i > 0 {
-                let mut before = b.zeros([rows, self.cfg.widths()[i]], DType::F32, MemCategory::Activations)?;
-                b.matmul(grad, &self.weights[i].value, &mut before, false, true, false)?;
-                b.relu_backward(&mut before, input)?;
-                flowing = Some(before);
-            }
-        }
-        if let (Some(stem), Some(sw)) = (self.stem.as_mut(), ws.stem.as_mut()) {
-            let grad = flowing.as_ref().unwrap_or(&ws.grads[0]);
-            let out = sw.output_grad().ok_or_else(|| Error::Internal("CNN backward on a forward-only workspace".into()))?;
-            b.matmul(grad, &self.weights[0].value, out, false, true, false)?;
-            stem.backward(b, sw, None)?;
-        }
-        Ok(())
     }
 
     /// Backward from the output gradient already in the last of `ws.grads` (the loss's, or
@@ -292,37 +281,10 @@ impl<B: Backend> Mlp<B> {
         b: &mut B,
         ws: &mut Workspace<B>,
         write: GradWrite<'_, B>,
-        mut input_grad: Option<&mut B::Tensor>,
-        mut ready: impl FnMut(&mut B, &Mlp<B>, usize) -> Result<()>,
+        input_grad: Option<&mut B::Tensor>,
+        ready: impl FnMut(&mut B, &Mlp<B>, usize) -> Result<()>,
     ) -> Result<()> {
-        let last = self.weights.len() - 1;
-        let add = matches!(write, GradWrite::Add { .. });
-        for i in (0..=last).rev() {
-            let input = if i == 0 { &ws.x } else { &ws.acts[i - 1] };
-            let input = match (i, ws.stem.as_ref()) {
-                (0, Some(sw)) => sw.output(),
-                _ => input,
-            };
-            b.matmul(input, &ws.grads[i], &mut self.weights[i].grad, true, false, add)?;
-            match &write {
-                GradWrite::Replace => b.sum_cols(&ws.grads[i], &mut self.biases[i].grad)?,
-                GradWrite::Add { ones } => b.matmul(ones, &ws.grads[i], &mut self.biases[i].grad, false, false, true)?,
-            }
-            ready(b, self, i)?;
-            if let (0, Some(stem), Some(sw)) = (i, self.stem.as_mut(), ws.stem.as_mut()) {
-                let out = sw.output_grad().ok_or_else(|| Error::Internal("CNN backward on a forward-only workspace".into()))?;
-                b.matmul(&ws.grads[0], &self.weights[0].value, out, false, true, false)?;
-                stem.backward(b, sw, None)?;
-            }
-            if i > 0 {
-                let (before, after) = ws.grads.split_at_mut(i);
-                b.matmul(&after[0], &self.weights[i].value, &mut before[i - 1], false, true, false)?;
-                b.relu_backward(&mut before[i - 1], &ws.acts[i - 1])?;
-            } else if let Some(g) = input_grad.as_deref_mut() {
-                b.matmul(&ws.grads[0], &self.weights[0].value, g, false, true, false)?;
-            }
-        }
-        Ok(())
+        pass::backward(b, self, Weights::F32, &mut ws.tape(), write, input_grad, ready)
     }
 
     /// Every parameter, in `update`'s order: dense weights, dense biases, then a CNN's.
@@ -354,10 +316,10 @@ impl<B: Backend> Mlp<B> {
     }
 }
 
-/// A parameter with a zero gradient and zero optimizer state of its shape.
-pub(super) fn param<B: Backend>(b: &mut B, value: B::Tensor, opt: &Optimizer) -> Result<Param<B>> {
+/// A parameter with a zero gradient and `slots` zero optimizer-state tensors of its shape.
+pub(super) fn param<B: Backend>(b: &mut B, value: B::Tensor, slots: usize) -> Result<Param<B>> {
     let shape = value.shape();
     let grad = b.zeros(shape, DType::F32, MemCategory::Gradients)?;
-    let state = (0..opt.state_slots()).map(|_| b.zeros(shape, DType::F32, MemCategory::OptimizerState)).collect::<Result<_>>()?;
+    let state = (0..slots).map(|_| b.zeros(shape, DType::F32, MemCategory::OptimizerState)).collect::<Result<_>>()?;
     Ok(Param { value, grad, state })
 }

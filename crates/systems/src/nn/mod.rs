@@ -9,6 +9,7 @@ pub mod dense;
 mod init;
 mod mlp;
 mod optim;
+pub mod pass;
 mod totals;
 
 pub use amp::{AmpConfig, GradScaler, GradScalerConfig, GradScalerState, Precision, ScalerStep};

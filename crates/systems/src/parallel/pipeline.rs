@@ -313,6 +313,8 @@ pub fn train_pipeline(data: &Dataset, cfg: &TrainConfig, pc: &PipeConfig) -> Res
     }
     let arch = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes, conv: None };
     arch.validate()?;
+    // All stages together hold what one device would: refused before any stage allocates.
+    crate::train::check_model_fits(&arch, cfg.batch.min(data.train_len()), cfg)?;
     let widths = arch.widths();
     pc.validate(widths.len() - 1, cfg.batch)?;
     if cfg.batch > data.train_len() {

@@ -6,6 +6,7 @@
 //! order, so overlap and bucketing change no result, bit for bit.
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -14,7 +15,7 @@ use super::bucket::{Bucket, all_params_mut};
 use super::ring::{CommStats, RingPeer};
 use crate::nn::{Mlp, Optimizer};
 use gpulab_core::error::{Error, Result};
-use gpulab_core::tensor::Backend;
+use gpulab_core::tensor::{Backend, DType, MemCategory};
 
 /// A finished all-reduce and when it ran (seconds since the run's origin).
 type Done = Result<(Vec<f32>, f64, f64)>;
@@ -206,11 +207,11 @@ impl Reducer {
     /// element-wise and runs through the full step's own function, so every parameter ends
     /// with the bits the unsharded step gives. None, with nothing done, where it cannot run (a
     /// communication thread, a backend that keeps its tensors to itself).
-    pub fn sharded_step<B: Backend>(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<Option<ShardTimes>> {
+    pub fn sharded_step<B: Backend>(&mut self, b: &mut B, model: &mut Mlp<B>, owned: &mut OwnedState<B>) -> Result<Option<ShardTimes>> {
         let Comm::Inline { peer, .. } = &mut self.comm else { return Ok(None) };
         let (dense, convs) = counts(model);
         let (opt, step) = (model.optimizer, model.step + 1);
-        let Some(mut lent) = lend(b, all_params_mut(model)) else { return Ok(None) };
+        let Some(mut lent) = lend(b, all_params_mut(model), &mut owned.params) else { return Ok(None) };
         let inv = 1.0 / self.replicas as f32;
         let mut vote = [if self.stop_vote { 1.0 } else { 0.0 }];
         let mut times = ShardTimes::default();
@@ -235,14 +236,14 @@ impl Reducer {
                 // A block lies inside one parameter, or is the stop vote (finished where it
                 // lies, in `vote`, which the all-gather carries too).
                 let k = starts.partition_point(|&s| s <= at).saturating_sub(1);
-                if let Some((value, state)) = rest.get_mut(k).filter(|(v, _)| at < starts[k] + v.len()) {
-                    step_range(opt, step, value, mean, state, at - starts[k]..at - starts[k] + mean.len());
+                if let Some((value, own, state)) = rest.get_mut(k).filter(|(v, ..)| at < starts[k] + v.len()) {
+                    step_range(opt, step, value, mean, state, at - starts[k]..at - starts[k] + mean.len(), own.start);
                 }
             })?;
             times.reduce_scatter_s += t.elapsed().as_secs_f64() - update_s;
             times.update_s += update_s;
             drop(grads);
-            let mut values: Vec<&mut [f32]> = rest.iter_mut().map(|(v, _)| &mut **v).collect();
+            let mut values: Vec<&mut [f32]> = rest.iter_mut().map(|(v, ..)| &mut **v).collect();
             if i == last {
                 values.push(&mut vote);
             }
@@ -288,10 +289,12 @@ pub struct ShardTimes {
     pub update_s: f64,
 }
 
-/// One parameter's value, gradient and optimizer state, in host memory the backend lends.
+/// One parameter's value and gradient, and the optimizer state of the range of it this replica
+/// owns (`own`, in the parameter's elements), in host memory the backend lends.
 struct HostParam<'t> {
     value: &'t mut [f32],
     grad: &'t mut [f32],
+    own: Range<usize>,
     state: Vec<&'t mut [f32]>,
 }
 
@@ -299,7 +302,7 @@ struct HostParam<'t> {
 /// and states (what the update writes), and each parameter's offset in the concatenation.
 struct HostBucket<'t> {
     grads: Vec<&'t mut [f32]>,
-    rest: Vec<(&'t mut [f32], Vec<&'t mut [f32]>)>,
+    rest: Vec<(&'t mut [f32], Range<usize>, Vec<&'t mut [f32]>)>,
     starts: Vec<usize>,
 }
 
@@ -312,31 +315,86 @@ impl<'t> HostBucket<'t> {
             starts.push(at);
             at += p.value.len();
             grads.push(p.grad);
-            rest.push((p.value, p.state));
+            rest.push((p.value, p.own, p.state));
         }
         HostBucket { grads, rest, starts }
     }
 }
 
 /// The optimizer step on elements `r` of one parameter (`g` holds just those gradients),
-/// through the CPU backend's own arithmetic.
-fn step_range(opt: Optimizer, step: u32, value: &mut [f32], g: &[f32], state: &mut [&mut [f32]], r: std::ops::Range<usize>) {
-    let p = &mut value[r.clone()];
+/// through the CPU backend's own arithmetic; `state` holds the state of the parameter's
+/// elements from `state_from` on.
+fn step_range(opt: Optimizer, step: u32, value: &mut [f32], g: &[f32], state: &mut [&mut [f32]], r: Range<usize>, state_from: usize) {
+    let s = r.start - state_from..r.end - state_from;
+    let p = &mut value[r];
     match (opt, state) {
-        (Optimizer::Sgd(hp), [v]) => gpulab_core::device::cpu::sgd_host(p, g, &mut v[r], hp),
-        (Optimizer::AdamW(hp), [m, v]) => gpulab_core::device::cpu::adamw_host(p, g, &mut m[r.clone()], &mut v[r], hp, step),
+        (Optimizer::Sgd(hp), [v]) => gpulab_core::device::cpu::sgd_host(p, g, &mut v[s], hp),
+        (Optimizer::AdamW(hp), [m, v]) => gpulab_core::device::cpu::adamw_host(p, g, &mut m[s.clone()], &mut v[s], hp, step),
         _ => unreachable!("state_slots matches the optimizer"),
     }
 }
 
-/// Every parameter's host memory, in `params`' order; None where the backend does not lend it.
-fn lend<'t, B: Backend + 't>(b: &mut B, params: impl Iterator<Item = &'t mut crate::nn::Param<B>>) -> Option<Vec<Option<HostParam<'t>>>> {
+/// Every parameter's host memory with its owned range's state, in `params`' order; None where
+/// the backend does not lend it.
+fn lend<'t, B: Backend + 't>(
+    b: &mut B,
+    params: impl Iterator<Item = &'t mut crate::nn::Param<B>>,
+    owned: &'t mut [(Range<usize>, Vec<B::Tensor>)],
+) -> Option<Vec<Option<HostParam<'t>>>> {
     params
-        .map(|p| {
-            let state = p.state.iter_mut().map(|t| b.host_f32_mut(t)).collect::<Option<Vec<_>>>()?;
-            Some(Some(HostParam { value: b.host_f32_mut(&mut p.value)?, grad: b.host_f32_mut(&mut p.grad)?, state }))
+        .zip(owned.iter_mut())
+        .map(|(p, (own, state))| {
+            let state = state.iter_mut().map(|t| b.host_f32_mut(t)).collect::<Option<Vec<_>>>()?;
+            Some(Some(HostParam { value: b.host_f32_mut(&mut p.value)?, grad: b.host_f32_mut(&mut p.grad)?, own: own.clone(), state }))
         })
         .collect()
+}
+
+/// ZeRO-1's optimizer state on one replica: for each parameter (`ParamRef::slot`'s order) the
+/// range of its elements this replica updates in the sharded step, and that range's state, one
+/// tensor per state slot, allocated through the backend (the ledger counts it as optimizer
+/// state): about 1/N of what every replica holds without sharding.
+pub struct OwnedState<B: Backend> {
+    params: Vec<(Range<usize>, Vec<B::Tensor>)>,
+}
+
+impl<B: Backend> OwnedState<B> {
+    /// Elements of the parameters whose state this replica holds.
+    pub fn elements(&self) -> usize {
+        self.params.iter().map(|(r, _)| r.len()).sum()
+    }
+}
+
+impl Reducer {
+    /// Allocates the optimizer state of what this replica updates in `sharded_step`: in each
+    /// bucket, its own chunk of the concatenated gradients (`RingPeer::own_chunk`; the last
+    /// bucket's carries the stop vote at its end).
+    pub fn own_optimizer_state<B: Backend>(&self, b: &mut B, model: &Mlp<B>) -> Result<OwnedState<B>> {
+        let Comm::Inline { peer, .. } = &self.comm else {
+            return Err(Error::InvalidConfig("shard_optimizer needs overlap=false: the sharded step runs on the training thread".into()));
+        };
+        let (dense, convs) = counts(model);
+        let slots = model.optimizer.state_slots();
+        let mut params: Vec<(Range<usize>, Vec<B::Tensor>)> = (0..2 * (dense + convs)).map(|_| (0..0, Vec::new())).collect();
+        let last = self.buckets.len().saturating_sub(1);
+        for (i, bucket) in self.buckets.iter().enumerate() {
+            let own = peer.own_chunk(bucket.elements() + usize::from(i == last));
+            let mut start = 0;
+            for p in &bucket.params {
+                let (lo, hi) = (own.start.max(start), own.end.min(start + p.elements));
+                if lo < hi {
+                    let state =
+                        (0..slots).map(|_| b.zeros([1, hi - lo], DType::F32, MemCategory::OptimizerState)).collect::<Result<_>>()?;
+                    let slot = params
+                        .get_mut(p.slot(dense, convs))
+                        .ok_or_else(|| Error::Internal(format!("bucket {i}: layer {} has no slot", p.layer)))?;
+                    *slot = (lo - start..hi - start, state);
+                }
+                start += p.elements;
+            }
+        }
+        Ok(OwnedState { params })
+    }
 }
 
 /// Dense layers and convolutions: what `ParamRef::slot` counts in.
@@ -355,6 +413,7 @@ mod tests {
     use crate::parallel::{bucket, ring::ring};
     use gpulab_core::device::cpu::CpuBackend;
     use gpulab_core::tensor::CoreOps;
+    use gpulab_core::tensor::prelude::*;
 
     /// Every rank's parameters after three steps on rank-specific gradients, and whether the
     /// ranks agreed to stop after each step (the last rank votes to stop at step 1).
@@ -370,8 +429,10 @@ mod tests {
                     let (buckets, cfg) = (buckets.clone(), cfg.clone());
                     s.spawn(move || {
                         let mut b = CpuBackend::new();
-                        let mut m = Mlp::new(&mut b, cfg, opt, 7).expect("model");
+                        let mut m = if sharded { Mlp::without_optimizer_state(&mut b, cfg, opt, 7) } else { Mlp::new(&mut b, cfg, opt, 7) }
+                            .expect("model");
                         let mut red = Reducer::new(peer, buckets, false, origin).expect("reducer");
+                        let mut owned = red.own_optimizer_state(&mut b, &m).expect("the owned state");
                         let mut agreed = Vec::new();
                         for step in 0..3 {
                             for (i, p) in m.weights.iter_mut().chain(m.biases.iter_mut()).enumerate() {
@@ -382,7 +443,7 @@ mod tests {
                             }
                             red.stop_vote = step == 1 && rank + 1 == n;
                             if sharded {
-                                red.sharded_step(&mut b, &mut m).expect("sharded step").expect("inline on the CPU");
+                                red.sharded_step(&mut b, &mut m, &mut owned).expect("sharded step").expect("inline on the CPU");
                             } else {
                                 red.reduce_gradients(&mut b, &mut m).expect("all-reduce");
                                 m.update(&mut b).expect("update");
@@ -395,6 +456,43 @@ mod tests {
                 .collect();
             hs.into_iter().map(|h| h.join().expect("rank thread")).collect()
         })
+    }
+
+    /// Each replica allocates the optimizer state of its own chunk of each bucket only: the
+    /// ranks' ranges tile every parameter once, each within one element per bucket of 1/N, and
+    /// the ledger counts exactly that as optimizer state.
+    #[test]
+    fn each_replica_allocates_the_state_of_its_own_chunks_only() {
+        let cfg = MlpConfig { input: 257, hidden: vec![13, 5], classes: 3, conv: None };
+        let opt = Optimizer::new(OptimizerKind::AdamW, 0.01, 0.0, 1e-2);
+        let total = cfg.parameter_count();
+        for n in 1..=5 {
+            for cap in [1 << 20, 40] {
+                let buckets = bucket::plan(&cfg, cap);
+                let owned: Vec<(usize, u64)> = std::thread::scope(|s| {
+                    let hs: Vec<_> = ring(n, None)
+                        .into_iter()
+                        .map(|peer| {
+                            let (buckets, cfg) = (buckets.clone(), cfg.clone());
+                            s.spawn(move || {
+                                let mut b = CpuBackend::new();
+                                let m = Mlp::without_optimizer_state(&mut b, cfg, opt, 7).expect("model");
+                                let red = Reducer::new(peer, buckets, false, Instant::now()).expect("reducer");
+                                let owned = red.own_optimizer_state(&mut b, &m).expect("the owned state");
+                                let ledger = b.memory().categories.iter().find(|c| c.0 == MemCategory::OptimizerState).map_or(0, |c| c.2);
+                                (owned.elements(), ledger)
+                            })
+                        })
+                        .collect();
+                    hs.into_iter().map(|h| h.join().expect("rank thread")).collect()
+                });
+                assert_eq!(owned.iter().map(|o| o.0).sum::<usize>(), total, "n={n} cap={cap}: the owned ranges tile the parameters");
+                for (r, &(elements, ledger)) in owned.iter().enumerate() {
+                    assert!(elements <= total / n + buckets.len(), "n={n} cap={cap}: rank {r} owns {elements} of {total}");
+                    assert_eq!(ledger, elements as u64 * 2 * 4, "n={n}: rank {r}'s ledger holds AdamW's two f32 states of its elements");
+                }
+            }
+        }
     }
 
     fn bits(p: &[Vec<f32>]) -> Vec<u32> {

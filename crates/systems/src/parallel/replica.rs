@@ -12,14 +12,14 @@ use std::time::Instant;
 
 use super::DpCheckpoints;
 use super::bucket::Bucket;
-use super::reducer::Reducer;
+use super::reducer::{OwnedState, Reducer};
 use super::ring::{CommStats, RingPeer};
 use crate::checkpoint::{Checkpointer, Policy};
 use crate::data::Dataset;
 use crate::nn::{Mlp, Totals};
 use crate::train::{self, Inline, NoHooks, Phases, Rank, Step, StepAt, StepClock, Strategy, TrainConfig, TrainEvent, TrainSink};
 use gpulab_core::error::{Error, Result};
-use gpulab_core::tensor::{Backend, BackendInfo};
+use gpulab_core::tensor::{Backend, BackendInfo, MemCategory};
 
 /// What a replica needs besides its backend and its end of the ring.
 pub struct ReplicaPlan<'a> {
@@ -64,6 +64,8 @@ pub struct ReplicaOut {
     pub train_wall_s: f64,
     pub probe: Option<LinkProbe>,
     pub stopped_early: bool,
+    /// Peak bytes of optimizer state on this replica: the ledger's.
+    pub optimizer_state_peak: u64,
 }
 
 /// Gradient-sized all-reduces the probe times (after an untimed one); their median is used.
@@ -105,7 +107,7 @@ fn probe(peer: &mut RingPeer, elements: usize) -> Result<Option<LinkProbe>> {
 
 /// The data-parallel strategy: one replica's step, with the gradients averaged over the ring
 /// between backward and the update, and its clock readings.
-pub struct Replica {
+pub struct Replica<B: Backend> {
     rank: Rank,
     /// The ring end, until `prepare` times it and hands it to the reducer.
     peer: Option<RingPeer>,
@@ -113,6 +115,8 @@ pub struct Replica {
     overlap: bool,
     shard_optimizer: bool,
     reducer: Option<Reducer>,
+    /// ZeRO-1: the optimizer state of what this replica updates (the model holds none).
+    owned: Option<OwnedState<B>>,
     timeline_steps: usize,
     origin: Instant,
     probe: Option<LinkProbe>,
@@ -122,7 +126,7 @@ pub struct Replica {
     comm_spans: Vec<(f64, f64)>,
 }
 
-impl Replica {
+impl<B: Backend> Replica<B> {
     fn secs(&self, t: Instant) -> f64 {
         t.duration_since(self.origin).as_secs_f64()
     }
@@ -137,15 +141,23 @@ fn not_prepared() -> Error {
     Error::Internal("a replica stepped before its ring was set up".into())
 }
 
-impl<B: Backend> Strategy<B> for Replica {
+impl<B: Backend> Strategy<B> for Replica<B> {
     fn rank(&self) -> Option<Rank> {
         Some(self.rank)
     }
 
-    fn prepare(&mut self, _b: &mut B, model: &Mlp<B>) -> Result<()> {
+    fn model_holds_optimizer_state(&self) -> bool {
+        !self.shard_optimizer
+    }
+
+    fn prepare(&mut self, b: &mut B, model: &Mlp<B>) -> Result<()> {
         let mut peer = self.peer.take().ok_or_else(not_prepared)?;
         self.probe = probe(&mut peer, model.cfg.parameter_count())?;
-        self.reducer = Some(Reducer::new(peer, std::mem::take(&mut self.buckets), self.overlap, self.origin)?);
+        let reducer = Reducer::new(peer, std::mem::take(&mut self.buckets), self.overlap, self.origin)?;
+        if self.shard_optimizer {
+            self.owned = Some(reducer.own_optimizer_state(b, model)?);
+        }
+        self.reducer = Some(reducer);
         Ok(())
     }
 
@@ -166,7 +178,8 @@ impl<B: Backend> Strategy<B> for Replica {
         b.sync()?;
         let compute_end = now();
         let (reduced, updated) = if self.shard_optimizer {
-            let t = reducer.sharded_step(b, model)?.ok_or_else(|| Error::InvalidConfig("shard_optimizer needs CPU replicas with overlap=false: the sharded step updates the parameters in host memory, after backward".into()))?;
+            let owned = self.owned.as_mut().ok_or_else(not_prepared)?;
+            let t = reducer.sharded_step(b, model, owned)?.ok_or_else(|| Error::InvalidConfig("shard_optimizer needs CPU replicas with overlap=false: the sharded step updates the parameters in host memory, after backward".into()))?;
             // Reduce-scatter, update, all-gather: in that order with one bucket; with
             // several, each bucket's three run in turn and the spans are their sums.
             let reduced = compute_end + t.reduce_scatter_s;
@@ -246,6 +259,7 @@ pub fn run_replica<B: Backend>(b: &mut B, plan: ReplicaPlan<'_>, peer: RingPeer)
         overlap,
         shard_optimizer,
         reducer: None,
+        owned: None,
         timeline_steps,
         origin,
         probe: None,
@@ -280,5 +294,6 @@ pub fn run_replica<B: Backend>(b: &mut B, plan: ReplicaPlan<'_>, peer: RingPeer)
         train_wall_s: report.train_wall_s,
         probe: replica.probe,
         stopped_early: report.stopped_early,
+        optimizer_state_peak: report.memory.categories.iter().find(|c| c.0 == MemCategory::OptimizerState).map_or(0, |c| c.2),
     })
 }

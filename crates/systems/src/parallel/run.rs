@@ -36,13 +36,19 @@ fn open(kind: ReplicaKind, n: usize) -> Result<Vec<Opened>> {
             .collect(),
         ReplicaKind::GpuDevices => (0..n).map(|_| GpuBackend::open(&GpuSelector::Auto, None).map(|g| Opened::Gpu(Box::new(g)))).collect(),
         ReplicaKind::GpuAdapters => {
-            let found = adapters::enumerate(&adapters::instance()).len();
-            if n > found {
+            // One replica per physical GPU, not per adapter entry: the same GPU through Vulkan
+            // and GL would otherwise count twice and "parallel" replicas would share it.
+            let list: Vec<_> =
+                adapters::enumerate(&adapters::instance()).iter().enumerate().map(|(i, a)| adapters::summarize(i, a)).collect();
+            let devices = adapters::distinct_devices(&list);
+            if n > devices.len() {
                 return Err(Error::InvalidConfig(format!(
-                    "replicas {n} is more than the {found} wgpu adapters of this machine; use kind=gpu for N devices on one adapter"
+                    "replicas {n} is more than the {} distinct GPUs of this machine ({} wgpu adapters: one GPU reached through several APIs counts once); use kind=gpu for N devices on one adapter",
+                    devices.len(),
+                    list.len()
                 )));
             }
-            (0..n).map(|i| GpuBackend::open(&GpuSelector::Index(i), None).map(|g| Opened::Gpu(Box::new(g)))).collect()
+            devices.iter().take(n).map(|g| GpuBackend::open(&GpuSelector::Index(g[0]), None).map(|g| Opened::Gpu(Box::new(g)))).collect()
         }
         // The CUDA build's own refusal first (no driver, no feature); with a GPU, NCCL replicas
         // are what is missing.

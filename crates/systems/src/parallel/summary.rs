@@ -65,6 +65,9 @@ pub struct DpReport {
     pub timeline: Timeline,
     pub backends: Vec<BackendInfo>,
     pub stopped_early: bool,
+    /// Each replica's peak bytes of optimizer state (the ledger's): the whole state on every
+    /// replica, or about 1/N of it with ZeRO-1. Measured.
+    pub optimizer_state_peak: Vec<u64>,
 }
 
 pub(super) fn summarize(dp: &DpConfig, cfg: &TrainConfig, model: &MlpConfig, buckets: &[Bucket], outs: Vec<ReplicaOut>) -> DpReport {
@@ -123,6 +126,7 @@ pub(super) fn summarize(dp: &DpConfig, cfg: &TrainConfig, model: &MlpConfig, buc
         timeline: timeline(dp, cfg.batch, &lanes),
         backends: outs.iter().map(|o| o.info.clone()).collect(),
         stopped_early: outs.iter().any(|o| o.stopped_early),
+        optimizer_state_peak: outs.iter().map(|o| o.optimizer_state_peak).collect(),
     }
 }
 

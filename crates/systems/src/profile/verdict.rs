@@ -157,8 +157,8 @@ pub fn diagnose(t: &Timeline, peaks: Option<&Peaks>) -> Diagnosis {
 /// The conditions the diagnosis's sentences assert (the property test re-checks each one).
 pub mod cond {
     pub const COMMUNICATION: &str = "exposed all-reduce at least COMM_SHARE of the wall time, and no less than data wait or uploads";
-    pub const INPUT: &str = "data wait at least INPUT_SHARE of the wall time";
-    pub const TRANSFER: &str = "uploads at least TRANSFER_SHARE of the wall time";
+    pub const INPUT: &str = "data wait at least INPUT_SHARE of the wall time, and no less than uploads or the device's share";
+    pub const TRANSFER: &str = "uploads at least TRANSFER_SHARE of the wall time, and no less than data wait or the device's share";
     pub const MEMORY: &str = "the device busy at least BUSY_SHARE, over half its kernel time below the ridge";
     pub const COMPUTE: &str = "the device busy at least BUSY_SHARE, at most half its kernel time below the ridge";
     pub const DEVICE: &str = "the device busy at least BUSY_SHARE, no peaks to place its kernels";
@@ -225,8 +225,18 @@ fn claims(a: &Analysis) -> (Bottleneck, crate::report::Claims) {
             cond::COMMUNICATION,
             communication_bound(a.comm_s, a.wall_s) && a.comm_s >= a.data_wait_s.max(a.upload_s),
         ),
-        (Bottleneck::Input, cond::INPUT, a.share(a.data_wait_s) >= INPUT_SHARE),
-        (Bottleneck::Transfer, cond::TRANSFER, a.share(a.upload_s) >= TRANSFER_SHARE),
+        // A stage is the bottleneck only if no other share printed beside it is larger: 32 % of
+        // the time waiting for data beside 62 % waiting for the device is not input-bound.
+        (
+            Bottleneck::Input,
+            cond::INPUT,
+            a.share(a.data_wait_s) >= INPUT_SHARE && a.data_wait_s >= a.upload_s && a.share(a.data_wait_s) >= device_share,
+        ),
+        (
+            Bottleneck::Transfer,
+            cond::TRANSFER,
+            a.share(a.upload_s) >= TRANSFER_SHARE && a.upload_s >= a.data_wait_s && a.share(a.upload_s) >= device_share,
+        ),
         (Bottleneck::Memory, cond::MEMORY, device && below == Some(true)),
         (Bottleneck::Compute, cond::COMPUTE, device && below == Some(false)),
         (Bottleneck::Compute, cond::DEVICE, device && below.is_none()),
@@ -238,7 +248,7 @@ fn claims(a: &Analysis) -> (Bottleneck, crate::report::Claims) {
         crate::report::Part::Summary,
         rules
             .iter()
-            .map(|&(b, cond, holds)| (cond, holds, format!("This run is {}. Suggested optimization: {}.", b.name(), b.optimization())))
+            .map(|&(b, cond, holds)| (cond, holds, format!("This run is {}; suggested optimization: {}.", b.name(), b.optimization())))
             .collect(),
     );
     if matches!(bottleneck, Bottleneck::Memory | Bottleneck::Compute) {
@@ -303,8 +313,8 @@ mod tests {
         let device = busy >= BUSY_SHARE && !(tiny && busy < 0.8);
         Some(match c.condition {
             cond::COMMUNICATION => share(a.comm_s) >= COMM_SHARE && a.comm_s >= a.data_wait_s && a.comm_s >= a.upload_s,
-            cond::INPUT => share(a.data_wait_s) >= INPUT_SHARE,
-            cond::TRANSFER => share(a.upload_s) >= TRANSFER_SHARE,
+            cond::INPUT => share(a.data_wait_s) >= INPUT_SHARE && a.data_wait_s >= a.upload_s && share(a.data_wait_s) >= busy,
+            cond::TRANSFER => share(a.upload_s) >= TRANSFER_SHARE && a.upload_s >= a.data_wait_s && share(a.upload_s) >= busy,
             cond::MEMORY => device && a.memory_bound_share? > 0.5,
             cond::COMPUTE => device && a.memory_bound_share? <= 0.5,
             cond::DEVICE => device && a.memory_bound_share.is_none(),
@@ -362,6 +372,15 @@ mod tests {
         let d = diagnose(&run(20, 8.0, 0.1, 0.3, 2.0, 0.5, 4, 50.0), Some(&PEAKS));
         assert_eq!(d.bottleneck, Bottleneck::Input, "{d:?}");
         assert!(d.evidence[0].contains("waiting for data"));
+    }
+
+    /// Exercise 7 once printed "input-bound" beside "waiting for data 79.4 ms (32 %) … waiting
+    /// for the device 152.4 ms (62 %)".
+    #[test]
+    fn a_larger_device_share_outranks_a_data_wait_over_the_threshold() {
+        let d = diagnose(&run(20, 3.2, 0.1, 0.3, 6.2, 1.5, 4, 50.0), Some(&PEAKS));
+        assert!(d.analysis.share(d.analysis.data_wait_s) >= INPUT_SHARE, "{:?}", d.analysis);
+        assert_eq!(d.bottleneck, Bottleneck::Compute, "{d:?}");
     }
 
     #[test]

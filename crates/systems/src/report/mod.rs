@@ -2,6 +2,7 @@
 //! number labelled with where it came from, plus the metadata needed to reproduce the run.
 //! The GUI shows it, the CLI writes it, the tests check it.
 
+pub mod agree;
 pub mod claims;
 mod diagram;
 pub mod html;
@@ -124,8 +125,7 @@ impl<'de> Deserialize<'de> for Cell {
 impl Cell {
     pub fn format(&self, col: &Column) -> String {
         match self {
-            Cell::Num(v) if v.is_finite() => format!("{v:.*}", col.decimals.min(MAX_DECIMALS)),
-            Cell::Num(v) => format!("{v}"),
+            Cell::Num(v) => gpulab_core::format::fixed(*v, col.decimals.min(MAX_DECIMALS)),
             Cell::Text(t) => t.clone(),
             Cell::Empty => "—".into(),
         }
@@ -187,6 +187,14 @@ pub struct Chart {
     /// Vertical markers, e.g. the size where the GPU starts to win.
     #[serde(with = "number::markers")]
     pub markers: Vec<(f64, String)>,
+    /// Horizontal target lines (y, what it is), drawn where a target exists: a latency SLO, an
+    /// efficiency goal.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "number::markers")]
+    pub targets: Vec<(f64, String)>,
+    /// A bar chart's group names by x value ("1 slow", "4 + cache"), where the run's name says
+    /// more than its number.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "number::markers")]
+    pub x_names: Vec<(f64, String)>,
 }
 
 /// The conclusion, computed from the numbers: a summary and the evidence behind it.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::Report;
 use gpulab_core::error::{Error, Result};
-use gpulab_core::text::csv_text_cell;
+use gpulab_core::text::{csv_text_cell, markdown_text};
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io { path: path.to_path_buf(), source }
@@ -102,58 +102,77 @@ pub fn write_csv(report: &Report, path: &Path) -> Result<()> {
     atomic_write(path, &bytes)
 }
 
+/// The report as Markdown. Every string in it may have come from a file (a scenario's names, a
+/// checkpoint's data-set text, a student's report), so each is written with
+/// `text::markdown_text`: HTML, links, code and table bars show as text, controls escaped.
 pub fn markdown(report: &Report) -> String {
-    let mut md = format!("# {}\n\n", report.title);
+    let t = |s: &str| markdown_text(s).into_owned();
+    let mut md = format!("# {}\n\n", t(&report.title));
     if report.stopped_early {
         md.push_str("**This run was stopped early; the figures cover only what finished.**\n\n");
     }
-    md.push_str(&format!("## Verdict\n\n{}\n\n", report.verdict.summary));
+    md.push_str(&format!("## Verdict\n\n{}\n\n", t(&report.verdict.summary)));
     for e in &report.verdict.evidence {
-        md.push_str(&format!("- {e}\n"));
+        md.push_str(&format!("- {}\n", t(e)));
     }
     for n in &report.notes {
-        md.push_str(&format!("\n> {n}\n"));
+        md.push_str(&format!("\n> {}\n", t(n)));
     }
     if !report.figures.is_empty() {
         md.push_str("\n## Headline figures\n\n| figure | value | source |\n| --- | ---: | --- |\n");
         for f in &report.figures {
-            md.push_str(&format!("| {} | {:.4} {} | {} |\n", f.label, f.value, f.unit, f.provenance.label()));
+            md.push_str(&format!(
+                "| {} | {} | {} |\n",
+                t(&f.label),
+                t(&gpulab_core::format::with_unit(f.value, &f.unit)),
+                t(&f.provenance.label())
+            ));
         }
     }
-    for t in &report.tables {
-        md.push_str(&format!("\n## {}\n\n", t.title));
+    for tab in &report.tables {
+        md.push_str(&format!("\n## {}\n\n", t(&tab.title)));
         let head: Vec<String> =
-            t.columns.iter().map(|c| if c.unit.is_empty() { c.name.clone() } else { format!("{} ({})", c.name, c.unit) }).collect();
-        md.push_str(&format!("| {} |\n|{}\n", head.join(" | "), " --- |".repeat(t.columns.len())));
-        for r in &t.rows {
-            let cells: Vec<String> = r.iter().zip(&t.columns).map(|(c, col)| c.format(col).replace('|', "\\|")).collect();
+            tab.columns.iter().map(|c| if c.unit.is_empty() { t(&c.name) } else { format!("{} ({})", t(&c.name), t(&c.unit)) }).collect();
+        md.push_str(&format!("| {} |\n|{}\n", head.join(" | "), " --- |".repeat(tab.columns.len())));
+        for r in &tab.rows {
+            let cells: Vec<String> = r.iter().zip(&tab.columns).map(|(c, col)| t(&c.format(col))).collect();
             md.push_str(&format!("| {} |\n", cells.join(" | ")));
         }
         let sources: Vec<String> =
-            t.columns.iter().filter_map(|c| c.provenance.as_ref().map(|p| format!("{}: {}", c.name, p.label()))).collect();
+            tab.columns.iter().filter_map(|c| c.provenance.as_ref().map(|p| format!("{}: {}", t(&c.name), t(&p.label())))).collect();
         if !sources.is_empty() {
             md.push_str(&format!("\nSources — {}.\n", sources.join("; ")));
         }
     }
     for c in &report.charts {
-        md.push_str(&format!("\n## Chart: {}\n\n{} against {}; the points are in report.csv.\n", c.title, c.y_label, c.x_label));
+        md.push_str(&format!(
+            "\n## Chart: {}\n\n{} against {}; the points are in report.csv.\n",
+            t(&c.title),
+            t(&c.y_label),
+            t(&c.x_label)
+        ));
         for s in &c.series {
-            md.push_str(&format!("- {} — {} points, {}\n", s.name, s.points.len(), s.provenance.label()));
+            md.push_str(&format!("- {} — {} points, {}\n", t(&s.name), s.points.len(), t(&s.provenance.label())));
         }
         for (x, label) in &c.markers {
-            md.push_str(&format!("- marker at {x}: {label}\n"));
+            md.push_str(&format!("- marker at {x}: {}\n", t(label)));
         }
     }
     let m = &report.metadata;
     md.push_str(&format!(
         "\n## Reproduce\n\n- gpulab {} · started {} · seed {}\n- precision {} · data set {}\n- host: {}\n",
-        m.gpulab_version, m.started_at, m.seed, m.precision, m.dataset, m.host
+        t(&m.gpulab_version),
+        t(&m.started_at),
+        m.seed,
+        t(&m.precision),
+        t(&m.dataset),
+        t(&m.host)
     ));
     for b in &m.backends {
-        md.push_str(&format!("- backend: {} · driver {}\n", b.label(), b.driver));
+        md.push_str(&format!("- backend: {} · driver {}\n", t(&b.label()), t(&b.driver)));
     }
     for (k, v) in &report.config {
-        md.push_str(&format!("- `{k}` = `{v}`\n"));
+        md.push_str(&format!("- {} = {}\n", t(k), t(v)));
     }
     md
 }

@@ -1,6 +1,8 @@
 //! A predict body, read and parsed within bounds: its declared size checked before a byte is
 //! read (413), room reserved in a budget shared by every request before it is buffered (so N
-//! clients sending at once cannot hold more than the budget), a deadline for the whole body
+//! clients sending at once cannot hold more than the budget) — at most `UPFRONT_BYTES` before
+//! the body starts to arrive and the rest as it arrives, so clients that declare large bodies
+//! and send nothing cannot hold the budget from a small request — a deadline for the whole body
 //! (408), and a large body parsed on the blocking pool, a few at a time, so parsing never
 //! stalls the async workers that answer `/healthz` and every other client.
 
@@ -20,6 +22,11 @@ pub type Failure = (StatusCode, String);
 /// Bodies up to this size are parsed where they were read (a few microseconds); larger ones
 /// go to the blocking pool.
 const INLINE_PARSE_BYTES: usize = 64 << 10;
+
+/// What a request reserves of the budget before its body arrives: any small predict's whole
+/// body, so it never waits behind others; a larger body reserves the rest as it arrives, in
+/// steps of at least this.
+const UPFRONT_BYTES: usize = 64 << 10;
 
 /// A body held in memory, with its share of the budget.
 pub struct Buffered {
@@ -51,13 +58,17 @@ pub async fn read(
     if let Some(n) = declared.filter(|&n| n > max_bytes as u64) {
         return Err(too_large(&n.to_string()));
     }
-    // A body of unknown length (chunked) reserves the largest allowed, and returns the rest.
-    let reserve = declared.map_or(max_bytes, |n| n as usize);
-    let mut permit = tokio::time::timeout_at(deadline, budget.clone().acquire_many_owned(reserve as u32))
-        .await
-        .map_err(|_| (StatusCode::SERVICE_UNAVAILABLE, "the server is busy reading other large bodies; retry shortly".to_string()))?
-        .map_err(|_| (StatusCode::SERVICE_UNAVAILABLE, "the server is shutting down".to_string()))?;
-    let mut bytes = Vec::with_capacity(declared.map_or(0, |n| n as usize));
+    // The most this body may be: its declared length, or the largest allowed (chunked).
+    let cap = declared.map_or(max_bytes, |n| n as usize);
+    let busy = || (StatusCode::SERVICE_UNAVAILABLE, "the server is busy reading other large bodies; retry shortly".to_string());
+    let closing = |_: tokio::sync::AcquireError| (StatusCode::SERVICE_UNAVAILABLE, "the server is shutting down".to_string());
+    let reserve = |n: usize| {
+        let budget = budget.clone();
+        async move { tokio::time::timeout_at(deadline, budget.acquire_many_owned(n as u32)).await.map_err(|_| busy())?.map_err(closing) }
+    };
+    let mut held = cap.min(UPFRONT_BYTES);
+    let mut permit = reserve(held).await?;
+    let mut bytes = Vec::with_capacity(held);
     let mut body = body;
     loop {
         let frame = tokio::time::timeout_at(deadline, body.frame())
@@ -66,13 +77,22 @@ pub async fn read(
         let Some(frame) = frame else { break };
         let frame = frame.map_err(|e| (StatusCode::BAD_REQUEST, format!("could not read the request body: {e}")))?;
         if let Some(data) = frame.data_ref() {
-            if bytes.len() + data.len() > reserve {
-                return Err(too_large(&format!("more than {reserve}")));
+            let need = bytes.len() + data.len();
+            if need > cap {
+                return Err(too_large(&format!("more than {cap}")));
+            }
+            if need > held {
+                // Room for these bytes before they are kept, in steps so a large body is not
+                // one wait per frame.
+                let more = (need - held).max(UPFRONT_BYTES).min(cap - held);
+                permit.merge(reserve(more).await?);
+                held += more;
+                bytes.reserve_exact(held - bytes.len());
             }
             bytes.extend_from_slice(data);
         }
     }
-    if let Some(unused) = permit.split(reserve - bytes.len()) {
+    if let Some(unused) = permit.split(held - bytes.len()) {
         drop(unused);
     }
     Ok(Buffered { bytes, permit })

@@ -291,7 +291,7 @@ fn serve_loop<B: Backend>(
                 for r in batch.drain(..) {
                     let _ = r.reply.send(Err(msg.clone()));
                 }
-                if matches!(e, Error::DeviceLost(_)) {
+                if matches!(e, Error::DeviceLost(_) | Error::GpuStalled { .. }) {
                     return Err(e);
                 }
             }

@@ -28,6 +28,10 @@ pub struct Limits {
     pub shutdown_grace: Duration,
 }
 
+/// The largest request head (request line and headers) the server reads: a larger one is
+/// answered 431 and the connection closed. Fixed: no client of a predict API needs more.
+pub const MAX_HEAD_BYTES: usize = 64 << 10;
+
 /// Largest request body (bytes) by default.
 pub const DEFAULT_MAX_BODY: usize = 16 << 20;
 

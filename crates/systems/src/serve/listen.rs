@@ -33,8 +33,7 @@ fn busy_response() -> String {
     )
 }
 
-/// The largest request head (request line and headers) hyper buffers.
-const MAX_HEAD_BYTES: usize = 64 << 10;
+use super::limits::MAX_HEAD_BYTES;
 
 /// How serving ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,7 +56,14 @@ pub async fn serve(
     let (closing, closing_rx) = watch::channel(false);
     let mut conns = JoinSet::new();
     let mut builder = http1::Builder::new();
-    builder.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout).max_buf_size(MAX_HEAD_BYTES).keep_alive(true);
+    // max_header_size is the limit itself (431 past it); max_buf_size alone let a head through
+    // until hyper's read buffer filled, about twice as large.
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_header_size(MAX_HEAD_BYTES)
+        .max_buf_size(MAX_HEAD_BYTES)
+        .keep_alive(true);
     tokio::pin!(stop);
     loop {
         tokio::select! {

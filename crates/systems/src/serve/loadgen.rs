@@ -4,7 +4,9 @@
 //! clients, each sending its next request when the last one is answered). Targets: straight
 //! into a batcher's queue (in-process) or a server over HTTP (hyper client, loopback).
 //! Bounded in requests AND time: it stops scheduling at the duration or the request cap, and
-//! waits at most `drain` for the answers still out.
+//! waits at most `drain` for the answers still out. A server that refuses connections (it has
+//! gone) is retried with a growing back-off, and after `GONE_AFTER` of nothing but refusals the
+//! run stops, saying so.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -33,6 +35,10 @@ pub const MAX_RATE: f64 = 1e6;
 pub const MAX_RESPONSE_BYTES: usize = 1 << 20;
 /// The widest model input the load generator believes a server's /healthz about.
 pub const MAX_FEATURES: usize = 1 << 20;
+/// How long connections may be refused, every one, before the run stops: the server has gone.
+pub const GONE_AFTER: Duration = Duration::from_secs(2);
+/// A closed-loop client's wait after a refused connection: doubling from the first to the last.
+const BACKOFF: (Duration, Duration) = (Duration::from_millis(10), Duration::from_millis(500));
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Arrivals {
@@ -127,8 +133,10 @@ impl Target {
         Ok(Target::Http { client, uri })
     }
 
-    async fn call(&self, input: &Payload) -> (Outcome, Option<f64>, Option<usize>) {
-        match self {
+    /// Sends one request: its outcome, and whether the connection itself was refused.
+    async fn call(&self, input: &Payload) -> ((Outcome, Option<f64>, Option<usize>), bool) {
+        let refused = |e: &hyper_util::client::legacy::Error| e.is_connect();
+        let answer = match self {
             Target::InProcess(q) => match q.submit(vec![input.values.clone()]) {
                 Err(SubmitError::Full { .. }) => (Outcome::Rejected, None, None),
                 Err(_) => (Outcome::Failed, None, None),
@@ -142,17 +150,20 @@ impl Target {
             },
             Target::Http { client, uri } => {
                 let req = hyper::Request::post(uri.clone()).header("content-type", "application/json").body(Full::new(input.json.clone()));
-                let Ok(req) = req else { return (Outcome::Failed, None, None) };
-                let Ok(resp) = client.request(req).await else { return (Outcome::Failed, None, None) };
+                let Ok(req) = req else { return ((Outcome::Failed, None, None), false) };
+                let resp = match client.request(req).await {
+                    Ok(r) => r,
+                    Err(e) => return ((Outcome::Failed, None, None), refused(&e)),
+                };
                 let status = resp.status();
                 let Ok(body) = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES).collect().await else {
-                    return (Outcome::Failed, None, None);
+                    return ((Outcome::Failed, None, None), false);
                 };
                 if status == hyper::StatusCode::SERVICE_UNAVAILABLE {
-                    return (Outcome::Rejected, None, None);
+                    return ((Outcome::Rejected, None, None), false);
                 }
                 if !status.is_success() {
-                    return (Outcome::Failed, None, None);
+                    return ((Outcome::Failed, None, None), false);
                 }
                 match serde_json::from_slice::<PredictResponse>(&body.to_bytes()) {
                     Ok(r) => match r.predictions.first() {
@@ -162,7 +173,55 @@ impl Target {
                     Err(_) => (Outcome::Failed, None, None),
                 }
             }
+        };
+        (answer, false)
+    }
+}
+
+/// Refused connections, across every client: since when every connection has been refused,
+/// and how many in a row; once that has lasted `GONE_AFTER`, the run stops.
+#[derive(Default)]
+struct Refusals {
+    /// (first refusal of the current run of them, refusals in a row)
+    streak: Mutex<Option<(Instant, u64)>>,
+    gone: std::sync::atomic::AtomicBool,
+}
+
+impl Refusals {
+    /// Records one request's end; true when the server has now refused for `GONE_AFTER`.
+    fn record(&self, refused: bool) -> bool {
+        let mut streak = self.streak.lock().unwrap_or_else(|p| p.into_inner());
+        if !refused {
+            *streak = None;
+            return false;
         }
+        let (since, n) = streak.get_or_insert((Instant::now(), 0));
+        *n += 1;
+        if since.elapsed() >= GONE_AFTER {
+            self.gone.store(true, std::sync::atomic::Ordering::Release);
+        }
+        self.is_gone()
+    }
+
+    fn is_gone(&self) -> bool {
+        self.gone.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// What stopped the run, when the server had gone.
+    fn note(&self, target: &Target) -> Option<String> {
+        if !self.is_gone() {
+            return None;
+        }
+        let (since, n) = (*self.streak.lock().unwrap_or_else(|p| p.into_inner()))?;
+        let at = match target {
+            Target::Http { uri, .. } => uri.authority().map(|a| a.to_string()).unwrap_or_default(),
+            Target::InProcess(_) => "the in-process queue".into(),
+        };
+        Some(format!(
+            "stopped: the server at {at} refused {n} connections in a row over {:.1} s; it is not running \
+             (start it with `gpulab serve`, or check --url)",
+            since.elapsed().as_secs_f64()
+        ))
     }
 }
 
@@ -188,15 +247,30 @@ pub fn run(target: &Target, inputs: &[Vec<f32>], spec: &LoadSpec) -> Result<Load
         .build()
         .map_err(|e| Error::Internal(format!("could not start the load generator's runtime: {e}")))?;
     let samples = Arc::new(Mutex::new(Vec::new()));
+    let refusals = Arc::new(Refusals::default());
     let start = Instant::now();
-    rt.block_on(drive(target.clone(), payloads, spec.clone(), samples.clone(), start));
+    rt.block_on(drive(target.clone(), payloads, spec.clone(), samples.clone(), refusals.clone(), start));
     let wall_s = start.elapsed().as_secs_f64();
     rt.shutdown_timeout(Duration::from_millis(100));
     let samples = std::mem::take(&mut *samples.lock().unwrap_or_else(|p| p.into_inner()));
-    Ok(LoadResult { arrivals: spec.arrivals, wall_s, samples })
+    let stopped = refusals.note(target);
+    if let Some(why) = &stopped
+        && !samples.iter().any(|s| s.outcome != Outcome::Failed)
+    {
+        // Nothing was ever answered: there is no run to summarise.
+        return Err(Error::InvalidConfig(format!("{why}; no request was answered")));
+    }
+    Ok(LoadResult { arrivals: spec.arrivals, wall_s, samples, stopped })
 }
 
-async fn drive(target: Target, payloads: Arc<Vec<Payload>>, spec: LoadSpec, samples: Arc<Mutex<Vec<Sample>>>, start: Instant) {
+async fn drive(
+    target: Target,
+    payloads: Arc<Vec<Payload>>,
+    spec: LoadSpec,
+    samples: Arc<Mutex<Vec<Sample>>>,
+    refusals: Arc<Refusals>,
+    start: Instant,
+) {
     let end = start + spec.duration;
     let mut tasks = tokio::task::JoinSet::new();
     let mut sent: u64 = 0;
@@ -209,15 +283,16 @@ async fn drive(target: Target, payloads: Arc<Vec<Payload>>, spec: LoadSpec, samp
             let mut dues = Vec::new();
             loop {
                 due += Duration::from_secs_f64(gap.sample(&mut rng));
-                if due >= end || sent >= spec.max_requests {
+                if due >= end || sent >= spec.max_requests || refusals.is_gone() {
                     break;
                 }
                 // Late wake-ups do not move `due`: the latency still counts from it.
                 tokio::time::sleep_until(due.into()).await;
-                let (t, p, a, i) = (target.clone(), payloads.clone(), answered.clone(), dues.len());
+                let (t, p, a, i, r) = (target.clone(), payloads.clone(), answered.clone(), dues.len(), refusals.clone());
                 dues.push(due);
                 tasks.spawn(async move {
-                    let (outcome, queue_wait_s, batch_size) = t.call(&p[i % p.len()]).await;
+                    let ((outcome, queue_wait_s, batch_size), refused) = t.call(&p[i % p.len()]).await;
+                    r.record(refused);
                     let done = Instant::now();
                     let s = Sample {
                         due_s: (due - start).as_secs_f64(),
@@ -253,17 +328,22 @@ async fn drive(target: Target, payloads: Arc<Vec<Payload>>, spec: LoadSpec, samp
         Arrivals::Closed { concurrency } => {
             let budget = Arc::new(std::sync::atomic::AtomicU64::new(spec.max_requests));
             for c in 0..concurrency {
-                let (t, p, s, budget) = (target.clone(), payloads.clone(), samples.clone(), budget.clone());
+                let (t, p, s, budget, r) = (target.clone(), payloads.clone(), samples.clone(), budget.clone(), refusals.clone());
                 tasks.spawn(async move {
                     let mut i = c;
+                    let mut backoff = BACKOFF.0;
                     while Instant::now() < end
+                        && !r.is_gone()
                         && budget
                             .fetch_update(std::sync::atomic::Ordering::AcqRel, std::sync::atomic::Ordering::Acquire, |b| b.checked_sub(1))
                             .is_ok()
                     {
                         let due = Instant::now();
-                        let (outcome, queue_wait_s, batch_size) = t.call(&p[i % p.len()]).await;
+                        let ((outcome, queue_wait_s, batch_size), refused) = t.call(&p[i % p.len()]).await;
                         let done = Instant::now();
+                        if r.record(refused) {
+                            break;
+                        }
                         s.lock().unwrap_or_else(|p| p.into_inner()).push(Sample {
                             due_s: (due - start).as_secs_f64(),
                             latency_s: (done - due).as_secs_f64(),
@@ -272,6 +352,14 @@ async fn drive(target: Target, payloads: Arc<Vec<Payload>>, spec: LoadSpec, samp
                             batch_size,
                         });
                         i += concurrency;
+                        // A refused connection is not retried at once: the server may be
+                        // restarting, or gone (then `record` ends the run).
+                        if refused {
+                            tokio::time::sleep(backoff.min(end.saturating_duration_since(Instant::now()))).await;
+                            backoff = (backoff * 2).min(BACKOFF.1);
+                        } else {
+                            backoff = BACKOFF.0;
+                        }
                     }
                 });
             }
@@ -288,6 +376,9 @@ pub struct LoadResult {
     pub arrivals: Arrivals,
     pub wall_s: f64,
     pub samples: Vec<Sample>,
+    /// Why the run stopped before its duration or request cap, when it did (the server went).
+    #[serde(default)]
+    pub stopped: Option<String>,
 }
 
 /// The figures of a run: counts, throughput, latency percentiles (ms, answered requests),

@@ -19,11 +19,11 @@ use serde::{Deserialize, Serialize};
 
 use super::step::{LayerDone, Phases, StepBuffers, no_scaler};
 use crate::nn::cnn::StemWorkspace;
-use crate::nn::dense::{self, Dense, LayerKind};
-use crate::nn::{Accumulators, AmpConfig, GradScaler, GradScalerState, Mlp, MlpConfig, Optimizer, Param, Totals};
+use crate::nn::pass::{self, Tape, Weights};
+use crate::nn::{Accumulators, AmpConfig, GradScaler, GradScalerState, GradWrite, Mlp, MlpConfig, Optimizer, Param, Totals};
 use gpulab_core::error::{Error, Result};
 use gpulab_core::tensor::scaler::{self, AmpOptimizer, SKIPPED_BIT, ScalerRule, word};
-use gpulab_core::tensor::{Backend, DType, Epilogue, HostData, MemCategory, TensorMeta};
+use gpulab_core::tensor::{Backend, DType, HostData, MemCategory, TensorMeta};
 
 /// Steps the device log holds between two reads; a longer log window reads it early (one sync).
 const LOG_SLOTS: usize = 1024;
@@ -114,6 +114,25 @@ impl<B: Backend> AmpWorkspace<B> {
             acc: Accumulators::new(b, batch, true)?,
             recompute,
         })
+    }
+}
+
+impl<B: Backend> AmpWorkspace<B> {
+    /// The buffers as the model-level pass borrows them.
+    fn tape(&mut self) -> Tape<'_, B> {
+        let (stem, head_x) = match self.stem.as_mut() {
+            Some((sw, head_x)) => (Some(sw), Some(head_x)),
+            None => (None, None),
+        };
+        Tape {
+            x: &self.x,
+            stem,
+            head_x,
+            acts: &mut self.acts,
+            grads: &mut self.grads,
+            grad16: self.acc.grad16.as_mut(),
+            recompute: self.recompute,
+        }
     }
 }
 
@@ -263,10 +282,6 @@ impl<B: Backend> Amp<B> {
     }
 }
 
-fn no_stem_buffers() -> Error {
-    Error::Internal("a CNN's autocast step on a workspace without convolution buffers".into())
-}
-
 /// The optimizer as the update kernel takes it: AdamW with its factor table.
 fn kernel_optimizer<T>(opt: Optimizer, table: Option<&(T, usize)>) -> Result<AmpOptimizer<'_, T>> {
     match (opt, table) {
@@ -284,41 +299,9 @@ fn adam_table<B: Backend>(b: &mut B, hp: gpulab_core::tensor::AdamW, rows: usize
 }
 
 impl<B: Backend> Amp<B> {
-    /// The dense layers as autocast runs them: `Half` layers over the 16-bit weight copies.
-    fn layers<'m>(&'m self, model: &'m Mlp<B>) -> impl ExactSizeIterator<Item = Dense<&'m B::Tensor>> {
-        self.w16.iter().zip(&model.biases).map(|(w, bi)| Dense { kind: LayerKind::Half(w), bias: &bi.value })
-    }
-
-    /// Backward's layers on a `recomputing` workspace, from the logits' 16-bit gradient in
-    /// `ws.grads[0]`: for each layer, last first, its input is recomputed (`dense::recompute`)
-    /// and the 16-bit gradient flowing back is allocated per layer and dropped once the layer
-    /// before has its own. The same GEMMs and epilogues on the same values as the stored path.
-    fn backward_recomputing(&self, b: &mut B, model: &mut Mlp<B>, ws: &mut AmpWorkspace<B>, ready: &mut LayerDone<'_, B>) -> Result<()> {
-        let first = ws.stem.as_ref().map_or(&ws.x, |(_, head_x)| head_x);
-        let rows = ws.batch;
-        let widths = model.cfg.widths();
-        let mut flowing: Option<B::Tensor> = None;
-        for i in (0..self.w16.len()).rev() {
-            let recomputed = dense::recompute(b, self.layers(model), first, i)?;
-            let input = recomputed.as_ref().unwrap_or(first);
-            let grad = flowing.as_ref().unwrap_or(&ws.grads[0]);
-            b.matmul16(input, grad, &mut model.weights[i].grad, true, false, Epilogue::None, None)?;
-            b.sum_cols(grad, &mut model.biases[i].grad)?;
-            ready(b, model, i)?;
-            if i > 0 {
-                let mut before = b.zeros([rows, widths[i]], self.dt, MemCategory::Activations)?;
-                b.matmul16(grad, &self.w16[i], &mut before, false, true, Epilogue::ReluMask(input), ws.acc.grad16.as_mut())?;
-                flowing = Some(before);
-            }
-        }
-        if let Some(stem) = model.stem.as_mut() {
-            let grad = flowing.as_ref().unwrap_or(&ws.grads[0]);
-            let (sw, _) = ws.stem.as_mut().ok_or_else(no_stem_buffers)?;
-            let pooled_grad = sw.output_grad().ok_or_else(|| Error::Internal("AMP backward on a forward-only CNN workspace".into()))?;
-            b.matmul16(grad, &self.w16[0], pooled_grad, false, true, Epilogue::None, None)?;
-            stem.backward(b, sw, Some((&self.stem_w16, ws.acc.grad16.as_mut())))?;
-        }
-        Ok(())
+    /// The weights autocast multiplies by: the 16-bit copies.
+    fn weights(&self) -> Weights<'_, B> {
+        Weights::Half { dense: &self.w16, stem: &self.stem_w16 }
     }
 }
 
@@ -350,20 +333,7 @@ impl<B: Backend> Phases<B> for Amp<B> {
     /// Forward pass of `ws.x` into `ws.acts` (the last: the f32 logits): the dense layers as
     /// `Half` layers over the 16-bit weight copies.
     fn forward(&self, b: &mut B, model: &Mlp<B>, ws: &mut AmpWorkspace<B>) -> Result<()> {
-        if let Some(stem) = &model.stem {
-            let (sw, head_x) = ws.stem.as_mut().ok_or_else(no_stem_buffers)?;
-            stem.forward(b, &ws.x, sw, Some(&self.stem_w16))?;
-            b.cast(sw.output(), head_x, None)?;
-        }
-        let first = ws.stem.as_ref().map_or(&ws.x, |(_, head_x)| head_x);
-        if !ws.recompute {
-            return dense::forward(b, self.layers(model), first, &mut ws.acts);
-        }
-        // Recomputing: the hidden outputs are made and dropped on the way to the logits.
-        let last = self.w16.len() - 1;
-        let hidden = dense::recompute(b, self.layers(model), first, last)?;
-        let head = self.layers(model).nth(last).ok_or_else(|| Error::Internal("a model without layers".into()))?;
-        head.forward(b, hidden.as_ref().unwrap_or(first), &mut ws.acts[0], false)
+        pass::forward(b, model, self.weights(), &mut ws.tape())
     }
 
     /// Loss, correct count and every parameter's f32 gradient (scaled by the device's loss
@@ -385,36 +355,7 @@ impl<B: Backend> Phases<B> for Amp<B> {
             b.scale_by_loss_scale(grad_logits, &self.state)?;
         }
         b.cast(grad_logits, &mut ws.grads[head], ws.acc.grad16.as_mut())?;
-        if ws.recompute {
-            return self.backward_recomputing(b, model, ws, ready);
-        }
-        for i in (0..=last).rev() {
-            let first = ws.stem.as_ref().map_or(&ws.x, |(_, head_x)| head_x);
-            let input = if i == 0 { first } else { &ws.acts[i - 1] };
-            b.matmul16(input, &ws.grads[i], &mut model.weights[i].grad, true, false, Epilogue::None, None)?;
-            b.sum_cols(&ws.grads[i], &mut model.biases[i].grad)?;
-            ready(b, model, i)?;
-            if i > 0 {
-                let (before, after) = ws.grads.split_at_mut(i);
-                b.matmul16(
-                    &after[0],
-                    &self.w16[i],
-                    &mut before[i - 1],
-                    false,
-                    true,
-                    Epilogue::ReluMask(&ws.acts[i - 1]),
-                    ws.acc.grad16.as_mut(),
-                )?;
-            }
-        }
-        if let Some(stem) = model.stem.as_mut() {
-            // The pooled maps' gradient in f32 (the pool's backward and ReLU's are f32 ops).
-            let (sw, _) = ws.stem.as_mut().ok_or_else(no_stem_buffers)?;
-            let pooled_grad = sw.output_grad().ok_or_else(|| Error::Internal("AMP backward on a forward-only CNN workspace".into()))?;
-            b.matmul16(&ws.grads[0], &self.w16[0], pooled_grad, false, true, Epilogue::None, None)?;
-            stem.backward(b, sw, Some((&self.stem_w16, ws.acc.grad16.as_mut())))?;
-        }
-        Ok(())
+        pass::backward(b, model, self.weights(), &mut ws.tape(), GradWrite::Replace, None, ready)
     }
 
     /// The optimizer step, on the device end to end: unscale and inf/NaN check (when scaling),
@@ -494,3 +435,6 @@ impl<B: Backend> Phases<B> for Amp<B> {
         Some(self.report)
     }
 }
+
+#[cfg(test)]
+mod oracle;

@@ -56,6 +56,36 @@ impl Default for TrainConfig {
     }
 }
 
+/// The most hidden layers a model may have, and the widest one.
+pub const MAX_HIDDEN_LAYERS: usize = 64;
+pub const MAX_HIDDEN_WIDTH: usize = 1 << 16;
+
+/// The most memory a model may need to train (`MlpConfig::training_bytes`): a stated cap, above
+/// every lab's models (megabytes to a few hundred) and below what a lab machine holds; a model
+/// past it is refused before anything is allocated instead of aborting mid-allocation.
+pub const MAX_TRAINING_BYTES: u64 = 16 << 30;
+
+/// Refuses a model whose training memory estimate (parameters, gradients, optimizer state and
+/// activations for `rows` rows) is over `MAX_TRAINING_BYTES`, naming the estimate.
+pub fn check_model_fits(model: &crate::nn::MlpConfig, rows: usize, cfg: &TrainConfig) -> Result<()> {
+    let slots = cfg.optimizer().state_slots();
+    let need = model.training_bytes(rows, slots);
+    if need <= MAX_TRAINING_BYTES {
+        return Ok(());
+    }
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let params: u128 = model.widths().windows(2).map(|w| (w[0] as u128) * (w[1] as u128) + w[1] as u128).sum();
+    let state = if slots == 1 { "momentum" } else { "both Adam moments" };
+    Err(Error::InvalidConfig(format!(
+        "the model {} would need about {:.1} GiB to train (estimate: {params} parameters × 4 bytes, each with its \
+         gradient and {state}, plus activations for {rows} rows), more than the {:.0} GiB gpulab trains at most; \
+         use fewer or narrower hidden layers",
+        model.label(),
+        gib(need),
+        gib(MAX_TRAINING_BYTES)
+    )))
+}
+
 impl TrainConfig {
     /// Rejects settings that cannot train, with a message that says what would.
     pub fn validate(&self) -> Result<()> {
@@ -78,8 +108,21 @@ impl TrainConfig {
         if !self.weight_decay.is_finite() || self.weight_decay < 0.0 {
             return bad(format!("weight decay must be ≥ 0, got {}", self.weight_decay));
         }
+        if self.hidden.len() > MAX_HIDDEN_LAYERS {
+            return bad(format!(
+                "{} hidden layers; at most {MAX_HIDDEN_LAYERS}: a plain MLP much deeper than a few layers does not \
+                 train (it has no residual connections), and every layer costs memory and time",
+                self.hidden.len()
+            ));
+        }
         if self.hidden.contains(&0) {
             return bad(format!("hidden layer widths must be positive, got {:?}", self.hidden));
+        }
+        if let Some(w) = self.hidden.iter().find(|&&w| w > MAX_HIDDEN_WIDTH) {
+            return bad(format!(
+                "hidden layer width {w}; at most {MAX_HIDDEN_WIDTH}: one {MAX_HIDDEN_WIDTH}-wide layer after another is \
+                 already 16 GiB of f32 weights"
+            ));
         }
         if self.accumulate == 0 {
             return bad("accumulate must be at least 1 (1 = no gradient accumulation)".into());

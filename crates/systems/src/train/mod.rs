@@ -15,7 +15,7 @@ mod step;
 mod strategy;
 
 pub use amp_step::{Amp, AmpReport, AmpWorkspace};
-pub use config::TrainConfig;
+pub use config::{MAX_HIDDEN_LAYERS, MAX_HIDDEN_WIDTH, MAX_TRAINING_BYTES, TrainConfig, check_model_fits};
 pub use evaluate::evaluate;
 pub use f32_step::F32Phases;
 pub use feed::{Feed, Inline};

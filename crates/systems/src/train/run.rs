@@ -130,7 +130,12 @@ pub fn train_strategy<B: Backend, S: Strategy<B>>(
         return Err(Error::InvalidConfig(format!("data set {} has an empty train or validation split", data.name)));
     }
     let model_cfg = cfg.model.config(data.shape, data.features, &cfg.hidden, data.classes)?;
-    let mut model = Mlp::new(b, model_cfg.clone(), cfg.optimizer(), cfg.seed)?;
+    super::config::check_model_fits(&model_cfg, cfg.micro_batch().min(data.train_len()), cfg)?;
+    let mut model = if strategy.model_holds_optimizer_state() {
+        Mlp::new(b, model_cfg.clone(), cfg.optimizer(), cfg.seed)?
+    } else {
+        Mlp::without_optimizer_state(b, model_cfg.clone(), cfg.optimizer(), cfg.seed)?
+    };
     let rank = strategy.rank();
     let n = data.train_len();
     let schedule = Schedule { samples: n, batch: cfg.batch.min(n), seed: cfg.seed, epochs: cfg.epochs, drop_last: rank.is_some() };

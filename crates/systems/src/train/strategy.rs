@@ -68,6 +68,12 @@ pub trait Strategy<B: Backend> {
         None
     }
 
+    /// False when the strategy keeps the optimizer state itself (ZeRO-1: only the state of the
+    /// ranges its replica updates): the model is then built without any.
+    fn model_holds_optimizer_state(&self) -> bool {
+        true
+    }
+
     /// Called once the step's kernels are warm, before the clock starts (a replica times its
     /// link to the others here).
     fn prepare(&mut self, _b: &mut B, _model: &Mlp<B>) -> Result<()> {

@@ -105,7 +105,13 @@ pub fn summarize(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
             .map(|(_, n)| n.to_string())
             .chain(has_coop_f16(adapter).then(|| COOP_MATRIX_F16.to_string()))
             .collect(),
-        limits: AdapterLimits {
+        limits: AdapterLimits::from(&l),
+    }
+}
+
+impl From<&wgpu::Limits> for AdapterLimits {
+    fn from(l: &wgpu::Limits) -> Self {
+        AdapterLimits {
             max_buffer_size: l.max_buffer_size,
             max_storage_buffer_binding_size: l.max_storage_buffer_binding_size,
             max_compute_workgroup_storage_size: l.max_compute_workgroup_storage_size,
@@ -113,7 +119,7 @@ pub fn summarize(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
             max_compute_workgroup_size_x: l.max_compute_workgroup_size_x,
             max_compute_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
             max_storage_buffers_per_shader_stage: l.max_storage_buffers_per_shader_stage,
-        },
+        }
     }
 }
 
@@ -175,4 +181,59 @@ pub fn select(adapters: Vec<wgpu::Adapter>, sel: &GpuSelector) -> Result<(usize,
     };
     let adapter = adapters.into_iter().nth(index).expect("index checked above");
     Ok((index, adapter))
+}
+
+/// The adapters grouped by physical device, as indices into `list` (each group in list order,
+/// so its first is the preferred API): a GPU is listed once per API that reaches it (Vulkan and
+/// GL, say), and those entries are one device. Two adapters are the same device when they come
+/// through different backends and have the same name or the same nonzero vendor and device id;
+/// two adapters on one backend are always two devices (two identical cards).
+pub fn distinct_devices(list: &[AdapterSummary]) -> Vec<Vec<usize>> {
+    let same = |a: &AdapterSummary, b: &AdapterSummary| {
+        a.name.eq_ignore_ascii_case(&b.name) || (a.vendor != 0 && a.device != 0 && (a.vendor, a.device) == (b.vendor, b.device))
+    };
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, a) in list.iter().enumerate() {
+        let joins = groups.iter_mut().find(|g| g.iter().all(|&j| list[j].backend != a.backend) && g.iter().any(|&j| same(&list[j], a)));
+        match joins {
+            Some(g) => g.push(i),
+            None => groups.push(vec![i]),
+        }
+    }
+    groups
+}
+
+#[cfg(test)]
+mod distinct_tests {
+    use super::*;
+
+    fn a(name: &str, backend: &str, vendor: u32, device: u32) -> AdapterSummary {
+        AdapterSummary {
+            index: 0,
+            name: name.into(),
+            backend: backend.into(),
+            device_type: "Cpu".into(),
+            driver: String::new(),
+            driver_info: String::new(),
+            vendor,
+            device,
+            software: false,
+            features: vec![],
+            limits: AdapterLimits::from(&wgpu::Limits::default()),
+        }
+    }
+
+    #[test]
+    fn one_gpu_through_vulkan_and_gl_is_one_device_two_identical_cards_are_two() {
+        let llvmpipe = [a("llvmpipe (LLVM 19.1.7, 256 bits)", "Vulkan", 0x10005, 0), a("llvmpipe (LLVM 19.1.7, 256 bits)", "Gl", 0, 0)];
+        assert_eq!(distinct_devices(&llvmpipe), vec![vec![0, 1]]);
+        let two = [
+            a("NVIDIA GeForce RTX 4090", "Vulkan", 0x10de, 0x2684),
+            a("NVIDIA GeForce RTX 4090", "Vulkan", 0x10de, 0x2684),
+            a("NVIDIA GeForce RTX 4090/PCIe/SSE2", "Gl", 0x10de, 0x2684),
+        ];
+        assert_eq!(distinct_devices(&two), vec![vec![0, 2], vec![1]]);
+        let mixed = [a("llvmpipe", "Vulkan", 0x10005, 0), a("SwiftShader Device (Subzero)", "Vulkan", 0x1ae0, 0xc0de)];
+        assert_eq!(distinct_devices(&mixed).len(), 2);
+    }
 }

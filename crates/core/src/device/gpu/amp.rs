@@ -13,12 +13,15 @@ pub fn unavailable(gpu: &GpuBackend, dtype: DType) -> Option<String> {
     match dtype {
         DType::BF16 => None,
         DType::F16 if gpu.summary.features.iter().any(|f| f == "SHADER_F16") => None,
-        DType::F16 => Some(format!(
-            "the adapter {} lacks the SHADER_F16 feature, so WGSL kernels cannot use f16 (gpulab does not fall back to f32 silently)",
-            gpu.summary.name
-        )),
+        DType::F16 => Some(fp16_refusal(&gpu.summary.name)),
         _ => Some(format!("{} is not a 16-bit type", dtype.name())),
     }
+}
+
+/// The one sentence the lab, the CLI and the report give when an adapter cannot run fp16 (WGSL's
+/// f16 needs SHADER_F16; gpulab never falls back to f32 behind the learner's back).
+pub fn fp16_refusal(adapter: &str) -> String {
+    format!("fp16 needs SHADER_F16, which {adapter} does not offer; bf16 and fp32 run")
 }
 
 fn ensure_available(gpu: &GpuBackend, op: &'static str, dtype: DType) -> Result<()> {

@@ -334,7 +334,7 @@ impl CoreOps for GpuBackend {
     fn sync(&mut self) -> Result<()> {
         self.flush()?;
         self.rec.counts.waits += 1;
-        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(super::recorder::poll_error)?;
+        super::wait::wait(&self.device, "the submitted work")?;
         self.check()
     }
 }

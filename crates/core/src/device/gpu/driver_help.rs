@@ -133,7 +133,31 @@ pub fn icd_env() -> Option<String> {
 
 /// The notice for this machine and these adapters (probes the loader).
 pub fn detect(adapters: &[AdapterSummary]) -> Option<DriverNotice> {
+    let chosen = std::env::var("WGPU_BACKEND").ok().filter(|v| !v.trim().is_empty());
+    if let Some(notice) = chosen.and_then(|v| restricted(adapters, &v)) {
+        return Some(notice);
+    }
     diagnose(adapters, vulkan_loader(), std::env::consts::OS, icd_env().as_deref())
+}
+
+/// WGPU_BACKEND (`backends`, e.g. "gl") leaves out every native API: then no Vulkan, Metal or
+/// DX12 device was looked for, and the notice says so instead of blaming a driver or loader.
+pub fn restricted(adapters: &[AdapterSummary], backends: &str) -> Option<DriverNotice> {
+    let lower = backends.to_ascii_lowercase();
+    if ["vulkan", "vk", "metal", "mtl", "dx12", "d3d12", "primary"].iter().any(|n| lower.split(',').any(|b| b.trim() == *n)) {
+        return None;
+    }
+    let found = adapters.iter().map(|a| format!("{} ({})", a.name, a.backend)).collect::<Vec<_>>();
+    let why = format!(
+        "WGPU_BACKEND={backends} restricts wgpu to those backends, so no Vulkan, Metal or DX12 device was looked for; {}.",
+        if found.is_empty() { "none of them has an adapter here".to_string() } else { format!("found: {}", found.join(", ")) }
+    );
+    Some(DriverNotice {
+        severity: if adapters.is_empty() { Severity::Warning } else { Severity::Info },
+        headline: format!("WGPU_BACKEND={backends}: only the chosen backends are used"),
+        why,
+        fixes: vec!["Unset WGPU_BACKEND to use the native GPU API (Vulkan, Metal or DX12).".into()],
+    })
 }
 
 #[cfg(test)]
@@ -203,5 +227,15 @@ mod tests {
         assert!(w.fixes[0].contains("Update the GPU driver"), "{:?}", w.fixes);
         let m = diagnose(&[], VulkanLoader::NotUsed, "macos", Some("/x")).expect("a notice");
         assert!(m.fixes[0].contains("Metal") && !m.why.contains("VK_ICD"), "{m:?}");
+    }
+
+    #[test]
+    fn a_backend_restricted_to_gl_says_so_not_that_the_vulkan_loader_has_no_device() {
+        let gl = [adapter("llvmpipe (LLVM 19.1.7, 256 bits)", "Gl", true)];
+        let n = restricted(&gl, "gl").expect("a notice");
+        assert!(n.why.contains("WGPU_BACKEND=gl") && n.why.contains("llvmpipe") && !n.why.contains("loader"), "{n:?}");
+        assert_eq!(n.severity, Severity::Info);
+        assert_eq!(restricted(&gl, "vulkan,gl"), None, "Vulkan was asked for: the usual diagnosis applies");
+        assert_eq!(restricted(&[], "gl").unwrap().severity, Severity::Warning);
     }
 }

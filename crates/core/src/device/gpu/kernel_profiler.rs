@@ -10,7 +10,6 @@ use wgpu_profiler::{GpuProfiler, GpuProfilerQuery, GpuProfilerSettings};
 
 use super::GpuBackend;
 use super::kernels::Kernel;
-use super::recorder::poll_error;
 use crate::error::{Error, Result};
 
 /// One kernel's GPU time. `start_s`/`end_s` are on the GPU's clock (origin undefined);
@@ -129,7 +128,7 @@ impl GpuBackend {
             return Ok(());
         }
         self.flush_pending()?;
-        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(poll_error)?;
+        super::wait::wait(&self.device, "the profiled kernels")?;
         let period = self.queue.get_timestamp_period();
         if let Some(p) = self.rec.prof.as_mut() {
             p.drain(period);

@@ -31,7 +31,7 @@ const CONV: &str = include_str!("../../../../../shaders/conv.wgsl");
 const CONV16: &str = include_str!("../../../../../shaders/conv16.wgsl");
 const IM2COL_TAP: &str = include_str!("../../../../../shaders/im2col_tap.wgsl");
 
-/// Workgroup size of the 1-D kernels.
+/// Workgroup size of the 1-D kernels where the device allows it (`limits::workgroup_size`).
 pub const WG: u32 = 256;
 
 /// When a kernel's pipeline is compiled.
@@ -65,6 +65,11 @@ macro_rules! kernels {
 
         impl Kernel {
             pub const ALL: &'static [Kernel] = &[$(Kernel::$name),+];
+
+            /// The kernel's entry point in its shader.
+            pub fn entry(self) -> &'static str {
+                self.def().entry
+            }
 
             pub const fn compile(self) -> Compile {
                 match self {
@@ -212,13 +217,18 @@ pub struct PipelineKey {
 }
 
 /// The WGSL the pipeline for `key` compiles: its shader with every placeholder filled.
-fn source(key: PipelineKey) -> Result<String> {
+pub(super) fn source(key: PipelineKey) -> Result<String> {
+    source_wg(key, WG)
+}
+
+/// `source` with the 1-D kernels' workgroup size `wg`.
+pub(super) fn source_wg(key: PipelineKey, wg: u32) -> Result<String> {
     let flag = |bit: u32| if key.variant & bit != 0 { "true" } else { "false" }.to_string();
     render(
         key.kernel.def().source,
         &[
             ("DT", key.dtype.wgsl().to_string()),
-            ("WG", WG.to_string()),
+            ("WG", wg.to_string()),
             ("TA", flag(1)),
             ("TB", flag(2)),
             ("VA", flag(4)),
@@ -290,12 +300,21 @@ pub fn reflect(source: &str, entry: &str) -> Result<(Vec<(u32, bool, bool)>, [u3
     Ok((bindings, ep.workgroup_size))
 }
 
-#[derive(Default)]
 pub struct PipelineCache {
     pipelines: HashMap<PipelineKey, Arc<Compiled>>,
+    /// The 1-D kernels' workgroup size on this device.
+    wg: u32,
 }
 
 impl PipelineCache {
+    pub fn new(wg: u32) -> Self {
+        PipelineCache { pipelines: HashMap::new(), wg }
+    }
+
+    pub fn wg(&self) -> u32 {
+        self.wg
+    }
+
     #[cfg(test)]
     fn contains(&self, key: &PipelineKey) -> bool {
         self.pipelines.contains_key(key)
@@ -306,7 +325,9 @@ impl PipelineCache {
             return Ok(p.clone());
         }
         let def = key.kernel.def();
-        let source = source(key)?;
+        let source = source_wg(key, self.wg)?;
+        // Refused by name before wgpu would fail on it (or a driver would silently clamp it).
+        super::limits::check_pipeline(&source, def.file, def.entry, &device.limits())?;
         let (bindings, workgroup_size) = reflect(&source, def.entry)?;
         let entries: Vec<wgpu::BindGroupLayoutEntry> = bindings
             .iter()

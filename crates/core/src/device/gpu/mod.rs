@@ -8,17 +8,22 @@ mod core;
 pub mod driver_help;
 mod kernel_profiler;
 mod kernels;
+pub mod limits;
 #[cfg(test)]
 mod matmul_gen;
 mod quant;
 mod readback;
 mod recorder;
+pub mod support;
+pub mod targets;
 pub mod tuning;
+pub mod wait;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 pub use adapters::{AdapterSummary, GpuSelector};
+pub use amp::fp16_refusal;
 pub use buffer_pool::GpuTensor;
 pub use kernel_profiler::KernelTime;
 pub use kernels::{matmul16_coop_source, render as render_template};
@@ -30,7 +35,7 @@ use crate::tensor::{
     MemoryReport, Shape, Telemetry, memory_lock,
 };
 use buffer_pool::{Shared, buffer_size};
-use kernels::{Kernel, PipelineCache, PipelineKey, WG};
+use kernels::{Kernel, PipelineCache, PipelineKey};
 use recorder::Recorder;
 
 const STORAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE.union(wgpu::BufferUsages::COPY_SRC).union(wgpu::BufferUsages::COPY_DST);
@@ -111,11 +116,17 @@ impl GpuBackend {
     fn from_adapter_withholding(index: usize, adapter: &wgpu::Adapter, budget: Option<u64>, withheld: wgpu::Features) -> Result<Self> {
         let mut summary = adapters::summarize(index, adapter);
         let mut features = adapter.features() & adapters::wanted_features() & !withheld;
+        if targets::f16_refusal(adapter.get_info().backend).is_some() {
+            features.remove(wgpu::Features::SHADER_F16);
+        }
         // The cooperative-matrix f16 GEMM: an experimental feature, so requested only where the
         // adapter lists the configuration the kernel uses, with SHADER_F16 (tuning.rs then
         // times it beside the others; nowhere else is it ever chosen).
         let coop = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
-        let coop16 = adapters::has_coop_f16(adapter) && features.contains(wgpu::Features::SHADER_F16) && !withheld.contains(coop);
+        let coop16 = adapters::has_coop_f16(adapter)
+            && features.contains(wgpu::Features::SHADER_F16)
+            && !withheld.contains(coop)
+            && targets::coop_refusal(adapter.get_info().backend).is_none();
         if coop16 {
             features |= coop;
         }
@@ -135,14 +146,16 @@ impl GpuBackend {
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("gpulab"),
             required_features: features,
-            // The adapter's real limits: wgpu's defaults cap storage bindings at 128 MiB.
-            required_limits: adapter.limits(),
+            // WebGPU's defaults, raised only where gpulab needs more (limits.rs).
+            required_limits: limits::requested(&adapter.limits()),
             experimental_features,
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         }))
         .map_err(|e| Error::Gpu(format!("could not open {}: {e}", summary.name)))?;
 
+        // What this device was opened with (limits.rs), which every check below goes by.
+        summary.limits = adapters::AdapterLimits::from(&device.limits());
         let sink = Arc::new(Mutex::new(ErrorSink::default()));
         let s = sink.clone();
         device.on_uncaptured_error(Arc::new(move |e| s.lock().unwrap_or_else(|p| p.into_inner()).errors.push(e)));
@@ -162,13 +175,14 @@ impl GpuBackend {
             })
         };
         let (dummy, spares) = (unused(), [unused(), unused(), unused()]);
+        let pipelines = PipelineCache::new(limits::workgroup_size(&device.limits()));
         let shared = Arc::new(Shared { pool: Default::default(), ledger: Arc::new(Mutex::new(Ledger::with_budget(budget))) });
         Ok(GpuBackend {
             device,
             queue,
             summary,
             timestamps,
-            pipelines: PipelineCache::default(),
+            pipelines,
             bind_groups: HashMap::new(),
             shared,
             rec,
@@ -360,7 +374,7 @@ impl GpuBackend {
 
     /// Workgroups for `n` invocations of a 1-D kernel, spilling into y past the per-dimension cap.
     fn grid(&self, n: usize) -> (u32, u32) {
-        let groups = n.div_ceil(WG as usize) as u64;
+        let groups = n.div_ceil(self.pipelines.wg() as usize) as u64;
         let max = self.summary.limits.max_compute_workgroups_per_dimension.max(1) as u64;
         if groups <= max { (groups as u32, 1) } else { (max as u32, groups.div_ceil(max) as u32) }
     }

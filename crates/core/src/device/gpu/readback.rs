@@ -10,8 +10,8 @@ pub fn map_and_read<T: bytemuck::Pod>(device: &wgpu::Device, buf: &wgpu::Buffer,
     slice.map_async(wgpu::MapMode::Read, move |r| {
         let _ = tx.send(r);
     });
-    device.poll(wgpu::PollType::wait_indefinitely()).map_err(super::recorder::poll_error)?;
-    match rx.recv() {
+    super::wait::wait(device, "a readback")?;
+    match rx.recv_timeout(super::wait::limit()) {
         Ok(Ok(())) => {}
         Ok(Err(e)) => return Err(Error::Gpu(format!("mapping a readback buffer failed: {e}"))),
         Err(_) => return Err(Error::DeviceLost("the readback never completed".into())),

@@ -44,6 +44,7 @@ pub fn chart_svg(c: &Chart) -> String {
     if c.kind == ChartKind::Bars || !c.markers.is_empty() {
         legend.extend(c.markers.iter().map(|(x, m)| (None, format!("marker at {}: {m}", num(*x)))));
     }
+    legend.extend(c.targets.iter().map(|(y, t)| (None, format!("target at {}: {t}", num(*y)))));
     if dropped > 0 {
         legend.push((None, format!("{dropped} points not drawn (not finite, or x ≤ 0 on the log axis); report.csv has every point")));
     }
@@ -209,7 +210,7 @@ fn bars_body(s: &mut String, c: &Chart, series: &[Vec<[f64; 2]>], all: &[[f64; 2
                 "<text x=\"{:.1}\" y=\"{:.0}\" text-anchor=\"middle\">{}</text>",
                 LEFT + gw * (g as f64 + 0.5),
                 TOP + PLOT_H + 16.0,
-                num(*gx)
+                escape(&c.x_names.iter().find(|(x, _)| x == gx).map_or_else(|| num(*gx), |(_, name)| name.clone()))
             );
         }
     }
@@ -321,23 +322,7 @@ pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     t
 }
 
-/// A tick or value label: short, with k/M/G for large numbers.
+/// A tick or value label: short, with k/M/G for large numbers (`format::compact`).
 pub fn num(v: f64) -> String {
-    let a = v.abs();
-    let trim = |s: String| if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s };
-    if !v.is_finite() {
-        format!("{v}")
-    } else if a >= 1e9 {
-        trim(format!("{:.2}", v / 1e9)) + "G"
-    } else if a >= 1e6 {
-        trim(format!("{:.2}", v / 1e6)) + "M"
-    } else if a >= 1e4 {
-        trim(format!("{:.1}", v / 1e3)) + "k"
-    } else if a >= 10.0 || a == 0.0 {
-        trim(format!("{v:.1}"))
-    } else if a >= 0.01 {
-        trim(format!("{v:.3}"))
-    } else {
-        format!("{v:.2e}")
-    }
+    gpulab_core::format::compact(v)
 }

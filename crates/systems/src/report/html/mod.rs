@@ -133,27 +133,9 @@ fn list<'a>(h: &mut String, items: impl Iterator<Item = &'a String>) {
     }
 }
 
-/// A headline value with about four significant digits.
-pub fn value(v: f64) -> String {
-    let a = v.abs();
-    if !v.is_finite() || a == 0.0 {
-        format!("{v}")
-    } else if a >= 1000.0 {
-        format!("{v:.0}")
-    } else if a >= 100.0 {
-        format!("{v:.1}")
-    } else if a >= 1.0 {
-        format!("{v:.2}")
-    } else if a >= 0.001 {
-        format!("{v:.4}")
-    } else {
-        format!("{v:.3e}")
-    }
-}
-
 /// One figure as "value unit".
 pub fn figure_text(f: &Figure) -> String {
-    format!("{} {}", value(f.value), f.unit).trim_end().to_string()
+    gpulab_core::format::with_unit(f.value, &f.unit)
 }
 
 fn figures(h: &mut String, figs: &[Figure]) {

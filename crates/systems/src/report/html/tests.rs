@@ -18,6 +18,8 @@ fn chart(id: &str, kind: ChartKind, log_x: bool, series: Vec<Series>) -> Chart {
         log_x,
         series,
         markers: vec![(100.0, format!("marker {NASTY}"))],
+        targets: vec![],
+        x_names: vec![],
     }
 }
 

@@ -4,9 +4,9 @@
 //! ledger's measured peak; its time is measured; the verdict's sentences are claims checked on
 //! those numbers.
 
-use super::common::{self, MEMORY_CATEGORIES, mib, peak};
-use super::settings::Settings;
-use super::sink::{Event, Sink, TrainBridge};
+use crate::common::{self, MEMORY_CATEGORIES, mib, peak};
+use crate::settings::Settings;
+use crate::sink::{Event, Sink, TrainBridge};
 use gpulab_core::device::Engine;
 use gpulab_core::error::{Error, Result};
 use gpulab_core::tensor::{DType, prelude::*};

@@ -1,0 +1,155 @@
+//! Exercise 4's verdict: each pipeline step's numbers as the verdict reads them, and the
+//! sentences it asserts about them (re-checked by a property test).
+
+use crate::common;
+use gpulab_systems::profile::session::ProfiledRun;
+use gpulab_systems::report::{Claims, Verdict};
+
+/// One pipeline step's run, as the verdict reads it.
+#[derive(Clone, Debug, PartialEq)]
+struct StepFigures {
+    label: String,
+    samples_per_s: f64,
+    /// Mean data wait per step, seconds.
+    data_wait_s: f64,
+    /// Data wait over the main thread's wall time.
+    wait_share: f64,
+    busy: Option<f64>,
+    bottleneck: &'static str,
+    /// The diagnosis's first evidence line.
+    why: String,
+    /// (hits, misses) with the cache on.
+    cache: Option<(u64, u64)>,
+}
+
+impl StepFigures {
+    fn of(r: &ProfiledRun) -> Self {
+        let a = &r.diagnosis.analysis;
+        StepFigures {
+            label: r.label.clone(),
+            samples_per_s: r.train.samples_per_s,
+            data_wait_s: r.mean_data_wait_s(),
+            wait_share: a.data_wait_s / a.wall_s.max(1e-12),
+            busy: r.gpu_busy_fraction(),
+            bottleneck: r.diagnosis.bottleneck.name(),
+            why: r.diagnosis.evidence.first().cloned().unwrap_or_default(),
+            cache: r.pipeline.cache.then_some((r.cache.hits, r.cache.misses)),
+        }
+    }
+}
+
+/// The conditions the verdict's sentences assert (the property test re-checks each one).
+mod cond {
+    pub const GAINED: &str = "the last step's throughput was above the slow pipeline's";
+    pub const NOT_GAINED: &str = "the last step's throughput was not above the slow pipeline's";
+    pub const NONE: &str = "no pipeline step finished";
+}
+
+pub(super) fn verdict(runs: &[ProfiledRun]) -> Verdict {
+    claims(&runs.iter().map(StepFigures::of).collect::<Vec<_>>()).verdict()
+}
+
+/// Computed from the runs: how starved the slow pipeline left the device, and what each change
+/// bought.
+fn claims(runs: &[StepFigures]) -> Claims {
+    use gpulab_systems::report::Part::{Evidence, Summary};
+    let mut c = Claims::new();
+    let (Some(first), Some(last)) = (runs.first(), runs.last()) else {
+        c.summary(cond::NONE, runs.is_empty(), "No pipeline step finished.");
+        return c;
+    };
+    let busy = |r: &StepFigures| r.busy.map(|f| format!(", GPU busy {}", common::percent(f))).unwrap_or_default();
+    c.fact(
+        Summary,
+        format!(
+            "The slow pipeline spent {} of its time waiting for data ({:.2} ms per step{}) and was {}.",
+            common::percent(first.wait_share),
+            first.data_wait_s * 1e3,
+            busy(first),
+            first.bottleneck
+        ),
+    );
+    if runs.len() > 1 {
+        let gain = last.samples_per_s / first.samples_per_s.max(1e-12);
+        let waited = format!(
+            "\"{}\" waited {} ({:.2} ms per step{})",
+            last.label,
+            common::percent(last.wait_share),
+            last.data_wait_s * 1e3,
+            busy(last)
+        );
+        c.one_of(
+            Summary,
+            vec![
+                (cond::GAINED, last.samples_per_s > first.samples_per_s, format!("{waited} and ran at {gain:.1}× the throughput.")),
+                (
+                    cond::NOT_GAINED,
+                    last.samples_per_s <= first.samples_per_s,
+                    format!("{waited} but ran at only {gain:.2}× the throughput: these fixes did not pay off on this machine."),
+                ),
+            ],
+        );
+    }
+    for w in runs.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        c.fact(
+            Evidence,
+            format!(
+                "{}: {:.0} → {:.0} samples/s ({:+.0}%), data wait {:.2} → {:.2} ms per step.",
+                b.label,
+                a.samples_per_s,
+                b.samples_per_s,
+                (b.samples_per_s / a.samples_per_s.max(1e-12) - 1.0) * 100.0,
+                a.data_wait_s * 1e3,
+                b.data_wait_s * 1e3
+            ),
+        );
+    }
+    if let Some((hits, misses)) = runs.iter().find_map(|r| r.cache) {
+        c.fact(Evidence, format!("With the cache on, {hits} reads were served from memory and {misses} decoded."));
+    }
+    c.fact(Evidence, format!("After the last change the run is {}: {}", last.bottleneck, last.why));
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn step() -> impl Strategy<Value = StepFigures> {
+        (1.0f64..1e5, 0.0f64..0.1, 0.0f64..1.0, proptest::option::of(0.0f64..1.0), any::<bool>()).prop_map(
+            |(samples_per_s, data_wait_s, wait_share, busy, cache)| StepFigures {
+                label: "step".into(),
+                samples_per_s,
+                data_wait_s,
+                wait_share,
+                busy,
+                bottleneck: "input-bound",
+                why: "evidence".into(),
+                cache: cache.then_some((3, 1)),
+            },
+        )
+    }
+
+    proptest! {
+        /// Fixes that pay off or do not: every sentence printed is true of the numbers, and each
+        /// change has its evidence line.
+        #[test]
+        fn every_printed_claim_holds(runs in proptest::collection::vec(step(), 0..5)) {
+            let claims = claims(&runs);
+            let gained = || Some(runs.last()?.samples_per_s > runs.first()?.samples_per_s);
+            claims
+                .audit(|c| match c.condition {
+                    cond::GAINED => gained(),
+                    cond::NOT_GAINED => gained().map(|g| !g),
+                    cond::NONE => Some(runs.is_empty()),
+                    _ => None,
+                })
+                .map_err(TestCaseError::fail)?;
+            prop_assert!(claims.has_summary());
+            let v = claims.verdict();
+            prop_assert_eq!(v.evidence.len(), if runs.is_empty() { 0 } else { runs.len() - 1 + 1 + runs.iter().any(|r| r.cache.is_some()) as usize });
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! Exercise 7's run: profile as set, then (when `measure_again`) apply the fix for the
+//! bottleneck found and profile again.
+
+use super::report::{kernel_table, next_step, roofline};
+use super::verdict::verdict;
+use super::{Profiling, amp};
+use crate::common::report_for;
+use crate::profiled_runs::{self as pc};
+use crate::settings::Settings;
+use crate::sink::{Event, Sink};
+use crate::{Exercise, watch};
+use gpulab_core::error::Result;
+use gpulab_systems::profile::Bottleneck;
+use gpulab_systems::profile::kernels;
+use gpulab_systems::profile::peaks;
+use gpulab_systems::profile::session::PipelineConfig;
+use gpulab_systems::report::{Figure, Provenance, Report};
+use gpulab_systems::train::TrainConfig;
+
+pub(super) fn run(ex: &Profiling, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
+    ex.validate(s)?;
+    let batch = s.int("batch")? as usize;
+    let (data, mut cfg) = pc::training(s, batch)?;
+    cfg.amp = amp(s)?;
+    let (mut engine, mut meta) = pc::open(s, &data, sink)?;
+    meta.precision = cfg.amp.label();
+    let pipe = pc::pipeline_config(s)?;
+    let peaks = match engine.as_gpu_mut() {
+        Some(g) => {
+            sink.emit(Event::Phase("measuring this adapter's peak compute and bandwidth".into()));
+            Some(peaks::measure_or_cached(g)?)
+        }
+        None => None,
+    };
+    let p = peaks.map(|p| p.0);
+    let (first, first_windows) = pc::profiled_watched(&mut engine, &data, &cfg, &pipe, "1 as set", p.as_ref(), sink)?;
+    let mut runs = vec![first];
+    let mut watched = vec![first_windows];
+    let fix = fix_for(runs[0].diagnosis.bottleneck, &pipe, batch);
+    if let Some((what, pipe2, batch2)) = &fix
+        && s.bool("measure_again")?
+        && !sink.stop_requested()
+    {
+        sink.emit(Event::Log(format!("applying: {what}")));
+        let cfg2 = TrainConfig { batch: *batch2, ..cfg.clone() };
+        let (run, windows) = pc::profiled_watched(&mut engine, &data, &cfg2, pipe2, "2 optimized", p.as_ref(), sink)?;
+        runs.push(run);
+        watched.push(windows);
+    }
+    let names: Vec<String> = runs.iter().map(|r| r.label.split(' ').next().unwrap_or("").to_string()).collect();
+    let mut tables = vec![
+        pc::runs_table("Runs", &runs),
+        watch::peaks_table(&names.iter().zip(&runs).map(|(n, r)| (n.as_str(), &r.train.memory)).collect::<Vec<_>>()),
+    ];
+    let mut charts = pc::run_charts(&runs);
+    charts.push(watch::memory_chart(&names.iter().zip(&watched).map(|(n, w)| (n.as_str(), w.as_slice())).collect::<Vec<_>>()));
+    for r in &runs {
+        let rows = kernels::table(&r.timeline);
+        if !rows.is_empty() {
+            tables.push(kernel_table(&format!("Kernels · run {}", r.label), &rows, p.as_ref()));
+        }
+    }
+    if let Some(pk) = &p {
+        charts.insert(0, roofline(&kernels::table(&runs[0].timeline), pk));
+    }
+    let mut figures = Vec::new();
+    let mut report_notes = Vec::new();
+    if let Some((pk, cached)) = peaks {
+        let prov = if cached { Provenance::derived("an earlier measurement on this adapter (cached)") } else { Provenance::Measured };
+        report_notes.push(format!("The peaks were {}.", pk.timing.describe()));
+        figures.push(Figure {
+            label: "peak compute (512³ matmul)".into(),
+            value: pk.flops_per_s / 1e9,
+            unit: "GFLOP/s".into(),
+            provenance: prov.clone(),
+        });
+        figures.push(Figure {
+            label: "peak bandwidth (32 MiB copy)".into(),
+            value: pk.bytes_per_s / 1e9,
+            unit: "GB/s".into(),
+            provenance: prov,
+        });
+    }
+    let mut report = Report {
+        figures,
+        tables,
+        charts,
+        verdict: verdict(&runs, fix.as_ref().map(|f| f.0.as_str())),
+        stopped_early: sink.stop_requested(),
+        timelines: runs.iter().map(|r| r.timeline.clone()).collect(),
+        suggestion: next_step(&runs),
+        ..report_for(ex, s, meta)
+    };
+    pc::notes(&mut report, &runs, &pipe.cost);
+    report.notes.extend(report_notes);
+    if report.tables.iter().any(|t| t.title.starts_with("Kernels")) {
+        report.notes.push("Kernel FLOPs and bytes are estimates (FLOPs from each kernel's shapes, bytes from the buffers it binds), so GFLOP/s and GB/s per kernel are derived, not counted by hardware.".into());
+    }
+    Ok(report)
+}
+
+/// The one-click optimization for a bottleneck: what it changes, the new pipeline and batch.
+pub fn fix_for(b: Bottleneck, pipe: &PipelineConfig, batch: usize) -> Option<(String, PipelineConfig, usize)> {
+    match b {
+        Bottleneck::Input => {
+            let p = PipelineConfig {
+                num_workers: (pipe.num_workers * 2).max(4),
+                prefetch_factor: pipe.prefetch_factor.max(2),
+                cache: true,
+                ..*pipe
+            };
+            Some((format!("more workers, prefetch and the cache ({})", p.describe()), p, batch))
+        }
+        Bottleneck::Transfer if !pipe.pin_memory => {
+            Some(("pin_memory on (persistent input buffers)".into(), PipelineConfig { pin_memory: true, ..*pipe }, batch))
+        }
+        Bottleneck::Transfer | Bottleneck::Overhead | Bottleneck::Memory => {
+            let b2 = (batch * 4).min(4096);
+            (b2 > batch).then(|| (format!("batch {batch} → {b2}: more work per dispatch and per copy"), *pipe, b2))
+        }
+        // Exercise 7 profiles one device: no all-reduce to hide (exercise 6 has the knobs).
+        Bottleneck::Compute | Bottleneck::Communication => None,
+    }
+}

@@ -1,0 +1,159 @@
+//! What a learner reads agrees with what the report holds, in every exercise: each exercise's
+//! quick run to its report, then (1) every number its verdict prints is a number of the report
+//! or derived from them (`report::agree`), (2) its text follows the one way to print a number
+//! (`gpulab_core::format`: counts without decimals, no run of zeros, no raw loader error), and
+//! (3) its summary answers in at most two sentences.
+
+use gpulab::exercises::{self, CollectSink};
+use gpulab::report::{Report, agree};
+
+/// The exercise's quick run (the smallest run that fills its report).
+fn quick_report(id: &str) -> Report {
+    let ex = exercises::find(id).unwrap();
+    let mut s = ex.settings();
+    let pairs: Vec<String> = ex.quick_run().iter().map(|(k, v)| format!("{k}={v}")).collect();
+    s.apply(&pairs).unwrap();
+    ex.run(&s, &mut CollectSink::default()).unwrap_or_else(|e| panic!("exercise {id}: {e}"))
+}
+
+/// Every piece of text a report shows: verdict, notes, figures and table cells as printed.
+pub(crate) fn shown_text(r: &Report) -> Vec<(String, String)> {
+    let mut out = vec![("summary".to_string(), r.verdict.summary.clone())];
+    out.extend(r.verdict.evidence.iter().map(|e| ("evidence".to_string(), e.clone())));
+    out.extend(r.notes.iter().map(|n| ("note".to_string(), n.clone())));
+    for f in &r.figures {
+        out.push((format!("figure {:?}", f.label), gpulab::format::with_unit(f.value, &f.unit)));
+    }
+    for t in &r.tables {
+        for row in &t.rows {
+            for (c, col) in row.iter().zip(&t.columns) {
+                out.push((format!("table {:?}, column {:?}", t.title, col.name), c.format(col)));
+            }
+        }
+    }
+    out
+}
+
+/// Ways of printing a number that the format module rules out, found in `text`.
+pub(crate) fn format_violations(text: &str) -> Vec<String> {
+    let mut bad = Vec::new();
+    let words: Vec<&str> = text.split_whitespace().collect();
+    const COUNTED: [&str; 16] = [
+        "step",
+        "steps",
+        "worker",
+        "workers",
+        "replica",
+        "replicas",
+        "epoch",
+        "epochs",
+        "layer",
+        "layers",
+        "checkpoint",
+        "checkpoints",
+        "kernels",
+        "requests",
+        "GPUs",
+        "runs",
+    ];
+    for w in words.windows(2) {
+        let n = w[0].trim_start_matches(['(', '“', '"']);
+        let noun = w[1].trim_end_matches([',', '.', ';', ':', ')']);
+        if COUNTED.contains(&noun) && n.contains('.') && n.trim_end_matches('0').ends_with('.') && n.parse::<f64>().is_ok() {
+            bad.push(format!("a count printed with decimals: \"{} {}\"", w[0], w[1]));
+        }
+    }
+    // A decimal ending in four zeros hides a value or pads one ("0.0000 USD", "60.0000 s").
+    for w in text.split(|c: char| !(c.is_ascii_digit() || c == '.')) {
+        if w.contains('.') && w.ends_with("0000") && w.parse::<f64>().is_ok() {
+            bad.push(format!("a run of zeros: {w:?}"));
+        }
+    }
+    bad
+}
+
+/// What prose (a verdict, a note) must not print: money as a row of zeros ("$0.000000377" reads
+/// "$0.38 per million …"), a loader's raw error, a non-finite price.
+pub(crate) fn prose_violations(text: &str) -> Vec<String> {
+    let mut bad = format_violations(text);
+    for needle in ["$0.0000", "cannot open shared object file", "NaN USD", "inf USD", "$NaN", "$inf"] {
+        if text.contains(needle) {
+            bad.push(format!("prints {needle:?}"));
+        }
+    }
+    bad
+}
+
+/// Disagreements found by this test and not yet fixed, each (exercise, a piece of the message):
+/// tolerated so the test guards everything else, listed so the list only shrinks.
+const OPEN: &[(&str, &str)] = &[
+    // The loader cache's hit and miss counts are printed, not kept as figures.
+    ("4", "decoded."),
+    ("7", "decoded."),
+    // The largest layer's GEMM probe times are printed rounded; their ratio is not in the report.
+    ("9", "largest layer's GEMM"),
+    ("9", "INT8 (static, per-channel) is"),
+    // Activation and parameter peaks in KiB are not in a table.
+    ("3", "peaked at"),
+    // The regression of gathering time per sample is printed only.
+    ("6", "per sample"),
+    // Summaries longer than two sentences.
+    ("6", "the summary has"),
+    ("10", "the summary has"),
+];
+
+/// The three checks on one exercise's quick-run report.
+fn check(id: &str) {
+    let r = quick_report(id);
+    let mut bad = agree::disagreements(&r);
+    for (place, text) in shown_text(&r) {
+        let prose = matches!(place.as_str(), "summary" | "evidence" | "note");
+        let found = if prose { prose_violations(&text) } else { format_violations(&text) };
+        bad.extend(found.into_iter().map(|v| format!("{place}: {v} — in {text:?}")));
+    }
+    let sentences = r.verdict.summary.split_terminator(". ").count();
+    if sentences > 2 {
+        bad.push(format!("the summary has {sentences} sentences (at most 2): {:?}", r.verdict.summary));
+    }
+    bad.retain(|b| !OPEN.iter().any(|(ex, piece)| *ex == id && b.contains(piece)));
+    assert!(bad.is_empty(), "exercise {id}:\n{}", bad.join("\n"));
+}
+
+macro_rules! every_exercise {
+    ($($name:ident => $id:literal),* $(,)?) => {
+        $(#[test] fn $name() { check($id); })*
+
+        /// The list above names every exercise in the registry.
+        #[test]
+        fn every_exercise_is_checked() {
+            let checked = [$($id),*];
+            for e in exercises::registry() {
+                assert!(checked.contains(&e.number().to_string().as_str()), "exercise {} has no agreement test", e.number());
+            }
+        }
+    };
+}
+
+every_exercise! {
+    exercise_01_agrees_with_itself => "1",
+    exercise_02_agrees_with_itself => "2",
+    exercise_03_agrees_with_itself => "3",
+    exercise_04_agrees_with_itself => "4",
+    exercise_05_agrees_with_itself => "5",
+    exercise_06_agrees_with_itself => "6",
+    exercise_07_agrees_with_itself => "7",
+    exercise_08_agrees_with_itself => "8",
+    exercise_09_agrees_with_itself => "9",
+    exercise_10_agrees_with_itself => "10",
+}
+
+#[test]
+fn format_violations_are_found() {
+    assert_eq!(format_violations("20.0 steps lost").len(), 1);
+    assert_eq!(format_violations("0.0000 USD").len(), 1);
+    assert_eq!(format_violations("60.0000 s").len(), 1);
+    assert!(format_violations("0.0000162").is_empty(), "significant digits after zeros are a value");
+    assert_eq!(prose_violations("libnvidia-ml.so.1: cannot open shared object file").len(), 1);
+    assert_eq!(prose_violations("an epoch cost $0.0000074").len(), 1);
+    assert!(prose_violations("20 steps lost; $0.38 per million predictions; 9.94 s").is_empty());
+}
