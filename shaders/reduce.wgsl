@@ -42,9 +42,10 @@ fn sum_cols(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
 }
 
 // Split reductions, pass 1: partial column sums of a long [rows, cols] matrix. Workgroup
-// (x, s) sums columns x·64 .. x·64+63 over rows [s·index, (s+1)·index): 64 columns × 4 row
-// lanes, the lanes added in workgroup memory in a fixed order; part[s, c] = its sum.
-@compute @workgroup_size(256)
+// (x, s) sums columns x·64 .. x·64+63 over rows [s·index, (s+1)·index): 64 columns × WG/64
+// row lanes (WG ≥ 64; 4 lanes at 256, 2 on GLES's 128), the lanes added in workgroup memory
+// by halving, a fixed order; part[s, c] = its sum.
+@compute @workgroup_size({{WG}})
 fn sum_cols_part(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let c = wid.x * 64u + li % 64u;
     let lane = li / 64u;
@@ -52,12 +53,16 @@ fn sum_cols_part(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     let end = min(begin + p.index, p.rows);
     var s = 0.0;
     if c < p.cols {
-        for (var r = begin + lane; r < end; r += 4u) { s += x[r * p.cols + c]; }
+        for (var r = begin + lane; r < end; r += {{WG}}u / 64u) { s += x[r * p.cols + c]; }
     }
     red_f[li] = s;
     workgroupBarrier();
+    for (var w = {{WG}}u / 2u; w >= 64u; w /= 2u) {
+        if li < w { red_f[li] += red_f[li + w]; }
+        workgroupBarrier();
+    }
     if lane == 0u && c < p.cols {
-        out[wid.y * p.cols + c] = ((red_f[li] + red_f[li + 64u]) + (red_f[li + 128u] + red_f[li + 192u]));
+        out[wid.y * p.cols + c] = red_f[li];
     }
 }
 

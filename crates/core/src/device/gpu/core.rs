@@ -198,7 +198,8 @@ impl CoreOps for GpuBackend {
         }
         checks::f32("sum_cols", x)?;
         let [r, c] = x.shape;
-        let split = split_k(c.div_ceil(64), r);
+        // The split pass needs 64 columns × at least one row lane per workgroup.
+        let split = if self.pipelines.wg() >= 64 { split_k(c.div_ceil(64), r) } else { 1 };
         if split > 1 {
             // Long and narrow (a bias gradient over batch × height × width): 64 columns × a
             // slice of rows per workgroup, then the slices added.
