@@ -209,7 +209,8 @@ fn the_exercise_reports_scaling_with_provenance_timelines_and_a_verdict() {
     let bubble = r.chart("pipeline_bubble").unwrap();
     assert_eq!(bubble.series.len(), 2);
     assert!(bubble.series.iter().all(|s| s.points.len() == 4), "{:?}", bubble.series);
-    assert!(r.verdict.summary.contains("Pipeline over 2 stages"), "{}", r.verdict.summary);
+    // The pipeline's sentence is evidence (a summary holds at most two sentences).
+    assert!(r.verdict.evidence.iter().any(|e| e.contains("Pipeline over 2 stages")), "{:?}", r.verdict.evidence);
     let ext = r.chart("extrapolation").unwrap();
     assert!(ext.series.iter().all(|s| matches!(s.provenance, Provenance::Simulated(_)) && s.points.len() == 7));
     assert!(r.table("Beyond this machine (simulated)").is_some());
