@@ -14,18 +14,9 @@ const TB: bool = {{TB}};
 const TILE: u32 = 64u;
 const TK: u32 = 16u;
 
-// epi: 0 none, 1 + bias, 2 + bias then ReLU, 3 ReLU mask from `act`; count: underflow stats;
-// out16: C is 16-bit (c16) rather than f32 (c_f32).
-struct Params { m: u32, n: u32, k: u32, epi: u32, count: u32, out16: u32 }
-
-@group(0) @binding(0) var<uniform> p: Params;
+{{MATMUL16_COMMON}}
 @group(0) @binding(1) var<storage, read> a: array<u32>;
 @group(0) @binding(2) var<storage, read> b: array<u32>;
-@group(0) @binding(3) var<storage, read_write> c16: array<u32>;
-@group(0) @binding(4) var<storage, read_write> c_f32: array<f32>;
-@group(0) @binding(5) var<storage, read> bias: array<f32>;
-@group(0) @binding(6) var<storage, read> act: array<u32>;
-@group(0) @binding(7) var<storage, read_write> stats: array<atomic<u32>>;
 
 var<workgroup> ta: array<array<f32, 64>, 16>; // [kk][row]
 var<workgroup> tb: array<array<f32, 64>, 16>; // [kk][col]
@@ -40,14 +31,6 @@ fn load_b(kk: u32, j: u32) -> f32 {
     if kk >= p.k || j >= p.n { return 0.0; }
     let idx = select(kk * p.n + j, j * p.k + kk, TB);
     return half_word_value(b[idx >> 1u], idx);
-}
-
-fn epilogue(v: f32, col: u32, mask: f32) -> f32 {
-    var x = v;
-    if p.epi == 1u || p.epi == 2u { x += bias[col]; }
-    if p.epi == 2u { x = max(x, 0.0); }
-    if p.epi == 3u { x = select(0.0, x, mask > 0.0); }
-    return x;
 }
 
 @compute @workgroup_size(16, 16, 1)

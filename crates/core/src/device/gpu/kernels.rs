@@ -20,6 +20,7 @@ const MATMUL16: &str = include_str!("../../../../../shaders/matmul16.wgsl");
 const MATMUL16_REGBLOCK: &str = include_str!("../../../../../shaders/matmul16_regblock.wgsl");
 const MATMUL16_TILED: &str = include_str!("../../../../../shaders/matmul16_tiled.wgsl");
 const MATMUL16_COOP: &str = include_str!("../../../../../shaders/matmul16_coop.wgsl");
+const MATMUL16_COMMON: &str = include_str!("../../../../../shaders/matmul16_common.wgsl");
 const GRAD_SCALER: &str = include_str!("../../../../../shaders/grad_scaler.wgsl");
 const AMP_OPTIMIZER: &str = include_str!("../../../../../shaders/amp_optimizer.wgsl");
 const FLOAT16_F16: &str = include_str!("../../../../../shaders/float16_f16.wgsl");
@@ -236,6 +237,7 @@ pub(super) fn source_wg(key: PipelineKey, wg: u32) -> Result<String> {
             ("FLOAT16", float16_prelude(key.dtype)),
             ("IM2COL_TAP", IM2COL_TAP.to_string()),
             ("OPTIMIZER_MATH", OPTIMIZER_MATH.to_string()),
+            ("MATMUL16_COMMON", MATMUL16_COMMON.to_string()),
         ],
     )
 }
