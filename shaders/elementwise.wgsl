@@ -29,11 +29,15 @@ fn relu_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wor
     if i < p.n { x[i] = select(0.0, x[i], y[i] > 0.0); }
 }
 
-// x is [rows, cols] row-major, y the [cols] bias.
+// x is [rows, cols] row-major, y the [cols] bias; bits = 1 fuses the ReLU (the dense layer's
+// epilogue in one pass).
 @compute @workgroup_size({{WG}})
 fn bias_add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = index(gid, nwg);
-    if i < p.n { x[i] += y[i % p.cols]; }
+    if i < p.n {
+        let v = x[i] + y[i % p.cols];
+        x[i] = select(v, max(v, 0.0), p.bits != 0u);
+    }
 }
 
 @compute @workgroup_size({{WG}})

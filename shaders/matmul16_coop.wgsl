@@ -32,18 +32,9 @@ const BN: u32 = 32u;
 const BK: u32 = 32u;
 const WGS: u32 = 64u;
 
-// epi: 0 none, 1 + bias, 2 + bias then ReLU, 3 ReLU mask from `act`; count: underflow stats;
-// out16: C is 16-bit (c16) rather than f32 (c_f32).
-struct Params { m: u32, n: u32, k: u32, epi: u32, count: u32, out16: u32 }
-
-@group(0) @binding(0) var<uniform> p: Params;
+{{MATMUL16_COMMON}}
 @group(0) @binding(1) var<storage, read> a: array<f16>;
 @group(0) @binding(2) var<storage, read> b: array<f16>;
-@group(0) @binding(3) var<storage, read_write> c16: array<u32>;
-@group(0) @binding(4) var<storage, read_write> c_f32: array<f32>;
-@group(0) @binding(5) var<storage, read> bias: array<f32>;
-@group(0) @binding(6) var<storage, read> act: array<u32>;
-@group(0) @binding(7) var<storage, read_write> stats: array<atomic<u32>>;
 
 // The staged slices, row-major: sa[r * BK + kk] = A(row0 + r, k0 + kk), sb[kk * BN + j] =
 // B(k0 + kk, col0 + j); sc[r * BN + j] = the block's sums.
@@ -60,14 +51,6 @@ fn la(i: u32, kk: u32) -> f16 {
 fn lb(kk: u32, j: u32) -> f16 {
     if kk >= p.k || j >= p.n { return f16(0.0); }
     return b[select(kk * p.n + j, j * p.k + kk, TB)];
-}
-
-fn epilogue(v: f32, col: u32, mask: f32) -> f32 {
-    var x = v;
-    if p.epi == 1u || p.epi == 2u { x += bias[col]; }
-    if p.epi == 2u { x = max(x, 0.0); }
-    if p.epi == 3u { x = select(0.0, x, mask > 0.0); }
-    return x;
 }
 
 @compute @workgroup_size(64, 1, 1)

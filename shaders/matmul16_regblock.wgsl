@@ -18,18 +18,9 @@ const TB: bool = {{TB}};
 const VA: bool = {{VA}};
 const VB: bool = {{VB}};
 
-// epi: 0 none, 1 + bias, 2 + bias then ReLU, 3 ReLU mask from `act`; count: underflow stats;
-// out16: C is 16-bit (c16) rather than f32 (c_f32).
-struct Params { m: u32, n: u32, k: u32, epi: u32, count: u32, out16: u32 }
-
-@group(0) @binding(0) var<uniform> p: Params;
+{{MATMUL16_COMMON}}
 @group(0) @binding(1) var<storage, read> a: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> b: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read_write> c16: array<u32>;
-@group(0) @binding(4) var<storage, read_write> c_f32: array<f32>;
-@group(0) @binding(5) var<storage, read> bias: array<f32>;
-@group(0) @binding(6) var<storage, read> act: array<u32>;
-@group(0) @binding(7) var<storage, read_write> stats: array<atomic<u32>>;
 
 // Element idx of a packed operand, widened to f32.
 fn half_at_a(idx: u32) -> f32 { return half_word_value(a[idx >> 3u][(idx >> 1u) & 3u], idx); }
@@ -38,14 +29,6 @@ fn half_at_b(idx: u32) -> f32 { return half_word_value(b[idx >> 3u][(idx >> 1u) 
 // A(i, kk) of the logical [M, K] matrix and B(kk, j) of [K, N]; the caller clamps the indices.
 fn la(i: u32, kk: u32) -> f32 { return half_at_a(select(i * p.k + kk, kk * p.m + i, TA)); }
 fn lb(kk: u32, j: u32) -> f32 { return half_at_b(select(kk * p.n + j, j * p.k + kk, TB)); }
-
-fn epilogue(v: f32, col: u32, mask: f32) -> f32 {
-    var x = v;
-    if p.epi == 1u || p.epi == 2u { x += bias[col]; }
-    if p.epi == 2u { x = max(x, 0.0); }
-    if p.epi == 3u { x = select(0.0, x, mask > 0.0); }
-    return x;
-}
 
 @compute @workgroup_size(8, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>, @builtin(local_invocation_index) li: u32) {

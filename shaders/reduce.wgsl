@@ -41,6 +41,43 @@ fn sum_cols(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
     out[c] = s;
 }
 
+// Split reductions, pass 1: partial column sums of a long [rows, cols] matrix. Workgroup
+// (x, s) sums columns x·64 .. x·64+63 over rows [s·index, (s+1)·index): 64 columns × WG/64
+// row lanes (WG ≥ 64; 4 lanes at 256, 2 on GLES's 128), the lanes added in workgroup memory
+// by halving, a fixed order; part[s, c] = its sum.
+@compute @workgroup_size({{WG}})
+fn sum_cols_part(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let c = wid.x * 64u + li % 64u;
+    let lane = li / 64u;
+    let begin = wid.y * p.index;
+    let end = min(begin + p.index, p.rows);
+    var s = 0.0;
+    if c < p.cols {
+        for (var r = begin + lane; r < end; r += {{WG}}u / 64u) { s += x[r * p.cols + c]; }
+    }
+    red_f[li] = s;
+    workgroupBarrier();
+    for (var w = {{WG}}u / 2u; w >= 64u; w /= 2u) {
+        if li < w { red_f[li] += red_f[li + w]; }
+        workgroupBarrier();
+    }
+    if lane == 0u && c < p.cols {
+        out[wid.y * p.cols + c] = red_f[li];
+    }
+}
+
+// Split reductions, pass 2: out[i] = (out[i] if pad != 0) + Σ_s x[s, i] over the `rows`
+// slices, in order (the split-K GEMM's partial products, or sum_cols_part's partial sums).
+@compute @workgroup_size({{WG}})
+fn sum_slices(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat(gid, nwg);
+    if i >= p.cols { return; }
+    var s = 0.0;
+    for (var r = 0u; r < p.rows; r += 1u) { s += x[r * p.cols + i]; }
+    if p.pad != 0u { s += out[i]; }
+    out[i] = s;
+}
+
 @compute @workgroup_size({{WG}})
 fn sum_rows(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let r = flat(gid, nwg);

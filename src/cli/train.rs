@@ -192,6 +192,17 @@ pub(super) fn print_summary(r: &TrainReport) {
             if r.backend.kind == gpulab::tensor::BackendKind::Cpu { "CPU backend" } else { "this adapter has no timestamp queries" }
         ),
     }
+    if let Some(c) = &r.device_counts {
+        let (steps, _, steady) = c.steady();
+        let figures: Vec<String> = steady.per(steps)[..7].iter().map(|(name, v)| format!("{v:.2} {name}")).collect();
+        println!("device work:    per step after the first log window: {} (measured: counted by the backend)", figures.join(", "));
+        let first = c.first.bind_groups_created + c.first.buffers_created;
+        println!(
+            "                {:.2} CPU waits per log window over {} windows; {first} bind groups and buffers created in the first (measured)",
+            c.total.waits as f64 / c.windows.max(1) as f64,
+            c.windows
+        );
+    }
     println!("peak memory:    {:.2} MiB (measured by gpulab's allocation ledger)", r.memory.total_peak as f64 / (1 << 20) as f64);
     for (cat, _, peak) in &r.memory.categories {
         if *peak > 0 {

@@ -15,6 +15,7 @@ mod cnn;
 mod common;
 mod conformance;
 mod data;
+mod device_counts;
 mod distributed;
 mod drivers;
 mod exercises;

@@ -66,6 +66,12 @@ fn concurrent_answers_match(device: Device) {
     let totals = engine.join().unwrap();
     assert_eq!(totals.samples, 400);
     assert!(totals.batch_sizes.keys().all(|&b| (1..=8).contains(&b)), "{:?}", totals.batch_sizes);
+    // A GPU counts its work: one wait per batch, and one submission per batch apart from the
+    // first batch of each new size (its workspace's zero-fill is submitted before the upload).
+    if let Some(c) = totals.device_counts {
+        assert_eq!(c.waits, totals.batches, "one wait per batch: {c:?}");
+        assert!(c.submits >= totals.batches && c.submits <= totals.batches + totals.batch_sizes.len() as u64, "{c:?} {totals:?}");
+    }
 }
 
 #[test]

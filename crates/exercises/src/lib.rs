@@ -8,6 +8,7 @@ mod checkpointing;
 mod common;
 pub mod cost;
 mod cpu_vs_gpu;
+mod device_counts;
 mod distributed;
 mod inference;
 mod input_pipeline;

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use super::device_counts;
 use super::presets::Preset;
 use super::run_control::RunControl;
 use super::settings::Settings;
@@ -14,7 +15,7 @@ use super::sink::{Event, Sink};
 use super::{Exercise, LiveChartSpec};
 use gpulab_core::device::monitor::{self, Monitor, Probe, Recording, Sample, Summary};
 use gpulab_core::error::Result;
-use gpulab_systems::report::{Chart, ChartKind, Figure, Provenance, Report, Series};
+use gpulab_systems::report::{Chart, ChartKind, Figure, Provenance, Report, Series, Table};
 
 /// The live chart: utilisation per device as the driver reports it.
 pub const LIVE_CHART: &str = "driver_utilisation";
@@ -100,10 +101,16 @@ pub fn run_monitored(probe: Probe, live: bool, sink: &mut dyn Sink, run: impl Fn
             return Ok(report);
         }
     };
-    let out = run(&mut Watched { inner: sink, monitor: &monitor, live });
+    let mut watched = Watched { inner: sink, monitor: &monitor, live, counts: None };
+    let out = run(&mut watched);
+    let counts = watched.counts.take();
     let rec = monitor.finish();
     let mut report = out?;
     record(&rec, &mut report);
+    // Every GPU training run's device work, unless the exercise put the table in itself.
+    if let Some(t) = counts.filter(|_| !report.tables.iter().any(|t| t.title == device_counts::TITLE)) {
+        report.tables.push(t);
+    }
     Ok(report)
 }
 
@@ -112,10 +119,22 @@ struct Watched<'a> {
     inner: &'a mut dyn Sink,
     monitor: &'a Monitor,
     live: bool,
+    /// The device-work rows of every training run so far (see device_counts.rs).
+    counts: Option<Table>,
 }
 
 impl Sink for Watched<'_> {
     fn emit(&mut self, ev: Event) {
+        let ev = match ev {
+            Event::Table(t) if t.title == device_counts::TITLE => {
+                match self.counts.as_mut() {
+                    Some(all) => device_counts::merge(all, t),
+                    None => self.counts = Some(t),
+                }
+                Event::Table(self.counts.clone().expect("set above"))
+            }
+            ev => ev,
+        };
         self.inner.emit(ev);
         if !self.live {
             return;

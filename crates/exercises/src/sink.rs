@@ -152,6 +152,13 @@ impl gpulab_systems::train::TrainSink for TrainBridge<'_> {
                 self.point("replica_split", format!("{series} sync"), step as f64, sync_ms, p);
             }
             T::Timeline(t) if self.charts => self.sink.emit(Event::Timeline(t)),
+            T::Counts { replica, counts } => {
+                let name = match replica {
+                    Some(r) => format!("{} replica {r}", self.series),
+                    None => self.series.clone(),
+                };
+                self.sink.emit(Event::Table(super::device_counts::table(&[(name, counts)])));
+            }
             T::Epoch(e) if self.charts => {
                 self.point("val_accuracy", self.series.clone(), (e.epoch + 1) as f64, e.val_accuracy * 100.0, Provenance::Measured);
             }

@@ -1,7 +1,8 @@
 //! The one dense forward pass. A layer computes `out = input · W + bias`, then ReLU (every layer
 //! but the last); the precision its weight is held in (`LayerKind`) picks the GEMM:
 //!
-//! - `F32`: `matmul`, then `bias_add` and `relu` (f32 training and inference);
+//! - `F32`: `matmul`, then `bias_relu` (one fused pass on a GPU) or `bias_add` (f32 training
+//!   and inference);
 //! - `Half`: `matmul16` over a 16-bit input, f32 sums, bias and ReLU fused into the epilogue
 //!   (autocast training, FP16 inference);
 //! - `Int8`: the f32 input quantized (a calibrated scale, or its own absmax), then
@@ -114,15 +115,11 @@ impl<T: TensorMeta> Dense<&T> {
         match self.kind {
             LayerKind::F32(weight) => {
                 b.matmul(input, weight, out, false, false, false)?;
-                b.bias_add(out, self.bias)?;
-                if relu {
-                    b.relu(out)?;
-                }
-                Ok(())
+                if relu { b.bias_relu(out, self.bias) } else { b.bias_add(out, self.bias) }
             }
             LayerKind::Half(weight) => b.matmul16(input, weight, out, false, false, Epilogue::Bias { bias: self.bias, relu }, None),
             LayerKind::Int8 { weight, scales, input_scale } => {
-                let mut xq = b.zeros(input.shape(), DType::I8, MemCategory::Activations)?;
+                let mut xq = b.empty(input.shape(), DType::I8, MemCategory::Activations)?;
                 let dynamic;
                 let act_scale = match input_scale {
                     Some(sx) => {
@@ -256,12 +253,13 @@ impl<B: Backend> DenseStack<B> {
             let cast = outs.last().unwrap_or(x).dtype() != want;
             if cast {
                 let from = outs.last().unwrap_or(x);
-                let mut t = b.zeros(from.shape(), want, MemCategory::Activations)?;
+                let mut t = b.empty(from.shape(), want, MemCategory::Activations)?;
                 b.cast(from, &mut t, None)?;
                 casts.push(t);
             }
             let input = if cast { casts.last().expect("pushed above") } else { outs.last().unwrap_or(x) };
-            let mut y = b.zeros([rows, layer.weight().shape()[1]], layer.output_dtype(i == last), MemCategory::Activations)?;
+            // Every layer writes its whole output, so it needs no clear.
+            let mut y = b.empty([rows, layer.weight().shape()[1]], layer.output_dtype(i == last), MemCategory::Activations)?;
             layer.as_ref().forward(b, input, &mut y, i < last)?;
             if !keep {
                 outs.clear();

@@ -100,7 +100,7 @@ fn time_gpu<B: Backend>(b: &mut B, runs: usize, mut op: impl FnMut(&mut B) -> Re
     let (mut gpu, mut wall) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
     for i in 0..=runs {
         b.sync()?;
-        b.take_busy_seconds()?; // start each run's GPU clock from zero
+        b.reset_busy_clock()?; // start each run's GPU clock from zero
         let t = Instant::now();
         op(b)?;
         b.flush()?;

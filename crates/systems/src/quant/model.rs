@@ -122,7 +122,7 @@ pub fn quantize_model<B: Backend>(
     let mut out = Vec::new();
     for (i, l) in layers.iter().enumerate() {
         let w = b.upload_f32(&l.weight, l.shape, MemCategory::Other)?;
-        let mut q = b.zeros(l.shape, DType::I8, MemCategory::Other)?;
+        let mut q = b.empty(l.shape, DType::I8, MemCategory::Other)?;
         let cols = if weights == QuantGranularity::PerChannel { l.shape[1] } else { 1 };
         let mut ws = b.zeros([1, cols], DType::F32, MemCategory::Other)?;
         b.quantize(&w, &mut q, &mut ws, weights)?;
@@ -183,7 +183,7 @@ impl<B: Backend> DenseStack<B> {
 }
 
 fn int8_layer<B: Backend>(b: &mut B, l: &QuantizedLayer) -> Result<Dense<B::Tensor>> {
-    let mut weight = b.zeros(l.shape, DType::I8, MemCategory::Parameters)?;
+    let mut weight = b.empty(l.shape, DType::I8, MemCategory::Parameters)?;
     b.write_i8(&mut weight, &l.weight)?;
     let kind = LayerKind::Int8 {
         weight,

@@ -19,7 +19,7 @@ use super::workspaces::{self, Workspaces};
 use crate::nn::Workspace;
 use gpulab_core::device::Device;
 use gpulab_core::error::{Error, Result};
-use gpulab_core::tensor::{Backend, BackendInfo, MemoryReport};
+use gpulab_core::tensor::{Backend, BackendInfo, DeviceCounts, MemoryReport};
 use gpulab_core::with_backend;
 
 /// What the inference thread has done so far (a snapshot is a copy).
@@ -36,6 +36,9 @@ pub struct InferenceTotals {
     pub failed_batches: u64,
     /// Forward workspaces the thread keeps now (at most `workspaces::DEFAULT_CAP`).
     pub workspaces: usize,
+    /// Device work of the batches (upload, forward, read-back and busy time): divide by
+    /// `batches` for per-batch figures. Measured (counted); None on the CPU.
+    pub device_counts: Option<DeviceCounts>,
 }
 
 /// Shared between the inference thread and whoever watches it.
@@ -47,8 +50,11 @@ impl EngineStats {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    fn add(&self, rows: usize, compute_s: f64, busy: Option<f64>, ok: bool, workspaces: usize) {
+    fn add(&self, rows: usize, compute_s: f64, busy: Option<f64>, ok: bool, workspaces: usize, counts: Option<DeviceCounts>) {
         let mut t = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = counts {
+            t.device_counts = Some(t.device_counts.unwrap_or_default().plus(&c));
+        }
         t.workspaces = workspaces;
         t.batches += 1;
         t.samples += rows as u64;
@@ -209,7 +215,7 @@ impl<B: Backend> Runner<B> {
         inputs.iter().for_each(|x| self.xb.extend_from_slice(x));
         b.write_f32(&mut ws.x, &self.xb)?;
         self.model.forward(b, ws)?;
-        b.flush()?;
+        // The read submits the forward pass with its copy: one submission, one wait per batch.
         b.read_f32(ws.logits())
     }
 }
@@ -246,7 +252,7 @@ fn serve_loop<B: Backend>(
             return Err(Error::InvalidConfig(msg));
         }
     }
-    b.take_busy_seconds()?; // start the busy clock from zero
+    b.reset_busy_clock()?; // start the busy clock from zero
     let _ = ready_tx.send(Ok(EngineReady { backend: b.info(), memory: b.memory() }));
 
     let mut batch: Vec<Request> = Vec::with_capacity(max);
@@ -263,13 +269,15 @@ fn serve_loop<B: Backend>(
             continue;
         }
         let start = Instant::now();
+        let counts_before = b.counts();
         metrics.batch_formed(batch.len(), batches.depth());
         let inputs: Vec<&[f32]> = batch.iter().map(|r| r.input.as_slice()).collect();
         let result = runner.run(b, &inputs);
         let compute_s = start.elapsed().as_secs_f64();
         let busy = b.take_busy_seconds().unwrap_or(None);
         let rows = batch.len();
-        stats.add(rows, compute_s, busy, result.is_ok(), runner.workspaces.len());
+        let counts = b.counts().zip(counts_before).map(|(now, then)| now.since(&then));
+        stats.add(rows, compute_s, busy, result.is_ok(), runner.workspaces.len(), counts);
         metrics.batch_done(rows, compute_s, busy);
         match result {
             Ok(logits) => {

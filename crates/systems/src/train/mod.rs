@@ -20,7 +20,7 @@ pub use evaluate::evaluate;
 pub use f32_step::F32Phases;
 pub use feed::{Feed, Inline};
 pub use hooks::{LoaderPosition, NoHooks, StepDone, TrainHooks};
-pub use run::{EpochSummary, TrainReport, median, train, train_fed, train_strategy, train_with};
+pub use run::{EpochSummary, RunCounts, TrainReport, median, train, train_fed, train_strategy, train_with};
 pub use schedule::Schedule;
 pub use sink::{NullSink, TrainEvent, TrainSink, memory_held};
 pub use step::{ByRows, LayerDone, Micro, Phases, Step, StepBuffers};

@@ -59,6 +59,30 @@ pub struct TrainReport {
     /// Loss scale, skipped steps and gradient underflow of a mixed-precision run.
     #[serde(default)]
     pub amp: Option<AmpReport>,
+    /// Device work over the training steps (validation excluded): dispatches, submissions,
+    /// waits, objects created, bytes moved. Measured (counted); None on the CPU.
+    #[serde(default)]
+    pub device_counts: Option<RunCounts>,
+}
+
+/// A run's device work with what to divide it by: per step and per log window. The first log
+/// window is kept apart too: it pays the one-time costs (the window's staging buffer, the
+/// first use of a workspace), so `steady` — everything after it — is what each step costs.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunCounts {
+    pub steps: u64,
+    pub windows: u64,
+    pub total: gpulab_core::tensor::DeviceCounts,
+    /// Steps and counts up to the end of the first log window (included in the totals).
+    pub first_steps: u64,
+    pub first: gpulab_core::tensor::DeviceCounts,
+}
+
+impl RunCounts {
+    /// After the first log window: (steps, windows, counts).
+    pub fn steady(&self) -> (u64, u64, gpulab_core::tensor::DeviceCounts) {
+        (self.steps - self.first_steps, self.windows.saturating_sub(1), self.total.since(&self.first))
+    }
 }
 
 /// Trains the model `cfg.model` names (an MLP or the small CNN) on `data` and evaluates it after every epoch.
@@ -196,7 +220,11 @@ fn run_steps<B: Backend, P: Phases<B>, S: Strategy<B>>(
     // An epoch's short last batch is cut into micro-batches too: its own last one is short.
     steps.warm_up(b, &mut model, schedule.tail_rows().map(|r| r % micro))?;
     strategy.prepare(b, &model)?;
-    b.take_busy_seconds()?; // start the GPU clock from zero
+    b.reset_busy_clock()?; // start the GPU clock from zero
+    // Device work of the training steps: counted per epoch up to its validation.
+    let mut counted =
+        b.counts().map(|_| RunCounts { steps: 0, windows: 0, total: Default::default(), first_steps: 0, first: Default::default() });
+    let mut counts_from = b.counts();
 
     'epochs: for epoch in start.epoch..cfg.epochs {
         let order = schedule.order(epoch);
@@ -240,6 +268,9 @@ fn run_steps<B: Backend, P: Phases<B>, S: Strategy<B>>(
             }
             step += 1;
             win_steps += 1;
+            if let Some(c) = counted.as_mut() {
+                c.steps += 1;
+            }
             win_seen += global.len();
             let last = i as u64 + 1 == steps_per_epoch;
             // Every replica takes the same branch (the step count and the stop agreement are
@@ -275,6 +306,14 @@ fn run_steps<B: Backend, P: Phases<B>, S: Strategy<B>>(
                     memory: memory_held(&b.memory()),
                 });
                 strategy.window(step, &mut *sink);
+                if let Some(c) = counted.as_mut() {
+                    c.windows += 1;
+                    if c.windows == 1
+                        && let (Some(now), Some(from)) = (b.counts(), counts_from)
+                    {
+                        (c.first_steps, c.first) = (c.steps, c.total.plus(&now.since(&from)));
+                    }
+                }
                 (win_steps, win_seen) = (0, 0);
                 win_start = Instant::now();
             }
@@ -291,14 +330,19 @@ fn run_steps<B: Backend, P: Phases<B>, S: Strategy<B>>(
                 break 'epochs;
             }
         }
-        // Work after the epoch's last window (a hook's checkpoint) still counts.
-        let busy = match (ep_busy, b.take_busy_seconds()?) {
+        // Work after the epoch's last window that a read collected (a hook's checkpoint) still
+        // counts; nothing waits for the rest (the window's own wait was the epoch's last).
+        let busy = match (ep_busy, b.take_collected_busy_seconds()?) {
             (Some(a), Some(b)) => Some(a + b),
             (a, b) => a.or(b),
         };
+        if let (Some(c), Some(now), Some(from)) = (counted.as_mut(), b.counts(), counts_from) {
+            c.total = c.total.plus(&now.since(&from));
+        }
         // Validation runs in micro-batches too, so it holds no more activations than training.
         let (val_loss, val_accuracy) = steps.evaluate(b, &model, data, micro)?;
-        b.take_busy_seconds()?; // validation is not part of the training figures
+        b.reset_busy_clock()?; // validation is not part of the training figures
+        counts_from = b.counts();
         if let Some(s) = busy {
             total_busy += s;
             any_busy = true;
@@ -318,7 +362,13 @@ fn run_steps<B: Backend, P: Phases<B>, S: Strategy<B>>(
         sink.event(TrainEvent::Epoch(summary.clone()));
         epochs.push(summary);
     }
+    if stopped_early && let (Some(c), Some(now), Some(from)) = (counted.as_mut(), b.counts(), counts_from) {
+        c.total = c.total.plus(&now.since(&from)); // the stopped epoch's steps, never validated
+    }
     strategy.finish(b, &model, &mut *sink)?;
+    if let Some(counts) = counted {
+        sink.event(TrainEvent::Counts { replica: rank.map(|r| r.rank), counts });
+    }
 
     let seen = total_seen;
     let gpu_busy_s = any_busy.then_some(total_busy);
@@ -340,6 +390,7 @@ fn run_steps<B: Backend, P: Phases<B>, S: Strategy<B>>(
         memory: b.memory(),
         stopped_early,
         amp: steps.into_amp_report(),
+        device_counts: counted,
     })
 }
 

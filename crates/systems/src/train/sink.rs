@@ -91,6 +91,13 @@ pub enum TrainEvent {
     },
     /// After each epoch: its training figures and the validation pass.
     Epoch(EpochSummary),
+    /// The device work of the training steps (a GPU run's counts; a replica's own device).
+    /// Measured.
+    Counts {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replica: Option<usize>,
+        counts: super::run::RunCounts,
+    },
     /// The run is over (a child process says so last). Also the model trained ("CNN 1x8x8 …"
     /// or "MLP 64-32-10") and its parameter count.
     Finished {

@@ -4,7 +4,7 @@
 
 use super::kernels::Kernel;
 use super::tuning::Matmul16Variant;
-use super::{GpuBackend, GpuTensor, u32_len};
+use super::{GpuBackend, GpuTensor, Spare, u32_len};
 use crate::error::Result;
 use crate::tensor::scaler::{AmpOptimizer, ScalerRule};
 use crate::tensor::{DType, Epilogue, MemCategory, TensorMeta, checks, float16};
@@ -42,19 +42,13 @@ pub fn unpack_words(dt: DType, words: &[u32], numel: usize) -> Vec<f32> {
     words.iter().flat_map(|w| [*w as u16, (*w >> 16) as u16]).take(numel).map(|b| float16::widen(dt, b)).collect()
 }
 
-/// A scratch binding for a kernel input or output this call does not use.
-fn unused(gpu: &mut GpuBackend) -> Result<GpuTensor> {
-    gpu.alloc([1, 1], DType::U32, MemCategory::Other)
-}
-
 pub fn cast(gpu: &mut GpuBackend, x: &GpuTensor, out: &mut GpuTensor, stats: Option<&mut GpuTensor>) -> Result<()> {
     let dt = checks::cast(x, out, stats.as_deref())?;
     ensure_available(gpu, "cast", dt)?;
     let n = u32_len(x.numel(), "cast")?;
     if x.dtype == DType::F32 {
-        let spare = unused(gpu)?;
         let count = stats.is_some() as u32;
-        let s = stats.map(|s| s.buffer().clone()).unwrap_or_else(|| spare.buffer().clone());
+        let s = stats.map(|s| s.buffer().clone()).unwrap_or_else(|| gpu.spare(Spare::Stats));
         let g = gpu.grid(out.words());
         gpu.run_as(dt, Kernel::CastTo16, 0, &[n, 0, count, 0], &[(1, x.buffer()), (4, out.buffer()), (5, &s)], g)
     } else {
@@ -102,6 +96,7 @@ pub fn matmul16(
     }
     let coop = chosen == Matmul16Variant::Coop && whole_words;
     let regblock = chosen == Matmul16Variant::RegBlock && whole_words;
+    let tiled = chosen == Matmul16Variant::Tiled && whole_words;
     if ta && regblock {
         // As for f32 (core.rs): reading a transposed A is pathologically slow for a
         // register-blocked kernel on llvmpipe (28 ms for a 64×128×32 weight gradient,
@@ -111,19 +106,22 @@ pub fn matmul16(
         return matmul16(gpu, &at, b, c, false, tb, epi, stats);
     }
     let (m32, n32, k32) = (m as u32, n as u32, k as u32);
-    let spare_in = unused(gpu)?;
+    let spare_in = gpu.spare(Spare::Input);
     let (code, bias, act) = match epi {
-        Epilogue::None => (0, spare_in.buffer().clone(), spare_in.buffer().clone()),
-        Epilogue::Bias { bias, relu } => (1 + relu as u32, bias.buffer().clone(), spare_in.buffer().clone()),
+        Epilogue::None => (0, spare_in.clone(), spare_in),
+        Epilogue::Bias { bias, relu } => (1 + relu as u32, bias.buffer().clone(), spare_in),
         // checks::matmul16 allows a mask (and stats) only with a 16-bit output.
-        Epilogue::ReluMask(act) => (3, spare_in.buffer().clone(), act.buffer().clone()),
+        Epilogue::ReluMask(act) => (3, spare_in, act.buffer().clone()),
     };
     let variant = ta as u32 | (tb as u32) << 1;
-    if regblock || coop {
-        // The register-blocked kernel and the cooperative-matrix one (shaders/matmul16_coop.wgsl,
-        // 32×32 blocks, every transpose) share their bindings and parameters.
+    if regblock || coop || tiled {
+        // The register-blocked kernel, the tiled one (64×64 blocks) and the cooperative-matrix
+        // one (shaders/matmul16_coop.wgsl, 32×32 blocks, every transpose) share their bindings
+        // and parameters.
         let (kernel, variant, groups) = if coop {
             (Kernel::Matmul16Coop, variant, (n32.div_ceil(32), m32.div_ceil(32)))
+        } else if tiled {
+            (Kernel::Matmul16Tiled, variant, (n32.div_ceil(64), m32.div_ceil(64)))
         } else {
             // vec4<u32> loads (8 values) where the row length along the loaded dimension allows them.
             let va = if ta { m % 8 == 0 } else { k % 8 == 0 };
@@ -137,11 +135,11 @@ pub fn matmul16(
             );
         }
         // One entry point for both outputs: the unused one and unused stats get spare buffers.
-        let (spare_c, spare_stats) = (unused(gpu)?, unused(gpu)?);
+        let spare_c = gpu.spare(Spare::Output);
         let count = stats.is_some() as u32;
-        let s = stats.map(|s| s.buffer().clone()).unwrap_or_else(|| spare_stats.buffer().clone());
+        let s = stats.map(|s| s.buffer().clone()).unwrap_or_else(|| gpu.spare(Spare::Stats));
         let out16 = c.dtype != DType::F32;
-        let (c16, c32) = if out16 { (c.buffer(), spare_c.buffer()) } else { (spare_c.buffer(), c.buffer()) };
+        let (c16, c32) = if out16 { (c.buffer(), &spare_c) } else { (&spare_c, c.buffer()) };
         let bindings = [(1, a.buffer()), (2, b.buffer()), (3, c16), (4, c32), (5, &bias), (6, &act), (7, &s)];
         return gpu.run_as(dt, kernel, variant, &[m32, n32, k32, code, count, out16 as u32], &bindings, groups);
     }
@@ -150,9 +148,8 @@ pub fn matmul16(
         let bindings = [(1, a.buffer()), (2, b.buffer()), (4, c.buffer()), (5, &bias)];
         return gpu.run_as(dt, Kernel::Matmul16F32, variant, &[m32, n32, k32, code, 0], &bindings, g);
     }
-    let spare_out = unused(gpu)?;
     let count = stats.is_some() as u32;
-    let s = stats.map(|s| s.buffer().clone()).unwrap_or_else(|| spare_out.buffer().clone());
+    let s = stats.map(|s| s.buffer().clone()).unwrap_or_else(|| gpu.spare(Spare::Stats));
     let bindings = [(1, a.buffer()), (2, b.buffer()), (3, c.buffer()), (5, &bias), (6, &act), (7, &s)];
     gpu.run_as(dt, Kernel::Matmul16Out, variant, &[m32, n32, k32, code, count], &bindings, g)
 }
@@ -202,11 +199,10 @@ pub fn amp_update(
     let dt = checks::amp_update(p, g, slots, &opt, state, w16.as_deref())?.unwrap_or(DType::BF16);
     ensure_available(gpu, "amp_update", dt)?;
     let n = u32_len(p.numel(), "amp_update")?;
-    let spare = unused(gpu)?;
     let write16 = w16.is_some() as u32;
-    let out = w16.map(|w| w.buffer().clone()).unwrap_or_else(|| spare.buffer().clone());
+    let out = w16.map(|w| w.buffer().clone()).unwrap_or_else(|| gpu.spare(Spare::Output));
     let (kernel, hp, table) = match opt {
-        AmpOptimizer::Sgd(hp) => (Kernel::AmpSgd, [hp.lr, hp.momentum, hp.weight_decay, 0.0, 0.0, 0.0, 0.0], spare.buffer().clone()),
+        AmpOptimizer::Sgd(hp) => (Kernel::AmpSgd, [hp.lr, hp.momentum, hp.weight_decay, 0.0, 0.0, 0.0, 0.0], gpu.spare(Spare::Input)),
         AmpOptimizer::AdamW(hp, table) => (
             Kernel::AmpAdamW,
             [hp.lr, 0.0, hp.weight_decay, hp.beta1, hp.beta2, hp.eps, 1.0 - hp.lr * hp.weight_decay],
@@ -217,7 +213,7 @@ pub fn amp_update(
     params.extend(hp.iter().map(|v| v.to_bits()));
     params.extend([write16, 0, 0, 0]);
     let (s1, s2) = match slots {
-        [v] => (v.buffer().clone(), spare.buffer().clone()),
+        [v] => (v.buffer().clone(), gpu.spare(Spare::Input)),
         [m, v] => (m.buffer().clone(), v.buffer().clone()),
         _ => return Err(crate::error::Error::Internal("checks::amp_update let a slot count through".into())),
     };

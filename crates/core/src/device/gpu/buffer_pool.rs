@@ -17,8 +17,13 @@ pub struct BufferPool {
 }
 
 impl BufferPool {
+    /// A free buffer of this size and usage: the oldest one (the lowest id), so a training
+    /// step gets the same buffers every step whatever else was freed meanwhile (a validation
+    /// pass), and the bind groups made for them are reused.
     pub fn take(&mut self, size: u64, usage: wgpu::BufferUsages) -> Option<wgpu::Buffer> {
-        let buf = self.free.get_mut(&(size, usage.bits()))?.pop()?;
+        let list = self.free.get_mut(&(size, usage.bits()))?;
+        let oldest = list.iter().enumerate().min_by(|a, b| a.1.cmp(b.1)).map(|(i, _)| i)?;
+        let buf = list.swap_remove(oldest);
         self.free_bytes -= size;
         Some(buf)
     }

@@ -7,6 +7,32 @@ use super::{GpuBackend, GpuTensor, ROWWISE_MAX_COLS, amp, u32_len};
 use crate::error::Result;
 use crate::tensor::{AdamW, CoreOps, DType, HostData, MemCategory, Sgd, Shape, TensorMeta, checks};
 
+/// Workgroups a split reduction aims for: 4 per compute unit of a 30-unit GPU, and more.
+pub(super) const SPLIT_TARGET: usize = 128;
+/// The shortest slice of a split reduction: shorter ones cost more in the second pass than
+/// they save.
+const MIN_SLICE: usize = 64;
+
+/// Slices to cut a reduction of length `len` into when its output has `tiles` workgroups of
+/// its own: enough for `SPLIT_TARGET` workgroups in all, none shorter than `MIN_SLICE`; 1 when
+/// the output alone fills the GPU or the reduction is short.
+pub(super) fn split_k(tiles: usize, len: usize) -> usize {
+    if tiles >= SPLIT_TARGET || len < 2 * MIN_SLICE {
+        return 1;
+    }
+    SPLIT_TARGET.div_ceil(tiles.max(1)).min(len / MIN_SLICE).max(1)
+}
+
+impl GpuBackend {
+    /// out (+)= Σ_s part[s, ..]: the second pass of a split reduction, in slice order.
+    fn sum_slices(&mut self, part: &GpuTensor, out: &mut GpuTensor, acc: bool) -> Result<()> {
+        let [slices, n] = part.shape;
+        let g = self.grid(n);
+        let params = [u32_len(slices, "sum")?, u32_len(n, "sum")?, 0, acc as u32];
+        self.run(Kernel::SumSlices, 0, &params, &[(1, part.buffer()), (2, out.buffer())], g)
+    }
+}
+
 impl CoreOps for GpuBackend {
     fn zeros(&mut self, shape: Shape, dtype: DType, cat: MemCategory) -> Result<GpuTensor> {
         // Pooled buffers hold old data, so every new tensor is cleared on the device.
@@ -14,6 +40,10 @@ impl CoreOps for GpuBackend {
         let n = u32_len(t.words(), "zeros")?;
         self.elementwise(Kernel::FillBits, n as usize, [n, 0, 0, 0], &[(3, t.buffer())])?;
         Ok(t)
+    }
+
+    fn empty(&mut self, shape: Shape, dtype: DType, cat: MemCategory) -> Result<GpuTensor> {
+        self.alloc(shape, dtype, cat)
     }
 
     fn upload_f32(&mut self, data: &[f32], shape: Shape, cat: MemCategory) -> Result<GpuTensor> {
@@ -74,10 +104,17 @@ impl CoreOps for GpuBackend {
             return self.matmul(&at, b, c, false, tb, acc);
         }
         let (m32, n32, k32) = (u32_len(m, "matmul")?, u32_len(n, "matmul")?, u32_len(k, "matmul")?);
+        // The tiled kernel splits a long K over slices when its output has too few tiles.
+        let split = match self.matmul {
+            MatmulVariant::Tiled => split_k(m.div_ceil(64) * n.div_ceil(64), k),
+            MatmulVariant::RegBlock => 1,
+        };
+        let k_len = if split > 1 { k.div_ceil(split).next_multiple_of(16) } else { k.max(1) };
+        let split = k.div_ceil(k_len).max(1);
         let (kernel, groups) = match self.matmul {
             // 16 rows × 8 columns per invocation, 8 invocations side by side.
             MatmulVariant::RegBlock => (Kernel::MatmulRegBlock, (n32.div_ceil(64), m32.div_ceil(16))),
-            MatmulVariant::Tiled => (Kernel::MatmulTiled, (n32.div_ceil(64), m32.div_ceil(64))),
+            MatmulVariant::Tiled => (Kernel::MatmulTiled, (n32.div_ceil(64), m32.div_ceil(64) * split as u32)),
         };
         let max = self.summary.limits.max_compute_workgroups_per_dimension;
         if groups.0 > max || groups.1 > max {
@@ -89,13 +126,28 @@ impl CoreOps for GpuBackend {
         let va = if ta { m % 4 == 0 } else { k % 4 == 0 };
         let vb = if tb { k % 4 == 0 } else { n % 4 == 0 };
         let variant = ta as u32 | (tb as u32) << 1 | (va as u32) << 2 | (vb as u32) << 3;
-        self.run(kernel, variant, &[m32, n32, k32, acc as u32], &[(1, a.buffer()), (2, b.buffer()), (3, c.buffer())], groups)
+        let m_tiles = m32.div_ceil(64).max(1);
+        if split == 1 {
+            let params = [m32, n32, k32, acc as u32, k_len as u32, m_tiles, 0, 0];
+            return self.run(kernel, variant, &params, &[(1, a.buffer()), (2, b.buffer()), (3, c.buffer())], groups);
+        }
+        // Each slice's partial product, then the slices added in order into C.
+        let part = self.alloc([split, m * n], DType::F32, MemCategory::Activations)?;
+        let params = [m32, n32, k32, 0, k_len as u32, m_tiles, 1, 0];
+        self.run(kernel, variant, &params, &[(1, a.buffer()), (2, b.buffer()), (3, part.buffer())], groups)?;
+        self.sum_slices(&part, c, acc)
     }
 
     fn bias_add(&mut self, y: &mut GpuTensor, bias: &GpuTensor) -> Result<()> {
         checks::bias(y, bias)?;
         let n = u32_len(y.numel(), "bias_add")?;
         self.elementwise(Kernel::BiasAdd, n as usize, [n, y.shape[1] as u32, 0, 0], &[(1, y.buffer()), (2, bias.buffer())])
+    }
+
+    fn bias_relu(&mut self, y: &mut GpuTensor, bias: &GpuTensor) -> Result<()> {
+        checks::bias(y, bias)?;
+        let n = u32_len(y.numel(), "bias_relu")?;
+        self.elementwise(Kernel::BiasAdd, n as usize, [n, y.shape[1] as u32, 0, 1], &[(1, y.buffer()), (2, bias.buffer())])
     }
 
     fn relu(&mut self, x: &mut GpuTensor) -> Result<()> {
@@ -146,6 +198,18 @@ impl CoreOps for GpuBackend {
         }
         checks::f32("sum_cols", x)?;
         let [r, c] = x.shape;
+        // The split pass needs 64 columns × at least one row lane per workgroup.
+        let split = if self.pipelines.wg() >= 64 { split_k(c.div_ceil(64), r) } else { 1 };
+        if split > 1 {
+            // Long and narrow (a bias gradient over batch × height × width): 64 columns × a
+            // slice of rows per workgroup, then the slices added.
+            let len = r.div_ceil(split);
+            let split = r.div_ceil(len);
+            let part = self.alloc([split, c], DType::F32, MemCategory::Activations)?;
+            let params = [u32_len(r, "sum_cols")?, u32_len(c, "sum_cols")?, len as u32, 0];
+            self.run(Kernel::SumColsPart, 0, &params, &[(1, x.buffer()), (2, part.buffer())], (c.div_ceil(64) as u32, split as u32))?;
+            return self.sum_slices(&part, out, false);
+        }
         let g = self.grid(c);
         self.run(Kernel::SumCols, 0, &[u32_len(r, "sum_cols")?, u32_len(c, "sum_cols")?, 0, 0], &[(1, x.buffer()), (2, out.buffer())], g)
     }
@@ -270,6 +334,7 @@ impl CoreOps for GpuBackend {
 
     fn sync(&mut self) -> Result<()> {
         self.flush()?;
+        self.rec.counts.waits += 1;
         super::wait::wait(&self.device, "the submitted work")?;
         self.check()
     }

@@ -151,9 +151,10 @@ pub(super) fn work_estimate(kernel: Kernel, params: &[u32], bindings: &[(u32, &w
             (2.0 * m * n * k, 4.0 * (m * k + k * n + m * n * (1.0 + acc)))
         }
         // 16-bit operands (f16, or bf16 packed two per word); the output is 16-bit or f32.
-        Kernel::Matmul16Out | Kernel::Matmul16F32 | Kernel::Matmul16Reg | Kernel::Matmul16Coop => {
+        Kernel::Matmul16Out | Kernel::Matmul16F32 | Kernel::Matmul16Reg | Kernel::Matmul16Tiled | Kernel::Matmul16Coop => {
             let (m, n, k) = (p(0), p(1), p(2));
-            let out16 = kernel == Kernel::Matmul16Out || (matches!(kernel, Kernel::Matmul16Reg | Kernel::Matmul16Coop) && p(5) != 0.0);
+            let out16 = kernel == Kernel::Matmul16Out
+                || (matches!(kernel, Kernel::Matmul16Reg | Kernel::Matmul16Tiled | Kernel::Matmul16Coop) && p(5) != 0.0);
             let out = if out16 { 2.0 } else { 4.0 };
             (2.0 * m * n * k, 2.0 * (m * k + k * n) + out * m * n)
         }

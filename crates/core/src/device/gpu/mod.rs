@@ -19,6 +19,7 @@ pub mod targets;
 pub mod tuning;
 pub mod wait;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 pub use adapters::{AdapterSummary, GpuSelector};
@@ -30,8 +31,8 @@ pub use tuning::{Matmul16Variant, MatmulVariant};
 
 use crate::error::{Error, Result};
 use crate::tensor::{
-    AmpOps, BackendBase, BackendInfo, BackendKind, CoreOps, DType, Epilogue, Ledger, MemCategory, MemoryReport, Shape, Telemetry,
-    memory_lock,
+    AmpOps, BackendBase, BackendInfo, BackendKind, CoreOps, DType, DeviceCounts, DispatchRecord, Epilogue, Ledger, MemCategory,
+    MemoryReport, Shape, Telemetry, memory_lock,
 };
 use buffer_pool::{Shared, buffer_size};
 use kernels::{Kernel, PipelineCache, PipelineKey};
@@ -42,6 +43,24 @@ const STAGING: wgpu::BufferUsages = wgpu::BufferUsages::MAP_READ.union(wgpu::Buf
 
 /// Up to this many classes, softmax-cross-entropy runs one thread per row.
 const ROWWISE_MAX_COLS: usize = 64;
+
+/// Bind groups kept before the cache is emptied (a bound on what it keeps alive).
+const BIND_GROUP_CAP: usize = 4096;
+
+/// A bind group is reused for the same pipeline and the same buffers at the same bindings:
+/// the parameter block is bound with a dynamic offset, so it is not part of the key.
+type BindKey = (PipelineKey, Vec<(u32, wgpu::Buffer)>);
+
+/// The roles of the unused bindings (`GpuBackend::spare`).
+#[derive(Clone, Copy)]
+enum Spare {
+    /// Read-only inputs (several may share it).
+    Input = 0,
+    /// An output this call does not write.
+    Output = 1,
+    /// Underflow statistics nobody asked for.
+    Stats = 2,
+}
 
 /// Errors wgpu reports outside an error scope, kept until the next check.
 #[derive(Default)]
@@ -56,9 +75,13 @@ pub struct GpuBackend {
     summary: AdapterSummary,
     timestamps: bool,
     pipelines: PipelineCache,
+    bind_groups: HashMap<BindKey, wgpu::BindGroup>,
     shared: Arc<Shared>,
     rec: Recorder,
     dummy: wgpu::Buffer,
+    /// Bindings a kernel declares but this call does not use (`Spare`): made once, so a call
+    /// allocates nothing and its bind group stays the same from step to step.
+    spares: [wgpu::Buffer; 3],
     sink: Arc<Mutex<ErrorSink>>,
     matmul: MatmulVariant,
     /// The 16-bit GEMM per type ([f16, bf16]), measured at its first use (tuning.rs).
@@ -143,12 +166,15 @@ impl GpuBackend {
 
         let timestamps = features.contains(wgpu::Features::TIMESTAMP_QUERY);
         let rec = Recorder::new(&device, &queue, timestamps);
-        let dummy = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("unused binding"),
-            size: 256,
-            usage: STORAGE,
-            mapped_at_creation: false,
-        });
+        let unused = || {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("unused binding"),
+                size: 256,
+                usage: STORAGE,
+                mapped_at_creation: false,
+            })
+        };
+        let (dummy, spares) = (unused(), [unused(), unused(), unused()]);
         let pipelines = PipelineCache::new(limits::workgroup_size(&device.limits()));
         let shared = Arc::new(Shared { pool: Default::default(), ledger: Arc::new(Mutex::new(Ledger::with_budget(budget))) });
         Ok(GpuBackend {
@@ -157,9 +183,11 @@ impl GpuBackend {
             summary,
             timestamps,
             pipelines,
+            bind_groups: HashMap::new(),
             shared,
             rec,
             dummy,
+            spares,
             sink,
             matmul: MatmulVariant::RegBlock,
             matmul16: [None; 2],
@@ -214,11 +242,6 @@ impl GpuBackend {
         self.matmul16[(dt == DType::BF16) as usize] = Some(v);
     }
 
-    /// Dispatches and submits so far (per-dispatch overhead is what small models pay for).
-    pub fn counters(&self) -> (u64, u64) {
-        (self.rec.dispatches, self.rec.submits)
-    }
-
     /// Bytes held in the buffer pool for reuse (not counted in the ledger's categories).
     pub fn pooled_bytes(&self) -> u64 {
         self.shared.pool().free_bytes()
@@ -251,7 +274,8 @@ impl GpuBackend {
             });
         }
         memory_lock(&self.shared.ledger).reserve(cat, size)?;
-        let buf = match self.shared.pool().take(size, STORAGE) {
+        let pooled = self.shared.pool().take(size, STORAGE);
+        let buf = match pooled {
             Some(b) => Ok(b),
             None => self.create_buffer(size, STORAGE, cat),
         };
@@ -265,9 +289,10 @@ impl GpuBackend {
     }
 
     /// Creates a buffer, turning a real out-of-memory into an error that names the category.
-    fn create_buffer(&self, size: u64, usage: wgpu::BufferUsages, cat: MemCategory) -> Result<wgpu::Buffer> {
+    fn create_buffer(&mut self, size: u64, usage: wgpu::BufferUsages, cat: MemCategory) -> Result<wgpu::Buffer> {
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let buf = self.device.create_buffer(&wgpu::BufferDescriptor { label: Some(cat.name()), size, usage, mapped_at_creation: false });
+        self.rec.counts.buffers_created += 1;
         match pollster::block_on(scope.pop()) {
             None => Ok(buf),
             Some(e) => Err(Error::DeviceOutOfMemory { category: cat.name().into(), bytes: size, detail: e.to_string() }),
@@ -281,30 +306,14 @@ impl GpuBackend {
         }
         if !bytes.is_empty() {
             self.queue.write_buffer(t.buffer(), 0, bytes);
+            self.rec.counts.bytes_uploaded += bytes.len() as u64;
         }
         Ok(())
     }
 
     fn read_bytes<T: bytemuck::Pod>(&mut self, t: &GpuTensor) -> Result<Vec<T>> {
-        let bytes = t.data_bytes();
-        if bytes == 0 {
-            return Ok(Vec::new());
-        }
-        let size = bytes.div_ceil(256) * 256;
-        memory_lock(&self.shared.ledger).reserve(MemCategory::Staging, size)?;
-        let staging = match self.shared.pool().take(size, STAGING) {
-            Some(b) => b,
-            None => self.create_buffer(size, STAGING, MemCategory::Staging).inspect_err(|_| {
-                memory_lock(&self.shared.ledger).release(MemCategory::Staging, size);
-            })?,
-        };
-        self.rec.encoder(&self.device).copy_buffer_to_buffer(t.buffer(), 0, &staging, 0, bytes);
-        self.flush()?;
-        let out = readback::map_and_read(&self.device, &staging, bytes);
-        memory_lock(&self.shared.ledger).release(MemCategory::Staging, size);
-        self.shared.pool().put(staging);
-        self.check()?;
-        out
+        let (words, _) = self.read_words(&[t])?;
+        Ok(bytemuck::cast_slice(&words[..t.words().min(words.len())]).to_vec())
     }
 
     /// Records one dispatch of `kernel` with its parameter words and storage bindings.
@@ -333,17 +342,34 @@ impl GpuBackend {
             let (flops, bytes) = kernel_profiler::work_estimate(kernel, params, bindings);
             self.rec.profiled_pass(&self.device, format!("{kernel:?}"), flops, bytes);
         }
-        let pipeline = self.pipelines.get(&self.device, PipelineKey { kernel, dtype, variant })?;
-        let uniform = self.rec.push_params(params);
-        let mut entries = vec![wgpu::BindGroupEntry { binding: 0, resource: wgpu::BindingResource::Buffer(uniform) }];
-        entries.extend(bindings.iter().map(|(i, b)| wgpu::BindGroupEntry { binding: *i, resource: b.as_entire_binding() }));
-        let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &entries,
-        });
-        self.rec.dispatch(&self.device, &pipeline, &bind_group, groups);
+        let compiled = self.pipelines.get(&self.device, PipelineKey { kernel, dtype, variant })?;
+        let bind_group = self.bind_group(&compiled, bindings);
+        let offset = self.rec.push_params(params);
+        self.rec.dispatch(&self.device, &compiled, &bind_group, offset, groups);
         Ok(())
+    }
+
+    /// The bind group of `kernel` with these buffers: made once, then reused every step.
+    fn bind_group(&mut self, kernel: &kernels::Compiled, bindings: &[(u32, &wgpu::Buffer)]) -> wgpu::BindGroup {
+        let key: BindKey = (kernel.key, bindings.iter().map(|&(i, b)| (i, b.clone())).collect());
+        if let Some(bg) = self.bind_groups.get(&key) {
+            return bg.clone();
+        }
+        if self.bind_groups.len() >= BIND_GROUP_CAP {
+            self.bind_groups.clear();
+        }
+        let mut entries = vec![wgpu::BindGroupEntry { binding: 0, resource: wgpu::BindingResource::Buffer(self.rec.params_binding()) }];
+        entries.extend(bindings.iter().map(|(i, b)| wgpu::BindGroupEntry { binding: *i, resource: b.as_entire_binding() }));
+        let bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &kernel.layout, entries: &entries });
+        self.rec.counts.bind_groups_created += 1;
+        self.bind_groups.insert(key, bg.clone());
+        bg
+    }
+
+    /// The buffer bound where a kernel's binding goes unused in this call; distinct ones for
+    /// distinct roles, since one buffer may not be written through two bindings of a dispatch.
+    fn spare(&self, role: Spare) -> wgpu::Buffer {
+        self.spares[role as usize].clone()
     }
 
     /// Workgroups for `n` invocations of a 1-D kernel, spilling into y past the per-dimension cap.
@@ -465,11 +491,33 @@ impl Telemetry for GpuBackend {
         if !self.rec.has_timestamps() {
             return Ok(None);
         }
-        self.flush()?;
-        self.rec.collect_timestamps(&self.device, &self.queue)?;
+        // A readback since the last call (a log window's totals) carried the timestamps in its
+        // copy: no second wait. Passes recorded after it count in the next call.
+        if !self.rec.take_read_collected() {
+            self.flush()?;
+            self.rec.collect_timestamps(&self.device, &self.queue)?;
+        }
         self.drain_kernel_profiler()?;
         self.check()?;
         Ok(self.rec.take_busy_ns().map(|ns| ns * 1e-9))
+    }
+
+    fn take_collected_busy_seconds(&mut self) -> Result<Option<f64>> {
+        self.rec.take_read_collected();
+        self.check()?;
+        Ok(self.rec.take_busy_ns().map(|ns| ns * 1e-9))
+    }
+
+    fn reset_busy_clock(&mut self) -> Result<()> {
+        if self.rec.has_timestamps() {
+            self.rec.take_read_collected();
+            self.flush()?;
+            self.rec.collect_timestamps(&self.device, &self.queue)?;
+            self.drain_kernel_profiler()?;
+            self.check()?;
+            self.rec.take_busy_ns();
+        }
+        Ok(())
     }
 
     fn memory(&self) -> MemoryReport {
@@ -478,5 +526,17 @@ impl Telemetry for GpuBackend {
 
     fn reset_memory_peaks(&mut self) {
         memory_lock(&self.shared.ledger).reset_peaks();
+    }
+
+    fn counts(&self) -> Option<DeviceCounts> {
+        Some(self.rec.counts)
+    }
+
+    fn log_dispatches(&mut self, on: bool) {
+        self.rec.log = on.then(|| self.rec.log.take().unwrap_or_default());
+    }
+
+    fn take_dispatches(&mut self) -> Vec<DispatchRecord> {
+        self.rec.log.as_mut().map(std::mem::take).unwrap_or_default()
     }
 }

@@ -42,33 +42,10 @@ impl super::GpuBackend {
     /// `Backend::read_many`: every tensor copied into one pooled staging buffer, one submit,
     /// one map, one wait — a log window's two or three small totals cost one round trip.
     pub(super) fn read_batched(&mut self, ts: &[&super::GpuTensor]) -> Result<Vec<HostData>> {
-        use crate::tensor::{MemCategory, checks, memory_lock};
         for t in ts {
-            checks::not_quant("read_many", *t)?;
+            crate::tensor::checks::not_quant("read_many", *t)?;
         }
-        let (offsets, size) = layout(ts.iter().map(|t| t.data_bytes()));
-        let words: Vec<u32> = if size == 0 {
-            Vec::new()
-        } else {
-            memory_lock(&self.shared.ledger).reserve(MemCategory::Staging, size)?;
-            let staging = match self.shared.pool().take(size, super::STAGING) {
-                Some(b) => b,
-                None => self.create_buffer(size, super::STAGING, MemCategory::Staging).inspect_err(|_| {
-                    memory_lock(&self.shared.ledger).release(MemCategory::Staging, size);
-                })?,
-            };
-            let enc = self.rec.encoder(&self.device);
-            for (t, &at) in ts.iter().zip(&offsets) {
-                if t.data_bytes() > 0 {
-                    enc.copy_buffer_to_buffer(t.buffer(), 0, &staging, at, t.data_bytes());
-                }
-            }
-            let out = self.flush().and_then(|_| map_and_read(&self.device, &staging, size));
-            memory_lock(&self.shared.ledger).release(MemCategory::Staging, size);
-            self.shared.pool().put(staging);
-            self.check()?;
-            out?
-        };
+        let (words, offsets) = self.read_words(ts)?;
         Ok(ts
             .iter()
             .zip(&offsets)
@@ -81,5 +58,47 @@ impl super::GpuBackend {
                 }
             })
             .collect())
+    }
+
+    /// The words of every tensor and where each starts (bytes): copied into one pooled staging
+    /// buffer with the timestamps written so far behind them, then one submit, one map and one
+    /// wait — the only wait of a log window.
+    pub(super) fn read_words(&mut self, ts: &[&super::GpuTensor]) -> Result<(Vec<u32>, Vec<u64>)> {
+        use crate::tensor::{MemCategory, memory_lock};
+        let (offsets, data) = layout(ts.iter().map(|t| t.data_bytes()));
+        if data == 0 {
+            return Ok((Vec::new(), offsets));
+        }
+        let size = data + self.rec.timestamp_region();
+        memory_lock(&self.shared.ledger).reserve(MemCategory::Staging, size)?;
+        let pooled = self.shared.pool().take(size, super::STAGING);
+        let staging = match pooled {
+            Some(b) => b,
+            None => self.create_buffer(size, super::STAGING, MemCategory::Staging).inspect_err(|_| {
+                memory_lock(&self.shared.ledger).release(MemCategory::Staging, size);
+            })?,
+        };
+        let enc = self.rec.encoder(&self.device);
+        for (t, &at) in ts.iter().zip(&offsets) {
+            if t.data_bytes() > 0 {
+                enc.copy_buffer_to_buffer(t.buffer(), 0, &staging, at, t.data_bytes());
+            }
+        }
+        let queries = self.rec.resolve_into(&self.device, &staging, data);
+        let read = data + queries as u64 * 8;
+        let out = self.flush().and_then(|_| {
+            self.rec.counts.waits += 1;
+            self.rec.counts.bytes_read_back += read;
+            map_and_read::<u32>(&self.device, &staging, read)
+        });
+        memory_lock(&self.shared.ledger).release(MemCategory::Staging, size);
+        self.shared.pool().put(staging);
+        self.check()?;
+        let mut words = out?;
+        let ticks = words.split_off((data / 4) as usize);
+        if self.rec.has_timestamps() {
+            self.rec.absorb_ticks(&ticks);
+        }
+        Ok((words, offsets))
     }
 }

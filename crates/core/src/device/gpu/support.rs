@@ -123,5 +123,9 @@ mod tests {
             support(&summary(&["SHADER_F16"], gles)).into_iter().filter_map(|x| x.refusal).filter(|r| r.starts_with("kernel")).collect();
         assert!(beyond.iter().any(|r| r.contains("MatmulTiled needs max_compute_invocations_per_workgroup = 256")), "{beyond:#?}");
         assert!(beyond.iter().all(|r| !r.contains("Relu ")), "the 1-D kernels shrink to 128 invocations: {beyond:#?}");
+        // prepare() compiles these on every device, so none may need more than GLES's minimum.
+        for k in Kernel::SIMPLE {
+            assert!(!beyond.iter().any(|r| r.starts_with(&format!("kernel {k:?} needs"))), "{k:?} is compiled at prepare: {beyond:#?}");
+        }
     }
 }

@@ -11,6 +11,11 @@ pub trait CoreOps: BackendBase {
     /// A zero-filled tensor of any dtype (I8/I32 included: of CoreOps only zeros and copy take
     /// them; their host transfers and math are `QuantOps`).
     fn zeros(&mut self, shape: Shape, dtype: DType, cat: MemCategory) -> Result<Self::Tensor>;
+    /// A tensor the next op overwrites whole (a GEMM's or cast's output): its contents are
+    /// unspecified, so a backend may skip the clear (a GPU saves a dispatch). Zeros by default.
+    fn empty(&mut self, shape: Shape, dtype: DType, cat: MemCategory) -> Result<Self::Tensor> {
+        self.zeros(shape, dtype, cat)
+    }
     fn upload_f32(&mut self, data: &[f32], shape: Shape, cat: MemCategory) -> Result<Self::Tensor>;
     fn upload_u32(&mut self, data: &[u32], shape: Shape, cat: MemCategory) -> Result<Self::Tensor>;
     /// Overwrites a tensor's contents (e.g. the next input batch) without reallocating.
@@ -53,6 +58,12 @@ pub trait CoreOps: BackendBase {
     fn bias_add(&mut self, y: &mut Self::Tensor, bias: &Self::Tensor) -> Result<()>;
     /// x = max(x, 0)
     fn relu(&mut self, x: &mut Self::Tensor) -> Result<()>;
+    /// y[r, c] = max(y[r, c] + bias[c], 0): the dense layer's epilogue, one pass where the
+    /// backend fuses it (a GPU: one dispatch instead of two).
+    fn bias_relu(&mut self, y: &mut Self::Tensor, bias: &Self::Tensor) -> Result<()> {
+        self.bias_add(y, bias)?;
+        self.relu(y)
+    }
     /// grad *= (act > 0), where `act` is the ReLU's output.
     fn relu_backward(&mut self, grad: &mut Self::Tensor, act: &Self::Tensor) -> Result<()>;
     /// Fused softmax + cross-entropy. Writes each row's loss into `loss_rows` ([1, rows]) and,

@@ -13,7 +13,7 @@ pub use amp::AmpOps;
 pub use conv::{CONV_KERNEL, ConvOps, ImageGeom};
 pub use core::CoreOps;
 pub use quant::{QuantGranularity, QuantOps, matmul_i8_dequant_unfused, quantize_value, scale_for_absmax};
-pub use telemetry::Telemetry;
+pub use telemetry::{DeviceCounts, DispatchRecord, Telemetry};
 
 use super::{BackendInfo, DType, Shape};
 use crate::error::Error;

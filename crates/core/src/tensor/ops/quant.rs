@@ -133,7 +133,7 @@ pub fn matmul_i8_dequant_unfused<B: QuantOps + ?Sized>(
         return Err(unsupported(be, "matmul_i8_dequant", &why));
     }
     checks::matmul_i8_dequant(a, b, out, trans_a, trans_b, &epi)?;
-    let mut acc = be.zeros(out.shape(), DType::I32, MemCategory::Activations)?;
+    let mut acc = be.empty(out.shape(), DType::I32, MemCategory::Activations)?;
     be.matmul_i8(a, b, &mut acc, trans_a, trans_b)?;
     // The separate ops take one scale tensor: s_x · s_W[col] formed on the host (one read).
     let combined = match epi.act_scale {

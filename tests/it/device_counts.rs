@@ -1,0 +1,137 @@
+//! The device work a GPU run counts, bounded: steady-state training creates no bind groups and
+//! no buffers, submits about once per step and waits on the GPU once per log window (the
+//! timestamps ride in the totals' copy); the inference engine submits once and waits once per
+//! batch; the counts reach the report; every dispatch's workgroup size and count are logged.
+
+use gpulab::data::{self, DatasetSpec};
+use gpulab::nn::{AmpConfig, ModelKind, Precision};
+use gpulab::tensor::{DType, prelude::*};
+use gpulab::train::{NullSink, RunCounts, TrainConfig, train};
+
+use crate::common::with_gpu;
+
+fn config(model: ModelKind, precision: Precision) -> TrainConfig {
+    TrainConfig { hidden: vec![64], batch: 32, epochs: 2, log_every: 4, model, amp: AmpConfig::new(precision), ..TrainConfig::default() }
+}
+
+fn dataset(model: ModelKind) -> data::Dataset {
+    let spec = match model {
+        ModelKind::Mlp => DatasetSpec::Digits,
+        ModelKind::Cnn => "shapes:res=12,channels=3,n=400".parse::<DatasetSpec>().unwrap(),
+    };
+    data::load(&spec, 5).unwrap()
+}
+
+fn counted<B: Backend>(b: &mut B, model: ModelKind, precision: Precision) -> RunCounts {
+    let r = train(b, &dataset(model), &config(model, precision), &mut NullSink).unwrap();
+    r.device_counts.expect("a GPU run counts its device work")
+}
+
+/// The bounds of issue 43 for one run: after the first log window (one-time costs) nothing is
+/// created, the CPU waits once per log window, and about one submission per step.
+fn check(what: &str, c: &RunCounts) {
+    assert_eq!(c.total.waits, c.windows, "{what}: the CPU must wait on the GPU once per log window, no more: {c:?}");
+    let (steps, windows, t) = c.steady();
+    assert!(steps >= 12 && windows >= 3, "{what}: {c:?}");
+    assert_eq!(t.buffers_created, 0, "{what}: buffers created in steady-state training: {c:?}");
+    assert_eq!(t.bind_groups_created, 0, "{what}: bind groups created in steady-state training: {c:?}");
+    // One per step, and per window the totals' read and the flush of the counters' reset.
+    assert!(t.submits <= steps + 2 * windows, "{what}: submissions: {c:?}");
+    assert!(t.dispatches >= 5 * steps && t.workgroups >= t.dispatches, "{what}: {c:?}");
+    assert!(t.bytes_read_back > 0 && t.bytes_uploaded > 0, "{what}: {c:?}");
+}
+
+#[test]
+fn steady_state_training_creates_nothing_and_waits_once_per_log_window() {
+    with_gpu("steady_state_training_creates_nothing_and_waits_once_per_log_window", |gpu| {
+        for model in [ModelKind::Mlp, ModelKind::Cnn] {
+            for precision in Precision::ALL {
+                let dt = match precision {
+                    Precision::F32 => None,
+                    Precision::F16 => Some(DType::F16),
+                    Precision::BF16 => Some(DType::BF16),
+                };
+                if let Some(why) = dt.and_then(|dt| gpu.amp_unavailable(dt)) {
+                    eprintln!("{model:?} {precision:?} not run: {why}");
+                    continue;
+                }
+                let c = counted(gpu, model, precision);
+                eprintln!("{model:?} {precision:?}: {c:?}");
+                check(&format!("{model:?} {precision:?}"), &c);
+            }
+        }
+    });
+}
+
+#[test]
+fn every_dispatch_is_logged_with_its_workgroup_size_and_count() {
+    with_gpu("every_dispatch_is_logged_with_its_workgroup_size_and_count", |gpu| {
+        gpu.log_dispatches(true);
+        let before = gpu.counts().unwrap();
+        let x = gpu.upload_f32(&vec![1.0; 1000], [10, 100], gpulab::tensor::MemCategory::Inputs).unwrap();
+        let mut y = gpu.zeros([1, 100], DType::F32, gpulab::tensor::MemCategory::Activations).unwrap();
+        gpu.sum_cols(&x, &mut y).unwrap();
+        assert_eq!(gpu.read_f32(&y).unwrap(), vec![10.0; 100]);
+        let log = gpu.take_dispatches();
+        gpu.log_dispatches(false);
+        let c = gpu.counts().unwrap().since(&before);
+        assert_eq!(log.len() as u64, c.dispatches, "{log:?}");
+        assert_eq!(log.iter().map(|d| d.group_count()).sum::<u64>(), c.workgroups);
+        assert_eq!(log.iter().map(|d| d.group_count() * d.invocations_per_group() as u64).sum::<u64>(), c.invocations);
+        assert!(log.iter().any(|d| d.kernel.starts_with("SumCols")), "{log:?}");
+        assert!(log.iter().all(|d| d.invocations_per_group() >= 1 && d.group_count() >= 1), "{log:?}");
+        assert_eq!(c.waits, 1, "one read, one wait: {c:?}");
+        assert!(gpu.take_dispatches().is_empty());
+    });
+}
+
+/// The CNN's long, narrow reductions at default settings (shapes 16×16×1, batch 64): each
+/// stage's weight gradient (colsᵀ · grad over batch × height × width) on the tiled GEMM a GPU
+/// gets, and its bias gradient (`sum_cols`), split the long dimension so the largest launches
+/// ≥ 120 workgroups — and still equal the CPU's.
+#[test]
+fn the_cnns_long_reductions_split_into_enough_workgroups_and_match_the_cpu() {
+    use gpulab::device::CpuBackend;
+    use gpulab::device::gpu::MatmulVariant;
+    let batch = TrainConfig::default().batch;
+    let cfg = ModelKind::Cnn.config([1, 16, 16], 256, &[64], 4).unwrap();
+    let stages = cfg.conv.as_ref().unwrap().stages();
+    with_gpu("the_cnns_long_reductions_split_into_enough_workgroups_and_match_the_cpu", |gpu| {
+        let before = gpu.matmul_variant();
+        gpu.set_matmul_variant(MatmulVariant::Tiled);
+        for (i, s) in stages.iter().enumerate() {
+            let rows = batch * s.input.height * s.input.width;
+            let (taps, out) = (s.taps(), s.out);
+            let cols = crate::common::random(rows * taps, 70 + i as u64, -1.0, 1.0);
+            let grad = crate::common::random(rows * out, 80 + i as u64, -1.0, 1.0);
+            gpu.log_dispatches(true);
+            let (w, bias) = grads(gpu, &cols, &grad, [rows, taps, out]);
+            let log = gpu.take_dispatches();
+            gpu.log_dispatches(false);
+            let (cw, cb) = grads(&mut CpuBackend::new(), &cols, &grad, [rows, taps, out]);
+            crate::common::assert_close(&format!("stage {i} weight gradient"), &w, &cw, 1e-4);
+            crate::common::assert_close(&format!("stage {i} bias gradient"), &bias, &cb, 1e-4);
+            let groups = |k: &str| log.iter().filter(|d| d.kernel == k).map(|d| d.group_count()).max().unwrap_or(0);
+            eprintln!("stage {i}: K = {rows}, GEMM {} workgroups, sum_cols {} workgroups", groups("MatmulTiled"), groups("SumColsPart"));
+            assert!(log.iter().all(|d| d.invocations_per_group() >= 64), "{log:?}");
+            if i == 0 {
+                // The first stage's reductions are the longest (the full image size).
+                assert!(groups("MatmulTiled") >= 120, "the largest weight-gradient GEMM: {log:?}");
+                assert!(groups("SumColsPart") >= 120, "the largest bias gradient: {log:?}");
+            }
+        }
+        gpu.set_matmul_variant(before);
+    });
+}
+
+/// A convolution's weight gradient (colsᵀ · grad, poisoned output) and bias gradient.
+fn grads<B: Backend>(b: &mut B, cols: &[f32], grad: &[f32], [rows, taps, out]: [usize; 3]) -> (Vec<f32>, Vec<f32>) {
+    use gpulab::tensor::MemCategory as M;
+    let tc = b.upload_f32(cols, [rows, taps], M::Activations).unwrap();
+    let td = b.upload_f32(grad, [rows, out], M::Activations).unwrap();
+    let mut w = b.upload_f32(&vec![f32::NAN; taps * out], [taps, out], M::Gradients).unwrap();
+    let mut bias = b.upload_f32(&vec![f32::NAN; out], [1, out], M::Gradients).unwrap();
+    b.matmul(&tc, &td, &mut w, true, false, false).unwrap();
+    b.sum_cols(&td, &mut bias).unwrap();
+    (b.read_f32(&w).unwrap(), b.read_f32(&bias).unwrap())
+}
