@@ -64,7 +64,7 @@ pub(super) fn settings_for(a: &RunArgs) -> anyhow::Result<(Box<dyn exercises::Ex
     };
     settings.apply(&a.set)?;
     if let Some(file) = &a.scenario {
-        if settings.get("scenario_file").is_none() {
+        if !settings.has("scenario_file") {
             anyhow::bail!("--scenario: exercise {} takes no scenario file (only exercises with a scenario_file setting do)", ex.id());
         }
         if a.set.iter().any(|s| s.trim_start().starts_with("scenario_file=")) {

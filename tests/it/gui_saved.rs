@@ -32,13 +32,15 @@ fn a_state_saved_before_the_panels_loads_and_is_saved_back() {
     assert_eq!(h.state().selected(), "batch-sweep");
     let s = h.state().settings("batch-sweep").expect("batch-sweep settings").clone();
     let defaults = gpulab::exercises::find("batch-sweep").unwrap().settings();
-    assert_eq!(s.list("batch_sizes").unwrap(), [16, 256]);
-    assert_eq!(s.choice("optimizer").unwrap(), "adamw");
-    assert_eq!(s.text("backend").unwrap(), "cpu");
-    assert_eq!(s.int("epochs").unwrap(), defaults.int("epochs").unwrap());
+    let (values, defaults) = (s.to_map(), defaults.to_map());
+    assert_eq!(values["batch_sizes"], "16,256");
+    assert_eq!(values["optimizer"], "adamw");
+    assert_eq!(values["backend"], "cpu");
+    assert_eq!(values["epochs"], defaults["epochs"]);
     assert!(s.get("a_knob_that_is_gone").is_none());
     let p = h.state().settings("platform").unwrap();
-    assert_eq!((p.choice("scenario").unwrap().as_str(), p.float("duration_h").unwrap()), ("bad-release", 10.0));
+    let p = p.to_map();
+    assert_eq!((p["scenario"].as_str(), p["duration_h"].as_str()), ("bad-release", "10"));
     assert!(h.state().settings("an-exercise-that-is-gone").is_none());
 
     // The progress marks in the sidebar, the presenter's scale and theme, the hardware window.

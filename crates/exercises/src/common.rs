@@ -3,14 +3,10 @@
 use super::Exercise;
 use super::live::LiveChartSpec;
 use super::settings::{self, Settings, Value};
-use gpulab_core::error::Result;
 use gpulab_core::tensor::{MemCategory, MemoryReport};
-use gpulab_systems::data::{self, Dataset, DatasetSpec};
-use gpulab_systems::nn::{AmpConfig, ModelKind, OptimizerKind, Precision};
 use gpulab_systems::report::{CheckCard, Metadata, Report};
-use gpulab_systems::train::TrainConfig;
 
-/// The "backend" setting of a single-backend exercise (read it with `Settings::one_device`).
+/// The "backend" setting of a single-backend exercise (read by each exercise's config: `settings::Backends`).
 pub fn one_backend(s: Settings) -> Settings {
     s.add(
         "backend",
@@ -42,14 +38,14 @@ pub fn training_settings(s: Settings, dataset: &str, hidden: &[u64], batch: i64,
     )
 }
 
-/// The "model" setting of the exercises that can train the small CNN (read by `train_config`;
+/// The "model" setting of the exercises that can train the small CNN (read by `settings::training::Training`;
 /// an exercise without it trains the MLP).
 pub fn model_setting(s: Settings) -> Settings {
     s.add("model", "Model", "mlp, or cnn: 3×3 convolutions to 16 then 32 channels, each with ReLU and 2×2 max-pool, then the hidden layers — for image data sets", settings::choice("mlp", &["mlp", "cnn"]))
 }
 
 /// The memory settings of the exercises that teach the out-of-memory remedies (read by
-/// `train_config`; an exercise without them trains whole batches and stores activations).
+/// `settings::training::Training`; an exercise without them trains whole batches and stores activations).
 pub fn memory_settings(s: Settings) -> Settings {
     s.add(
         "accumulate",
@@ -66,7 +62,7 @@ pub fn memory_settings(s: Settings) -> Settings {
 }
 
 /// The "precision" setting of the exercises that train in one precision of their choice (read
-/// by `train_config`; an exercise without it trains in fp32).
+/// by `settings::training::Training`; an exercise without it trains in fp32).
 pub fn precision_setting(s: Settings) -> Settings {
     s.add(
         "precision",
@@ -74,29 +70,6 @@ pub fn precision_setting(s: Settings) -> Settings {
         "fp32, or mixed precision: fp16 (with a GradScaler; needs SHADER_F16 on a GPU) or bf16 — see exercise 3",
         settings::choice("fp32", &["fp32", "fp16", "bf16"]),
     )
-}
-
-/// The precision the settings ask for: their "precision" setting, or fp32 where there is none.
-pub fn amp_config(s: &Settings) -> Result<AmpConfig> {
-    match s.get("precision") {
-        Some(_) => Ok(AmpConfig::new(s.choice("precision")?.parse::<Precision>()?)),
-        None => Ok(AmpConfig::default()),
-    }
-}
-
-/// The model the settings ask for: their "model" setting, or the MLP where there is none.
-pub fn model_kind(s: &Settings) -> Result<ModelKind> {
-    match s.get("model") {
-        Some(_) => s.choice("model")?.parse(),
-        None => Ok(ModelKind::Mlp),
-    }
-}
-
-/// The model the settings build for `data`, spelled out ("CNN 1x8x8 conv3x3 16-pool-…-10" or
-/// "64-128-64-10"): the report's metadata names what trained.
-pub fn architecture(s: &Settings, data: &Dataset) -> Result<String> {
-    let hidden: Vec<usize> = s.list("hidden")?.into_iter().map(|v| v as usize).collect();
-    Ok(model_kind(s)?.config(data.shape, data.features, &hidden, data.classes)?.describe())
 }
 
 /// The per-step training loss every training run reports live (`sink::TrainBridge`).
@@ -110,52 +83,6 @@ pub fn training_live_charts() -> Vec<LiveChartSpec> {
     let mut c = vec![loss_live_chart(), LiveChartSpec::line("val_accuracy", "Validation accuracy", "epoch", "accuracy (%)")];
     c.extend(super::watch::live_charts());
     c
-}
-
-pub fn dataset_spec(s: &Settings) -> Result<DatasetSpec> {
-    Ok(s.text("dataset")?.parse::<DatasetSpec>()?)
-}
-
-pub fn load_dataset(s: &Settings) -> Result<Dataset> {
-    Ok(data::load(&dataset_spec(s)?, s.int("seed")? as u64)?)
-}
-
-/// The training config from the shared settings, with `batch` overriding the setting.
-pub fn train_config(s: &Settings, batch: usize) -> Result<TrainConfig> {
-    let optimizer: OptimizerKind = s.choice("optimizer")?.parse()?;
-    let lr = s.float("lr")? as f32;
-    let cfg = TrainConfig {
-        hidden: s.list("hidden")?.into_iter().map(|v| v as usize).collect(),
-        batch,
-        epochs: s.int("epochs")? as usize,
-        // AdamW wants a far smaller step than SGD; the learner sets it explicitly.
-        lr,
-        optimizer,
-        momentum: 0.9,
-        weight_decay: 0.0,
-        seed: s.int("seed")? as u64,
-        log_every: s.int("log_every")? as usize,
-        amp: amp_config(s)?,
-        model: model_kind(s)?,
-        accumulate: match s.get("accumulate") {
-            Some(_) => s.int("accumulate")? as usize,
-            None => 1,
-        },
-        recompute: s.get("recompute").is_some() && s.bool("recompute")?,
-    };
-    cfg.validate()?;
-    Ok(cfg)
-}
-
-/// Validation shared by the training exercises: the data spec parses, the config is sane, and
-/// a CNN fits the data set's images where they are known before loading.
-pub fn validate_training(s: &Settings) -> Result<()> {
-    let spec = dataset_spec(s)?;
-    let cfg = train_config(s, s.int("batch")? as usize)?;
-    if let Some(image) = spec.image_shape() {
-        cfg.model.config(image, image.iter().product(), &cfg.hidden, 2)?;
-    }
-    Ok(())
 }
 
 pub fn percent(x: f64) -> String {

@@ -123,22 +123,31 @@ pub fn price_setting(s: Settings) -> Settings {
     )
 }
 
-/// The price `key` asks for, with `auto` meaning the list price for `kind`.
-pub fn read(s: &Settings, key: &str, kind: gpulab_core::tensor::BackendKind) -> Result<Price> {
-    let auto = if kind == gpulab_core::tensor::BackendKind::Cpu { AUTO_CPU } else { AUTO_GPU };
-    Price::parse(&s.text(key)?, auto).map_err(|e| Error::InvalidConfig(format!("{key}: {e}")))
+/// A price setting as set (its key names it in errors); read by each exercise's config.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PriceSetting {
+    pub key: &'static str,
+    pub text: String,
 }
 
-/// The price `key` asks for on the backend `info`: `auto` on a software GPU (llvmpipe,
-/// SwiftShader) is the CPU's price, since it runs on the CPU, not a cloud GPU's.
-pub fn read_for(s: &Settings, key: &str, info: &gpulab_core::tensor::BackendInfo) -> Result<Price> {
-    let kind = if info.software { gpulab_core::tensor::BackendKind::Cpu } else { info.kind };
-    read(s, key, kind)
-}
+impl PriceSetting {
+    /// The price asked for, with `auto` meaning the list price for `kind`.
+    pub fn read(&self, kind: gpulab_core::tensor::BackendKind) -> Result<Price> {
+        let auto = if kind == gpulab_core::tensor::BackendKind::Cpu { AUTO_CPU } else { AUTO_GPU };
+        Price::parse(&self.text, auto).map_err(|e| Error::InvalidConfig(format!("{}: {e}", self.key)))
+    }
 
-/// Checks a price setting parses (for `Exercise::validate`).
-pub fn validate(s: &Settings, key: &str) -> Result<()> {
-    read(s, key, gpulab_core::tensor::BackendKind::Cpu).map(|_| ())
+    /// The price asked for on the backend `info`: `auto` on a software GPU (llvmpipe,
+    /// SwiftShader) is the CPU's price, since it runs on the CPU, not a cloud GPU's.
+    pub fn read_for(&self, info: &gpulab_core::tensor::BackendInfo) -> Result<Price> {
+        let kind = if info.software { gpulab_core::tensor::BackendKind::Cpu } else { info.kind };
+        self.read(kind)
+    }
+
+    /// Checks the price parses (for `Exercise::validate`).
+    pub fn validate(&self) -> Result<()> {
+        self.read(gpulab_core::tensor::BackendKind::Cpu).map(|_| ())
+    }
 }
 
 /// The note every report with costs carries: the prices are assumptions.
@@ -213,8 +222,9 @@ mod tests {
         assert_eq!(Price::parse(" 2.5 ", AUTO_GPU).unwrap().usd_per_hour, 2.5);
         assert_eq!(Price::parse("$3", AUTO_GPU).unwrap().label, "$3 per hour (as set)");
         let s = price_setting(Settings::default());
-        assert_eq!(read(&s, "price_per_hour", BackendKind::Cpu).unwrap().usd_per_hour, 0.17);
-        assert_eq!(read(&s, "price_per_hour", BackendKind::Gpu).unwrap().usd_per_hour, 0.8048);
+        let price = crate::settings::shared::price(&s, "price_per_hour").unwrap();
+        assert_eq!(price.read(BackendKind::Cpu).unwrap().usd_per_hour, 0.17);
+        assert_eq!(price.read(BackendKind::Gpu).unwrap().usd_per_hour, 0.8048);
         for bad in ["", "free", "-1", "NaN", "1e9"] {
             let e = Price::parse(bad, AUTO_GPU).unwrap_err().to_string();
             assert!(e.contains("dollars per hour") && e.contains("h100"), "{bad:?}: {e}");

@@ -4,10 +4,11 @@
 use std::sync::Arc;
 
 use super::common;
+use super::settings::training::Training;
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink, TrainBridge};
 use super::watch::{Recorder, Window};
-use gpulab_core::device::Engine;
+use gpulab_core::device::{Device, Engine};
 use gpulab_core::error::Result;
 use gpulab_core::tensor::prelude::*;
 use gpulab_core::with_backend;
@@ -41,35 +42,14 @@ pub fn pipeline_settings(s: Settings, workers: i64, prefetch: i64, cache: bool) 
         .add("pin_memory", "pin_memory", "Write batches straight into persistent input buffers (queue.write_buffer) instead of a fresh buffer per batch plus a device copy", Value::Bool(true))
 }
 
-pub fn source_cost(s: &Settings) -> Result<SourceCost> {
-    let augment = s.bool("augment")?;
-    Ok(SourceCost {
-        storage_latency_ms: s.float("storage_latency_ms")?,
-        decode_passes: s.int("decode_passes")? as u32,
-        rotate_deg: if augment { 10.0 } else { 0.0 },
-        noise: if augment { 0.05 } else { 0.0 },
-    })
-}
-
-pub fn pipeline_config(s: &Settings) -> Result<PipelineConfig> {
-    Ok(PipelineConfig {
-        num_workers: s.int("num_workers")? as usize,
-        prefetch_factor: s.int("prefetch_factor")? as usize,
-        cache: s.bool("cache")?,
-        pin_memory: s.bool("pin_memory")?,
-        cost: source_cost(s)?,
-    })
-}
-
-/// Exactly one backend, opened, with the run's metadata.
-pub fn open(s: &Settings, data: &Dataset, sink: &mut dyn Sink) -> Result<(Engine, Metadata)> {
-    let device = s.one_device("backend")?;
+/// The one backend, opened, with the run's metadata (`s` as set, `t` read from it).
+pub fn open(s: &Settings, t: &Training, device: &Device, data: &Dataset, sink: &mut dyn Sink) -> Result<(Engine, Metadata)> {
     sink.emit(Event::Phase(format!("opening {device}")));
     let mut engine = device.open(None)?;
-    let mut meta = Metadata::new(s.int("seed")? as u64);
+    let mut meta = Metadata::new(t.seed as u64);
     meta.dataset = format!("{} — {}", data.name, data.source);
     meta.hyperparameters = s.to_map();
-    meta.hyperparameters.insert("architecture".into(), common::architecture(s, data)?);
+    meta.hyperparameters.insert("architecture".into(), t.architecture(data)?);
     meta.backends.push(with_backend!(&mut engine, b => b.info()));
     Ok((engine, meta))
 }
@@ -223,7 +203,7 @@ pub fn notes(report: &mut gpulab_systems::report::Report, runs: &[ProfiledRun], 
     });
 }
 
-pub fn training(s: &Settings, batch: usize) -> Result<(Arc<Dataset>, TrainConfig)> {
-    let cfg = common::train_config(s, batch)?;
-    Ok((Arc::new(common::load_dataset(s)?), cfg))
+pub fn training(t: &Training, batch: usize) -> Result<(Arc<Dataset>, TrainConfig)> {
+    let cfg = t.train_config(batch)?;
+    Ok((Arc::new(t.load_dataset()?), cfg))
 }

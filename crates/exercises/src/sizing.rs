@@ -9,6 +9,7 @@
 //! with them repeats the model), and its figures say the peak, where it came from, the widths
 //! and the estimate; real training runs below the matmul peak, so the measured time is longer.
 
+use super::settings::training::Training;
 use super::settings::{self, Settings};
 use super::sink::{Event, Sink};
 use gpulab_core::device::Device;
@@ -81,20 +82,11 @@ pub fn too_small_preset(description: &'static str) -> super::Preset {
     super::Preset::new("too small for a GPU", description, &[(SIZE, "as-set")])
 }
 
-/// Checks the two settings where the exercise has them.
-pub fn validate(s: &Settings) -> Result<()> {
-    if s.get(SIZE).is_some() {
-        s.choice(SIZE)?;
-        s.float(TARGET)?;
-    }
-    Ok(())
-}
-
 /// True when `size=auto` will size the model: the setting says so and the model is the MLP
 /// (the cost model counts an MLP's matmuls; a CNN keeps its widths, and its report says so).
-fn sizes(s: &Settings) -> Result<bool> {
-    let cnn = s.get("model").is_some() && s.choice("model")? != "mlp";
-    Ok(s.get(SIZE).is_some() && s.choice(SIZE)? == "auto" && !cnn)
+fn sizes(t: &Training) -> bool {
+    let cnn = t.model.as_ref().is_some_and(|m| m != "mlp");
+    t.size.as_ref().is_some_and(|(size, _)| size == "auto") && !cnn
 }
 
 /// What `size=auto` chose and from what.
@@ -311,16 +303,18 @@ pub fn plan_at_least(shape: &Shape, hidden: &[u64], budget: f64) -> Plan {
 }
 
 /// With `size=auto`, the settings with `hidden` (and, if need be, `epochs`) sized for `device`,
-/// and what was chosen; else the settings unchanged. `runs` and `extra_passes` as in `Shape`.
+/// and what was chosen; else the settings unchanged. `t` (read from `s`) is sized the same way.
+/// `runs` and `extra_passes` as in `Shape`.
 pub fn resolve(
     s: &Settings,
+    t: &mut Training,
     device: &Device,
     data: &Dataset,
     runs: f64,
     extra_passes: f64,
     sink: &mut dyn Sink,
 ) -> Result<(Settings, Option<Sizing>)> {
-    resolve_for(s, std::slice::from_ref(device), data, Budget { runs, extra_passes, grow_only: false }, sink)
+    resolve_for(s, t, std::slice::from_ref(device), data, Budget { runs, extra_passes, grow_only: false }, sink)
 }
 
 /// How the run spends the sizing budget.
@@ -339,15 +333,15 @@ pub struct Budget {
 /// that does not open is left out (the run reports it).
 pub fn resolve_for(
     s: &Settings,
+    t: &mut Training,
     devices: &[Device],
     data: &Dataset,
     budget: Budget,
     sink: &mut dyn Sink,
 ) -> Result<(Settings, Option<Sizing>)> {
-    if !sizes(s)? {
+    let Some((_, target_s)) = t.size.clone().filter(|_| sizes(t)) else {
         return Ok((s.clone(), None));
-    }
-    let target_s = s.float(TARGET)?;
+    };
     let mut each = Vec::new();
     let mut last: Option<Peaks> = None;
     for device in devices {
@@ -367,16 +361,18 @@ pub fn resolve_for(
         classes: data.classes,
         train: data.train_len(),
         val: data.val_len(),
-        epochs: s.int("epochs")?.max(1) as u64,
+        epochs: t.epochs.max(1) as u64,
         runs: budget.runs,
         extra_passes: budget.extra_passes,
     };
-    let hidden = s.list("hidden")?;
+    let hidden = t.hidden.clone();
     let plan =
         if budget.grow_only { plan_at_least(&shape, &hidden, target_s * combined) } else { plan(&shape, &hidden, target_s * combined) };
     let mut out = s.clone();
     out.set("hidden", &plan.hidden.iter().map(u64::to_string).collect::<Vec<_>>().join(","))?;
     out.set("epochs", &plan.epochs.to_string())?;
+    t.hidden = plan.hidden.clone();
+    t.epochs = plan.epochs as i64;
     let device = each.iter().map(|e| e.0.as_str()).collect::<Vec<_>>().join(" and ");
     let cached = each.iter().all(|e| e.2);
     let sizing = Sizing { device, peak, cached, each, target_s, plan };

@@ -8,6 +8,7 @@ mod run;
 mod verdict;
 
 use super::common;
+use super::settings::batch_sweep::Config;
 use super::settings::{self, Settings, Value};
 use super::sink::Sink;
 use super::{Exercise, Preset};
@@ -95,12 +96,7 @@ impl Exercise for BatchSweep {
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {
-        s.one_device("backend")?;
-        common::dataset_spec(s)?;
-        for b in s.list("batch_sizes")? {
-            common::train_config(s, b as usize)?;
-        }
-        super::sizing::validate(s)
+        Config::parse(s).map(drop)
     }
 
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {

@@ -4,8 +4,8 @@
 //! ledger's measured peak; its time is measured; the verdict's sentences are claims checked on
 //! those numbers.
 
-use crate::common::{self, MEMORY_CATEGORIES, mib, peak};
-use crate::settings::Settings;
+use crate::common::{MEMORY_CATEGORIES, mib, peak};
+use crate::settings::batch_sweep::Config;
 use crate::sink::{Event, Sink, TrainBridge};
 use gpulab_core::device::Engine;
 use gpulab_core::error::{Error, Result};
@@ -59,9 +59,9 @@ fn half_type<B: Backend>(b: &B) -> std::result::Result<Precision, String> {
 
 /// Runs the ladder for `batch` (which ran out of memory in the sweep), `split` times smaller
 /// or in `split` micro-batches.
-pub fn run(s: &Settings, engine: &mut Engine, data: &gpulab_systems::data::Dataset, batch: u64, sink: &mut dyn Sink) -> Result<Vec<Rung>> {
-    let split = s.int("ladder_split")? as u64;
-    let base = TrainConfig { accumulate: 1, recompute: false, amp: AmpConfig::default(), ..common::train_config(s, batch as usize)? };
+pub fn run(c: &Config, engine: &mut Engine, data: &gpulab_systems::data::Dataset, batch: u64, sink: &mut dyn Sink) -> Result<Vec<Rung>> {
+    let split = c.ladder_split as u64;
+    let base = TrainConfig { accumulate: 1, recompute: false, amp: AmpConfig::default(), ..c.training.train_config(batch as usize)? };
     let half = with_backend!(engine, b => half_type(b));
     let half_label = half.as_ref().map(|p| p.name().to_string()).unwrap_or_else(|_| "16-bit".into());
     let mut rungs: Vec<(String, u64, bool, std::result::Result<TrainConfig, String>)> = Vec::new();

@@ -4,8 +4,8 @@
 use super::report::{build_report, results_table};
 use super::{BatchSweep, oom_ladder};
 use crate::settings::Settings;
+use crate::settings::batch_sweep::Config;
 use crate::sink::{Event, Sink, TrainBridge};
-use crate::{Exercise, common};
 use gpulab_core::error::{Error, Result};
 use gpulab_core::tensor::prelude::*;
 use gpulab_core::with_backend;
@@ -20,22 +20,22 @@ pub(super) enum Outcome {
 }
 
 pub(super) fn run(ex: &BatchSweep, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
-    ex.validate(s)?;
-    let device = s.one_device("backend")?;
-    let budget_mib = s.float("vram_budget_mib")?;
+    let mut c = Config::parse(s)?;
+    let device = c.backend.clone();
+    let budget_mib = c.vram_budget_mib;
     let budget = (budget_mib > 0.0).then_some((budget_mib * (1u64 << 20) as f64) as u64);
-    let data = common::load_dataset(s)?;
-    let sizes = s.list("batch_sizes")?;
-    let (resolved, sizing) = crate::sizing::resolve(s, &device, &data, sizes.len() as f64, 0.0, sink)?;
+    let data = c.training.load_dataset()?;
+    let sizes = c.batch_sizes.clone();
+    let (resolved, sizing) = crate::sizing::resolve(s, &mut c.training, &device, &data, sizes.len() as f64, 0.0, sink)?;
     let s = &resolved;
 
     sink.emit(Event::Phase(format!("opening {device}")));
     let mut engine = device.open(budget)?;
     let info = with_backend!(&mut engine, b => b.info());
-    let mut meta = Metadata::new(s.int("seed")? as u64);
+    let mut meta = Metadata::new(c.training.seed as u64);
     meta.dataset = format!("{} — {}", data.name, data.source);
     meta.hyperparameters = s.to_map();
-    meta.hyperparameters.insert("architecture".into(), common::architecture(s, &data)?);
+    meta.hyperparameters.insert("architecture".into(), c.training.architecture(&data)?);
     meta.backends.push(info.clone());
 
     let mut outcomes: Vec<(u64, Outcome)> = Vec::new();
@@ -44,7 +44,7 @@ pub(super) fn run(ex: &BatchSweep, s: &Settings, sink: &mut dyn Sink) -> Result<
             break;
         }
         sink.emit(Event::Phase(format!("batch {batch}")));
-        let cfg = common::train_config(s, batch as usize)?;
+        let cfg = c.training.train_config(batch as usize)?;
         let result = with_backend!(&mut engine, b => {
             b.reset_memory_peaks();
             let mut bridge = TrainBridge::new(&mut *sink, format!("batch {batch}"));
@@ -63,7 +63,7 @@ pub(super) fn run(ex: &BatchSweep, s: &Settings, sink: &mut dyn Sink) -> Result<
     }
     let failed = outcomes.iter().filter(|(_, o)| matches!(o, Outcome::OutOfMemory(_))).map(|(b, _)| *b).max();
     let ladder = match failed {
-        Some(batch) if s.bool("ladder")? && !sink.stop_requested() => Some((batch, oom_ladder::run(s, &mut engine, &data, batch, sink)?)),
+        Some(batch) if c.ladder && !sink.stop_requested() => Some((batch, oom_ladder::run(&c, &mut engine, &data, batch, sink)?)),
         _ => None,
     };
     let stopped_early = sink.stop_requested();

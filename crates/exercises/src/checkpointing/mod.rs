@@ -12,6 +12,7 @@ use rand::Rng;
 
 use super::Exercise;
 use super::common;
+use super::settings::checkpointing::Config;
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink};
 use follow::{ChildLog, follow};
@@ -102,42 +103,29 @@ impl Exercise for CheckpointLab {
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {
-        s.one_device("backend")?;
-        common::validate_training(s)?;
-        if s.int("checkpoint_every")? == 0 && s.int("checkpoint_every_epochs")? == 0 {
-            return Err(Error::InvalidConfig(
-                "checkpoint_every: with no step or epoch interval nothing is saved before the crash; set one of them".into(),
-            ));
-        }
-        s.choice("corrupt")?;
-        s.list("intervals")?;
-        Ok(())
+        Config::parse(s).map(drop)
     }
 
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
-        self.validate(s)?;
+        let c = Config::parse(s)?;
         let exe = gpulab_exe()?;
-        let cfg = common::train_config(s, s.int("batch")? as usize)?;
+        let cfg = c.training.train_config(c.training.batch()?)?;
         let cfg = gpulab_systems::train::TrainConfig { log_every: 1, ..cfg }; // every step's loss, for the comparison
-        let (folder, kept_folder) = folder(s)?;
-        let backend = s.one_device("backend")?.to_string();
+        let (folder, kept_folder) = folder(&c.folder)?;
+        let backend = c.backend.to_string();
         let spec = |dir: &str, policy: Policy, resume: bool| ChildSpec {
             backend: backend.clone(),
-            dataset: s.text("dataset").unwrap_or_default(),
+            dataset: c.training.dataset.clone(),
             cfg: cfg.clone(),
             dir: folder.join(dir),
             policy,
             resume,
         };
-        let every = s.int("checkpoint_every")? as u64;
-        let policy = Policy {
-            every_steps: every,
-            every_epochs: s.int("checkpoint_every_epochs")? as usize,
-            keep_last: s.int("keep_last")? as usize,
-            at_end: true,
-        };
+        let every = c.checkpoint_every as u64;
+        let policy =
+            Policy { every_steps: every, every_epochs: c.checkpoint_every_epochs as usize, keep_last: c.keep_last as usize, at_end: true };
         let result = run_children(
-            s,
+            &c,
             sink,
             &exe,
             &spec("reference", Policy { every_steps: 0, every_epochs: 0, keep_last: 1, at_end: true }, false),
@@ -148,7 +136,7 @@ impl Exercise for CheckpointLab {
             runs.weights = compare_final_weights(&folder.join("reference"), &folder.join("run"));
             runs.folder = folder.clone();
             runs.kept_folder = kept_folder;
-            report::build(self, s, &cfg, runs, sink.stop_requested())
+            report::build(self, s, &c, &cfg, runs, sink.stop_requested())
         });
         if !kept_folder {
             let _ = std::fs::remove_dir_all(&folder);
@@ -158,8 +146,7 @@ impl Exercise for CheckpointLab {
 }
 
 /// The checkpoint folder: the one named in the settings (kept), or a fresh temporary one.
-fn folder(s: &Settings) -> Result<(PathBuf, bool)> {
-    let named = s.text("folder")?;
+fn folder(named: &str) -> Result<(PathBuf, bool)> {
     if named.trim().is_empty() {
         // Created now, exclusively, with a random name (a guessable one in a shared /tmp could
         // be another user's folder or link); `run` removes it at the end.
@@ -181,7 +168,7 @@ fn folder(s: &Settings) -> Result<(PathBuf, bool)> {
     Ok((dir, true))
 }
 
-fn run_children(s: &Settings, sink: &mut dyn Sink, exe: &Path, reference: &ChildSpec, run: &ChildSpec, every: u64) -> Result<Runs> {
+fn run_children(c: &Config, sink: &mut dyn Sink, exe: &Path, reference: &ChildSpec, run: &ChildSpec, every: u64) -> Result<Runs> {
     sink.emit(Event::Phase("reference: training without a crash (child process)".into()));
     let reference_log = follow(ChildProcess::spawn(exe, &reference.args())?, sink, "reference (uninterrupted)", None, 0, 0)?;
     let total = reference_log.total_steps;
@@ -204,7 +191,7 @@ fn run_children(s: &Settings, sink: &mut dyn Sink, exe: &Path, reference: &Child
             "the run has only {total} step(s); there is nothing to crash in between. Use more epochs or a smaller batch"
         )));
     }
-    let chosen = s.int("crash_at")? as u64;
+    let chosen = c.crash_at as u64;
     if chosen >= total {
         return Err(Error::InvalidConfig(format!(
             "crash_at: step {chosen} is not before the run's last step ({total}); choose 1..{} or 0 for random",
@@ -213,8 +200,8 @@ fn run_children(s: &Settings, sink: &mut dyn Sink, exe: &Path, reference: &Child
     }
     // A random crash lands after the first checkpoint whenever the run has one before its last
     // step, so every run shows a resume; crash_at = N crashes wherever the learner asks.
-    let epochs = s.int("epochs")?.max(1) as u64;
-    let first_save = if every > 0 { every } else { (total / epochs) * s.int("checkpoint_every_epochs")?.max(1) as u64 };
+    let epochs = c.training.epochs.max(1) as u64;
+    let first_save = if every > 0 { every } else { (total / epochs) * c.checkpoint_every_epochs.max(1) as u64 };
     let earliest = if first_save + 1 < total { first_save + 1 } else { 1 };
     let crash_at = if chosen == 0 { rand::rng().random_range(earliest..total) } else { chosen };
 
@@ -225,7 +212,7 @@ fn run_children(s: &Settings, sink: &mut dyn Sink, exe: &Path, reference: &Child
     }
 
     let mut damage_done = None;
-    let kind = s.choice("corrupt")?;
+    let kind = &c.corrupt;
     if kind != "none" {
         match store::list(&run.dir)?.first() {
             Some(newest) => {

@@ -6,6 +6,7 @@ use super::{CheckpointLab, Runs};
 use crate::common::report_for;
 use crate::common::{self, plural};
 use crate::settings::Settings;
+use crate::settings::checkpointing::Config;
 use Part::Evidence;
 use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Part, Provenance, Report, Series, Table};
 use gpulab_systems::train::TrainConfig;
@@ -45,11 +46,11 @@ fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
     (n > 0).then(|| s / n as f64)
 }
 
-pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, stopped_early: bool) -> Report {
+pub fn build(ex: &CheckpointLab, s: &Settings, c: &Config, cfg: &TrainConfig, runs: Runs, stopped_early: bool) -> Report {
     let mut meta = Metadata::new(cfg.seed);
-    meta.dataset = s.text("dataset").unwrap_or_default();
+    meta.dataset = c.training.dataset.clone();
     meta.hyperparameters = s.to_map();
-    let on_cpu = s.devices("backend").ok().and_then(|d| d.first().map(|d| d.to_string())).is_some_and(|d| d == "cpu");
+    let on_cpu = c.backend.to_string() == "cpu";
 
     let resumed = runs.resumed.as_ref();
     let resumed_losses = resumed.map(|r| r.losses.as_slice()).unwrap_or(&[]);
@@ -94,7 +95,7 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
 
     // The trade-off: per interval, what writing costs over the whole run and what this crash loses.
     let intervals: Vec<u64> = {
-        let mut v = s.list("intervals").unwrap_or_default();
+        let mut v = c.intervals.clone();
         if runs.every > 0 && !v.contains(&runs.every) {
             v.push(runs.every);
         }

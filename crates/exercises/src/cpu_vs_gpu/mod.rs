@@ -5,6 +5,7 @@ mod report;
 mod run;
 mod verdict;
 
+use super::settings::cpu_vs_gpu::Config;
 use super::settings::{self, Settings, Value};
 use super::sink::Sink;
 use super::{Exercise, Preset};
@@ -97,13 +98,7 @@ impl Exercise for CpuVsGpu {
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {
-        s.devices("backends")?;
-        common::validate_training(s)?;
-        s.list("sweep_sizes")?;
-        s.int("sweep_runs")?;
-        cost::validate(s, "price_per_hour")?;
-        cost::validate(s, "cpu_price_per_hour")?;
-        super::sizing::validate(s)
+        Config::parse(s).map(drop)
     }
 
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {

@@ -8,6 +8,7 @@ use crate::common;
 use crate::common::report_for;
 use crate::cost::{self, Price, RunCost};
 use crate::settings::Settings;
+use crate::settings::cpu_vs_gpu::Config;
 use gpulab_core::tensor::{BackendInfo, BackendKind};
 use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table};
 use gpulab_systems::train::TrainReport;
@@ -56,6 +57,7 @@ pub(super) fn training_table(trained: &[Trained]) -> Table {
 pub(super) fn build_report(
     ex: &CpuVsGpu,
     s: &Settings,
+    c: &Config,
     meta: Metadata,
     trained: &[Trained],
     sweep: &[(BackendInfo, Vec<(usize, f64)>)],
@@ -155,8 +157,8 @@ pub(super) fn build_report(
 
     // Costs: each run's measured training time × the assumed price of its backend.
     let price_of = |i: &BackendInfo| {
-        let key = if i.kind == BackendKind::Cpu { "cpu_price_per_hour" } else { "price_per_hour" };
-        cost::read_for(s, key, i).unwrap_or_else(|_| Price { usd_per_hour: f64::NAN, label: format!("{key} unreadable") })
+        let price = if i.kind == BackendKind::Cpu { &c.cpu_price } else { &c.price };
+        price.read_for(i).unwrap_or_else(|_| Price { usd_per_hour: f64::NAN, label: format!("{} unreadable", price.key) })
     };
     let priced: Vec<(String, Price, &TrainReport)> =
         trained.iter().filter_map(|t| Some((short_label(t.info.as_ref()?), price_of(t.info.as_ref()?), t.result.as_ref().ok()?))).collect();

@@ -4,8 +4,8 @@
 use super::report::{build_report, training_table};
 use super::{CpuVsGpu, short_label};
 use crate::settings::Settings;
+use crate::settings::cpu_vs_gpu::Config;
 use crate::sink::{Event, Sink, TrainBridge};
-use crate::{Exercise, common};
 use gpulab_core::device::telemetry::UtilizationSampler;
 use gpulab_core::device::{Device, Engine};
 use gpulab_core::error::{Error, Result};
@@ -25,22 +25,22 @@ pub(super) struct Trained {
 }
 
 pub(super) fn run(ex: &CpuVsGpu, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
-    ex.validate(s)?;
-    let data = common::load_dataset(s)?;
-    let devices = s.devices("backends")?;
+    let mut c = Config::parse(s)?;
+    let data = c.training.load_dataset()?;
+    let devices = c.backends.clone();
     // size=auto sizes the model so that training on every backend, one after another, takes
     // about target_s of arithmetic at their measured peaks.
     let budget = crate::sizing::Budget { runs: 1.0, extra_passes: 0.0, grow_only: false };
-    let (resolved, sizing) = crate::sizing::resolve_for(s, &devices, &data, budget, sink)?;
+    let (resolved, sizing) = crate::sizing::resolve_for(s, &mut c.training, &devices, &data, budget, sink)?;
     let s = &resolved;
-    let cfg = common::train_config(s, s.int("batch")? as usize)?;
-    let sizes: Vec<usize> = s.list("sweep_sizes")?.into_iter().map(|v| v as usize).collect();
-    let runs = s.int("sweep_runs")? as usize;
+    let cfg = c.training.train_config(c.training.batch()?)?;
+    let sizes: Vec<usize> = c.sweep_sizes.iter().map(|&v| v as usize).collect();
+    let runs = c.sweep_runs as usize;
 
     let mut meta = Metadata::new(cfg.seed);
     meta.dataset = format!("{} — {}", data.name, data.source);
     meta.hyperparameters = s.to_map();
-    meta.hyperparameters.insert("architecture".into(), common::architecture(s, &data)?);
+    meta.hyperparameters.insert("architecture".into(), c.training.architecture(&data)?);
 
     // Training on every backend, one after another.
     let mut engines: Vec<(String, Engine)> = Vec::new();
@@ -117,7 +117,7 @@ pub(super) fn run(ex: &CpuVsGpu, s: &Settings, sink: &mut dyn Sink) -> Result<Re
     }
 
     let stopped_early = sink.stop_requested();
-    let mut report = build_report(ex, s, meta, &trained, &sweep, stopped_early);
+    let mut report = build_report(ex, s, &c, meta, &trained, &sweep, stopped_early);
     crate::sizing::annotate(sizing.as_ref(), &mut report);
     if trained.iter().all(|t| t.result.is_err()) && !stopped_early {
         let why: Vec<String> = trained.iter().filter_map(|t| t.result.as_ref().err().map(|e| format!("{}: {e}", t.device))).collect();

@@ -15,6 +15,7 @@ mod verdict;
 use super::Exercise;
 use super::common;
 use super::live::LiveChartSpec;
+use super::settings::distributed::Config;
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink, TrainBridge};
 use gpulab_core::error::{Error, Result};
@@ -50,17 +51,17 @@ pub struct Run {
     pub result: std::result::Result<DpReport, String>,
 }
 
-fn modes(s: &Settings) -> Result<Vec<Mode>> {
-    Ok(match s.choice("scaling")?.as_str() {
+fn modes(c: &Config) -> Result<Vec<Mode>> {
+    Ok(match c.scaling.as_str() {
         "strong" => vec![Mode::Strong],
         "weak" => vec![Mode::Weak],
         _ => vec![Mode::Strong, Mode::Weak],
     })
 }
 
-fn kind(s: &Settings) -> Result<ReplicaKind> {
-    Ok(match s.choice("kind")?.as_str() {
-        "cpu" => ReplicaKind::Cpu { threads: s.int("threads_per_replica")? as usize },
+fn kind(c: &Config) -> Result<ReplicaKind> {
+    Ok(match c.kind.as_str() {
+        "cpu" => ReplicaKind::Cpu { threads: c.threads_per_replica as usize },
         "gpu" => ReplicaKind::GpuDevices,
         "adapters" => ReplicaKind::GpuAdapters,
         _ => ReplicaKind::Cuda,
@@ -68,19 +69,19 @@ fn kind(s: &Settings) -> Result<ReplicaKind> {
 }
 
 /// The data-parallel config and the global batch of one run.
-fn plan(s: &Settings, mode: Mode, replicas: usize) -> Result<(DpConfig, usize)> {
-    let batch = s.int("batch")? as usize;
+fn plan(c: &Config, mode: Mode, replicas: usize) -> Result<(DpConfig, usize)> {
+    let batch = c.training.batch()?;
     let global = match mode {
         Mode::Strong => batch,
         Mode::Weak => batch * replicas,
     };
-    let link = cost::preset(&s.choice("link")?)?.map(|p| p.link);
+    let link = cost::preset(&c.link)?.map(|p| p.link);
     let dp = DpConfig {
         replicas,
-        kind: kind(s)?,
-        bucket_cap_mb: s.float("bucket_cap_mb")?,
-        overlap: s.bool("overlap")?,
-        shard_optimizer: s.bool("shard_optimizer")?,
+        kind: kind(c)?,
+        bucket_cap_mb: c.bucket_cap_mb,
+        overlap: c.overlap,
+        shard_optimizer: c.shard_optimizer,
         link,
         timeline_steps: 24,
         checkpoints: None,
@@ -185,21 +186,7 @@ impl Exercise for Distributed {
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {
-        common::validate_training(s)?;
-        let replicas = s.list("replicas")?;
-        if replicas.is_empty() {
-            return Err(Error::InvalidConfig("replicas: give at least one replica count, e.g. 1,2".into()));
-        }
-        pipeline_report::validate(s)?;
-        report::replica_price(s)?;
-        // The data set is loaded at run time; here, what needs no data.
-        for mode in modes(s)? {
-            for &n in &replicas {
-                let (dp, global) = plan(s, mode, n as usize)?;
-                dp.validate(&common::train_config(s, global)?, usize::MAX)?;
-            }
-        }
-        Ok(())
+        Config::parse(s).map(drop)
     }
 
     fn live_charts(&self) -> Vec<LiveChartSpec> {
@@ -212,13 +199,14 @@ impl Exercise for Distributed {
     }
 
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
-        self.validate(s)?;
-        let data = common::load_dataset(s)?;
-        let (resolved, sizing) = crate::sizing::resolve_for(s, &[auto_size::device(s)?], &data, auto_size::budget(s)?, sink)?;
+        let mut c = Config::parse(s)?;
+        let data = c.training.load_dataset()?;
+        let (device, budget) = (auto_size::device(&c)?, auto_size::budget(&c)?);
+        let (resolved, sizing) = crate::sizing::resolve_for(s, &mut c.training, &[device], &data, budget, sink)?;
         let s = &resolved;
-        let rounds = s.int("rounds")? as usize;
-        let replicas = s.list("replicas")?;
-        let sweep: Vec<(Mode, usize)> = modes(s)?.into_iter().flat_map(|m| replicas.iter().map(move |&n| (m, n as usize))).collect();
+        let rounds = c.rounds as usize;
+        let replicas = c.replicas.clone();
+        let sweep: Vec<(Mode, usize)> = modes(&c)?.into_iter().flat_map(|m| replicas.iter().map(move |&n| (m, n as usize))).collect();
         let mut tries: Vec<Vec<std::result::Result<DpReport, String>>> = vec![Vec::new(); sweep.len()];
         'rounds: for round in 0..rounds {
             for (i, &(mode, n)) in sweep.iter().enumerate() {
@@ -228,8 +216,8 @@ impl Exercise for Distributed {
                 if tries[i].first().is_some_and(|r| r.is_err()) {
                     continue; // it failed once; the same settings fail again
                 }
-                let (dp, global) = plan(s, mode, n)?;
-                let cfg = common::train_config(s, global)?;
+                let (dp, global) = plan(&c, mode, n)?;
+                let cfg = c.training.train_config(global)?;
                 let series = format!("{} N={n}", mode.name());
                 let of = if rounds > 1 { format!(" (round {}/{rounds})", round + 1) } else { String::new() };
                 sink.emit(Event::Phase(format!("{series}{of}: {}, global batch {global}", dp.kind.label(n))));
@@ -252,19 +240,37 @@ impl Exercise for Distributed {
                 }
                 tries[i].push(result);
                 let runs = median_runs(&sweep, &tries);
-                sink.emit(Event::Table(report::scaling_table(&runs, s)?));
+                sink.emit(Event::Table(report::scaling_table(&runs, &c)?));
             }
         }
-        let pipes = pipeline_report::sweep(s, &data, sink)?;
+        let pipes = pipeline_report::sweep(&c, &data, sink)?;
         let stopped = sink.stop_requested();
         let note = rounds_note(&sweep, &tries);
-        let mut report = report::build(self, s, &data, median_runs(&sweep, &tries), stopped)?;
+        let mut report = report::build(self, s, &c, &data, median_runs(&sweep, &tries), stopped)?;
         report.notes.extend(note);
-        report.notes.extend(pipeline_report::skipped(s)?);
+        report.notes.extend(pipeline_report::skipped(&c)?);
         crate::sizing::annotate(sizing.as_ref(), &mut report);
         pipeline_report::add(&mut report, &pipes);
         Ok(report)
     }
+}
+
+/// The settings checked as a whole (`Config::parse` calls it): what needs no data set.
+pub(crate) fn check(c: &Config) -> Result<()> {
+    c.training.validate()?;
+    if c.replicas.is_empty() {
+        return Err(Error::InvalidConfig("replicas: give at least one replica count, e.g. 1,2".into()));
+    }
+    pipeline_report::validate(c)?;
+    report::replica_price(c)?;
+    // The data set is loaded at run time; here, what needs no data.
+    for mode in modes(c)? {
+        for &n in &c.replicas {
+            let (dp, global) = plan(c, mode, n as usize)?;
+            dp.validate(&c.training.train_config(global)?, usize::MAX)?;
+        }
+    }
+    Ok(())
 }
 
 /// Each replica count's run with the median throughput of its rounds (the lower of the two

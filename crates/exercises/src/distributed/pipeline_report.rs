@@ -2,8 +2,7 @@
 //! its table, the bubble chart (measured against GPipe's theory), the stage timelines and a
 //! verdict sentence computed from the numbers.
 
-use crate::common;
-use crate::settings::Settings;
+use crate::settings::distributed::Config;
 use crate::sink::{Event, Sink};
 use gpulab_core::error::Result;
 use gpulab_systems::data::Dataset;
@@ -12,18 +11,18 @@ use gpulab_systems::report::{Cell, Chart, ChartKind, Claims, Column, Provenance,
 
 /// The runs: one stage (the baseline), then `pipeline_stages` stages for each micro-batch
 /// count. Off when `pipeline_stages` is 0.
-pub fn sweep(s: &Settings, data: &Dataset, sink: &mut dyn Sink) -> Result<Vec<PipeReport>> {
-    let stages = s.int("pipeline_stages")? as usize;
+pub fn sweep(c: &Config, data: &Dataset, sink: &mut dyn Sink) -> Result<Vec<PipeReport>> {
+    let stages = c.pipeline_stages as usize;
     if stages == 0 {
         return Ok(Vec::new());
     }
-    if let Some(why) = skipped(s)? {
+    if let Some(why) = skipped(c)? {
         sink.emit(Event::Log(why));
         return Ok(Vec::new());
     }
-    let cfg = common::train_config(s, s.int("batch")? as usize)?;
+    let cfg = c.training.train_config(c.training.batch()?)?;
     let mut plans = vec![(1, 1)];
-    plans.extend(s.list("micro_batches")?.into_iter().map(|m| (stages, m as usize)));
+    plans.extend(c.micro_batches.iter().map(|&m| (stages, m as usize)));
     let mut out = Vec::new();
     for (n, m) in plans {
         if sink.stop_requested() {
@@ -46,22 +45,22 @@ pub fn sweep(s: &Settings, data: &Dataset, sink: &mut dyn Sink) -> Result<Vec<Pi
 
 /// Why the pipeline runs are left out of a run whose data-parallel part trains a model or
 /// precision the stages cannot (they train the fp32 MLP), as the report's note says.
-pub fn skipped(s: &Settings) -> Result<Option<String>> {
-    if s.int("pipeline_stages")? == 0 {
+pub fn skipped(c: &Config) -> Result<Option<String>> {
+    if c.pipeline_stages == 0 {
         return Ok(None);
     }
-    let cfg = common::train_config(s, s.int("batch")? as usize)?;
+    let cfg = c.training.train_config(c.training.batch()?)?;
     Ok(unsupported(&cfg).map(|why| format!("Pipeline parallel was not run: {why}.")))
 }
 
 /// Settings the sweep refuses, checked before anything runs.
-pub fn validate(s: &Settings) -> Result<()> {
-    let stages = s.int("pipeline_stages")? as usize;
-    if stages == 0 || skipped(s)?.is_some() {
+pub fn validate(c: &Config) -> Result<()> {
+    let stages = c.pipeline_stages as usize;
+    if stages == 0 || skipped(c)?.is_some() {
         return Ok(());
     }
-    let cfg = common::train_config(s, s.int("batch")? as usize)?;
-    for m in s.list("micro_batches")? {
+    let cfg = c.training.train_config(c.training.batch()?)?;
+    for &m in &c.micro_batches {
         PipeConfig { stages, micro_batches: m as usize, max_steps: None, timeline_steps: 0 }.validate(cfg.hidden.len() + 1, cfg.batch)?;
     }
     Ok(())

@@ -3,10 +3,10 @@
 
 use super::verdict::{RunFigures, setup, verdict};
 use super::{Distributed, Mode, Run};
-use crate::common;
 use crate::common::report_for;
 use crate::cost::{self as pricing, Price};
 use crate::settings::Settings;
+use crate::settings::distributed::Config;
 use gpulab_core::error::Result;
 use gpulab_systems::data::Dataset;
 use gpulab_systems::parallel::{DpReport, SimLink, cost};
@@ -18,8 +18,8 @@ pub(super) struct Prov {
 }
 
 impl Prov {
-    pub(super) fn new(s: &Settings) -> Result<Self> {
-        Ok(Prov { link: cost::preset(&s.choice("link")?)? })
+    pub(super) fn new(c: &Config) -> Result<Self> {
+        Ok(Prov { link: cost::preset(&c.link)? })
     }
     pub(super) fn time(&self) -> Provenance {
         match self.link {
@@ -50,8 +50,8 @@ fn state_peak(r: &DpReport) -> u64 {
     r.optimizer_state_peak.iter().copied().max().unwrap_or(0)
 }
 
-pub fn scaling_table(runs: &[Run], s: &Settings) -> Result<Table> {
-    let p = Prov::new(s)?;
+pub fn scaling_table(runs: &[Run], c: &Config) -> Result<Table> {
+    let p = Prov::new(c)?;
     let clocks = "each replica's clock readings";
     let columns = vec![
         Column::text("scaling"),
@@ -237,13 +237,12 @@ fn charts(runs: &[Run], p: &Prov) -> Vec<Chart> {
 
 /// The assumed price of one replica's hour: `price_per_hour`, where auto on CPU replicas is the
 /// vCPU list price × the threads each replica uses, and on GPU replicas a GPU's list price.
-pub fn replica_price(s: &Settings) -> Result<Price> {
-    let text = s.text("price_per_hour")?;
-    if s.choice("kind")? == "cpu" && text.trim().eq_ignore_ascii_case("auto") {
-        let threads = s.int("threads_per_replica")? as f64;
+pub fn replica_price(c: &Config) -> Result<Price> {
+    if c.kind == "cpu" && c.price.text.trim().eq_ignore_ascii_case("auto") {
+        let threads = c.threads_per_replica as f64;
         return Ok(Price::parse("vcpu", "vcpu")?.times(threads, "vCPU"));
     }
-    pricing::read(s, "price_per_hour", gpulab_core::tensor::BackendKind::Gpu)
+    c.price.read(gpulab_core::tensor::BackendKind::Gpu)
 }
 
 /// US dollars per finished epoch of `r`, all its replicas counted: N × wall time × price ÷ epochs.
@@ -283,13 +282,13 @@ fn cost_table(runs: &[Run], price: &Price) -> Table {
     }
 }
 
-pub fn build(ex: &Distributed, s: &Settings, data: &Dataset, runs: Vec<Run>, stopped_early: bool) -> Result<Report> {
-    let p = Prov::new(s)?;
-    let mut meta = Metadata::new(s.int("seed")? as u64);
+pub fn build(ex: &Distributed, s: &Settings, c: &Config, data: &Dataset, runs: Vec<Run>, stopped_early: bool) -> Result<Report> {
+    let p = Prov::new(c)?;
+    let mut meta = Metadata::new(c.training.seed as u64);
     meta.dataset = format!("{} — {}", data.name, data.source);
     meta.hyperparameters = s.to_map();
-    meta.hyperparameters.insert("architecture".into(), common::architecture(s, data)?);
-    let amp = common::amp_config(s)?;
+    meta.hyperparameters.insert("architecture".into(), c.training.architecture(data)?);
+    let amp = c.training.amp_config()?;
     if amp.precision != gpulab_systems::nn::Precision::F32 {
         meta.precision = amp.label();
     }
@@ -342,7 +341,7 @@ pub fn build(ex: &Distributed, s: &Settings, data: &Dataset, runs: Vec<Run>, sto
             });
         }
     }
-    let mut tables = vec![scaling_table(&runs, s)?];
+    let mut tables = vec![scaling_table(&runs, c)?];
     let mut charts = charts(&runs, &p);
     let mut notes = Vec::new();
     if let Some((t, c, why)) = extrapolation(&runs) {
@@ -354,7 +353,7 @@ pub fn build(ex: &Distributed, s: &Settings, data: &Dataset, runs: Vec<Run>, sto
     if let Some(l) = labels.iter().find(|l| l.contains("one adapter")) {
         notes.push(format!("Every figure here: {l}."));
     }
-    let price = replica_price(s)?;
+    let price = replica_price(c)?;
     tables.push(cost_table(&runs, &price));
     notes.push(format!(
         "{} Each replica is counted as a machine of its own (N GPUs × the time), as a cluster bills.",
@@ -367,7 +366,7 @@ pub fn build(ex: &Distributed, s: &Settings, data: &Dataset, runs: Vec<Run>, sto
         figures,
         tables,
         charts,
-        verdict: verdict(&figures_for_verdict, &setup(s, &p)?).verdict(),
+        verdict: verdict(&figures_for_verdict, &setup(c, &p)?).verdict(),
         notes,
         stopped_early,
         timelines: ok.iter().map(|r| r.timeline.clone()).collect(),

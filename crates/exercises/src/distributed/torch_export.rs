@@ -10,7 +10,6 @@ use safetensors::Dtype;
 use safetensors::tensor::TensorView;
 use serde_json::json;
 
-use super::super::common;
 use super::super::settings::Settings;
 use gpulab_core::device::CpuBackend;
 use gpulab_core::error::{Error, Result};
@@ -36,9 +35,10 @@ pub struct Exported {
 
 /// Writes the export of exercise 6 with settings `s` into `out` (created if missing).
 pub fn export(s: &Settings, out: &Path) -> Result<Exported> {
-    common::validate_training(s)?;
-    let data = common::load_dataset(s)?;
-    let cfg = common::train_config(s, s.int("batch")? as usize)?;
+    let (training, bucket_cap_mb) = crate::settings::distributed::export(s)?;
+    training.validate()?;
+    let data = training.load_dataset()?;
+    let cfg = training.train_config(training.batch()?)?;
     if cfg.model != ModelKind::Mlp || cfg.amp.precision != Precision::F32 {
         return Err(Error::InvalidConfig(format!(
             "the PyTorch export writes the fp32 MLP (nn.Linear layers), not model={} precision={}; export with model=mlp precision=fp32",
@@ -71,7 +71,7 @@ pub fn export(s: &Settings, out: &Path) -> Result<Exported> {
     write("train_ddp.py", SCRIPT.as_bytes())?;
     write("init.safetensors", &initial_weights(&arch, cfg.seed)?)?;
     write("data.safetensors", &data_file(&data, &cfg)?)?;
-    let config = config_json(s, &arch, &cfg, &data)?;
+    let config = config_json(bucket_cap_mb, &arch, &cfg, &data)?;
     write("config.json", serde_json::to_string_pretty(&config).map_err(|e| Error::Internal(e.to_string()))?.as_bytes())?;
     let reference = json!({
         "provenance": "measured: gpulab's CPU backend, the same settings, loss read back after every step",
@@ -153,7 +153,7 @@ fn data_file(data: &Dataset, cfg: &TrainConfig) -> Result<Vec<u8>> {
     ])
 }
 
-fn config_json(s: &Settings, arch: &MlpConfig, cfg: &TrainConfig, data: &Dataset) -> Result<serde_json::Value> {
+fn config_json(bucket_cap_mb: f64, arch: &MlpConfig, cfg: &TrainConfig, data: &Dataset) -> Result<serde_json::Value> {
     let optimizer = match cfg.optimizer() {
         Optimizer::Sgd(o) => json!({"kind": "sgd", "lr": o.lr, "momentum": o.momentum, "weight_decay": o.weight_decay}),
         Optimizer::AdamW(o) => {
@@ -169,7 +169,7 @@ fn config_json(s: &Settings, arch: &MlpConfig, cfg: &TrainConfig, data: &Dataset
         "seed": cfg.seed,
         "optimizer": optimizer,
         "loss": "softmax cross-entropy, mean over the global batch",
-        "bucket_cap_mb": s.float("bucket_cap_mb")?,
+        "bucket_cap_mb": bucket_cap_mb,
         "compare_tolerance": COMPARE_TOLERANCE,
     }))
 }

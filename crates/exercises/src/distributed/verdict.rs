@@ -5,7 +5,7 @@ use super::Mode;
 use super::report::{Prov, per_epoch};
 use crate::common::{self, percent};
 use crate::cost::Price;
-use crate::settings::Settings;
+use crate::settings::distributed::Config;
 use gpulab_core::error::Result;
 use gpulab_systems::parallel::{DpReport, StepSplit};
 use gpulab_systems::profile::verdict::{Bottleneck, communication_bound};
@@ -316,16 +316,16 @@ pub(super) fn verdict(runs: &[RunFigures], setup: &Setup) -> Claims {
 }
 
 /// The verdict's setup from the settings: what the replicas run on, overlap, ZeRO-1, the link.
-pub(super) fn setup<'a>(s: &Settings, p: &'a Prov) -> Result<Setup<'a>> {
-    let hardware = match s.choice("kind")?.as_str() {
+pub(super) fn setup<'a>(c: &Config, p: &'a Prov) -> Result<Setup<'a>> {
+    let hardware = match c.kind.as_str() {
         "cpu" => Hardware::Cpu {
             cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-            threads: s.int("threads_per_replica")? as usize,
+            threads: c.threads_per_replica as usize,
         },
         "gpu" => Hardware::OneAdapter,
         _ => Hardware::Other,
     };
-    Ok(Setup { hardware, overlap: s.bool("overlap")?, shard: s.bool("shard_optimizer")?, link: p.link.map(|l| l.name) })
+    Ok(Setup { hardware, overlap: c.overlap, shard: c.shard_optimizer, link: p.link.map(|l| l.name) })
 }
 
 #[cfg(test)]

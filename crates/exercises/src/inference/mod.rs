@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::common;
+use super::settings::inference::Config;
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink};
 use super::{Exercise, LiveChartSpec};
@@ -114,16 +115,7 @@ impl Exercise for InferenceBatching {
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {
-        s.one_device("backend")?;
-        super::cost::validate(s, "price_per_hour")?;
-        dynamic_policy(s)?.validate()?;
-        for b in s.list("static_batches")? {
-            static_policy(b as usize, s.int("queue")? as usize).validate()?;
-        }
-        if s.list("static_batches")?.is_empty() || s.list("load_levels")?.is_empty() {
-            return Err(Error::InvalidConfig("static batch sizes and load levels need at least one value each".into()));
-        }
-        Ok(())
+        Config::parse(s).map(drop)
     }
 
     fn live_charts(&self) -> Vec<LiveChartSpec> {
@@ -135,19 +127,19 @@ impl Exercise for InferenceBatching {
     }
 
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
-        self.validate(s)?;
-        let device = s.one_device("backend")?;
-        let secs = Duration::from_secs_f64(s.float("run_seconds")?);
-        let queue = s.int("queue")? as usize;
+        let c = Config::parse(s)?;
+        let device = c.backend.clone();
+        let secs = Duration::from_secs_f64(c.run_seconds);
+        let queue = c.queue as usize;
         let mut meta = Metadata::new(8);
         meta.hyperparameters = s.to_map();
 
-        let path = s.text("checkpoint")?;
+        let path = &c.checkpoint;
         let source = if path.trim().is_empty() {
             sink.emit(Event::Phase("training the digits model to serve".into()));
             ModelSource::TrainFirst {
                 dataset: "digits".into(),
-                cfg: TrainConfig { epochs: s.int("train_epochs")? as usize, ..TrainConfig::default() },
+                cfg: TrainConfig { epochs: c.train_epochs as usize, ..TrainConfig::default() },
                 backend: device.clone(),
             }
         } else {
@@ -158,8 +150,8 @@ impl Exercise for InferenceBatching {
         let inputs = inputs_for(&model)?;
         meta.dataset = model.source.clone();
 
-        let sizes = s.list("static_batches")?;
-        let levels = s.list("load_levels")?;
+        let sizes = c.static_batches.clone();
+        let levels = c.load_levels.clone();
         let total = (sizes.len() + levels.len()) as u64;
         let mut done = 0;
         let mut statics = Vec::new();
@@ -176,7 +168,7 @@ impl Exercise for InferenceBatching {
             sink.emit(Event::Progress { done, total });
             sink.emit(Event::Table(report::static_table(&statics)));
         }
-        let policy = dynamic_policy(s)?;
+        let policy = dynamic_policy(&c)?;
         // Capacity: the static run at max batch if there was one, else the best static run.
         let capacity = statics
             .iter()
@@ -215,7 +207,7 @@ impl Exercise for InferenceBatching {
             dynamics.push(r);
             done += 1;
             sink.emit(Event::Progress { done, total });
-            sink.emit(Event::Table(report::dynamic_table(&dynamics, s.float("slo_p99_ms")?)));
+            sink.emit(Event::Table(report::dynamic_table(&dynamics, c.slo_p99_ms)));
         }
         sink.emit(Event::Phase("memory: inference against training".into()));
         let (inference_mem, training_mem) = runs::memory_ledgers(&device, &model, policy.max_batch)?;
@@ -224,6 +216,7 @@ impl Exercise for InferenceBatching {
         Ok(report::build(
             self,
             s,
+            &c,
             meta,
             report::Measured { model, statics, dynamics, capacity, inference_mem, training_mem, memory_batch: policy.max_batch },
             stopped,
@@ -236,13 +229,25 @@ fn static_policy(batch: usize, queue: usize) -> BatchPolicy {
     BatchPolicy { max_batch: batch, preferred: vec![batch], max_queue_delay_us: 50_000, queue_capacity: queue.max(2 * batch) }
 }
 
-fn dynamic_policy(s: &Settings) -> Result<BatchPolicy> {
-    let max_batch = s.int("max_batch")? as usize;
+/// The settings checked as a whole (`Config::parse` calls it).
+pub(crate) fn check(c: &Config) -> Result<()> {
+    dynamic_policy(c)?.validate()?;
+    for &b in &c.static_batches {
+        static_policy(b as usize, c.queue as usize).validate()?;
+    }
+    if c.static_batches.is_empty() || c.load_levels.is_empty() {
+        return Err(Error::InvalidConfig("static batch sizes and load levels need at least one value each".into()));
+    }
+    Ok(())
+}
+
+fn dynamic_policy(c: &Config) -> Result<BatchPolicy> {
+    let max_batch = c.max_batch as usize;
     let p = BatchPolicy {
         max_batch,
-        preferred: s.list("preferred_batch")?.into_iter().map(|v| v as usize).collect(),
-        max_queue_delay_us: s.int("max_queue_delay_us")? as u64,
-        queue_capacity: s.int("queue")? as usize,
+        preferred: c.preferred_batch.iter().map(|&v| v as usize).collect(),
+        max_queue_delay_us: c.max_queue_delay_us as u64,
+        queue_capacity: c.queue as usize,
     };
     p.validate()?;
     Ok(p)

@@ -7,6 +7,7 @@ use crate::common::report_for;
 use crate::common::{MEMORY_CATEGORIES, peak};
 use crate::cost::{self, Price};
 use crate::settings::Settings;
+use crate::settings::inference::Config;
 use gpulab_core::tensor::MemoryReport;
 use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table};
 use gpulab_systems::serve::HostModel;
@@ -174,8 +175,8 @@ fn charts(m: &Measured, slo_ms: f64) -> Vec<Chart> {
     vec![curve, sizes]
 }
 
-pub fn build(ex: &InferenceBatching, s: &Settings, meta: Metadata, m: Measured, stopped_early: bool) -> Report {
-    let slo = s.float("slo_p99_ms").unwrap_or(20.0);
+pub fn build(ex: &InferenceBatching, s: &Settings, c: &Config, meta: Metadata, m: Measured, stopped_early: bool) -> Report {
+    let slo = c.slo_p99_ms;
     let mut figures = Vec::new();
     let b1 = m.statics.iter().find(|r| r.policy.max_batch == 1);
     let best = m.dynamics.iter().filter(|r| meets(r, slo)).max_by(|a, b| a.summary.throughput_per_s.total_cmp(&b.summary.throughput_per_s));
@@ -212,7 +213,7 @@ pub fn build(ex: &InferenceBatching, s: &Settings, meta: Metadata, m: Measured, 
         provenance: Provenance::derived("gpulab's allocation ledger"),
     });
     let kind = meta.backends.first().map_or(gpulab_core::tensor::BackendKind::Cpu, |b| b.kind);
-    let price = cost::read(s, "price_per_hour", kind).unwrap_or_else(|e| Price { usd_per_hour: f64::NAN, label: e.to_string() });
+    let price = c.price.read(kind).unwrap_or_else(|e| Price { usd_per_hour: f64::NAN, label: e.to_string() });
     let statics: Vec<ServeRun> = m.statics.iter().map(|r| ServeRun::of(r, slo, &price)).collect();
     let dynamics: Vec<ServeRun> = m.dynamics.iter().map(|r| ServeRun::of(r, slo, &price)).collect();
     let v = claims(&statics, &dynamics, slo, (inf, tr, m.memory_batch)).verdict();

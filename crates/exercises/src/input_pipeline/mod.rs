@@ -5,6 +5,7 @@
 mod verdict;
 
 use super::profiled_runs::{self as pc};
+use super::settings::input_pipeline::Config;
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink};
 use super::{Exercise, common};
@@ -89,21 +90,17 @@ impl Exercise for InputPipeline {
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {
-        common::validate_training(s)?;
-        pc::source_cost(s)?;
-        s.int("workers")?;
-        s.int("prefetch")?;
-        Ok(())
+        Config::parse(s).map(drop)
     }
 
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
-        self.validate(s)?;
-        let (data, cfg) = pc::training(s, s.int("batch")? as usize)?;
-        let (mut engine, meta) = pc::open(s, &data, sink)?;
-        let cost = pc::source_cost(s)?;
-        let slow = PipelineConfig { num_workers: 1, prefetch_factor: 0, cache: false, pin_memory: s.bool("pin_memory")?, cost };
-        let prefetch = PipelineConfig { prefetch_factor: s.int("prefetch")? as usize, ..slow };
-        let workers = PipelineConfig { num_workers: s.int("workers")? as usize, ..prefetch };
+        let c = Config::parse(s)?;
+        let (data, cfg) = pc::training(&c.training, c.training.batch()?)?;
+        let (mut engine, meta) = pc::open(s, &c.training, &c.backend.one()?, &data, sink)?;
+        let cost = c.cost;
+        let slow = PipelineConfig { num_workers: 1, prefetch_factor: 0, cache: false, pin_memory: c.pin_memory, cost };
+        let prefetch = PipelineConfig { prefetch_factor: c.prefetch as usize, ..slow };
+        let workers = PipelineConfig { num_workers: c.workers as usize, ..prefetch };
         let cached = PipelineConfig { cache: true, ..workers };
         let steps = [("1 slow", slow), ("2 + prefetch", prefetch), ("3 + workers", workers), ("4 + cache", cached)];
         let mut runs: Vec<ProfiledRun> = Vec::new();

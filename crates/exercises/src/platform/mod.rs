@@ -11,6 +11,7 @@ mod verdict;
 use super::Exercise;
 use super::live::LiveChartSpec;
 use super::run_control::pace;
+use super::settings::platform::Config;
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink};
 use gpulab_core::error::{Error, Result};
@@ -103,9 +104,10 @@ impl Exercise for PlatformLab {
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {
-        s.one_device("calibration_backend")?;
-        gpu_types::options(&s.text("gpu_types")?)?;
-        scenario(s).map(|_| ())
+        let c = Config::parse(s)?;
+        c.calibration_backend.one()?;
+        gpu_types::options(&c.gpu_types)?;
+        scenario(&c).map(|_| ())
     }
 
     fn live_charts(&self) -> Vec<LiveChartSpec> {
@@ -130,15 +132,16 @@ impl Exercise for PlatformLab {
     }
 
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
-        let mut sc = scenario(s)?;
-        if s.choice("calibration")? == "this-machine" {
-            let device = s.one_device("calibration_backend")?;
+        let c = Config::parse(s)?;
+        let mut sc = scenario(&c)?;
+        if c.calibration == "this-machine" {
+            let device = c.calibration_backend.one()?;
             sink.emit(Event::Phase(format!("calibration: measuring this machine on {device}")));
             calibrate::calibrate(&mut sc, &device, &mut |m| sink.emit(Event::Log(m)))?;
         }
         let sc = sc;
         let t = &sc.training;
-        let reps = s.int("sweep_runs")? as u32;
+        let reps = c.sweep_runs as u32;
         // Every loop of the simulation asks for Stop, so it ends the run within milliseconds.
         // The job's outcome first: the training boxes of the live diagram show it.
         let chosen =
@@ -174,7 +177,7 @@ impl Exercise for PlatformLab {
         let mut sweep = Vec::new();
         if !sink.stop_requested() {
             sink.emit(Event::Phase("training: checkpoint-interval sweep".into()));
-            sweep = training::sweep(t, sc.seed, s.int("sweep_points")? as usize, reps, &|| sink.stop_requested())?;
+            sweep = training::sweep(t, sc.seed, c.sweep_points as usize, reps, &|| sink.stop_requested())?;
             for p in &sweep {
                 sink.emit(Event::Point {
                     chart: "checkpoint_sweep".into(),
@@ -186,7 +189,7 @@ impl Exercise for PlatformLab {
             }
         }
         let mut gpus = Vec::new();
-        let options = gpu_types::options(&s.text("gpu_types")?)?;
+        let options = gpu_types::options(&c.gpu_types)?;
         if !options.is_empty() && !sink.stop_requested() {
             sink.emit(Event::Phase(format!("serving the same scenario on {} GPU types", options.len())));
             gpus = gpu_types::compare(&sc, &options, &|| sink.stop_requested())?;
@@ -198,7 +201,7 @@ impl Exercise for PlatformLab {
             sweep,
         };
         let stopped = sink.stop_requested() || serving.stopped_early;
-        let mut report = report::build(self, s, &sc, &serving, &runs, &gpus, stopped);
+        let mut report = report::build(self, s, &c, &sc, &serving, &runs, &gpus, stopped);
         if let Some(d) = last {
             report.attachments.push(Attachment { file_name: "architecture.svg".into(), text: d.to_svg(), ..Default::default() });
         }
@@ -223,10 +226,10 @@ fn emit_sample(sink: &mut dyn Sink, x: &Sample) {
 }
 
 /// The scenario the settings describe: the file or the preset, then the knobs that are set.
-pub fn scenario(s: &Settings) -> Result<Scenario> {
-    let file = s.text("scenario_file")?;
+pub fn scenario(c: &Config) -> Result<Scenario> {
+    let file = &c.scenario_file;
     let mut sc = if file.trim().is_empty() {
-        Scenario::preset(&s.choice("scenario")?)?
+        Scenario::preset(&c.scenario)?
     } else {
         let bytes = fsutil::read_limited(file.trim().as_ref(), scenario::MAX_FILE_BYTES)
             .map_err(|e| Error::InvalidConfig(format!("scenario_file: cannot read {file:?}: {e}")))?;
@@ -234,7 +237,7 @@ pub fn scenario(s: &Settings) -> Result<Scenario> {
             Error::InvalidConfig(format!("scenario_file {file:?}: {}", e.to_string().trim_start_matches("invalid setting: ")))
         })?
     };
-    let csv = s.text("traffic_csv")?;
+    let csv = &c.traffic_csv;
     if !csv.trim().is_empty() {
         let path = csv.trim();
         let bytes = fsutil::read_limited(path.as_ref(), platform::traffic_csv::MAX_FILE_BYTES)
@@ -243,35 +246,35 @@ pub fn scenario(s: &Settings) -> Result<Scenario> {
             Error::InvalidConfig(format!("traffic_csv {path:?}: {}", e.to_string().trim_start_matches("invalid setting: ")))
         })?;
     }
-    let seed = s.int("seed")?;
+    let seed = c.seed;
     if seed > 0 {
         sc.seed = seed as u64;
     }
     let set = |v: f64| (v > 0.0).then_some(v);
-    if let Some(v) = set(s.float("duration_h")?) {
+    if let Some(v) = set(c.duration_h) {
         sc.duration_h = v;
     }
-    match s.choice("signal")?.as_str() {
+    match c.signal.as_str() {
         "queue_depth" => sc.autoscaler.signal = Signal::QueueDepth,
         "utilisation" => sc.autoscaler.signal = Signal::Utilisation,
         "p95_latency" => sc.autoscaler.signal = Signal::P95Latency,
         "request_rate" => sc.autoscaler.signal = Signal::RequestRate,
         _ => {}
     }
-    if let Some(v) = set(s.float("target")?) {
+    if let Some(v) = set(c.target) {
         sc.autoscaler.target = v;
     }
-    if let Some(v) = set(s.int("max_workers")? as f64) {
+    if let Some(v) = set(c.max_workers as f64) {
         sc.autoscaler.max_workers = v as u32;
     }
-    if let Some(v) = set(s.int("max_batch")? as f64) {
+    if let Some(v) = set(c.max_batch as f64) {
         sc.pool.max_batch = v as u32;
     }
-    let spot = s.float("spot_share")?;
+    let spot = c.spot_share;
     if spot >= 0.0 {
         sc.pool.spot_share = spot;
     }
-    if let Some(v) = set(s.float("checkpoint_interval_min")?) {
+    if let Some(v) = set(c.checkpoint_interval_min) {
         sc.training.checkpoint_interval_h = v / 60.0;
     }
     sc.validate()?;

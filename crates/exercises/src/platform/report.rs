@@ -5,6 +5,7 @@ use super::verdict::claims;
 use super::{PlatformLab, simulated};
 use crate::common::report_for;
 use crate::settings::Settings;
+use crate::settings::platform::Config;
 use gpulab_systems::platform::monitoring;
 use gpulab_systems::platform::training::{self, JobOutcome, SweepPoint};
 use gpulab_systems::platform::{Scenario, ServingResult};
@@ -60,6 +61,7 @@ pub fn serving_numbers(sc: &Scenario, r: &ServingResult) -> ServingNumbers {
 pub fn build(
     ex: &PlatformLab,
     s: &Settings,
+    c: &Config,
     sc: &Scenario,
     r: &ServingResult,
     tr: &TrainingRuns,
@@ -191,7 +193,7 @@ pub fn build(
         figures.push(fig("sweep's best interval", b.tau_h * 60.0, "min"));
     }
     // Inputs measured in this run are labelled measured; a replay shows them in the inputs table.
-    if s.choice("calibration").is_ok_and(|c| c == "this-machine") {
+    if c.calibration == "this-machine" {
         figures.extend(super::calibrate::measured_figures(sc));
     }
 

@@ -6,11 +6,12 @@ mod report;
 mod run;
 mod verdict;
 
+use super::settings::precision::Config;
 use super::settings::{self, Settings, Value};
 use super::sink::Sink;
 use super::{Exercise, Preset};
 use super::{common, cost};
-use gpulab_core::error::{Error, Result};
+use gpulab_core::error::Result;
 use gpulab_systems::nn::Precision;
 use gpulab_systems::report::{Figure, Report};
 
@@ -77,11 +78,7 @@ impl Exercise for PrecisionLab {
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {
-        s.one_device("backend")?;
-        precisions(s)?;
-        cost::validate(s, "price_per_hour")?;
-        super::sizing::validate(s)?;
-        common::validate_training(s)
+        Config::parse(s).map(drop)
     }
 
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
@@ -93,11 +90,3 @@ impl Exercise for PrecisionLab {
 /// without one (its range is FP32's: the demo shows it needs no scaler).
 pub(super) const DEMO_RUNS: [(Precision, bool); 4] =
     [(Precision::F32, false), (Precision::F16, false), (Precision::F16, true), (Precision::BF16, false)];
-
-pub(super) fn precisions(s: &Settings) -> Result<Vec<Precision>> {
-    let list: Vec<Precision> = s.text("precisions")?.split(',').map(|p| p.trim().parse()).collect::<Result<_>>()?;
-    if list.is_empty() {
-        return Err(Error::InvalidConfig("precisions: name at least one of fp32, fp16, bf16".into()));
-    }
-    Ok(list)
-}

@@ -8,6 +8,7 @@ use crate::common::report_for;
 use crate::common::{MEMORY_CATEGORIES, mib, peak};
 use crate::cost::{self, Price, RunCost};
 use crate::settings::Settings;
+use crate::settings::precision::Config;
 use gpulab_core::tensor::BackendKind;
 use gpulab_systems::nn::Precision;
 use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table};
@@ -142,11 +143,19 @@ fn loss_chart(id: &str, title: &str, runs: &[Run]) -> Chart {
     c
 }
 
-pub(super) fn build_report(ex: &PrecisionLab, s: &Settings, meta: Metadata, runs: &[Run], demo: &[Run], stopped_early: bool) -> Report {
+pub(super) fn build_report(
+    ex: &PrecisionLab,
+    s: &Settings,
+    c: &Config,
+    meta: Metadata,
+    runs: &[Run],
+    demo: &[Run],
+    stopped_early: bool,
+) -> Report {
     let mut report = Report { stopped_early, ..report_for(ex, s, meta) };
     report.tables.push(comparison_table(runs));
     report.tables.extend(savings_table(runs));
-    let weight = 2f32.powi(s.int("demo_loss_exponent").unwrap_or(-24) as i32);
+    let weight = 2f32.powi(c.demo_loss_exponent as i32);
     if !demo.is_empty() {
         report.tables.push(demo_table(demo));
     }
@@ -176,7 +185,7 @@ pub(super) fn build_report(ex: &PrecisionLab, s: &Settings, meta: Metadata, runs
 
     // Costs: each run's measured training time × the assumed price of the backend's hour.
     let kind = report.metadata.backends.first().map_or(BackendKind::Cpu, |b| b.kind);
-    let price = cost::read(s, "price_per_hour", kind).unwrap_or_else(|e| Price { usd_per_hour: f64::NAN, label: e.to_string() });
+    let price = c.price.read(kind).unwrap_or_else(|e| Price { usd_per_hour: f64::NAN, label: e.to_string() });
     let priced: Vec<RunCost> = runs
         .iter()
         .filter_map(|r| r.ok().map(|t| RunCost { name: r.label.clone(), price: &price, train_s: t.train_wall_s, epochs: t.epochs.len() }))
@@ -227,7 +236,7 @@ pub(super) fn build_report(ex: &PrecisionLab, s: &Settings, meta: Metadata, runs
     if !demo.is_empty() {
         report.notes.push(format!(
             "Underflow demo setup: the loss is multiplied by {weight:e} (2^{}), which makes every gradient that small — as a small loss weight or a loss averaged over many elements would; the SGD learning rate is divided by the same factor, so FP32 trains exactly as with weight 1. Gradients below about 6e-8 cannot be stored in FP16 and become zero.",
-            s.int("demo_loss_exponent").unwrap_or(-24)
+            c.demo_loss_exponent
         ));
     }
     report

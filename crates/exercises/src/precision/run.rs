@@ -2,10 +2,10 @@
 //! matmul kernel it ran on.
 
 use super::report::{build_report, comparison_table, demo_table};
-use super::{DEMO_RUNS, PrecisionLab, precisions};
+use super::{DEMO_RUNS, PrecisionLab};
 use crate::settings::Settings;
+use crate::settings::precision::Config;
 use crate::sink::{Event, Sink, TrainBridge};
-use crate::{Exercise, common};
 use gpulab_core::device::Engine;
 use gpulab_core::device::gpu::tuning::Matmul16Variant;
 use gpulab_core::error::{Error, Result};
@@ -53,16 +53,16 @@ impl TrainSink for Curve<'_> {
 }
 
 pub(super) fn run(ex: &PrecisionLab, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
-    ex.validate(s)?;
-    let device = s.one_device("backend")?;
-    let data = common::load_dataset(s)?;
-    let demo_passes = if s.bool("underflow_demo")? { DEMO_RUNS.len() as f64 * s.int("demo_epochs")? as f64 } else { 0.0 };
-    let (resolved, sizing) = crate::sizing::resolve(s, &device, &data, precisions(s)?.len() as f64, demo_passes, sink)?;
+    let mut c = Config::parse(s)?;
+    let device = c.backend.clone();
+    let data = c.training.load_dataset()?;
+    let demo_passes = if c.underflow_demo { DEMO_RUNS.len() as f64 * c.demo_epochs as f64 } else { 0.0 };
+    let (resolved, sizing) = crate::sizing::resolve(s, &mut c.training, &device, &data, c.precisions.len() as f64, demo_passes, sink)?;
     let s = &resolved;
-    let base = common::train_config(s, s.int("batch")? as usize)?;
+    let base = c.training.train_config(c.training.batch()?)?;
     let scaler = |mut amp: AmpConfig| -> Result<AmpConfig> {
-        amp.scaler.init_scale = s.float("init_scale")? as f32;
-        amp.scaler.growth_interval = s.int("growth_interval")? as u32;
+        amp.scaler.init_scale = c.init_scale as f32;
+        amp.scaler.growth_interval = c.growth_interval as u32;
         Ok(amp)
     };
 
@@ -72,12 +72,12 @@ pub(super) fn run(ex: &PrecisionLab, s: &Settings, sink: &mut dyn Sink) -> Resul
     let mut meta = Metadata::new(base.seed);
     meta.dataset = format!("{} — {}", data.name, data.source);
     meta.hyperparameters = s.to_map();
-    meta.hyperparameters.insert("architecture".into(), common::architecture(s, &data)?);
-    meta.precision = precisions(s)?.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ");
+    meta.hyperparameters.insert("architecture".into(), c.training.architecture(&data)?);
+    meta.precision = c.precisions.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ");
     meta.backends.push(info.clone());
 
     let mut runs = Vec::new();
-    for p in precisions(s)? {
+    for p in c.precisions.clone() {
         if sink.stop_requested() {
             break;
         }
@@ -88,10 +88,9 @@ pub(super) fn run(ex: &PrecisionLab, s: &Settings, sink: &mut dyn Sink) -> Resul
     }
 
     let mut demo = Vec::new();
-    if s.bool("underflow_demo")? && !sink.stop_requested() {
-        let weight = 2f32.powi(s.int("demo_loss_exponent")? as i32);
-        let demo_cfg =
-            TrainConfig { epochs: s.int("demo_epochs")? as usize, optimizer: OptimizerKind::Sgd, lr: base.lr / weight, ..base.clone() };
+    if c.underflow_demo && !sink.stop_requested() {
+        let weight = 2f32.powi(c.demo_loss_exponent as i32);
+        let demo_cfg = TrainConfig { epochs: c.demo_epochs as usize, optimizer: OptimizerKind::Sgd, lr: base.lr / weight, ..base.clone() };
         for (p, scaling) in DEMO_RUNS {
             if sink.stop_requested() {
                 break;
@@ -114,7 +113,7 @@ pub(super) fn run(ex: &PrecisionLab, s: &Settings, sink: &mut dyn Sink) -> Resul
         let why: Vec<String> = runs.iter().filter_map(|r| r.result.as_ref().err().map(|e| format!("{}: {e}", r.label))).collect();
         return Err(Error::InvalidConfig(format!("no precision could train: {}", why.join("; "))));
     }
-    let mut report = build_report(ex, s, meta, &runs, &demo, stopped_early);
+    let mut report = build_report(ex, s, &c, meta, &runs, &demo, stopped_early);
     crate::sizing::annotate(sizing.as_ref(), &mut report);
     Ok(report)
 }

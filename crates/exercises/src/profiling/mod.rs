@@ -7,11 +7,11 @@ mod run;
 mod verdict;
 
 use super::profiled_runs::{self as pc};
+use super::settings::profiling::Config;
 use super::settings::{Settings, Value};
 use super::sink::Sink;
 use super::{Exercise, common};
 use gpulab_core::error::Result;
-use gpulab_systems::nn::AmpConfig;
 use gpulab_systems::report::Report;
 
 pub struct Profiling;
@@ -82,20 +82,10 @@ impl Exercise for Profiling {
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {
-        common::validate_training(s)?;
-        pc::pipeline_config(s)?;
-        s.bool("measure_again")?;
-        // The precision is a setting of its own here: check it against the model too.
-        let mut cfg = common::train_config(s, s.int("batch")? as usize)?;
-        cfg.amp = amp(s)?;
-        cfg.validate()
+        Config::parse(s).map(drop)
     }
 
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
         run::run(self, s, sink)
     }
-}
-
-pub(super) fn amp(s: &Settings) -> Result<AmpConfig> {
-    common::amp_config(s)
 }

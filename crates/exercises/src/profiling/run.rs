@@ -1,14 +1,15 @@
 //! Exercise 7's run: profile as set, then (when `measure_again`) apply the fix for the
 //! bottleneck found and profile again.
 
+use super::Profiling;
 use super::report::{kernel_table, next_step, roofline};
 use super::verdict::verdict;
-use super::{Profiling, amp};
 use crate::common::report_for;
 use crate::profiled_runs::{self as pc};
 use crate::settings::Settings;
+use crate::settings::profiling::Config;
 use crate::sink::{Event, Sink};
-use crate::{Exercise, watch};
+use crate::watch;
 use gpulab_core::error::Result;
 use gpulab_systems::profile::Bottleneck;
 use gpulab_systems::profile::kernels;
@@ -18,13 +19,13 @@ use gpulab_systems::report::{Figure, Provenance, Report};
 use gpulab_systems::train::TrainConfig;
 
 pub(super) fn run(ex: &Profiling, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
-    ex.validate(s)?;
-    let batch = s.int("batch")? as usize;
-    let (data, mut cfg) = pc::training(s, batch)?;
-    cfg.amp = amp(s)?;
-    let (mut engine, mut meta) = pc::open(s, &data, sink)?;
+    let c = Config::parse(s)?;
+    let batch = c.training.batch()?;
+    let (data, mut cfg) = pc::training(&c.training, batch)?;
+    cfg.amp = c.training.amp_config()?;
+    let (mut engine, mut meta) = pc::open(s, &c.training, &c.backend.one()?, &data, sink)?;
     meta.precision = cfg.amp.label();
-    let pipe = pc::pipeline_config(s)?;
+    let pipe = c.pipeline;
     let peaks = match engine.as_gpu_mut() {
         Some(g) => {
             sink.emit(Event::Phase("measuring this adapter's peak compute and bandwidth".into()));
@@ -38,7 +39,7 @@ pub(super) fn run(ex: &Profiling, s: &Settings, sink: &mut dyn Sink) -> Result<R
     let mut watched = vec![first_windows];
     let fix = fix_for(runs[0].diagnosis.bottleneck, &pipe, batch);
     if let Some((what, pipe2, batch2)) = &fix
-        && s.bool("measure_again")?
+        && c.measure_again
         && !sink.stop_requested()
     {
         sink.emit(Event::Log(format!("applying: {what}")));

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 
 use super::Exercise;
 use super::common;
+use super::settings::quantization::Config;
 use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink};
 use gpulab_core::error::{Error, Result};
@@ -78,23 +79,14 @@ impl Exercise for QuantizationLab {
     }
 
     fn validate(&self, s: &Settings) -> Result<()> {
-        if s.devices("backends")?.is_empty() {
-            return Err(Error::InvalidConfig("backends: choose at least one backend".into()));
-        }
-        observer(s)?;
-        if s.int("calibration_samples")? < 1 {
-            return Err(Error::InvalidConfig(
-                "calibration_samples: 0 samples; calibration needs at least one sample to observe a range".into(),
-            ));
-        }
-        common::validate_training(s)
+        Config::parse(s).map(drop)
     }
 
     fn run(&self, s: &Settings, sink: &mut dyn Sink) -> Result<Report> {
-        self.validate(s)?;
-        let devices = s.devices("backends")?;
-        let data = common::load_dataset(s)?;
-        let samples = s.int("calibration_samples")? as usize;
+        let c = Config::parse(s)?;
+        let devices = c.backends.clone();
+        let data = c.training.load_dataset()?;
+        let samples = c.calibration_samples as usize;
         if samples > data.train_len() {
             return Err(Error::InvalidConfig(format!(
                 "calibration_samples: {samples} is more than the {} training samples of {}",
@@ -102,7 +94,7 @@ impl Exercise for QuantizationLab {
                 data.name
             )));
         }
-        let cfg = common::train_config(s, s.int("batch")? as usize)?;
+        let cfg = c.training.train_config(c.training.batch()?)?;
         let mut meta = Metadata::new(cfg.seed);
         meta.dataset = format!("{} — {}", data.name, data.source);
         meta.hyperparameters = s.to_map();
@@ -110,7 +102,7 @@ impl Exercise for QuantizationLab {
         // The metadata is filled in once the backends have run.
         let mut report = common::report_for(self, s, Metadata::default());
 
-        let checkpoint = s.text("checkpoint")?;
+        let checkpoint = &c.checkpoint;
         let layers = if checkpoint.trim().is_empty() {
             sink.emit(Event::Phase(format!("opening {}", devices[0])));
             let mut engine = devices[0].open(None)?;
@@ -147,8 +139,8 @@ impl Exercise for QuantizationLab {
             layers: &layers,
             data: &data,
             calib,
-            observer: observer(s)?,
-            runs: s.int("latency_runs")? as usize,
+            observer: observer(&c)?,
+            runs: c.latency_runs as usize,
             batch: LATENCY_BATCH,
         };
         let mut runs = Vec::new();
@@ -172,7 +164,7 @@ impl Exercise for QuantizationLab {
             let kind = plan.observer.name();
             let extra = [("observer", kind), ("calibration_samples", samples.to_string()), ("dataset", data.name.clone())];
             let bytes = export::to_bytes(model, &extra)?;
-            let export_path = s.text("export")?;
+            let export_path = &c.export;
             if !export_path.trim().is_empty() {
                 let p = PathBuf::from(export_path.trim());
                 export::save(&p, model, &extra)?;
@@ -190,11 +182,25 @@ impl Exercise for QuantizationLab {
     }
 }
 
+/// The settings checked as a whole (`Config::parse` calls it).
+pub(crate) fn check(c: &Config) -> Result<()> {
+    if c.backends.is_empty() {
+        return Err(Error::InvalidConfig("backends: choose at least one backend".into()));
+    }
+    observer(c)?;
+    if c.calibration_samples < 1 {
+        return Err(Error::InvalidConfig(
+            "calibration_samples: 0 samples; calibration needs at least one sample to observe a range".into(),
+        ));
+    }
+    c.training.validate()
+}
+
 /// The observer the settings choose; a percentile outside (0, 100] is refused by name.
-fn observer(s: &Settings) -> Result<ObserverKind> {
-    let kind = match s.choice("observer")?.as_str() {
+fn observer(c: &Config) -> Result<ObserverKind> {
+    let kind = match c.observer.as_str() {
         "minmax" => ObserverKind::MinMax,
-        _ => ObserverKind::Percentile(s.float("percentile")?),
+        _ => ObserverKind::Percentile(c.percentile),
     };
     kind.validate().map_err(|e| Error::InvalidConfig(format!("percentile: {}", e.to_string().trim_start_matches("invalid setting: "))))
 }

@@ -2,8 +2,26 @@
 //! GUI draws a widget per setting, the CLI parses `--set key=value` into it, persistence stores
 //! it, and each exercise turns it into its own typed config with cross-field validation.
 
+//!
+//! Values are read by key only here: each exercise's config (`settings::<exercise>`) reads its
+//! settings once, and the run and the report take that typed config (a test greps the sources).
+
+pub mod batch_sweep;
+pub mod checkpointing;
+pub mod cpu_vs_gpu;
+pub mod distributed;
+pub mod inference;
+pub mod input_pipeline;
+pub mod platform;
+pub mod precision;
+pub mod profiling;
+pub mod quantization;
+pub mod shared;
+pub mod training;
+
 use serde::{Deserialize, Serialize};
 
+use gpulab_core::device::Device;
 use gpulab_core::error::{Error, Result};
 
 /// The most values a list setting takes (`Value::List`): a sweep's points or a model's hidden
@@ -73,8 +91,14 @@ impl Settings {
         self
     }
 
+    /// The setting `key` as declared (its label, help and value), for the forms that list them.
     pub fn get(&self, key: &str) -> Option<&Setting> {
         self.0.iter().find(|s| s.key == key)
+    }
+
+    /// True when the exercise declares the setting `key`.
+    pub fn has(&self, key: &str) -> bool {
+        self.get(key).is_some()
     }
 
     fn value(&self, key: &str) -> Result<&Value> {
@@ -163,52 +187,51 @@ impl Settings {
         Ok(())
     }
 
-    pub fn int(&self, key: &str) -> Result<i64> {
+    pub(in crate::settings) fn int(&self, key: &str) -> Result<i64> {
         match self.value(key)? {
             Value::Int { value, .. } => Ok(*value),
             _ => Err(invalid(key, "not a whole-number setting".into())),
         }
     }
-    pub fn float(&self, key: &str) -> Result<f64> {
+    pub(in crate::settings) fn float(&self, key: &str) -> Result<f64> {
         match self.value(key)? {
             Value::Float { value, .. } => Ok(*value),
             _ => Err(invalid(key, "not a number setting".into())),
         }
     }
-    pub fn bool(&self, key: &str) -> Result<bool> {
+    pub(in crate::settings) fn bool(&self, key: &str) -> Result<bool> {
         match self.value(key)? {
             Value::Bool(b) => Ok(*b),
             _ => Err(invalid(key, "not a yes/no setting".into())),
         }
     }
-    pub fn choice(&self, key: &str) -> Result<String> {
+    pub(in crate::settings) fn choice(&self, key: &str) -> Result<String> {
         match self.value(key)? {
             Value::Choice { value, .. } => Ok(value.clone()),
             _ => Err(invalid(key, "not a choice setting".into())),
         }
     }
-    pub fn list(&self, key: &str) -> Result<Vec<u64>> {
+    pub(in crate::settings) fn list(&self, key: &str) -> Result<Vec<u64>> {
         match self.value(key)? {
             Value::List { value, .. } => Ok(value.clone()),
             _ => Err(invalid(key, "not a list setting".into())),
         }
     }
-    pub fn devices(&self, key: &str) -> Result<Vec<gpulab_core::device::Device>> {
+    pub(in crate::settings) fn devices(&self, key: &str) -> Result<Vec<gpulab_core::device::Device>> {
         match self.value(key)? {
             Value::Devices(d) => d.iter().map(|s| s.parse()).collect(),
             _ => Err(invalid(key, "not a backend setting".into())),
         }
     }
-    /// The one backend of a single-backend exercise; any other count is a named refusal, the
-    /// same words in every exercise.
-    pub fn one_device(&self, key: &str) -> Result<gpulab_core::device::Device> {
-        let mut d = self.devices(key)?;
-        if d.len() != 1 {
-            return Err(invalid(key, format!("choose exactly one backend, not {}", d.len())));
-        }
-        Ok(d.remove(0))
+    /// A backend setting as set, named by its key.
+    pub(in crate::settings) fn backends(&self, key: &'static str) -> Result<Backends> {
+        Ok(Backends { key, devices: self.devices(key)? })
     }
-    pub fn text(&self, key: &str) -> Result<String> {
+    /// The one backend of a single-backend exercise (`Backends::one`).
+    pub(in crate::settings) fn one_device(&self, key: &'static str) -> Result<Device> {
+        self.backends(key)?.one()
+    }
+    pub(in crate::settings) fn text(&self, key: &str) -> Result<String> {
         match self.value(key)? {
             Value::Text(t) => Ok(t.clone()),
             v => Ok(v.to_text()),
@@ -218,6 +241,24 @@ impl Settings {
     /// key → value text, for reports.
     pub fn to_map(&self) -> std::collections::BTreeMap<String, String> {
         self.0.iter().map(|s| (s.key.clone(), s.value.to_text())).collect()
+    }
+}
+
+/// The backends a backend setting names.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Backends {
+    pub key: &'static str,
+    pub devices: Vec<Device>,
+}
+
+impl Backends {
+    /// The one backend of a single-backend exercise; any other count is a named refusal, the
+    /// same words in every exercise.
+    pub fn one(&self) -> Result<Device> {
+        match self.devices.as_slice() {
+            [d] => Ok(d.clone()),
+            d => Err(invalid(self.key, format!("choose exactly one backend, not {}", d.len()))),
+        }
     }
 }
 
@@ -238,6 +279,51 @@ pub fn choice(value: &str, options: &[&str]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every `.rs` file under `dir`.
+    fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                sources(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+
+    /// Settings are read by key only in this module: each exercise's config reads them once
+    /// and the run and the report take the config. The typed readers are private to this
+    /// module; this also catches a `get("key")` (or a reader made public again) elsewhere.
+    #[test]
+    fn no_setting_is_read_by_key_outside_the_settings_module() {
+        let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).canonicalize().unwrap();
+        let (root, here) = (manifest.join("../..").canonicalize().unwrap(), manifest.join("src/settings"));
+        let keys: std::collections::BTreeSet<String> =
+            crate::registry().iter().flat_map(|e| e.settings().0.into_iter().map(|s| s.key)).collect();
+        let mut files = Vec::new();
+        sources(&root.join("src"), &mut files);
+        for c in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+            sources(&c.path().join("src"), &mut files);
+        }
+        let readers = ["get", "int", "float", "bool", "choice", "list", "devices", "backends", "one_device", "text"];
+        let mut found = Vec::new();
+        for f in files.iter().filter(|f| !f.starts_with(&here)) {
+            let text = std::fs::read_to_string(f).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                for k in &keys {
+                    if readers.iter().any(|r| line.contains(&format!(".{r}(\"{k}\")"))) {
+                        found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+                    }
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "settings read by key outside crates/exercises/src/settings/ (read them in the exercise's config):\n{}",
+            found.join("\n")
+        );
+    }
 
     fn with_backends(d: &[&str]) -> Settings {
         Settings::default().add("backend", "Backend", "", Value::Devices(d.iter().map(|s| s.to_string()).collect()))
