@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use gpulab::device::Device;
-use gpulab::nn::MlpConfig;
+use gpulab::nn::{HostLayer, MlpConfig};
 use gpulab::serve::batcher::{self, Request};
 use gpulab::serve::engine::softmax;
 use gpulab::serve::loadgen::{self, Arrivals, LoadSpec, Outcome, Target};
@@ -23,7 +23,11 @@ fn model() -> HostModel {
         .widths()
         .windows(2)
         .enumerate()
-        .map(|(i, w)| (random(w[0] * w[1], 10 + i as u64, -0.5, 0.5), random(w[1], 20 + i as u64, -0.1, 0.1)))
+        .map(|(i, w)| HostLayer {
+            weight: random(w[0] * w[1], 10 + i as u64, -0.5, 0.5),
+            shape: [w[0], w[1]],
+            bias: random(w[1], 20 + i as u64, -0.1, 0.1),
+        })
         .collect();
     HostModel { arch, layers, version: "test-1".into(), source: "random weights".into(), int8: None }
 }
@@ -380,7 +384,7 @@ fn serves_an_exercise_5_checkpoint_and_names_a_damaged_or_misshapen_one() {
     let e = gpulab::serve::model::from_checkpoint(&junk).unwrap_err().to_string();
     assert!(e.contains("junk.safetensors"), "{e}");
     let mut m = model();
-    m.layers[1].0.pop();
+    m.layers[1].weight.pop();
     assert!(m.validate().unwrap_err().to_string().contains("layer 1"));
 }
 
@@ -430,12 +434,10 @@ fn exercise_8_measures_static_and_dynamic_batching_to_a_computed_verdict() {
 /// unless the top two are closer than that), batched or not, on `device`.
 fn served_int8_matches_quant_mlp(device: Device) {
     use gpulab::nn::DenseStack;
-    use gpulab::quant::{HostLayer, ObserverKind, calibrate, export, quantize_model};
+    use gpulab::quant::{ObserverKind, calibrate, export, quantize_model};
     use gpulab::tensor::{MemCategory, QuantGranularity, prelude::*};
     let host = model();
-    let layers =
-        HostLayer::from_parameters(&host.layers.iter().flat_map(|(w, b)| [w.clone(), b.clone()]).collect::<Vec<_>>(), &host.arch.widths())
-            .unwrap();
+    let layers = host.layers.clone();
     let inputs = loadgen::random_inputs(13, 60, 5);
     let flat: Vec<f32> = inputs.concat();
     let cpu = &mut gpulab::device::CpuBackend::new();

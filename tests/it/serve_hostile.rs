@@ -9,15 +9,19 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use gpulab::device::Device;
-use gpulab::nn::MlpConfig;
+use gpulab::nn::{HostLayer, MlpConfig};
 use gpulab::serve::{BatchPolicy, Fault, HostModel, ServeConfig, Server};
 
 use super::common::random;
 
 fn model() -> HostModel {
     let arch = MlpConfig { input: 13, hidden: vec![9], classes: 5, conv: None };
-    let layers =
-        arch.widths().windows(2).enumerate().map(|(i, w)| (random(w[0] * w[1], 40 + i as u64, -0.5, 0.5), vec![0.0; w[1]])).collect();
+    let layers = arch
+        .widths()
+        .windows(2)
+        .enumerate()
+        .map(|(i, w)| HostLayer { weight: random(w[0] * w[1], 40 + i as u64, -0.5, 0.5), shape: [w[0], w[1]], bias: vec![0.0; w[1]] })
+        .collect();
     HostModel { arch, layers, version: "hostile-1".into(), source: "random weights".into(), int8: None }
 }
 

@@ -17,7 +17,7 @@ use gpulab_core::with_backend;
 use gpulab_systems::bench::{TrainBenchConfig, bench_train_amp};
 use gpulab_systems::checkpoint::format::{CheckpointMeta, RngState};
 use gpulab_systems::checkpoint::{snapshot, store};
-use gpulab_systems::nn::{AmpConfig, Mlp, MlpConfig, Optimizer, OptimizerKind, Precision, he_normal};
+use gpulab_systems::nn::{AmpConfig, HostLayer, Mlp, MlpConfig, Optimizer, OptimizerKind, Precision, he_normal};
 use gpulab_systems::platform::scenario::{BatchTime, Scenario};
 use gpulab_systems::report::{Column, Figure, Provenance, Table};
 use gpulab_systems::serve::model::{DeviceModel, HostModel};
@@ -110,7 +110,11 @@ fn ms(s: f64) -> String {
 fn inference_curve<B: Backend>(b: &mut B, sizes: &[u32]) -> Result<Vec<BatchTime>> {
     let cfg = arch();
     let widths = cfg.widths();
-    let layers = widths.windows(2).enumerate().map(|(i, io)| (he_normal(io[0], io[1], 7, i), vec![0.0; io[1]])).collect();
+    let layers = widths
+        .windows(2)
+        .enumerate()
+        .map(|(i, io)| HostLayer { weight: he_normal(io[0], io[1], 7, i), shape: [io[0], io[1]], bias: vec![0.0; io[1]] })
+        .collect();
     let host = HostModel { arch: cfg.clone(), layers, version: "calibration".into(), source: "random weights".into(), int8: None };
     let model = DeviceModel::upload(b, &host)?;
     let mut curve = Vec::new();

@@ -107,15 +107,15 @@ impl Exercise for QuantizationLab {
             sink.emit(Event::Phase(format!("opening {}", devices[0])));
             let mut engine = devices[0].open(None)?;
             sink.emit(Event::Phase("training the FP32 model".into()));
-            let (trained, layers) = source::train_first(&mut engine, &data, &cfg, sink)?;
+            let (trained, model) = source::train_first(&mut engine, &data, &cfg, sink)?;
             report.notes.push(format!(
                 "The FP32 model was trained here on {} ({} epochs, validation accuracy {}).",
                 trained.backend.label(),
                 trained.epochs.len(),
                 common::percent(trained.final_val_accuracy)
             ));
-            match layers {
-                Some(l) => l,
+            match model {
+                Some(m) => m.layers,
                 None => {
                     report.metadata = meta;
                     report.stopped_early = true;
@@ -125,13 +125,13 @@ impl Exercise for QuantizationLab {
             }
         } else {
             let path = PathBuf::from(checkpoint.trim());
-            let (layers, arch) = source::from_checkpoint(&path, &data)?;
+            let m = source::from_checkpoint(&path, &data)?;
             report.notes.push(format!(
                 "The FP32 model is the checkpoint {} (MLP {}); the hidden, training and optimizer settings were not used.",
                 path.display(),
-                arch.describe()
+                m.arch.describe()
             ));
-            layers
+            m.layers
         };
 
         let calib = &data.train_x[..samples * data.features];

@@ -313,7 +313,11 @@ mod tests {
     #[test]
     fn many_batch_sizes_keep_a_bounded_set_of_workspaces() {
         let arch = MlpConfig { input: 13, hidden: vec![17], classes: 5, conv: None };
-        let layers = arch.widths().windows(2).map(|w| (vec![0.01; w[0] * w[1]], vec![0.0; w[1]])).collect();
+        let layers = arch
+            .widths()
+            .windows(2)
+            .map(|w| crate::nn::HostLayer { weight: vec![0.01; w[0] * w[1]], shape: [w[0], w[1]], bias: vec![0.0; w[1]] })
+            .collect();
         let host = HostModel { arch, layers, version: "t".into(), source: "t".into(), int8: None };
         let mut b = CpuBackend::new();
         let mut runner = Runner::new(DeviceModel::upload(&mut b, &host).unwrap());

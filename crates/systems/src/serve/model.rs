@@ -1,6 +1,7 @@
-//! The model a server serves, on the host: its architecture and f32 parameters, where it came
-//! from and a version string. `load_model` is the one place a model source becomes a
-//! `HostModel` (an exercise-9 int8 file is the `Int8` arm), and `DeviceModel` is its
+//! The model a server serves (and exercise 9 quantizes), on the host: its architecture and f32
+//! layers, where it came from and a version string. `load_model` is the one place a model source
+//! becomes a `HostModel` (an exercise-9 int8 file is the `Int8` arm; `train_model` is training
+//! first with the caller's sink), and `DeviceModel` is its
 //! weights-only copy on a backend: no gradients, no optimizer state; its forward is the one dense
 //! forward pass (`nn::DenseStack`), with f32 layers or an int8 model's `Int8` layers.
 
@@ -11,7 +12,7 @@ use crate::checkpoint::store;
 use crate::data::{self, Dataset, DatasetSpec};
 use crate::nn::{DenseStack, HostLayer, Mlp, MlpConfig, Workspace};
 use crate::quant::{self, QuantizedModel};
-use crate::train::{self, Inline, NullSink, StepDone, TrainConfig, TrainHooks};
+use crate::train::{self, Inline, NullSink, StepDone, TrainConfig, TrainHooks, TrainReport, TrainSink};
 use gpulab_core::device::Device;
 use gpulab_core::error::{Error, Result};
 use gpulab_core::tensor::{Backend, DType};
@@ -28,11 +29,12 @@ pub enum ModelSource {
     TrainFirst { dataset: String, cfg: TrainConfig, backend: Device },
 }
 
-/// A model on the host: weights `[in, out]` row-major and biases `[out]` per layer.
+/// A model on the host: its architecture and f32 layers (`nn::HostLayer`: weight `[in, out]`
+/// row-major, bias `[out]`).
 #[derive(Clone, Debug)]
 pub struct HostModel {
     pub arch: MlpConfig,
-    pub layers: Vec<(Vec<f32>, Vec<f32>)>,
+    pub layers: Vec<HostLayer>,
     /// Shown by /healthz and /metrics (`gpulab_model_info`), e.g. "ckpt-0000000120 (step 120)".
     pub version: String,
     /// One line: the file or the training run it came from.
@@ -55,12 +57,12 @@ impl HostModel {
                 widths.len() - 1
             )));
         }
-        for (i, ((w, b), io)) in self.layers.iter().zip(widths.windows(2)).enumerate() {
-            if w.len() != io[0] * io[1] || b.len() != io[1] {
+        for (i, (l, io)) in self.layers.iter().zip(widths.windows(2)).enumerate() {
+            if l.weight.len() != io[0] * io[1] || l.bias.len() != io[1] || l.shape != [io[0], io[1]] {
                 return Err(Error::InvalidConfig(format!(
                     "layer {i} holds {} weights and {} biases; {} needs {}×{} and {}",
-                    w.len(),
-                    b.len(),
+                    l.weight.len(),
+                    l.bias.len(),
                     self.arch.describe(),
                     io[0],
                     io[1],
@@ -76,12 +78,12 @@ impl HostModel {
     pub fn logits_host(&self, x: &[f32]) -> Vec<f32> {
         let mut a = x.to_vec();
         let last = self.layers.len() - 1;
-        for (i, (w, b)) in self.layers.iter().enumerate() {
-            let out = b.len();
-            let mut z = b.clone();
+        for (i, l) in self.layers.iter().enumerate() {
+            let out = l.bias.len();
+            let mut z = l.bias.clone();
             for (k, &xk) in a.iter().enumerate() {
                 for (j, zj) in z.iter_mut().enumerate() {
-                    *zj += xk * w[k * out + j];
+                    *zj += xk * l.weight[k * out + j];
                 }
             }
             if i < last {
@@ -93,7 +95,8 @@ impl HostModel {
     }
 }
 
-/// Builds the model a server will serve. The one entry point for every model source.
+/// Builds the model a server will serve or exercise 9 quantizes. The one entry point for every
+/// model source.
 pub fn load_model(source: &ModelSource) -> Result<HostModel> {
     match source {
         ModelSource::Checkpoint(path) => from_checkpoint(path),
@@ -106,26 +109,23 @@ pub fn load_model(source: &ModelSource) -> Result<HostModel> {
 /// its shape), and keeps the parameters.
 pub fn from_checkpoint(path: &std::path::Path) -> Result<HostModel> {
     let ck = store::read(path)?;
-    crate::checkpoint::format::require_mlp(&ck, path, "the inference server")?;
+    crate::checkpoint::format::require_mlp(&ck, path, "the inference server and exercise 9's quantization")?;
     let arch = ck.meta.architecture.clone();
     arch.validate()?;
     crate::checkpoint::format::check_fits(&ck, &arch, ck.meta.hyperparameters.optimizer, path)?;
-    let mut layers = Vec::new();
+    let mut params = Vec::new();
     for i in 0..arch.widths().len() - 1 {
-        let get = |n: String| {
-            ck.tensors
-                .get(&n)
-                .map(|t| t.data.clone())
-                .ok_or_else(|| Error::InvalidConfig(format!("checkpoint {} lacks {n}", path.display())))
-        };
-        layers.push((get(weight_name(i))?, get(bias_name(i))?));
+        for n in [weight_name(i), bias_name(i)] {
+            let t = ck.tensors.get(&n).ok_or_else(|| Error::InvalidConfig(format!("checkpoint {} lacks {n}", path.display())))?;
+            params.push(t.data.clone());
+        }
     }
     let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("checkpoint");
     let m = HostModel {
         version: format!("{name} (step {})", ck.meta.position.step),
         source: format!("checkpoint {} ({} on {})", path.display(), arch.describe(), ck.meta.dataset),
+        layers: HostLayer::from_parameters(&params, &arch.widths())?,
         arch,
-        layers,
         int8: None,
     };
     m.validate()?;
@@ -147,8 +147,8 @@ pub fn from_int8(path: &std::path::Path) -> Result<HostModel> {
         .iter()
         .map(|l| {
             let cols = l.shape[1];
-            let w = l.weight.iter().enumerate().map(|(e, &v)| v as f32 * l.weight_scales[e % cols]).collect();
-            (w, l.bias.clone())
+            let weight = l.weight.iter().enumerate().map(|(e, &v)| v as f32 * l.weight_scales[e % cols]).collect();
+            HostLayer { weight, shape: l.shape, bias: l.bias.clone() }
         })
         .collect();
     let name = path.file_name().and_then(|s| s.to_str()).unwrap_or("int8 model");
@@ -175,17 +175,18 @@ impl<B: Backend> TrainHooks<B> for Capture {
     }
 }
 
-/// Trains `cfg` on `dataset` with the lab's trainer and keeps the final parameters.
-pub fn train_first(dataset: &str, cfg: &TrainConfig, backend: &Device) -> Result<HostModel> {
-    cfg.validate()?;
-    let spec: DatasetSpec = dataset.parse()?;
-    let data: Dataset = data::load(&spec, cfg.seed)?;
-    let mut engine = backend.open(None)?;
+/// Trains `cfg` on `data` with the lab's trainer on `b`, its events to `sink`: the run's report
+/// and the model of its last step (None when the run stopped before it).
+pub fn train_model<B: Backend>(
+    b: &mut B,
+    data: &Dataset,
+    cfg: &TrainConfig,
+    sink: &mut dyn TrainSink,
+) -> Result<(TrainReport, Option<HostModel>)> {
     let mut cap = Capture(None);
-    let report = with_backend!(&mut engine, b => train::train_with(b, &data, cfg, &mut NullSink, &mut cap, &mut Inline)?);
-    let params = cap.0.ok_or_else(|| Error::Internal("training ended without its last step".into()))?;
+    let report = train::train_with(b, data, cfg, sink, &mut cap, &mut Inline)?;
+    let Some(params) = cap.0 else { return Ok((report, None)) };
     let arch = MlpConfig { input: data.features, hidden: cfg.hidden.clone(), classes: data.classes, conv: None };
-    let layers = params.chunks_exact(2).map(|p| (p[0].clone(), p[1].clone())).collect();
     let m = HostModel {
         version: format!("trained-{}-steps-seed-{}", report.steps, cfg.seed),
         source: format!(
@@ -195,12 +196,22 @@ pub fn train_first(dataset: &str, cfg: &TrainConfig, backend: &Device) -> Result
             cfg.epochs,
             report.final_val_accuracy
         ),
+        layers: HostLayer::from_parameters(&params, &arch.widths())?,
         arch,
-        layers,
         int8: None,
     };
     m.validate()?;
-    Ok(m)
+    Ok((report, Some(m)))
+}
+
+/// Trains `cfg` on `dataset` with the lab's trainer and keeps the final parameters.
+pub fn train_first(dataset: &str, cfg: &TrainConfig, backend: &Device) -> Result<HostModel> {
+    cfg.validate()?;
+    let spec: DatasetSpec = dataset.parse()?;
+    let data: Dataset = data::load(&spec, cfg.seed)?;
+    let mut engine = backend.open(None)?;
+    let (_, model) = with_backend!(&mut engine, b => train_model(b, &data, cfg, &mut NullSink))?;
+    model.ok_or_else(|| Error::Internal("training ended without its last step".into()))
 }
 
 /// The served model's weights on a backend: parameters only (inference needs no gradients or
@@ -216,15 +227,7 @@ impl<B: Backend> DeviceModel<B> {
         m.validate()?;
         let layers = match &m.int8 {
             Some(q) => DenseStack::quantized(b, q)?,
-            None => {
-                let widths = m.arch.widths();
-                let host: Vec<HostLayer> = widths
-                    .windows(2)
-                    .zip(&m.layers)
-                    .map(|(io, (w, bias))| HostLayer { weight: w.clone(), shape: [io[0], io[1]], bias: bias.clone() })
-                    .collect();
-                DenseStack::float(b, &host, DType::F32)?
-            }
+            None => DenseStack::float(b, &m.layers, DType::F32)?,
         };
         Ok(DeviceModel { arch: m.arch.clone(), layers })
     }
