@@ -271,7 +271,7 @@ fn distributed(quick: bool) {
     let mut split = vec![Vec::new(); runs.len()];
     for _ in 0..if quick { 1 } else { 7 } {
         for (i, &(replicas, overlap, shard, _)) in runs.iter().enumerate() {
-            match parallel::train(&data, &cfg, &dp(replicas, overlap, shard), &mut |_| false) {
+            match parallel::train(&data, &cfg, &dp(replicas, overlap, shard), &mut gpulab::train::NullSink) {
                 Ok(r) => {
                     rate[i].push(r.samples_per_s);
                     split[i].push((r.split.compute_s, r.split.exposed_comm_s, r.split.idle_s, r.allreduce_s_per_step));

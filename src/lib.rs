@@ -7,7 +7,7 @@
 //! modules under one name for the CLI, the integration tests and the benchmarks.
 
 pub use gpulab_core::{
-    Error, Result, cache, device, error, for_each_backend_id, format, fsutil, spans, stats, tensor, text, timing, with_backend,
+    Error, Result, cache, device, error, for_each_backend_id, format, fsutil, spans, stats, stop, tensor, text, timing, with_backend,
 };
 pub use gpulab_systems::{bench, checkpoint, data, nn, parallel, platform, profile, quant, report, serve, train};
 

@@ -96,8 +96,8 @@ impl Sink for CliSink {
             Event::Point { .. } | Event::Table(_) | Event::Timeline(_) | Event::Diagram(_) | Event::Finished(_) | Event::Failed(_) => {}
         }
     }
-    fn stop_requested(&self) -> bool {
-        false
+    fn stop(&self) -> &gpulab::stop::Stop {
+        gpulab::stop::Stop::never()
     }
 }
 

@@ -28,7 +28,7 @@ fn cpu(replicas: usize) -> DpConfig {
 }
 
 fn train(data: &Dataset, cfg: &TrainConfig, dp: &DpConfig) -> DpReport {
-    parallel::train(data, cfg, dp, &mut |_| false).unwrap_or_else(|e| panic!("{dp:?}: {e}"))
+    parallel::train(data, cfg, dp, &mut gpulab::train::NullSink).unwrap_or_else(|e| panic!("{dp:?}: {e}"))
 }
 
 fn max_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
@@ -123,7 +123,7 @@ fn the_sharded_optimizer_step_trains_the_bits_of_the_full_step() {
 fn bad_settings_name_the_setting_and_the_limit() {
     let data = digits();
     let refuse = |c: &TrainConfig, d: &DpConfig, words: &[&str]| {
-        let e = parallel::train(&data, c, d, &mut |_| false).expect_err("refused").to_string();
+        let e = parallel::train(&data, c, d, &mut gpulab::train::NullSink).expect_err("refused").to_string();
         for w in words {
             assert!(e.contains(w), "{e:?} lacks {w:?}");
         }
@@ -159,12 +159,19 @@ fn a_stop_ends_every_replica_at_the_same_step() {
     // 50 epochs: far longer than the watcher takes to answer, so the stop (not the end of the
     // data) ends the run even on a fast machine (at 2 epochs a Zen 4 finished first once).
     let c = TrainConfig { log_every: 1, epochs: 50, ..cfg(32) };
-    let mut seen = 0;
-    let r = parallel::train(&data, &c, &cpu(2), &mut |m| {
-        seen += matches!(m, Some(TrainEvent::Progress { replica: Some(0), .. })) as usize;
-        seen >= 2
-    })
-    .unwrap();
+    struct StopAfterTwo(usize, gpulab::stop::Stop);
+    impl gpulab::train::TrainSink for StopAfterTwo {
+        fn event(&mut self, ev: TrainEvent) {
+            self.0 += matches!(ev, TrainEvent::Progress { replica: Some(0), .. }) as usize;
+            if self.0 >= 2 {
+                self.1.set();
+            }
+        }
+        fn stop(&self) -> &gpulab::stop::Stop {
+            &self.1
+        }
+    }
+    let r = parallel::train(&data, &c, &cpu(2), &mut StopAfterTwo(0, Default::default())).unwrap();
     assert!(r.stopped_early);
     assert!(r.steps >= 2 && r.steps < 50 * (data.train_len() / 32) as u64, "{} steps", r.steps);
     assert!(r.replicas_identical);
@@ -331,10 +338,9 @@ fn wgpu_replicas_train_the_cnn_under_autocast_in_step() {
 fn train_logged(data: &Dataset, c: &TrainConfig, d: &DpConfig) -> (DpReport, Vec<(u64, u64)>) {
     let mut losses = Vec::new();
     let r = parallel::train(data, c, d, &mut |ev| {
-        if let Some(TrainEvent::Progress { replica: Some(0), step, loss, .. }) = ev {
+        if let TrainEvent::Progress { replica: Some(0), step, loss, .. } = ev {
             losses.push((step, loss.to_bits()));
         }
-        false
     })
     .unwrap_or_else(|e| panic!("{d:?}: {e}"));
     (r, losses)
@@ -390,11 +396,15 @@ fn a_data_parallel_run_resumes_bit_exactly_from_its_checkpoint() {
 fn zero1_refuses_autocast_and_checkpoints_by_name() {
     let data = small_images();
     let zero = DpConfig { shard_optimizer: true, ..cpu(2) };
-    let e = parallel::train(&data, &small_cfg(ModelKind::Mlp, Precision::BF16), &zero, &mut |_| false).expect_err("refused").to_string();
+    let e = parallel::train(&data, &small_cfg(ModelKind::Mlp, Precision::BF16), &zero, &mut gpulab::train::NullSink)
+        .expect_err("refused")
+        .to_string();
     assert!(e.contains("shard_optimizer") && e.contains("precision=fp32") && e.contains("bf16"), "{e}");
     let dir = tempfile::tempdir().unwrap();
     let ck = DpConfig { checkpoints: Some(DpCheckpoints { dir: dir.path().into(), policy: Policy::default(), resume: false }), ..zero };
-    let e = parallel::train(&data, &small_cfg(ModelKind::Mlp, Precision::F32), &ck, &mut |_| false).expect_err("refused").to_string();
+    let e = parallel::train(&data, &small_cfg(ModelKind::Mlp, Precision::F32), &ck, &mut gpulab::train::NullSink)
+        .expect_err("refused")
+        .to_string();
     assert!(e.contains("checkpoints") && e.contains("shard_optimizer=false"), "{e}");
 }
 

@@ -203,8 +203,7 @@ fn reports_round_trip_through_json_and_write_all_four_files() {
 
 #[test]
 fn stopping_returns_a_partial_report() {
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let mut sink = CollectSink { events: vec![], stop: Some(stop) };
+    let mut sink = CollectSink { events: vec![], stop: gpulab::stop::Stop::set_already() };
     let s = settings("batch-sweep", &["backend=cpu", "dataset=digits", "epochs=1"]);
     let r = exercises::find("batch-sweep").unwrap().run(&s, &mut sink).unwrap();
     assert!(r.stopped_early);

@@ -9,7 +9,7 @@ use gpulab::report::{Provenance, Report};
 
 fn sim(sc: &Scenario) -> ServingResult {
     sc.validate().unwrap();
-    platform::simulate(sc, &mut |_| true).unwrap()
+    platform::simulate(sc, gpulab::stop::Stop::never(), &mut |_| {}).unwrap()
 }
 
 /// A fixed pool of `c` workers, one request per batch, no gateway limits, no canary, no spot.
@@ -164,7 +164,7 @@ fn the_autoscaler_follows_a_step_within_its_cooldowns_and_never_exceeds_max() {
 fn the_young_daly_optimum_matches_a_brute_force_sweep() {
     for preset in ["steady-day", "spot-storm"] {
         let t = Scenario::preset(preset).unwrap().training;
-        let points = training::sweep(&t, 3, 41, 400, &|| false).unwrap();
+        let points = training::sweep(&t, 3, 41, 400, gpulab::stop::Stop::never()).unwrap();
         let step = points[1].tau_h - points[0].tau_h;
         let best = training::best(&points).unwrap();
         let daly = training::daly_h(&t);
@@ -186,7 +186,7 @@ fn the_young_daly_optimum_matches_a_brute_force_sweep() {
 fn a_hopeless_checkpoint_interval_gives_up_instead_of_hanging() {
     let mut t = Scenario::preset("spot-storm").unwrap().training;
     (t.mtbf_h, t.checkpoint_interval_h, t.work_h) = (0.01, 10_000.0, 100_000.0);
-    let o = training::mean_outcome(&t, t.checkpoint_interval_h, Some(t.mtbf_h), 1, 2, &|| false).unwrap();
+    let o = training::mean_outcome(&t, t.checkpoint_interval_h, Some(t.mtbf_h), 1, 2, gpulab::stop::Stop::never()).unwrap();
     assert!(!o.finished && o.preemptions <= training::MAX_PREEMPTIONS + 1.0, "{o:?}");
 }
 
@@ -260,8 +260,7 @@ fn the_exercise_reports_everything_as_simulated_and_exports_a_replayable_scenari
 fn a_good_release_is_promoted_and_stopping_keeps_what_ran() {
     let (r, _) = run(&settings(&[&SMALL[..2], &["sweep_runs=5", "duration_h=12"]].concat()));
     assert!(r.verdict.summary.contains("promoted to production"), "{}", r.verdict.summary);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let mut sink = CollectSink { events: vec![], stop: Some(stop) };
+    let mut sink = CollectSink { events: vec![], stop: gpulab::stop::Stop::set_already() };
     let r = exercises::find("platform").unwrap().run(&settings(&SMALL), &mut sink).unwrap();
     assert!(r.stopped_early);
     assert_eq!(r.chart("workers").unwrap().series[0].points.len(), 1, "one sample, then the stop");
@@ -351,13 +350,12 @@ fn object_storage_bandwidth_can_bound_training_and_old_files_still_load() {
 fn pause_holds_the_run_step_advances_it_and_pacing_changes_no_number() {
     use gpulab::exercises::{ChannelSink, RunControl};
     use std::sync::Arc;
-    use std::sync::atomic::AtomicBool;
     use std::time::{Duration, Instant};
     let s = settings(&SMALL);
     let control = Arc::new(RunControl::new(0.0));
     control.set_paused(true);
     let (tx, rx) = std::sync::mpsc::channel();
-    let mut sink = ChannelSink { tx, stop: Arc::new(AtomicBool::new(false)), wake: Box::new(|| {}), control: control.clone() };
+    let mut sink = ChannelSink { tx, stop: Default::default(), wake: Box::new(|| {}), control: control.clone() };
     let s2 = s.clone();
     let worker = std::thread::spawn(move || exercises::find("platform").unwrap().run(&s2, &mut sink).unwrap());
     let mut diagrams = 0;
@@ -533,7 +531,7 @@ fn an_interval_that_cannot_end_is_an_error_not_a_hang() {
         });
         assert!(err.contains("checkpoint interval") && err.contains("checkpoint_interval_h"), "{tau}: {err}");
     }
-    let err = within(30, "the sweep", move || training::sweep(&t, 1, 5, 2, &|| false).unwrap_err().to_string());
+    let err = within(30, "the sweep", move || training::sweep(&t, 1, 5, 2, gpulab::stop::Stop::never()).unwrap_err().to_string());
     assert!(err.contains("checkpoint_write_s"), "{err}");
 }
 
@@ -541,8 +539,6 @@ fn an_interval_that_cannot_end_is_an_error_not_a_hang() {
 /// ends the exercise within a second or so: the simulation asks between samples too.
 #[test]
 fn stop_during_a_long_simulation_returns_promptly() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
     let mut sc = Scenario::preset("steady-day").unwrap();
     (sc.duration_h, sc.sample_every_s, sc.traffic.base_rps, sc.traffic.diurnal_amplitude) = (2.7, 86_400.0, 10_000.0, 0.0);
     sc.validate().unwrap();
@@ -550,15 +546,15 @@ fn stop_during_a_long_simulation_returns_promptly() {
     let file = dir.path().join("long.json");
     std::fs::write(&file, sc.to_json()).unwrap();
     let s = settings(&["sweep_points=5", "sweep_runs=5", &format!("scenario_file={}", file.display())]);
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = gpulab::stop::Stop::new();
     let flag = stop.clone();
     std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_millis(500));
-        flag.store(true, Ordering::SeqCst);
+        flag.set();
     });
     let t0 = std::time::Instant::now();
     let r = within(60, "a stopped simulation", move || {
-        exercises::find("platform").unwrap().run(&s, &mut CollectSink { events: vec![], stop: Some(stop) }).unwrap()
+        exercises::find("platform").unwrap().run(&s, &mut CollectSink { events: vec![], stop }).unwrap()
     });
     assert!(r.stopped_early);
     assert!(t0.elapsed() < std::time::Duration::from_secs(15), "Stop took {:?}", t0.elapsed());
@@ -573,7 +569,9 @@ fn a_batch_timer_late_in_a_long_run_still_sends_its_batch() {
     (sc.duration_h, sc.sample_every_s, sc.traffic.base_rps, sc.canary.enabled) = (744.0, 3600.0, 0.2, false);
     (sc.pool.max_queue_delay_s, sc.pool.spot_share) = (0.03, 0.0);
     sc.validate().unwrap();
-    let r = within(120, "a month of light traffic", move || platform::simulate(&sc, &mut |_| true).map_err(|e| e.to_string()));
+    let r = within(120, "a month of light traffic", move || {
+        platform::simulate(&sc, gpulab::stop::Stop::never(), &mut |_| {}).map_err(|e| e.to_string())
+    });
     let r = r.unwrap();
     assert!(r.totals.served > 400_000 && !r.stopped_early, "{:?}", r.totals);
 }

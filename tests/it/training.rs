@@ -127,19 +127,22 @@ fn a_diverging_run_stops_with_a_clear_error() {
 
 #[test]
 fn stop_request_ends_the_run_early() {
-    struct StopAfter(usize);
+    struct StopAfter(usize, gpulab::stop::Stop);
     impl gpulab::train::TrainSink for StopAfter {
         fn event(&mut self, ev: TrainEvent) {
             if let TrainEvent::Progress { .. } = ev {
                 self.0 = self.0.saturating_sub(1);
+                if self.0 == 0 {
+                    self.1.set();
+                }
             }
         }
-        fn stop_requested(&self) -> bool {
-            self.0 == 0
+        fn stop(&self) -> &gpulab::stop::Stop {
+            &self.1
         }
     }
     let data = data::load(&DatasetSpec::Digits, 42).unwrap();
-    let report = train(&mut CpuBackend::new(), &data, &digits_config(), &mut StopAfter(2)).unwrap();
+    let report = train(&mut CpuBackend::new(), &data, &digits_config(), &mut StopAfter(2, Default::default())).unwrap();
     assert!(report.stopped_early);
     assert!(report.epochs.is_empty(), "stopped inside the first epoch");
 }

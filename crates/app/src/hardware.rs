@@ -60,10 +60,10 @@ impl Hardware {
             let can = found.iter().map(support).collect();
             let _ = tx.send((found, notice, can));
             wake();
-            // Loading NVML can take a while: done here once, so that declaring a run's live
-            // charts on the UI thread later finds the answer cached.
-            monitor::may_have_telemetry();
         });
+        // Loading NVML can take a while: probed once here, off the UI thread, which shows
+        // "probing…" until `monitor::telemetry_known` answers.
+        let _ = std::thread::Builder::new().name("gpulab-telemetry-probe".into()).spawn(monitor::may_have_telemetry);
         let live = Live { cpu_name: gpulab_core::device::cpu::cpu_name(), threads: rayon::current_num_threads(), ..Default::default() };
         Hardware { open, rx, adapters: None, notice: None, support: Vec::new(), live: Arc::new(Mutex::new(live)), sampler_started: false }
     }
@@ -197,7 +197,13 @@ impl Hardware {
                 });
             }
         }
-        if !live.gpus.is_empty() {
+        if monitor::telemetry_known().is_none() {
+            ui.separator();
+            ui.horizontal(|ui| {
+                ui.spinner();
+                ui.label("GPU telemetry: probing…");
+            });
+        } else if !live.gpus.is_empty() {
             ui.separator();
             ui.heading("GPU telemetry from the driver (measured)");
             for g in &live.gpus {

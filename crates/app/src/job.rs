@@ -2,9 +2,9 @@
 //! reports through a `ChannelSink`; the UI drains the channel each frame with a time budget into
 //! bounded histories.
 
+use gpulab_core::stop::Stop;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -172,7 +172,10 @@ impl RunView {
 pub struct Job {
     pub exercise: String,
     rx: Receiver<Event>,
-    pub stop: Arc<AtomicBool>,
+    /// The exercise's live charts, declared on the worker: declaring them may probe the driver's
+    /// telemetry (`monitor::may_have_telemetry`), which never runs on the UI thread.
+    declared: Option<Receiver<Vec<LiveChartSpec>>>,
+    pub stop: Stop,
     /// Pause, step and speed, for exercises that honour them (`Exercise::controllable`).
     pub control: Arc<RunControl>,
     handle: Option<JoinHandle<()>>,
@@ -182,8 +185,9 @@ impl Job {
     /// Starts `exercise` with `settings` on a worker thread; `wake` is called after every event.
     pub fn start(exercise: &str, settings: Settings, wake: Box<dyn Fn() + Send>, control: Arc<RunControl>) -> (Job, RunView) {
         let (tx, rx) = mpsc::channel();
+        let (declared_tx, declared_rx) = mpsc::channel();
         let control2 = control.clone();
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Stop::new();
         let id = exercise.to_string();
         let stop2 = stop.clone();
         let handle = std::thread::Builder::new().name(format!("gpulab-run-{id}")).spawn(move || {
@@ -191,7 +195,10 @@ impl Job {
             let mut sink = ChannelSink { tx, stop: stop2, wake, control: control2 };
             let outcome = gpulab_core::device::cpu::drive(|| {
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match exercises::find(&id) {
-                    Some(ex) => ex.run(&settings, &mut sink).map_err(|e| e.to_string()),
+                    Some(ex) => {
+                        let _ = declared_tx.send(ex.live_charts());
+                        ex.run(&settings, &mut sink).map_err(|e| e.to_string())
+                    }
                     None => Err(format!("no exercise {id:?}")),
                 }))
             });
@@ -214,16 +221,15 @@ impl Job {
             Ok(h) => (Some(h), None),
             Err(e) => (None, Some(format!("could not start a worker thread: {e}"))),
         };
-        let declared = exercises::find(exercise).map(|e| e.live_charts()).unwrap_or_default();
-        let mut view = RunView::new(exercise, declared);
+        let mut view = RunView::new(exercise, Vec::new());
         if let Some(msg) = early_fail {
             view.apply(Event::Failed(msg));
         }
-        (Job { exercise: exercise.to_string(), rx, stop, control, handle }, view)
+        (Job { exercise: exercise.to_string(), rx, declared: Some(declared_rx), stop, control, handle }, view)
     }
 
     pub fn request_stop(&self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.set();
     }
 
     /// Moves events into `view` for at most `budget`; returns true when the run has ended (or the
@@ -231,6 +237,13 @@ impl Job {
     pub fn drain(&mut self, view: &mut RunView, budget: Duration) -> bool {
         let t0 = Instant::now();
         loop {
+            // Sent before the run's first event: taken before each event until it is in.
+            if let Some(rx) = &self.declared
+                && let Ok(d) = rx.try_recv()
+            {
+                view.declared = d;
+                self.declared = None;
+            }
             match self.rx.try_recv() {
                 Ok(ev) => {
                     if view.apply(ev) {

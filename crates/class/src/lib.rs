@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use gpulab_core::error::Result;
 use gpulab_core::tensor::BackendKind;
-use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Report, Series, Table};
+use gpulab_systems::report::{Cell, Chart, Column, Figure, Report, Series, Table};
 
 pub use export::{CSV_HEADER, csv_text, write_all, write_csv, write_html};
 pub use html::html_page;
@@ -268,18 +268,10 @@ impl ExerciseGroup {
         if series.is_empty() {
             return None;
         }
-        Some(Chart {
-            id: format!("class-{}", self.id),
-            title: format!("{} per machine", self.key_name()),
-            x_label: "machine".into(),
-            y_label: first_unit,
-            kind: ChartKind::Bars,
-            log_x: false,
-            series,
-            markers: vec![],
-            targets: vec![],
-            x_names: vec![],
-        })
+        Some(
+            Chart::bars(&format!("class-{}", self.id), &format!("{} per machine", self.key_name()), "machine", &first_unit)
+                .with_series(series),
+        )
     }
 }
 

@@ -15,7 +15,7 @@ use super::sink::{Event, Sink};
 use super::{Exercise, LiveChartSpec};
 use gpulab_core::device::monitor::{self, Monitor, Probe, Recording, Sample, Summary};
 use gpulab_core::error::Result;
-use gpulab_systems::report::{Chart, ChartKind, Figure, Provenance, Report, Series, Table};
+use gpulab_systems::report::{Chart, Figure, Provenance, Report, Series, Table};
 
 /// The live chart: utilisation per device as the driver reports it.
 pub const LIVE_CHART: &str = "driver_utilisation";
@@ -101,7 +101,7 @@ pub fn run_monitored(probe: Probe, live: bool, sink: &mut dyn Sink, run: impl Fn
             return Ok(report);
         }
     };
-    let mut watched = Watched { inner: sink, monitor: &monitor, live, counts: None };
+    let mut watched = Watched { inner: sink, monitor: &monitor, live, counts: None, seen: Vec::new() };
     let out = run(&mut watched);
     let counts = watched.counts.take();
     let rec = monitor.finish();
@@ -121,6 +121,28 @@ struct Watched<'a> {
     live: bool,
     /// The device-work rows of every training run so far (see device_counts.rs).
     counts: Option<Table>,
+    /// NVML's utilisation readings so far (t_s, device, %), at most `KEEP` (older ones dropped),
+    /// for `nvml_utilisation_since`.
+    seen: Vec<(f64, String, f64)>,
+}
+
+impl Watched<'_> {
+    /// Takes the monitor's new samples: drawn live where declared, NVML's kept.
+    fn take_new(&mut self) {
+        for s in self.monitor.take_new() {
+            let Some(u) = s.sample.utilisation else { continue };
+            if self.live {
+                let series = series_name(&s.sample.device, &s.sample.source);
+                self.inner.emit(Event::Point { chart: LIVE_CHART.into(), series, x: s.t_s, y: u, provenance: Provenance::Measured });
+            }
+            if s.sample.source == monitor::NVML {
+                if self.seen.len() >= KEEP {
+                    self.seen.remove(0);
+                }
+                self.seen.push((s.t_s, s.sample.device, u));
+            }
+        }
+    }
 }
 
 impl Sink for Watched<'_> {
@@ -136,21 +158,22 @@ impl Sink for Watched<'_> {
             ev => ev,
         };
         self.inner.emit(ev);
-        if !self.live {
-            return;
-        }
-        for s in self.monitor.take_new() {
-            if let Some(u) = s.sample.utilisation {
-                let series = series_name(&s.sample.device, &s.sample.source);
-                self.inner.emit(Event::Point { chart: LIVE_CHART.into(), series, x: s.t_s, y: u, provenance: Provenance::Measured });
-            }
-        }
+        self.take_new();
     }
-    fn stop_requested(&self) -> bool {
-        self.inner.stop_requested()
+    fn stop(&self) -> &gpulab_core::stop::Stop {
+        self.inner.stop()
     }
     fn run_control(&self) -> Option<&RunControl> {
         self.inner.run_control()
+    }
+    fn telemetry_clock(&self) -> Option<f64> {
+        Some(self.monitor.now_s())
+    }
+    fn nvml_utilisation_since(&mut self, adapter: &str, from_s: f64) -> Option<f64> {
+        self.take_new();
+        let wanted = adapter.to_lowercase();
+        let got: Vec<f64> = self.seen.iter().filter(|(t, d, _)| *t >= from_s && monitor::names_match(d, &wanted)).map(|s| s.2).collect();
+        (!got.is_empty()).then(|| got.iter().sum::<f64>() / got.len() as f64)
     }
 }
 
@@ -226,17 +249,14 @@ fn chart(rec: &Recording, m: &Metric) -> Option<Chart> {
             sources.push(st.sample.source.clone());
         }
     }
-    (!series.is_empty()).then(|| Chart {
-        id: m.id.into(),
-        title: format!("{} during the run, from {} (every {:.2} s)", m.title, join_and(&sources), rec.interval_s),
-        x_label: "seconds since the run started".into(),
-        y_label: m.unit.into(),
-        kind: ChartKind::Line,
-        log_x: false,
-        series,
-        markers: vec![],
-        targets: vec![],
-        x_names: vec![],
+    (!series.is_empty()).then(|| {
+        Chart::line(
+            m.id,
+            &format!("{} during the run, from {} (every {:.2} s)", m.title, join_and(&sources), rec.interval_s),
+            "seconds since the run started",
+            m.unit,
+        )
+        .with_series(series)
     })
 }
 

@@ -15,7 +15,7 @@ use gpulab_core::with_backend;
 use gpulab_systems::data::{Dataset, SourceCost};
 use gpulab_systems::profile::Peaks;
 use gpulab_systems::profile::session::{PipelineConfig, ProfiledRun, profile_training};
-use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Metadata, Provenance, Series, Table};
+use gpulab_systems::report::{Cell, Chart, Column, Metadata, Provenance, Series, Table};
 use gpulab_systems::train::TrainConfig;
 
 /// The source-cost settings; `pipeline` adds the loader knobs too.
@@ -80,7 +80,7 @@ pub fn profiled_watched(
 ) -> Result<(ProfiledRun, Vec<Window>)> {
     sink.emit(Event::Phase(format!("{label}: {}", pipe.describe())));
     with_backend!(engine, b => b.reset_memory_peaks());
-    let mut rec = Recorder { inner: TrainBridge::new(&mut *sink, label), windows: Vec::new() };
+    let mut rec = Recorder::new(TrainBridge::new(&mut *sink, label));
     let run = profile_training(engine, data.clone(), cfg, pipe, label, peaks, &mut rec)?;
     let windows = rec.windows;
     for (i, st) in run.steps.iter().enumerate() {
@@ -139,23 +139,16 @@ pub fn live_charts() -> Vec<super::LiveChartSpec> {
 /// Bars per run (x = run number) and data wait per step (one line per run).
 pub fn run_charts(runs: &[ProfiledRun]) -> Vec<Chart> {
     let bars = |id: &str, title: &str, y: &str, prov: Provenance, f: &dyn Fn(&ProfiledRun) -> Option<f64>| Chart {
-        id: id.into(),
-        title: title.into(),
-        x_label: "run".into(),
-        y_label: y.into(),
-        kind: ChartKind::Bars,
-        log_x: false,
-        series: runs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, r)| {
-                f(r).map(|v| Series { name: r.label.clone(), points: vec![[i as f64 + 1.0, v]], provenance: prov.clone() })
-            })
-            .collect(),
-        markers: vec![],
-        targets: vec![],
         // Bars named by their run ("1 slow", "4 + cache"), not by its number.
         x_names: runs.iter().enumerate().map(|(i, r)| (i as f64 + 1.0, r.label.clone())).collect(),
+        ..Chart::bars(id, title, "run", y).with_series(
+            runs.iter()
+                .enumerate()
+                .filter_map(|(i, r)| {
+                    f(r).map(|v| Series { name: r.label.clone(), points: vec![[i as f64 + 1.0, v]], provenance: prov.clone() })
+                })
+                .collect(),
+        )
     };
     let mut charts = vec![
         bars("samples_per_s", "Throughput", "samples/s", Provenance::Measured, &|r| Some(r.train.samples_per_s)),
@@ -163,25 +156,17 @@ pub fn run_charts(runs: &[ProfiledRun]) -> Vec<Chart> {
             r.gpu_busy_fraction().map(|f| f * 100.0)
         }),
     ];
-    charts.push(Chart {
-        id: "data_wait".into(),
-        title: "Data wait per step".into(),
-        x_label: "step".into(),
-        y_label: "ms".into(),
-        kind: ChartKind::Line,
-        log_x: false,
-        series: runs
-            .iter()
-            .map(|r| Series {
-                name: r.label.clone(),
-                points: r.steps.iter().enumerate().map(|(i, s)| [i as f64 + 1.0, s.data_wait_s * 1e3]).collect(),
-                provenance: Provenance::Measured,
-            })
-            .collect(),
-        markers: vec![],
-        targets: vec![],
-        x_names: vec![],
-    });
+    charts.push(
+        Chart::line("data_wait", "Data wait per step", "step", "ms").with_series(
+            runs.iter()
+                .map(|r| Series {
+                    name: r.label.clone(),
+                    points: r.steps.iter().enumerate().map(|(i, s)| [i as f64 + 1.0, s.data_wait_s * 1e3]).collect(),
+                    provenance: Provenance::Measured,
+                })
+                .collect(),
+        ),
+    );
     charts
 }
 

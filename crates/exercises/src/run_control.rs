@@ -87,7 +87,7 @@ mod tests {
 
     fn sink(control: Arc<RunControl>) -> (ChannelSink, std::sync::mpsc::Receiver<Event>) {
         let (tx, rx) = std::sync::mpsc::channel();
-        (ChannelSink { tx, stop: Arc::new(AtomicBool::new(false)), wake: Box::new(|| {}), control }, rx)
+        (ChannelSink { tx, stop: Default::default(), wake: Box::new(|| {}), control }, rx)
     }
 
     #[test]
@@ -105,7 +105,7 @@ mod tests {
         });
         std::thread::sleep(Duration::from_millis(50));
         assert!(!t.is_finished(), "still paused");
-        stop.store(true, Ordering::Relaxed);
+        stop.set();
         assert!(t.join().unwrap());
     }
 

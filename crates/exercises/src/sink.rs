@@ -2,8 +2,8 @@
 //! sink forwards events over a channel and wakes the UI; the CLI's draws progress bars; tests
 //! collect.
 
+use gpulab_core::stop::Stop;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 
 use super::run_control::RunControl;
@@ -42,10 +42,24 @@ pub enum Event {
 
 pub trait Sink {
     fn emit(&mut self, ev: Event);
-    /// Checked between steps; a run that sees it stops and reports what it has.
-    fn stop_requested(&self) -> bool;
+    /// Looked at between steps; a run that sees it set stops and reports what it has.
+    fn stop(&self) -> &Stop;
+    /// `stop().is_set()`.
+    fn stop_requested(&self) -> bool {
+        self.stop().is_set()
+    }
     /// Pause, step and speed from whoever watches (the lab); None = run flat out (CLI, tests).
     fn run_control(&self) -> Option<&RunControl> {
+        None
+    }
+    /// Now on the clock of the run's driver telemetry (`monitor::Monitored`, which the registry
+    /// wraps around exercises 1–9); None outside it.
+    fn telemetry_clock(&self) -> Option<f64> {
+        None
+    }
+    /// The mean utilisation the NVIDIA driver (NVML) reported for the GPU named like `adapter`
+    /// since `from_s` on that clock; None without such readings. Measured by the run's monitor.
+    fn nvml_utilisation_since(&mut self, _adapter: &str, _from_s: f64) -> Option<f64> {
         None
     }
 }
@@ -53,7 +67,7 @@ pub trait Sink {
 /// Forwards events over a channel (to a UI thread) and calls `wake` after each.
 pub struct ChannelSink {
     pub tx: Sender<Event>,
-    pub stop: Arc<AtomicBool>,
+    pub stop: Stop,
     pub wake: Box<dyn Fn() + Send>,
     pub control: Arc<RunControl>,
 }
@@ -62,31 +76,31 @@ impl Sink for ChannelSink {
     fn emit(&mut self, ev: Event) {
         // A closed channel means the viewer is gone; the stop flag ends the run.
         if self.tx.send(ev).is_err() {
-            self.stop.store(true, Ordering::Relaxed);
+            self.stop.set();
         }
         (self.wake)();
     }
-    fn stop_requested(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
+    fn stop(&self) -> &Stop {
+        &self.stop
     }
     fn run_control(&self) -> Option<&RunControl> {
         Some(&self.control)
     }
 }
 
-/// Keeps every event (tests) and optionally stops after a number of them.
+/// Keeps every event (tests); its `stop` may be set from elsewhere.
 #[derive(Default)]
 pub struct CollectSink {
     pub events: Vec<Event>,
-    pub stop: Option<Arc<AtomicBool>>,
+    pub stop: Stop,
 }
 
 impl Sink for CollectSink {
     fn emit(&mut self, ev: Event) {
         self.events.push(ev);
     }
-    fn stop_requested(&self) -> bool {
-        self.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed))
+    fn stop(&self) -> &Stop {
+        &self.stop
     }
 }
 
@@ -122,7 +136,7 @@ impl gpulab_systems::train::TrainSink for TrainBridge<'_> {
         use gpulab_systems::train::TrainEvent as T;
         match ev {
             T::Started { total_steps, .. } => self.total_steps = total_steps,
-            T::Progress { replica, step, loss, window_s, gpu_busy_s, memory, .. } => {
+            T::Progress { replica, step, loss, accuracy, window_s, gpu_busy_s, memory, .. } => {
                 // Replica 0 speaks for a data-parallel run (every replica's loss is the run's);
                 // each replica's device is its own.
                 let for_run = replica.is_none_or(|r| r == 0);
@@ -134,7 +148,7 @@ impl gpulab_systems::train::TrainSink for TrainBridge<'_> {
                         Some(r) => format!("{} replica {r}", self.series),
                         None => self.series.clone(),
                     };
-                    let window = super::watch::Window { step, wall_s: window_s, busy_s: gpu_busy_s, memory };
+                    let window = super::watch::Window { step, replica, loss, accuracy, wall_s: window_s, busy_s: gpu_busy_s, memory };
                     super::watch::emit(&mut *self.sink, &device, &window);
                 }
                 if for_run {
@@ -167,7 +181,7 @@ impl gpulab_systems::train::TrainSink for TrainBridge<'_> {
             _ => {}
         }
     }
-    fn stop_requested(&self) -> bool {
-        self.sink.stop_requested()
+    fn stop(&self) -> &Stop {
+        self.sink.stop()
     }
 }

@@ -6,8 +6,8 @@
 use super::live::LiveChartSpec;
 use super::sink::{Event, Sink};
 use gpulab_core::tensor::{MemCategory, MemoryReport};
-use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Provenance, Series, Table};
-use gpulab_systems::train::{TrainEvent, TrainSink};
+use gpulab_systems::report::{Cell, Chart, Column, Provenance, Series, Table};
+pub use gpulab_systems::train::{Recorder, Window};
 
 pub const GPU_BUSY: &str = "gpu_busy";
 pub const MEMORY: &str = "memory";
@@ -30,29 +30,6 @@ pub fn live_charts() -> Vec<LiveChartSpec> {
     ]
 }
 
-/// What one log window of a training run measured about the device.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Window {
-    /// The step that ended the window.
-    pub step: u64,
-    /// The window's wall time (steps, uploads and the read-back that ends it), seconds.
-    pub wall_s: f64,
-    /// GPU busy seconds in the window from timestamp queries; None on the CPU backend or an
-    /// adapter without timestamps.
-    pub busy_s: Option<f64>,
-    /// The ledger's current bytes per category at the window's end.
-    pub memory: Vec<(MemCategory, u64)>,
-}
-
-impl Window {
-    /// Busy time as a percentage of the window's wall time (timestamps and wall clock are
-    /// separate clocks, so a short window can read a little over 100; it is capped there).
-    pub fn busy_percent(&self) -> Option<f64> {
-        let busy = self.busy_s?;
-        (self.wall_s > 0.0 && busy.is_finite()).then(|| (busy / self.wall_s * 100.0).clamp(0.0, 100.0))
-    }
-}
-
 /// Emits the window's points: busy % on `run`'s series, and one memory series per category
 /// ("activations", or "GPU · activations" when `run` names one of several runs).
 pub fn emit(sink: &mut dyn Sink, run: &str, w: &Window) {
@@ -64,25 +41,6 @@ pub fn emit(sink: &mut dyn Sink, run: &str, w: &Window) {
     for &(cat, bytes) in &w.memory {
         let series = if run.is_empty() { cat.name().to_string() } else { format!("{run} · {}", cat.name()) };
         sink.emit(Event::Point { chart: MEMORY.into(), series, x, y: super::common::mib(bytes), provenance: Provenance::Measured });
-    }
-}
-
-/// Passes a training run's events on to `inner` and keeps each log window (exercise 7 draws
-/// memory over the whole run in its report from them).
-pub struct Recorder<S> {
-    pub inner: S,
-    pub windows: Vec<Window>,
-}
-
-impl<S: TrainSink> TrainSink for Recorder<S> {
-    fn event(&mut self, ev: TrainEvent) {
-        if let TrainEvent::Progress { step, window_s, gpu_busy_s, memory, .. } = &ev {
-            self.windows.push(Window { step: *step, wall_s: *window_s, busy_s: *gpu_busy_s, memory: memory.clone() });
-        }
-        self.inner.event(ev)
-    }
-    fn stop_requested(&self) -> bool {
-        self.inner.stop_requested()
     }
 }
 
@@ -102,18 +60,7 @@ pub fn memory_chart(runs: &[(&str, &[Window])]) -> Chart {
             }
         }
     }
-    Chart {
-        id: "memory_over_run".into(),
-        title: "Memory held over the run, by ledger category (at each log window)".into(),
-        x_label: "step".into(),
-        y_label: "MiB".into(),
-        kind: ChartKind::Line,
-        log_x: false,
-        series,
-        markers: vec![],
-        targets: vec![],
-        x_names: vec![],
-    }
+    Chart::line("memory_over_run", "Memory held over the run, by ledger category (at each log window)", "step", "MiB").with_series(series)
 }
 
 /// Peak bytes per ledger category (the ledger's own peaks, so allocations between log windows
@@ -146,7 +93,7 @@ mod tests {
 
     #[test]
     fn busy_percent_is_busy_over_wall_capped_and_absent_without_timestamps() {
-        let w = |busy, wall| Window { step: 10, wall_s: wall, busy_s: busy, memory: vec![] };
+        let w = |busy, wall| Window { step: 10, wall_s: wall, busy_s: busy, ..Default::default() };
         assert_eq!(w(Some(0.25), 1.0).busy_percent(), Some(25.0));
         assert_eq!(w(Some(1.2), 1.0).busy_percent(), Some(100.0));
         assert_eq!(w(None, 1.0).busy_percent(), None);
@@ -162,8 +109,12 @@ mod tests {
             budget: None,
         };
         let mut sink = CollectSink::default();
-        emit(&mut sink, "CPU", &Window { step: 5, wall_s: 0.5, busy_s: None, memory: gpulab_systems::train::memory_held(&report) });
-        emit(&mut sink, "", &Window { step: 6, wall_s: 0.5, busy_s: Some(0.25), memory: vec![] });
+        emit(
+            &mut sink,
+            "CPU",
+            &Window { step: 5, wall_s: 0.5, busy_s: None, memory: gpulab_systems::train::memory_held(&report), ..Default::default() },
+        );
+        emit(&mut sink, "", &Window { step: 6, wall_s: 0.5, busy_s: Some(0.25), ..Default::default() });
         let points: Vec<(String, String, f64, f64)> = sink
             .events
             .iter()
@@ -182,6 +133,7 @@ mod tests {
             wall_s: 0.1,
             busy_s: None,
             memory: vec![(MemCategory::Parameters, 1 << 20), (MemCategory::Activations, act)],
+            ..Default::default()
         };
         let windows = vec![w(10, 2 << 20), w(20, 3 << 20)];
         let chart = memory_chart(&[("1", &windows)]);

@@ -125,14 +125,21 @@ pub fn probe() -> Probe {
     p
 }
 
+static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
 /// Whether this machine may give driver telemetry at all: NVML loads, an amdgpu card exists, or
-/// a DRM device node exists for this process to open (fdinfo). Cheap after the first call.
+/// a DRM device node exists for this process to open (fdinfo). Cheap after the first call; the
+/// first may take a while (loading NVML): never on a UI thread (`telemetry_known` there).
 pub fn may_have_telemetry() -> bool {
-    static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *FOUND.get_or_init(|| {
         let p = probe();
         p.sources.iter().any(|s| s.name() != FDINFO) || std::fs::read_dir("/dev/dri").is_ok_and(|mut d| d.next().is_some())
     })
+}
+
+/// `may_have_telemetry`'s answer once some thread has found it; None before, without waiting.
+pub fn telemetry_known() -> Option<bool> {
+    FOUND.get().copied()
 }
 
 /// NVIDIA GPUs through NVML: utilisation, memory, temperature and power.
@@ -152,7 +159,9 @@ impl NvmlSource {
     }
 }
 
-fn names_match(name: &str, wanted_lower: &str) -> bool {
+/// Whether a driver's GPU `name` is the adapter named `wanted_lower` (lower case): either name
+/// containing the other.
+pub fn names_match(name: &str, wanted_lower: &str) -> bool {
     let n = name.to_lowercase();
     wanted_lower.contains(&n) || n.contains(wanted_lower)
 }
@@ -399,6 +408,8 @@ pub struct Monitor {
     live: Receiver<Stamped>,
     handle: JoinHandle<(Recording, Vec<Box<dyn Source>>)>,
     missing: Vec<Missing>,
+    /// The clock every `Stamped::t_s` counts from.
+    t0: Instant,
 }
 
 impl Monitor {
@@ -410,8 +421,8 @@ impl Monitor {
         let (tx, live) = mpsc::sync_channel::<Stamped>(keep.max(16));
         let mut rec = Recording::new(interval.as_secs_f64(), keep);
         rec.sources = sources.iter().map(|s| s.name().to_string()).collect();
+        let t0 = Instant::now();
         let handle = std::thread::Builder::new().name("gpulab-monitor".into()).spawn(move || {
-            let t0 = Instant::now();
             loop {
                 read_into(&mut sources, &mut rec, t0, &tx);
                 match stopped.recv_timeout(Duration::from_secs_f64(rec.interval_s.max(interval.as_secs_f64()))) {
@@ -424,7 +435,12 @@ impl Monitor {
             rec.push_last(t_s, &samples);
             (rec, sources)
         })?;
-        Ok(Monitor { stop, live, handle, missing })
+        Ok(Monitor { stop, live, handle, missing, t0 })
+    }
+
+    /// Now, in the seconds `Stamped::t_s` counts.
+    pub fn now_s(&self) -> f64 {
+        self.t0.elapsed().as_secs_f64()
     }
 
     /// The samples read since the last call (for a live chart).

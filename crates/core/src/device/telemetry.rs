@@ -2,8 +2,6 @@
 //! temperature and power as the driver reports them. Everything here is optional; without
 //! NVML the functions return nothing and callers show nothing.
 
-use std::time::Duration;
-
 /// One NVIDIA GPU as NVML sees it (measured by the driver).
 #[derive(Clone, Debug, Default)]
 pub struct NvidiaGpu {
@@ -35,21 +33,4 @@ pub fn read(nvml: &nvml_wrapper::Nvml) -> Vec<NvidiaGpu> {
             }
         })
         .collect()
-}
-
-/// Samples the utilisation NVML reports for the GPU named `adapter` every 100 ms (the run
-/// monitor's thread, monitor.rs) until `finish`, which returns the mean in percent. `None`
-/// without NVML or without a GPU of that name.
-pub struct UtilizationSampler(super::monitor::Monitor);
-
-impl UtilizationSampler {
-    pub fn start(adapter: &str) -> Option<Self> {
-        use super::monitor::{Monitor, NvmlSource, Probe};
-        let probe = Probe { sources: vec![Box::new(NvmlSource::matching(adapter)?)], missing: Vec::new() };
-        Monitor::start(probe, Duration::from_millis(100), 4096).ok().map(UtilizationSampler)
-    }
-
-    pub fn finish(self) -> Option<f64> {
-        self.0.finish().summaries.first()?.utilisation_mean
-    }
 }

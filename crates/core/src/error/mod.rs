@@ -89,6 +89,11 @@ pub enum Error {
     #[error("the training process failed: {0}")]
     TrainingProcess(String),
 
+    /// A replica or pipeline stage stopped because a peer it exchanges data with failed: a
+    /// consequence, so whoever gathers the errors reports another one as the cause.
+    #[error("the training process failed: {0}")]
+    PeerLost(String),
+
     #[error("training diverged at step {step}: the loss became {loss}; lower the learning rate")]
     Diverged { step: u64, loss: f32 },
 

@@ -6,7 +6,6 @@ use super::{CpuVsGpu, short_label};
 use crate::settings::Settings;
 use crate::settings::cpu_vs_gpu::Config;
 use crate::sink::{Event, Sink, TrainBridge};
-use gpulab_core::device::telemetry::UtilizationSampler;
 use gpulab_core::device::{Device, Engine};
 use gpulab_core::error::{Error, Result};
 use gpulab_core::tensor::{BackendInfo, prelude::*};
@@ -20,7 +19,7 @@ pub(super) struct Trained {
     pub(super) device: String,
     pub(super) info: Option<BackendInfo>,
     pub(super) result: std::result::Result<TrainReport, String>,
-    /// Mean GPU utilisation NVML reported during training (NVIDIA only).
+    /// Mean GPU utilisation NVML reported during training (NVIDIA only), from the run's monitor.
     pub(super) nvml_utilization: Option<f64>,
 }
 
@@ -61,7 +60,8 @@ pub(super) fn run(ex: &CpuVsGpu, s: &Settings, sink: &mut dyn Sink) -> Result<Re
         let info = with_backend!(&mut engine, b => b.info());
         let series = short_label(&info);
         sink.emit(Event::Log(format!("training on {}", info.label())));
-        let sampler = if info.kind != gpulab_core::tensor::BackendKind::Cpu { UtilizationSampler::start(&info.name) } else { None };
+        // The driver's utilisation comes from the run's monitor (`monitor::Monitored`).
+        let since = sink.telemetry_clock();
         let result = with_backend!(&mut engine, b => {
             let mut bridge = TrainBridge::new(&mut *sink, series);
             train::train(b, &data, &cfg, &mut bridge)
@@ -69,7 +69,8 @@ pub(super) fn run(ex: &CpuVsGpu, s: &Settings, sink: &mut dyn Sink) -> Result<Re
         if let Err(e) = &result {
             sink.emit(Event::Log(format!("{}: {e}", info.label())));
         }
-        let nvml_utilization = sampler.and_then(UtilizationSampler::finish);
+        let gpu = info.kind != gpulab_core::tensor::BackendKind::Cpu;
+        let nvml_utilization = since.filter(|_| gpu).and_then(|t| sink.nvml_utilisation_since(&info.name, t));
         trained.push(Trained {
             device: d.to_string(),
             info: Some(info.clone()),

@@ -21,7 +21,6 @@ use super::sink::{Event, Sink, TrainBridge};
 use gpulab_core::error::{Error, Result};
 use gpulab_systems::parallel::{self, DpConfig, DpReport, ReplicaKind, cost};
 use gpulab_systems::report::{Provenance, Report};
-use gpulab_systems::train::{TrainEvent, TrainSink};
 
 pub struct Distributed;
 
@@ -223,13 +222,7 @@ impl Exercise for Distributed {
                 sink.emit(Event::Phase(format!("{series}{of}: {}, global batch {global}", dp.kind.label(n))));
                 // The live charts follow the first round; later rounds only move the progress bar.
                 let mut bridge = TrainBridge { charts: round == 0, ..TrainBridge::new(&mut *sink, series.clone()) };
-                let mut watch = |ev: Option<TrainEvent>| {
-                    if let Some(ev) = ev {
-                        bridge.event(ev);
-                    }
-                    bridge.stop_requested()
-                };
-                let result = match parallel::train(&data, &cfg, &dp, &mut watch) {
+                let result = match parallel::train(&data, &cfg, &dp, &mut bridge) {
                     Ok(r) => Ok(r),
                     // Settings no replica count can satisfy are the learner's to fix: say so.
                     Err(e @ (Error::InvalidConfig(_) | Error::CudaNotBuilt | Error::CudaUnavailable(_))) => return Err(e),

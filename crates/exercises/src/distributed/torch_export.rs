@@ -16,7 +16,7 @@ use gpulab_core::error::{Error, Result};
 use gpulab_systems::checkpoint::format::{bias_name, weight_name};
 use gpulab_systems::data::{Dataset, batcher};
 use gpulab_systems::nn::{MlpConfig, ModelKind, Optimizer, Precision, he_normal};
-use gpulab_systems::train::{TrainConfig, TrainEvent, TrainSink};
+use gpulab_systems::train::{NullSink, Recorder, TrainConfig};
 
 /// The Python program; it reads everything else from the files beside it.
 pub const SCRIPT: &str = include_str!("train_ddp.py");
@@ -88,22 +88,10 @@ fn io(path: &Path, e: std::io::Error) -> Error {
 
 /// gpulab's first `REFERENCE_STEPS` losses with these settings, on the CPU backend.
 fn reference_losses(data: &Dataset, cfg: &TrainConfig) -> Result<Vec<f64>> {
-    struct Collect(Vec<f64>);
-    impl TrainSink for Collect {
-        fn event(&mut self, ev: TrainEvent) {
-            if let TrainEvent::Progress { loss, .. } = ev {
-                self.0.push(loss);
-            }
-        }
-        fn stop_requested(&self) -> bool {
-            self.0.len() >= REFERENCE_STEPS
-        }
-    }
     let cfg = TrainConfig { log_every: 1, ..cfg.clone() };
-    let mut sink = Collect(Vec::new());
-    gpulab_systems::train::train(&mut CpuBackend::new(), data, &cfg, &mut sink)?;
-    sink.0.truncate(REFERENCE_STEPS);
-    Ok(sink.0)
+    let mut rec = Recorder::new(NullSink).stop_after(REFERENCE_STEPS);
+    gpulab_systems::train::train(&mut CpuBackend::new(), data, &cfg, &mut rec)?;
+    Ok(rec.windows.iter().take(REFERENCE_STEPS).map(|w| w.loss).collect())
 }
 
 fn le<T: Copy, const N: usize>(v: &[T], bytes: impl Fn(T) -> [u8; N]) -> Vec<u8> {

@@ -8,6 +8,7 @@ use super::report::{ServingNumbers, serving_numbers};
 use super::simulated;
 use crate::cost::{self, LIST_PRICES};
 use gpulab_core::error::{Error, Result};
+use gpulab_core::stop::Stop;
 use gpulab_systems::platform::{self, Scenario};
 use gpulab_systems::report::{Cell, Claims, Column, Part, Table};
 
@@ -85,15 +86,15 @@ impl Compared {
 }
 
 /// Simulates `sc` on each of `gpus`, stopping between and within runs when `stop` says so.
-pub fn compare(sc: &Scenario, gpus: &[GpuOption], stop: &dyn Fn() -> bool) -> Result<Vec<Compared>> {
+pub fn compare(sc: &Scenario, gpus: &[GpuOption], stop: &Stop) -> Result<Vec<Compared>> {
     let mut out = Vec::new();
     for g in gpus {
-        if stop() {
+        if stop.is_set() {
             break;
         }
         let s = scenario_on(sc, g);
-        let r = platform::simulate(&s, &mut |_| !stop())?;
-        if r.stopped_early || stop() {
+        let r = platform::simulate(&s, stop, &mut |_| {})?;
+        if r.stopped_early || stop.is_set() {
             break;
         }
         out.push(Compared {

@@ -16,6 +16,7 @@ use super::settings::{self, Settings, Value};
 use super::sink::{Event, Sink};
 use gpulab_core::error::{Error, Result};
 use gpulab_core::fsutil;
+use gpulab_core::stop::Stop;
 use gpulab_systems::platform::scenario::{self, PRESETS, Scenario, Signal};
 use gpulab_systems::platform::{self, Sample, training};
 use gpulab_systems::report::{Attachment, Provenance, Report};
@@ -144,16 +145,15 @@ impl Exercise for PlatformLab {
         let reps = c.sweep_runs as u32;
         // Every loop of the simulation asks for Stop, so it ends the run within milliseconds.
         // The job's outcome first: the training boxes of the live diagram show it.
-        let chosen =
-            training::mean_outcome(t, t.checkpoint_interval_h, t.spot.then_some(t.mtbf_h), sc.seed, reps, &|| sink.stop_requested())?;
+        let chosen = training::mean_outcome(t, t.checkpoint_interval_h, t.spot.then_some(t.mtbf_h), sc.seed, reps, sink.stop())?;
         let started = std::time::Instant::now();
         sink.emit(Event::Phase(format!("serving: {} simulated hours of “{}”", sc.duration_h, sc.name)));
         let total = (sc.duration_h * 3600.0 / sc.sample_every_s).floor() as u64 + 1;
         let every = (total as usize).div_ceil(LIVE_POINTS).max(1);
         let mut n = 0usize;
         let mut rollout = diagram::Rollout::default();
-        let serving = platform::simulate(&sc, &mut |x: Option<&Sample>| {
-            let Some(x) = x else { return !sink.stop_requested() };
+        let stop = sink.stop().clone();
+        let serving = platform::simulate(&sc, &stop, &mut |x: &Sample| {
             rollout.observe(x);
             if n.is_multiple_of(every) {
                 emit_sample(sink, x);
@@ -162,7 +162,6 @@ impl Exercise for PlatformLab {
                 pace(&*sink, every as f64 * sc.sample_every_s);
             }
             n += 1;
-            !sink.stop_requested()
         })?;
         sink.emit(Event::Log(format!(
             "simulated {} requests in {:.2} s of wall time",
@@ -177,7 +176,7 @@ impl Exercise for PlatformLab {
         let mut sweep = Vec::new();
         if !sink.stop_requested() {
             sink.emit(Event::Phase("training: checkpoint-interval sweep".into()));
-            sweep = training::sweep(t, sc.seed, c.sweep_points as usize, reps, &|| sink.stop_requested())?;
+            sweep = training::sweep(t, sc.seed, c.sweep_points as usize, reps, sink.stop())?;
             for p in &sweep {
                 sink.emit(Event::Point {
                     chart: "checkpoint_sweep".into(),
@@ -192,12 +191,12 @@ impl Exercise for PlatformLab {
         let options = gpu_types::options(&c.gpu_types)?;
         if !options.is_empty() && !sink.stop_requested() {
             sink.emit(Event::Phase(format!("serving the same scenario on {} GPU types", options.len())));
-            gpus = gpu_types::compare(&sc, &options, &|| sink.stop_requested())?;
+            gpus = gpu_types::compare(&sc, &options, sink.stop())?;
         }
         let runs = report::TrainingRuns {
-            on_demand: training::mean_outcome(t, t.checkpoint_interval_h, None, sc.seed, 1, &|| false)?,
+            on_demand: training::mean_outcome(t, t.checkpoint_interval_h, None, sc.seed, 1, Stop::never())?,
             chosen,
-            at_daly: training::mean_outcome(t, training::daly_h(t), t.spot.then_some(t.mtbf_h), sc.seed, reps, &|| sink.stop_requested())?,
+            at_daly: training::mean_outcome(t, training::daly_h(t), t.spot.then_some(t.mtbf_h), sc.seed, reps, sink.stop())?,
             sweep,
         };
         let stopped = sink.stop_requested() || serving.stopped_early;

@@ -7,14 +7,13 @@ use crate::settings::Settings;
 use crate::settings::precision::Config;
 use crate::sink::{Event, Sink, TrainBridge};
 use gpulab_core::device::Engine;
-use gpulab_core::device::gpu::tuning::Matmul16Variant;
 use gpulab_core::error::{Error, Result};
 use gpulab_core::tensor::{BackendKind, prelude::*};
 use gpulab_core::with_backend;
 use gpulab_systems::data::Dataset;
 use gpulab_systems::nn::{AmpConfig, OptimizerKind, Precision};
 use gpulab_systems::report::{Metadata, Report};
-use gpulab_systems::train::{self, TrainConfig, TrainEvent, TrainReport, TrainSink};
+use gpulab_systems::train::{self, Recorder, TrainConfig, TrainReport};
 
 // The categories mixed precision changes.
 /// One training run and what it gave.
@@ -31,24 +30,6 @@ pub(super) struct Run {
 impl Run {
     pub(super) fn ok(&self) -> Option<&TrainReport> {
         self.result.as_ref().ok()
-    }
-}
-
-/// Forwards to the exercise sink and keeps the loss curve for the report.
-struct Curve<'a> {
-    bridge: TrainBridge<'a>,
-    loss: Vec<[f64; 2]>,
-}
-
-impl TrainSink for Curve<'_> {
-    fn event(&mut self, ev: TrainEvent) {
-        if let TrainEvent::Progress { step, loss, .. } = &ev {
-            self.loss.push([*step as f64, *loss]);
-        }
-        self.bridge.event(ev);
-    }
-    fn stop_requested(&self) -> bool {
-        self.bridge.stop_requested()
     }
 }
 
@@ -123,9 +104,9 @@ fn train_one(engine: &mut Engine, data: &Dataset, cfg: TrainConfig, label: Strin
     let amp = cfg.amp;
     let (result, loss) = with_backend!(engine, b => {
         b.reset_memory_peaks();
-        let mut curve = Curve { bridge: TrainBridge::new(&mut *sink, label.clone()), loss: Vec::new() };
-        let r = train::train(b, data, &cfg, &mut curve);
-        (r, curve.loss)
+        let mut rec = Recorder::new(TrainBridge::new(&mut *sink, label.clone()));
+        let r = train::train(b, data, &cfg, &mut rec);
+        (r, rec.losses())
     });
     if let Err(e) = &result {
         sink.emit(Event::Log(format!("{label}: {e}")));
@@ -150,44 +131,6 @@ pub(super) struct MatmulPath {
 
 fn matmul_path(engine: &mut Engine, p: Precision) -> MatmulPath {
     let info = with_backend!(&mut *engine, b => b.info());
-    let (kernel, f32_kernel, fast16) = match engine {
-        Engine::Cpu(cpu) => {
-            let f32k = "the CPU's f32 GEMM (the gemm crate)".to_string();
-            match p {
-                Precision::F32 => (f32k.clone(), f32k, false),
-                Precision::BF16 => (
-                    format!("the CPU's bf16 GEMM: {}", cpu.bf16_path().name()),
-                    f32k,
-                    cpu.bf16_path() != gpulab_core::device::Bf16Path::Widen,
-                ),
-                Precision::F16 => (format!("the CPU's f16 GEMM: {}", gpulab_core::device::cpu::f16_path_name()), f32k, false),
-            }
-        }
-        Engine::Gpu(g) => {
-            let f32k = format!("the {} f32 matmul (chosen for this adapter)", g.matmul_variant().name());
-            match p.dtype16() {
-                None => (f32k.clone(), f32k, false),
-                Some(dt) => match g.matmul16_variant(dt) {
-                    Ok(v) => {
-                        let of: Vec<&str> = g.matmul16_variants(dt).iter().map(|x| x.name()).collect();
-                        (
-                            format!("the {} 16-bit matmul (the fastest of {} on this adapter)", v.label(), of.join(", ")),
-                            f32k,
-                            v == Matmul16Variant::Coop && !info.software,
-                        )
-                    }
-                    Err(e) => (format!("no 16-bit matmul ({e})"), f32k, false),
-                },
-            }
-        }
-        Engine::Cuda(_) => {
-            let f32k = "cuBLAS's f32 GEMM".to_string();
-            if p == Precision::F32 {
-                (f32k.clone(), f32k, false)
-            } else {
-                ("cuBLAS's 16-bit GEMM (tensor cores where the GPU has them)".into(), f32k, true)
-            }
-        }
-    };
-    MatmulPath { kind: info.kind, software: info.software, kernel, f32_kernel, fast16 }
+    let g = engine.gemm_path(p.dtype16());
+    MatmulPath { kind: info.kind, software: info.software, kernel: g.kernel, f32_kernel: g.f32_kernel, fast16: g.fast16 }
 }

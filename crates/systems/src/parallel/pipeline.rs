@@ -168,7 +168,7 @@ struct StageOut {
 }
 
 fn lost(stage: usize) -> Error {
-    Error::TrainingProcess(format!("pipeline stage {stage} lost its neighbour (it stopped with an error)"))
+    Error::PeerLost(format!("pipeline stage {stage} lost its neighbour (it stopped with an error)"))
 }
 
 fn recv(rx: &Option<Receiver<Vec<f32>>>, stage: usize) -> Result<Vec<f32>> {
@@ -363,19 +363,7 @@ pub fn train_pipeline(data: &Dataset, cfg: &TrainConfig, pc: &PipeConfig) -> Res
             .map(|(s, h)| h.join().unwrap_or_else(|_| Err(Error::Internal(format!("pipeline stage {s}'s thread panicked")))))
             .collect()
     });
-    let mut outs = Vec::new();
-    let mut errors = Vec::new();
-    for r in results {
-        match r {
-            Ok(o) => outs.push(o),
-            Err(e) => errors.push(e),
-        }
-    }
-    if !errors.is_empty() {
-        // A failing stage takes its neighbours down with "lost its neighbour": report the cause.
-        let pos = errors.iter().position(|e| !e.to_string().contains("lost its neighbour")).unwrap_or(0);
-        return Err(errors.swap_remove(pos));
-    }
+    let outs = super::run::first_cause(results)?;
     Ok(summarize(cfg, pc, &widths, ranges, outs, steps))
 }
 

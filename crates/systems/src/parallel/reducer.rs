@@ -403,7 +403,7 @@ fn counts<B: Backend>(model: &Mlp<B>) -> (usize, usize) {
 }
 
 fn comm_gone() -> Error {
-    Error::TrainingProcess("the all-reduce thread stopped (a neighbour replica failed)".into())
+    Error::PeerLost("the all-reduce thread stopped (a neighbour replica failed)".into())
 }
 
 #[cfg(test)]

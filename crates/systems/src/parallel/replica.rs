@@ -5,8 +5,9 @@
 //! precision and for any model the loop trains. Every replica starts from the same seed, so the
 //! same weights; the averaged gradient keeps them identical.
 
+use gpulab_core::stop::Stop;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::Sender;
 use std::time::Instant;
 
@@ -35,7 +36,7 @@ pub struct ReplicaPlan<'a> {
     /// Steps the live timeline shows (`TrainEvent::Lanes`).
     pub timeline_steps: usize,
     pub origin: Instant,
-    pub stop: &'a AtomicBool,
+    pub stop: Stop,
     /// Every event of this replica's loop, tagged with its rank.
     pub events: Sender<(usize, TrainEvent)>,
     /// Save (replica 0) and resume (every replica) checkpoints.
@@ -233,19 +234,19 @@ impl<B: Backend> Strategy<B> for Replica<B> {
 }
 
 /// A replica's loop reports into the coordinator's channel, tagged with its rank, and stops
-/// when the coordinator says so (every replica votes with that flag).
-struct ToCoordinator<'a> {
+/// when the run's watcher says so (every replica votes with that flag).
+struct ToCoordinator {
     rank: usize,
     events: Sender<(usize, TrainEvent)>,
-    stop: &'a AtomicBool,
+    stop: Stop,
 }
 
-impl TrainSink for ToCoordinator<'_> {
+impl TrainSink for ToCoordinator {
     fn event(&mut self, ev: TrainEvent) {
         let _ = self.events.send((self.rank, ev));
     }
-    fn stop_requested(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
+    fn stop(&self) -> &Stop {
+        &self.stop
     }
 }
 

@@ -502,7 +502,7 @@ impl RingPeer {
     }
 
     fn peer_gone(&self, which: &str) -> Error {
-        Error::TrainingProcess(format!(
+        Error::PeerLost(format!(
             "replica {} lost its {which} neighbour in the ring all-reduce (that replica stopped with an error)",
             self.rank
         ))

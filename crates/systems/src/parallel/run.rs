@@ -1,15 +1,14 @@
 //! Opens the replicas' backends, runs one thread per replica and forwards their events to the
 //! caller's thread (which owns the sink), then sums up what they measured.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{RecvTimeoutError, channel};
-use std::time::{Duration, Instant};
+use std::sync::mpsc::channel;
+use std::time::Instant;
 
 use super::replica::{ReplicaOut, ReplicaPlan, run_replica};
 use super::summary::{DpReport, ReplicaLanes, summarize, timeline};
 use super::{DpConfig, ReplicaKind, bucket, ring};
 use crate::data::Dataset;
-use crate::train::{StepClock, TrainConfig, TrainEvent};
+use crate::train::{StepClock, TrainConfig, TrainEvent, TrainSink};
 use gpulab_core::device::gpu::{GpuBackend, GpuSelector, adapters};
 use gpulab_core::device::{CpuBackend, cuda};
 use gpulab_core::error::{Error, Result};
@@ -62,13 +61,12 @@ fn open(kind: ReplicaKind, n: usize) -> Result<Vec<Opened>> {
     }
 }
 
-/// Trains `cfg` (whose `batch` is the global batch) data-parallel as `dp` says. `watch` runs on
-/// this thread with the run's events (None: a poll while none came, at least every 50 ms) and
-/// returns true to stop: every replica then stops after the same step. Replica 0 speaks for the
-/// run (every replica holds the same weights); the others' device windows (`Progress` with
-/// their `replica`) and step splits come too, and once every replica's first steps are in, the
-/// live timeline (`TrainEvent::Timeline`).
-pub fn train(data: &Dataset, cfg: &TrainConfig, dp: &DpConfig, watch: &mut dyn FnMut(Option<TrainEvent>) -> bool) -> Result<DpReport> {
+/// Trains `cfg` (whose `batch` is the global batch) data-parallel as `dp` says. `sink` gets the
+/// run's events on this thread; when its `stop` is set, every replica stops after the same step.
+/// Replica 0 speaks for the run (every replica holds the same weights); the others' device
+/// windows (`Progress` with their `replica`) and step splits come too, and once every replica's
+/// first steps are in, the live timeline (`TrainEvent::Timeline`).
+pub fn train(data: &Dataset, cfg: &TrainConfig, dp: &DpConfig, sink: &mut dyn TrainSink) -> Result<DpReport> {
     cfg.validate()?;
     dp.validate(cfg, data.train_len())?;
     if data.val_len() == 0 {
@@ -78,7 +76,7 @@ pub fn train(data: &Dataset, cfg: &TrainConfig, dp: &DpConfig, watch: &mut dyn F
     let buckets = bucket::plan(&model_cfg, bucket::cap_bytes(dp.bucket_cap_mb)?);
     let opened = open(dp.kind, dp.replicas)?;
     let peers = ring::ring(dp.replicas, dp.link);
-    let stop = AtomicBool::new(false);
+    let stop = sink.stop().clone();
     let (tx, rx) = channel::<(usize, TrainEvent)>();
     let origin = Instant::now();
     let results: Vec<Result<ReplicaOut>> = std::thread::scope(|s| {
@@ -94,7 +92,7 @@ pub fn train(data: &Dataset, cfg: &TrainConfig, dp: &DpConfig, watch: &mut dyn F
                 shard_optimizer: dp.shard_optimizer,
                 timeline_steps: dp.timeline_steps,
                 origin,
-                stop: &stop,
+                stop: stop.clone(),
                 events: tx.clone(),
                 checkpoints: dp.checkpoints.as_ref(),
             };
@@ -106,17 +104,9 @@ pub fn train(data: &Dataset, cfg: &TrainConfig, dp: &DpConfig, watch: &mut dyn F
         }
         drop(tx);
         let mut lanes: Vec<Option<Lanes>> = vec![None; dp.replicas];
-        loop {
-            let ev = match rx.recv_timeout(Duration::from_millis(50)) {
-                Ok((rank, ev)) => match forward(dp, cfg.batch, &mut lanes, rank, ev) {
-                    Some(ev) => Some(ev),
-                    None => continue,
-                },
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => break,
-            };
-            if watch(ev) {
-                stop.store(true, Ordering::Relaxed);
+        while let Ok((rank, ev)) = rx.recv() {
+            if let Some(ev) = forward(dp, cfg.batch, &mut lanes, rank, ev) {
+                sink.event(ev);
             }
         }
         handles
@@ -150,9 +140,9 @@ fn forward(dp: &DpConfig, global: usize, lanes: &mut [Option<Lanes>], rank: usiz
     }
 }
 
-/// Every replica's result, or the error that started it: a replica that fails takes its
-/// neighbours down with "lost its neighbour" errors, which are consequences, not causes.
-fn first_cause(results: Vec<Result<ReplicaOut>>) -> Result<Vec<ReplicaOut>> {
+/// Every replica's (or pipeline stage's) result, or the error that started it: one that fails
+/// takes its neighbours down with `Error::PeerLost`, which are consequences, not causes.
+pub(super) fn first_cause<T>(results: Vec<Result<T>>) -> Result<Vec<T>> {
     let mut errors: Vec<Error> = Vec::new();
     let mut outs = Vec::new();
     for r in results {
@@ -164,10 +154,23 @@ fn first_cause(results: Vec<Result<ReplicaOut>>) -> Result<Vec<ReplicaOut>> {
     if errors.is_empty() {
         return Ok(outs);
     }
-    let consequence = |e: &Error| {
-        let m = e.to_string();
-        m.contains("neighbour") || m.contains("all-reduce thread stopped")
-    };
-    let pos = errors.iter().position(|e| !consequence(e)).unwrap_or(0);
+    let pos = errors.iter().position(|e| !matches!(e, Error::PeerLost(_))).unwrap_or(0);
     Err(errors.swap_remove(pos))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cause is told from its consequences by the error's variant, not by its words: a
+    /// cause that mentions a neighbour is still the cause.
+    #[test]
+    fn the_first_cause_is_the_error_that_is_not_a_lost_peer() {
+        let lost = || Err(Error::PeerLost("replica 0 lost its next neighbour in the ring all-reduce".into()));
+        let cause = Err(Error::InvalidConfig("replica 1's neighbour bucket does not fit".into()));
+        let e = first_cause::<()>(vec![lost(), cause, lost()]).unwrap_err();
+        assert!(matches!(e, Error::InvalidConfig(_)), "{e}");
+        assert!(matches!(first_cause::<()>(vec![lost(), lost()]).unwrap_err(), Error::PeerLost(_)));
+        assert_eq!(first_cause(vec![Ok(1), Ok(2)]).unwrap(), vec![1, 2]);
+    }
 }

@@ -4,6 +4,7 @@
 //! added and removed by the autoscaler. Every random draw comes from a ChaCha stream of the
 //! scenario's seed, one stream per purpose, so a seed replays exactly.
 
+use gpulab_core::stop::Stop;
 use std::collections::VecDeque;
 
 use rand::{Rng, SeedableRng};
@@ -108,13 +109,13 @@ pub const MAX_EVENTS_AT_ONE_INSTANT: u64 = 10_000_000;
 /// How many events pass between two looks at the stop flag (a few ms of simulation).
 const STOP_EVERY: u64 = 1 << 14;
 
-/// Runs the serving simulation of `sc` to its end. `on_sample` sees each sample as it is taken
-/// (live charts), and None every few thousand events in between, and returns false to stop
-/// early: a stop is prompt even when samples are far apart. An error when the run breaks its
-/// event bounds (`MAX_EVENTS`, `MAX_EVENTS_AT_ONE_INSTANT`).
-pub fn simulate(sc: &Scenario, on_sample: &mut dyn FnMut(Option<&Sample>) -> bool) -> Result<ServingResult> {
+/// Runs the serving simulation of `sc` to its end, or until `stop` is set: it is looked at after
+/// each sample and every few thousand events in between, so a stop is prompt even when samples
+/// are far apart. `on_sample` sees each sample as it is taken (live charts). An error when the
+/// run breaks its event bounds (`MAX_EVENTS`, `MAX_EVENTS_AT_ONE_INSTANT`).
+pub fn simulate(sc: &Scenario, stop: &Stop, on_sample: &mut dyn FnMut(&Sample)) -> Result<ServingResult> {
     let mut sim = Sim::new(sc);
-    sim.run(on_sample)?;
+    sim.run(stop, on_sample)?;
     sim.out.totals = sim.t.clone();
     for (q, slot) in [(0.50, &mut sim.out.p50_s), (0.95, &mut sim.out.p95_s), (0.99, &mut sim.out.p99_s)] {
         *slot = control::quantile(&mut sim.all_lat, q);
@@ -180,7 +181,7 @@ impl<'a> Sim<'a> {
         tr.underlying_rps(h) * spikes
     }
 
-    fn run(&mut self, on_sample: &mut dyn FnMut(Option<&Sample>) -> bool) -> Result<()> {
+    fn run(&mut self, stop: &Stop, on_sample: &mut dyn FnMut(&Sample)) -> Result<()> {
         let (mut events, mut at_instant) = (0u64, 0u64);
         while let Some((t, ev)) = self.q.pop() {
             if t > self.end {
@@ -196,7 +197,7 @@ impl<'a> Sim<'a> {
                     self.sc.name
                 )));
             }
-            if events.is_multiple_of(STOP_EVERY) && !on_sample(None) {
+            if events.is_multiple_of(STOP_EVERY) && stop.is_set() {
                 self.out.stopped_early = true;
                 return Ok(());
             }
@@ -219,9 +220,9 @@ impl<'a> Sim<'a> {
                 Ev::Autoscale => self.autoscale(),
                 Ev::Sample => {
                     let s = self.sample();
-                    let go_on = on_sample(Some(&s));
+                    on_sample(&s);
                     self.out.samples.push(s);
-                    if !go_on {
+                    if stop.is_set() {
                         self.out.stopped_early = true;
                         return Ok(());
                     }

@@ -3,6 +3,7 @@
 //! time. A sweep of the checkpoint interval, every interval on the same preemption streams
 //! (common random numbers), is set against Young's and Daly's optimum intervals.
 
+use gpulab_core::stop::Stop;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp};
@@ -114,12 +115,12 @@ pub fn run_job(t: &Training, tau_h: f64, mtbf_h: Option<f64>, rng: &mut ChaCha8R
 }
 
 /// The mean outcome over `reps` runs, run `i` on preemption stream `i` of `seed`. `stop` is
-/// asked before each run after the first: once it says stop, the mean is over the runs done.
-pub fn mean_outcome(t: &Training, tau_h: f64, mtbf_h: Option<f64>, seed: u64, reps: u32, stop: &dyn Fn() -> bool) -> Result<JobOutcome> {
+/// looked at before each run after the first: once set, the mean is over the runs done.
+pub fn mean_outcome(t: &Training, tau_h: f64, mtbf_h: Option<f64>, seed: u64, reps: u32, stop: &Stop) -> Result<JobOutcome> {
     let mut sum = JobOutcome { finished: true, ..Default::default() };
     let mut runs = 0u32;
     for i in 0..reps.max(1) {
-        if i > 0 && stop() {
+        if i > 0 && stop.is_set() {
             break;
         }
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -175,16 +176,16 @@ pub struct SweepPoint {
 /// The sweep's shortest interval, as a share of Daly's optimum.
 pub const SWEEP_FROM: f64 = 0.25;
 
-/// `n` intervals evenly spaced from a quarter to three times Daly's optimum. `stop` is asked
-/// between runs; once it says stop, the points finished so far are returned.
-pub fn sweep(t: &Training, seed: u64, n: usize, reps: u32, stop: &dyn Fn() -> bool) -> Result<Vec<SweepPoint>> {
+/// `n` intervals evenly spaced from a quarter to three times Daly's optimum. `stop` is looked
+/// at between runs; once set, the points finished so far are returned.
+pub fn sweep(t: &Training, seed: u64, n: usize, reps: u32, stop: &Stop) -> Result<Vec<SweepPoint>> {
     let d = daly_h(t);
     let (lo, hi) = (SWEEP_FROM * d, 3.0 * d);
     let mut points = Vec::with_capacity(n);
     for i in 0..n {
         let tau_h = lo + (hi - lo) * i as f64 / (n.max(2) - 1) as f64;
         let mean = mean_outcome(t, tau_h, Some(t.mtbf_h), seed, reps, stop)?;
-        if stop() {
+        if stop.is_set() {
             break; // this point's mean may be over fewer runs than the others'
         }
         points.push(SweepPoint { tau_h, mean, expected_wall_h: expected_wall_h(t, tau_h) });

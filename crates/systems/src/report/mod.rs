@@ -197,6 +197,39 @@ pub struct Chart {
     pub x_names: Vec<(f64, String)>,
 }
 
+impl Chart {
+    /// A line chart with no series yet (linear x, no markers, targets or group names).
+    pub fn line(id: &str, title: &str, x_label: &str, y_label: &str) -> Chart {
+        Chart {
+            id: id.into(),
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            kind: ChartKind::Line,
+            log_x: false,
+            series: Vec::new(),
+            markers: Vec::new(),
+            targets: Vec::new(),
+            x_names: Vec::new(),
+        }
+    }
+
+    /// A bar chart with no series yet.
+    pub fn bars(id: &str, title: &str, x_label: &str, y_label: &str) -> Chart {
+        Chart { kind: ChartKind::Bars, ..Chart::line(id, title, x_label, y_label) }
+    }
+
+    /// The same chart on a logarithmic x axis.
+    pub fn log_x(self) -> Chart {
+        Chart { log_x: true, ..self }
+    }
+
+    /// The same chart with these series.
+    pub fn with_series(self, series: Vec<Series>) -> Chart {
+        Chart { series, ..self }
+    }
+}
+
 /// The conclusion, computed from the numbers: a summary and the evidence behind it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {

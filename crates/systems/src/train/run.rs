@@ -236,7 +236,7 @@ fn run_steps<B: Backend, P: Phases<B>, S: Strategy<B>>(
         let mut win_start = Instant::now();
         let skip = if epoch == start.epoch { start.batch } else { 0 };
         for (i, global) in schedule.batches(&order).enumerate().skip(skip) {
-            let stop_requested = sink.stop_requested();
+            let stop_requested = sink.stop().is_set();
             if stop_requested && rank.is_none() {
                 stopped_early = true;
                 break 'epochs;

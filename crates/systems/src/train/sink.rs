@@ -2,6 +2,7 @@
 //! `TrainSink`), from data-parallel replicas (tagged with their rank), and from a checkpointed
 //! child process (one JSON line per event: `to_line` / `parse_line`, the same type's serde form).
 
+use gpulab_core::stop::Stop;
 use serde::{Deserialize, Serialize};
 
 use super::EpochSummary;
@@ -134,9 +135,9 @@ pub fn memory_held(report: &MemoryReport) -> Vec<(MemCategory, u64)> {
 
 pub trait TrainSink {
     fn event(&mut self, ev: TrainEvent);
-    /// Checked between steps; returning true ends the run early (its report says so).
-    fn stop_requested(&self) -> bool {
-        false
+    /// Looked at between steps; once set, the run ends early (its report says so).
+    fn stop(&self) -> &Stop {
+        Stop::never()
     }
 }
 
