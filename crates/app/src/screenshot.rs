@@ -140,18 +140,17 @@ impl ScreenshotPlan {
     }
 }
 
-/// Saves an RGBA screenshot as PNG.
+/// Saves an RGBA screenshot as PNG, durably (`fsutil::write_file_atomic`: a crash leaves the
+/// old file or the new one, never half a PNG).
 pub(crate) fn write_png(path: &Path, image: &egui::ColorImage) -> Result<(), String> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    }
     let [w, h] = image.size;
-    let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w as u32, h as u32);
+    let mut png_bytes = Vec::new();
+    let mut enc = png::Encoder::new(&mut png_bytes, w as u32, h as u32);
     enc.set_color(png::ColorType::Rgba);
     enc.set_depth(png::BitDepth::Eight);
     let mut writer = enc.write_header().map_err(|e| format!("{}: {e}", path.display()))?;
     let data: Vec<u8> = image.pixels.iter().flat_map(|p| p.to_array()).collect();
     writer.write_image_data(&data).map_err(|e| format!("{}: {e}", path.display()))?;
-    writer.finish().map_err(|e| format!("{}: {e}", path.display()))
+    writer.finish().map_err(|e| format!("{}: {e}", path.display()))?;
+    gpulab_core::fsutil::write_file_atomic(path, &png_bytes).map(drop).map_err(|(p, e)| format!("{}: {e}", p.display()))
 }

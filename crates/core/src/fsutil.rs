@@ -169,6 +169,17 @@ pub fn write_atomic(dir: &Path, tmp_prefix: &str, name: &str, bytes: &[u8]) -> R
     Ok(fin)
 }
 
+/// `write_atomic` to a file path (its folder, "." when it has none; the temporary file
+/// `.NAME.*.tmp` beside it). A path without a file name is refused.
+pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<PathBuf, (PathBuf, io::Error)> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| (path.to_path_buf(), io::Error::new(io::ErrorKind::InvalidInput, "not a file path (it has no file name)")))?;
+    write_atomic(dir, &format!(".{name}."), name, bytes)
+}
+
 /// Whether `write_atomic` may put a new file at `path`: nothing there, a regular file, or a link
 /// (followed) to one. A FIFO, a device node (`/dev/full`), a socket or a folder is refused by
 /// name: the rename would replace it with a regular file, and the one who named it meant it.

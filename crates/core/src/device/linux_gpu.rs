@@ -27,8 +27,17 @@ pub struct GpuReading {
     pub vram_total: Option<u64>,
 }
 
+/// The most read of one sysfs or fdinfo file (a sysfs attribute is at most a page; fdinfo a
+/// few hundred bytes): through `fsutil`'s bounded reader, regular files only, like every file
+/// gpulab reads.
+const MAX_KERNEL_FILE: u64 = 64 * 1024;
+
+fn read_small(path: &Path) -> Option<String> {
+    crate::fsutil::read_text_limited(path, MAX_KERNEL_FILE).ok()
+}
+
 fn read_u64(path: &Path) -> Option<u64> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    read_small(path)?.trim().parse().ok()
 }
 
 /// amdgpu cards under `drm` (normally /sys/class/drm): every `cardN` whose device folder has
@@ -115,7 +124,7 @@ pub fn read_fdinfo(dir: &Path) -> Vec<DrmClient> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
     let mut out: Vec<DrmClient> = Vec::new();
     for e in entries.flatten() {
-        if let Some(c) = std::fs::read_to_string(e.path()).ok().as_deref().and_then(parse_fdinfo)
+        if let Some(c) = read_small(&e.path()).as_deref().and_then(parse_fdinfo)
             && !out.iter().any(|o| o.client_id == c.client_id && o.pdev == c.pdev)
         {
             out.push(c);
@@ -212,6 +221,8 @@ mod tests {
         write(&drm.join("card0/device/vendor"), "0x8086\n"); // an Intel card: no amdgpu files
         write(&drm.join("card2/device/gpu_busy_percent"), "garbage\n");
         write(&drm.join("card2/device/mem_info_vram_total"), "100\n");
+        // Larger than any sysfs attribute: not read at all (the bounded reader), so no card.
+        write(&drm.join("card3/device/gpu_busy_percent"), &format!("42{}\n", " ".repeat(100_000)));
         let r = read_amd(drm);
         assert_eq!(r.len(), 2, "{r:?}");
         assert_eq!(

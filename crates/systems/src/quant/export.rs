@@ -55,14 +55,7 @@ pub fn to_bytes(m: &QuantizedModel, extra: &[(&str, String)]) -> Result<Vec<u8>>
 /// Writes the model to `path` durably (temporary file, fsync, rename).
 pub fn save(path: &Path, m: &QuantizedModel, extra: &[(&str, String)]) -> Result<()> {
     let bytes = to_bytes(m, extra)?;
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .ok_or_else(|| Error::InvalidConfig(format!("export: {} is not a file path", path.display())))?;
-    gpulab_core::fsutil::write_atomic(dir, &format!(".{name}."), name, &bytes)
-        .map(drop)
-        .map_err(|(path, source)| Error::Io { path, source })
+    gpulab_core::fsutil::write_file_atomic(path, &bytes).map(drop).map_err(|(path, source)| Error::Io { path, source })
 }
 
 /// The largest int8 model file read.

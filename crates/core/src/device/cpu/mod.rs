@@ -89,7 +89,8 @@ impl Default for CpuBackend {
 
 /// The CPU's model name, as the OS reports it.
 pub fn cpu_name() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
+    // Through the bounded reader, like every file gpulab reads (a big machine's is ~1 MiB).
+    crate::fsutil::read_text_limited(std::path::Path::new("/proc/cpuinfo"), 16 * crate::fsutil::MIB)
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|s| s.trim().to_string()))
         .unwrap_or_else(|| std::env::consts::ARCH.to_string())
