@@ -172,21 +172,10 @@ fn matmul(a: MatmulArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// int8, f16 and bf16 ÷ f32 speed per backend and size, derived from the rows above (the
-/// chosen variants on a GPU).
+/// int8, f16 and bf16 ÷ f32 speed per backend and size (`bench::speed_ratios`, derived).
 fn ratios(rows: &[MatmulRow]) {
-    let variant_row = |r: &MatmulRow| gpulab::device::gpu::Matmul16Variant::ALL.iter().any(|v| r.variant.starts_with(v.label()));
-    let chosen = |r: &&MatmulRow| !variant_row(r) || r.variant.ends_with("(chosen)");
-    for i8row in rows.iter().filter(|r| r.dtype != "f32").filter(chosen) {
-        let f32row = rows.iter().find(|r| {
-            r.dtype == "f32"
-                && r.n == i8row.n
-                && r.backend == i8row.backend
-                && (r.variant == "gemm crate" || r.variant.ends_with("(chosen)"))
-        });
-        if let Some(f) = f32row {
-            eprintln!("n={:<5} {} / f32 = {:.2}x on {} (derived)", i8row.n, i8row.dtype, i8row.gflops / f.gflops, i8row.backend);
-        }
+    for r in bench::speed_ratios(rows) {
+        eprintln!("n={:<5} {} / f32 = {:.2}x on {} (derived)", r.n, r.dtype, r.ratio, r.backend);
     }
 }
 

@@ -8,7 +8,7 @@ use egui::{Color32, RichText};
 use egui_plot::{Bar, BarChart, GridMark, Plot};
 
 use super::theme;
-use gpulab_core::spans::{GPU, Timeline, union_length};
+use gpulab_core::spans::{GPU, Timeline};
 use gpulab_systems::report::Report;
 
 /// A stage's colour: GPU kernels green; every other stage a fixed colour picked from its name,
@@ -54,11 +54,9 @@ pub fn show_all(ui: &mut egui::Ui, r: &Report, salt: &str) {
 
 pub fn show(ui: &mut egui::Ui, t: &Timeline, salt: &str) {
     let (t0, t1) = t.extent();
-    let gpu: Vec<_> = t.lane_spans(GPU).collect();
-    let busy = if gpu.is_empty() {
-        "no GPU kernel times".to_string()
-    } else {
-        format!("GPU busy {:.0}% of the span shown (derived from timestamps)", union_length(&gpu) / (t1 - t0).max(1e-12) * 100.0)
+    let busy = match t.gpu_busy_percent() {
+        None => "no GPU kernel times".to_string(),
+        Some(p) => format!("GPU busy {p:.0}% of the span shown (derived from timestamps)"),
     };
     ui.small(format!("{:.1} ms · {} spans · {busy}", (t1 - t0) * 1e3, t.spans.len()));
     ui.small(format!("Lanes, top to bottom: {}", t.lanes.join(" · ")));

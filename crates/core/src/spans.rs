@@ -151,6 +151,14 @@ impl Timeline {
         if lo.is_finite() && hi.is_finite() { (lo, hi) } else { (0.0, 0.0) }
     }
 
+    /// The share of the extent the GPU lane was busy at all, percent; None without GPU spans.
+    /// Derived from the timestamps (the timeline's own header).
+    pub fn gpu_busy_percent(&self) -> Option<f64> {
+        let gpu: Vec<&Span> = self.lane_spans(GPU).collect();
+        let (t0, t1) = self.extent();
+        (!gpu.is_empty()).then(|| union_length(&gpu) / (t1 - t0).max(1e-12) * 100.0)
+    }
+
     /// Total time in spans named `name` on `lane`.
     pub fn total(&self, lane: &str, name: &str) -> f64 {
         self.lane_spans(lane).filter(|s| s.name == name).map(Span::duration).sum()

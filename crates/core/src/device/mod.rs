@@ -8,6 +8,7 @@
 
 pub mod cpu;
 pub mod cuda;
+mod gemm_path;
 pub mod gpu;
 pub mod linux_gpu;
 pub mod monitor;
@@ -21,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 pub use cpu::{Bf16Path, CpuBackend};
 pub use cuda::CudaBackend;
+pub use gemm_path::GemmPath;
 pub use gpu::{GpuBackend, GpuSelector};
 
 use crate::error::{Error, Result};

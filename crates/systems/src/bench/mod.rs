@@ -4,9 +4,11 @@
 mod matmul;
 mod matmul16;
 mod matmul_i8;
+mod ratios;
 mod train_step;
 
 pub use matmul::{MatmulDType, MatmulRow, bench_matmul, bench_matmul_on, random_matrix, time_matmul, time_op};
 pub use matmul_i8::{random_i8, time_matmul_i8};
 pub use matmul16::time_matmul16;
+pub use ratios::{SpeedRatio, speed_ratios};
 pub use train_step::{SlowWindows, TrainBenchConfig, TrainBenchRow, bench_train, bench_train_amp};
