@@ -11,7 +11,7 @@ use std::time::Duration;
 use gpulab::checkpoint::{CheckpointError, format, store};
 use gpulab::exercises;
 use gpulab::nn::{MlpConfig, OptimizerKind};
-use gpulab::report::{self, Cell, Chart, ChartKind, Column, Figure, Provenance, Report, Series, Table};
+use gpulab::report::{self, Cell, Chart, Column, Figure, Provenance, Report, Series, Table};
 
 /// Runs `f` on its own thread; panics (naming `what`) if it has not returned in 60 s.
 fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -79,16 +79,12 @@ fn report_with(figure: f64, cell: f64, point: f64, decimals: usize) -> Report {
             rows: vec![vec![Cell::Num(cell), "inf".into()], vec![Cell::Num(1.5), Cell::Empty]],
         }],
         charts: vec![Chart {
-            id: "c".into(),
-            title: "c".into(),
-            x_label: "x".into(),
-            y_label: "y".into(),
-            kind: ChartKind::Line,
-            log_x: false,
-            series: vec![Series { name: "s".into(), points: vec![[0.0, point], [1.0, 2.0]], provenance: prov }],
             markers: vec![(point, "m".into())],
-            targets: vec![],
-            x_names: vec![],
+            ..Chart::line("c", "c", "x", "y").with_series(vec![Series {
+                name: "s".into(),
+                points: vec![[0.0, point], [1.0, 2.0]],
+                provenance: prov,
+            }])
         }],
         ..Default::default()
     }

@@ -7,7 +7,7 @@ use super::{BatchSweep, oom_ladder};
 use crate::common::report_for;
 use crate::common::{MEMORY_CATEGORIES, mib, peak};
 use crate::settings::Settings;
-use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table};
+use gpulab_systems::report::{Cell, Chart, Column, Figure, Metadata, Provenance, Report, Series, Table};
 use gpulab_systems::train::TrainReport;
 
 pub(super) fn results_table(outcomes: &[(u64, Outcome)]) -> Table {
@@ -69,18 +69,7 @@ pub(super) fn build_report(
             _ => None,
         })
         .collect();
-    let line = |id: &str, title: &str, y: &str| Chart {
-        id: id.into(),
-        title: title.into(),
-        x_label: "batch size".into(),
-        y_label: y.into(),
-        kind: ChartKind::Line,
-        log_x: true,
-        series: vec![],
-        markers: vec![],
-        targets: vec![],
-        x_names: vec![],
-    };
+    let line = |id: &str, title: &str, y: &str| Chart::line(id, title, "batch size", y).log_x();
     let mut throughput = line("throughput", "Throughput", "samples/s");
     throughput.series.push(Series {
         name: "throughput".into(),
@@ -93,7 +82,7 @@ pub(super) fn build_report(
         points: trained.iter().map(|(b, r)| [*b as f64, r.final_val_accuracy * 100.0]).collect(),
         provenance: Provenance::Measured,
     });
-    let mut memory = Chart { kind: ChartKind::Bars, log_x: false, ..line("memory", "Peak memory by category", "KiB") };
+    let mut memory = Chart::bars("memory", "Peak memory by category", "batch size", "KiB");
     for c in MEMORY_CATEGORIES {
         memory.series.push(Series {
             name: c.name().into(),

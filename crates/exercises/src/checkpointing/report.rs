@@ -8,7 +8,7 @@ use crate::common::{self, plural};
 use crate::settings::Settings;
 use crate::settings::checkpointing::Config;
 use Part::Evidence;
-use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Part, Provenance, Report, Series, Table};
+use gpulab_systems::report::{Cell, Chart, Column, Figure, Metadata, Part, Provenance, Report, Series, Table};
 use gpulab_systems::train::TrainConfig;
 use std::collections::BTreeMap;
 
@@ -71,18 +71,7 @@ pub fn build(ex: &CheckpointLab, s: &Settings, c: &Config, cfg: &TrainConfig, ru
         points: l.iter().map(|(s, y)| [*s as f64, *y]).collect(),
         provenance: Provenance::Measured,
     };
-    let mut loss = Chart {
-        id: "loss".into(),
-        title: "Training loss per step".into(),
-        x_label: "step".into(),
-        y_label: "loss".into(),
-        kind: ChartKind::Line,
-        log_x: false,
-        series: vec![],
-        markers: vec![],
-        targets: vec![],
-        x_names: vec![],
-    };
+    let mut loss = Chart::line("loss", "Training loss per step", "step", "loss");
     loss.series.push(series("reference (uninterrupted)", &runs.reference.losses));
     loss.series.push(series("crashed run", &runs.crashed.losses));
     if let Some(r) = resumed {
@@ -139,18 +128,8 @@ pub fn build(ex: &CheckpointLab, s: &Settings, c: &Config, cfg: &TrainConfig, ru
         })
         .collect();
     let tradeoff = Table { title: "Steps lost vs checkpoint interval".into(), columns, rows };
-    let mut cost = Chart {
-        id: "interval_cost".into(),
-        title: "Cost of an interval: writing vs work lost".into(),
-        x_label: "checkpoint interval (steps)".into(),
-        y_label: "seconds".into(),
-        kind: ChartKind::Line,
-        log_x: true,
-        series: vec![],
-        markers: vec![],
-        targets: vec![],
-        x_names: vec![],
-    };
+    let mut cost =
+        Chart::line("interval_cost", "Cost of an interval: writing vs work lost", "checkpoint interval (steps)", "seconds").log_x();
     if let (Some(w), Some(st)) = (mean_write, step_s) {
         cost.series.push(Series {
             name: "time writing per run".into(),

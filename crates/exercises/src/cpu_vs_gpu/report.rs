@@ -10,7 +10,7 @@ use crate::cost::{self, Price, RunCost};
 use crate::settings::Settings;
 use crate::settings::cpu_vs_gpu::Config;
 use gpulab_core::tensor::{BackendInfo, BackendKind};
-use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table};
+use gpulab_systems::report::{Cell, Chart, Column, Figure, Metadata, Provenance, Report, Series, Table};
 use gpulab_systems::train::TrainReport;
 
 pub(super) fn training_table(trained: &[Trained]) -> Table {
@@ -99,25 +99,8 @@ pub(super) fn build_report(
     report.tables.push(Table { title: "Matmul sweep".into(), columns, rows });
 
     // Charts.
-    let mut loss = Chart {
-        id: "loss".into(),
-        title: "Training loss".into(),
-        x_label: "step".into(),
-        y_label: "loss".into(),
-        kind: ChartKind::Line,
-        log_x: false,
-        series: vec![],
-        markers: vec![],
-        targets: vec![],
-        x_names: vec![],
-    };
-    let mut acc = Chart {
-        id: "val_accuracy".into(),
-        title: "Validation accuracy".into(),
-        x_label: "epoch".into(),
-        y_label: "accuracy (%)".into(),
-        ..loss.clone()
-    };
+    let mut loss = Chart::line("loss", "Training loss", "step", "loss");
+    let mut acc = Chart::line("val_accuracy", "Validation accuracy", "epoch", "accuracy (%)");
     for t in trained {
         if let (Ok(r), Some(info)) = (&t.result, &t.info) {
             let name = short_label(info);
@@ -135,18 +118,7 @@ pub(super) fn build_report(
         }
     }
     loss.x_label = "epoch".into();
-    let mut gflops = Chart {
-        id: "gflops".into(),
-        title: "Matmul throughput".into(),
-        x_label: "matrix size n".into(),
-        y_label: "GFLOP/s".into(),
-        kind: ChartKind::Line,
-        log_x: true,
-        series: vec![],
-        markers: vec![],
-        targets: vec![],
-        x_names: vec![],
-    };
+    let mut gflops = Chart::line("gflops", "Matmul throughput", "matrix size n", "GFLOP/s").log_x();
     for (info, p) in sweep {
         gflops.series.push(Series {
             name: short_label(info),

@@ -7,7 +7,7 @@ use crate::sink::{Event, Sink};
 use gpulab_core::error::Result;
 use gpulab_systems::data::Dataset;
 use gpulab_systems::parallel::pipeline::{PipeConfig, PipeReport, train_pipeline, unsupported};
-use gpulab_systems::report::{Cell, Chart, ChartKind, Claims, Column, Provenance, Report, Series, Table};
+use gpulab_systems::report::{Cell, Chart, Claims, Column, Provenance, Report, Series, Table};
 
 /// The runs: one stage (the baseline), then `pipeline_stages` stages for each micro-batch
 /// count. Off when `pipeline_stages` is 0.
@@ -113,21 +113,12 @@ fn chart(runs: &[PipeReport]) -> Chart {
         points: piped.iter().map(|r| [r.micro_batches as f64, f(r) * 100.0]).collect(),
         provenance: p,
     };
-    Chart {
-        id: "pipeline_bubble".into(),
-        title: "Pipeline bubble against micro-batches".into(),
-        x_label: "micro-batches M".into(),
-        y_label: "bubble (% of stage time idle)".into(),
-        kind: ChartKind::Line,
-        log_x: true,
-        series: vec![
+    Chart::line("pipeline_bubble", "Pipeline bubble against micro-batches", "micro-batches M", "bubble (% of stage time idle)")
+        .log_x()
+        .with_series(vec![
             series("measured", |r| r.bubble, Provenance::derived(CLOCKS)),
             series("theory (N−1)/(M+N−1)", |r| r.theoretical_bubble, Provenance::derived("GPipe's formula, equal stages")),
-        ],
-        markers: vec![],
-        targets: vec![],
-        x_names: vec![],
-    }
+        ])
 }
 
 /// One pipeline run, as the verdict reads it.

@@ -10,7 +10,7 @@ use crate::settings::distributed::Config;
 use gpulab_core::error::Result;
 use gpulab_systems::data::Dataset;
 use gpulab_systems::parallel::{DpReport, SimLink, cost};
-use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table};
+use gpulab_systems::report::{Cell, Chart, Column, Figure, Metadata, Provenance, Report, Series, Table};
 
 /// Provenance of the timing figures: measured, unless a link preset slowed the messages.
 pub(super) struct Prov {
@@ -161,43 +161,24 @@ fn extrapolation(runs: &[Run]) -> Option<(Table, Chart, String)> {
             row
         })
         .collect();
-    let chart = Chart {
-        id: "extrapolation".into(),
-        title: "Extrapolated scaling efficiency (simulated)".into(),
-        x_label: "GPUs N".into(),
-        y_label: "efficiency (%)".into(),
-        kind: ChartKind::Line,
-        log_x: true,
-        series: links
-            .iter()
-            .map(|(name, l)| Series {
-                name: name.clone(),
-                points: cost::EXTRAPOLATE_TO.iter().map(|&n| [n as f64, cost::efficiency(n, tc, bytes, *l) * 100.0]).collect(),
-                provenance: sim.clone(),
-            })
-            .collect(),
-        markers: vec![],
-        targets: vec![],
-        x_names: vec![],
-    };
+    let chart =
+        Chart::line("extrapolation", "Extrapolated scaling efficiency (simulated)", "GPUs N", "efficiency (%)").log_x().with_series(
+            links
+                .iter()
+                .map(|(name, l)| Series {
+                    name: name.clone(),
+                    points: cost::EXTRAPOLATE_TO.iter().map(|&n| [n as f64, cost::efficiency(n, tc, bytes, *l) * 100.0]).collect(),
+                    provenance: sim.clone(),
+                })
+                .collect(),
+        );
     Some((Table { title: "Beyond this machine (simulated)".into(), columns, rows }, chart, why))
 }
 
 fn charts(runs: &[Run], p: &Prov) -> Vec<Chart> {
-    let line = |id: &str, title: &str, y: &str| Chart {
-        id: id.into(),
-        title: title.into(),
-        x_label: "replicas N".into(),
-        y_label: y.into(),
-        kind: ChartKind::Line,
-        log_x: false,
-        series: vec![],
-        markers: vec![],
-        targets: vec![],
-        x_names: vec![],
-    };
+    let line = |id: &str, title: &str, y: &str| Chart::line(id, title, "replicas N", y);
     let mut sp = line("speedup", "Speed-up over one replica", "speed-up (×)");
-    let mut split = Chart { kind: ChartKind::Bars, ..line("step_split", "Where a step's time goes", "ms per step") };
+    let mut split = Chart::bars("step_split", "Where a step's time goes", "replicas N", "ms per step");
     let ns: Vec<usize> = runs.iter().map(|r| r.replicas).collect();
     for mode in [Mode::Strong, Mode::Weak] {
         let ok: Vec<&DpReport> = runs.iter().filter(|r| r.mode == mode).filter_map(|r| r.result.as_ref().ok()).collect();

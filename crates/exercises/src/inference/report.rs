@@ -9,7 +9,7 @@ use crate::cost::{self, Price};
 use crate::settings::Settings;
 use crate::settings::inference::Config;
 use gpulab_core::tensor::MemoryReport;
-use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table};
+use gpulab_systems::report::{Cell, Chart, Column, Figure, Metadata, Provenance, Report, Series, Table};
 use gpulab_systems::serve::HostModel;
 use gpulab_systems::serve::loadgen::Arrivals;
 
@@ -132,16 +132,8 @@ fn memory_table(m: &Measured) -> Table {
 
 fn charts(m: &Measured, slo_ms: f64) -> Vec<Chart> {
     let mut curve = Chart {
-        id: "latency_throughput".into(),
-        title: "Latency against throughput".into(),
-        x_label: "served (requests/s)".into(),
-        y_label: "latency (ms)".into(),
-        kind: ChartKind::Line,
-        log_x: false,
-        series: vec![],
-        markers: vec![],
         targets: vec![(slo_ms, format!("p99 SLO {} ms", gpulab_core::format::number(slo_ms)))],
-        x_names: vec![],
+        ..Chart::line("latency_throughput", "Latency against throughput", "served (requests/s)", "latency (ms)")
     };
     for (name, pick) in [("dynamic p50", 0), ("dynamic p99", 1)] {
         let points =
@@ -153,18 +145,7 @@ fn charts(m: &Measured, slo_ms: f64) -> Vec<Chart> {
         points: m.statics.iter().map(|r| [r.summary.throughput_per_s, r.summary.p99_ms]).collect(),
         provenance: Provenance::Measured,
     });
-    let mut sizes = Chart {
-        id: "formed_batches".into(),
-        title: "Formed batch sizes (dynamic runs)".into(),
-        x_label: "batch size".into(),
-        y_label: "requests".into(),
-        kind: ChartKind::Bars,
-        log_x: false,
-        series: vec![],
-        markers: vec![],
-        targets: vec![],
-        x_names: vec![],
-    };
+    let mut sizes = Chart::bars("formed_batches", "Formed batch sizes (dynamic runs)", "batch size", "requests");
     for r in &m.dynamics {
         sizes.series.push(Series {
             name: r.label.clone(),

@@ -9,7 +9,7 @@ use crate::settings::platform::Config;
 use gpulab_systems::platform::monitoring;
 use gpulab_systems::platform::training::{self, JobOutcome, SweepPoint};
 use gpulab_systems::platform::{Scenario, ServingResult};
-use gpulab_systems::report::{Attachment, Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table};
+use gpulab_systems::report::{Attachment, Cell, Chart, Column, Figure, Metadata, Provenance, Report, Series, Table};
 
 pub struct TrainingRuns {
     pub on_demand: JobOutcome,
@@ -23,18 +23,8 @@ fn fig(label: &str, value: f64, unit: &str) -> Figure {
 }
 
 fn chart(id: &str, title: &str, x: &str, y: &str, series: Vec<(&str, Vec<[f64; 2]>)>) -> Chart {
-    Chart {
-        id: id.into(),
-        title: title.into(),
-        x_label: x.into(),
-        y_label: y.into(),
-        kind: ChartKind::Line,
-        log_x: false,
-        series: series.into_iter().map(|(name, points)| Series { name: name.into(), points, provenance: simulated() }).collect(),
-        markers: vec![],
-        targets: vec![],
-        x_names: vec![],
-    }
+    Chart::line(id, title, x, y)
+        .with_series(series.into_iter().map(|(name, points)| Series { name: name.into(), points, provenance: simulated() }).collect())
 }
 
 /// The serving figures the verdict and the tests read.

@@ -119,18 +119,7 @@ pub(super) fn demo_table(demo: &[Run]) -> Table {
 }
 
 fn chart(id: &str, title: &str, x: &str, y: &str, kind: ChartKind) -> Chart {
-    Chart {
-        id: id.into(),
-        title: title.into(),
-        x_label: x.into(),
-        y_label: y.into(),
-        kind,
-        log_x: false,
-        series: vec![],
-        markers: vec![],
-        targets: vec![],
-        x_names: vec![],
-    }
+    Chart { kind, ..Chart::line(id, title, x, y) }
 }
 
 fn loss_chart(id: &str, title: &str, runs: &[Run]) -> Chart {

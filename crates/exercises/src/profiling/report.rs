@@ -4,7 +4,7 @@ use super::run::fix_for;
 use gpulab_systems::profile::kernels::KernelRow;
 use gpulab_systems::profile::peaks::Peaks;
 use gpulab_systems::profile::session::ProfiledRun;
-use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Provenance, Series, Suggestion, Table};
+use gpulab_systems::report::{Cell, Chart, Column, Provenance, Series, Suggestion, Table};
 
 /// The fix for the last run's bottleneck, as settings the lab applies with one click before
 /// profiling again (the last run is the optimized one when `measure_again` ran).
@@ -79,15 +79,14 @@ pub(super) fn roofline(rows: &[KernelRow], p: &Peaks) -> Chart {
         },
     );
     Chart {
-        id: "roofline".into(),
-        title: format!("Roofline (ridge at {:.2} FLOP/byte)", p.ridge()),
-        x_label: "arithmetic intensity (FLOP/byte)".into(),
-        y_label: "log10 achieved GFLOP/s".into(),
-        kind: ChartKind::Line,
-        log_x: true,
-        series,
         markers: vec![(p.ridge(), "ridge point".into())],
-        targets: vec![],
-        x_names: vec![],
+        ..Chart::line(
+            "roofline",
+            &format!("Roofline (ridge at {:.2} FLOP/byte)", p.ridge()),
+            "arithmetic intensity (FLOP/byte)",
+            "log10 achieved GFLOP/s",
+        )
+        .log_x()
+        .with_series(series)
     }
 }

@@ -6,7 +6,7 @@ use super::verdict::verdict;
 use crate::common::{mib, peak};
 use crate::cpu_vs_gpu::short_label;
 use gpulab_core::tensor::MemCategory;
-use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Provenance, Report, Series, Table};
+use gpulab_systems::report::{Cell, Chart, Column, Figure, Provenance, Report, Series, Table};
 
 /// The ledger categories inference touches.
 const CATEGORIES: [MemCategory; 4] = [MemCategory::Parameters, MemCategory::Activations, MemCategory::Inputs, MemCategory::Other];
@@ -124,18 +124,7 @@ fn layer_table(runs: &[BackendRun]) -> Table {
 }
 
 fn chart(id: &str, title: &str, y: &str) -> Chart {
-    Chart {
-        id: id.into(),
-        title: title.into(),
-        x_label: "layer".into(),
-        y_label: y.into(),
-        kind: ChartKind::Line,
-        log_x: false,
-        series: vec![],
-        markers: vec![],
-        targets: vec![],
-        x_names: vec![],
-    }
+    Chart::line(id, title, "layer", y)
 }
 
 fn layer_charts(runs: &[BackendRun]) -> [Chart; 2] {

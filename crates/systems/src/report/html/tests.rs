@@ -10,16 +10,10 @@ fn series(name: &str, points: Vec<[f64; 2]>) -> Series {
 
 fn chart(id: &str, kind: ChartKind, log_x: bool, series: Vec<Series>) -> Chart {
     Chart {
-        id: id.into(),
-        title: format!("{id} {NASTY}"),
-        x_label: "size".into(),
-        y_label: "GFLOP/s".into(),
         kind,
         log_x,
-        series,
         markers: vec![(100.0, format!("marker {NASTY}"))],
-        targets: vec![],
-        x_names: vec![],
+        ..Chart::line(id, &format!("{id} {NASTY}"), "size", "GFLOP/s").with_series(series)
     }
 }
 
