@@ -75,10 +75,6 @@ impl Judged {
     pub fn lower(self) -> bool {
         matches!(self, Judged::Lower | Judged::OnceLower)
     }
-    /// Two answers that contradict each other: one higher and one lower, neither within noise.
-    pub fn opposite(self, other: Judged) -> bool {
-        (self == Judged::Higher && other == Judged::Lower) || (self == Judged::Lower && other == Judged::Higher)
-    }
     /// A short qualifier after a printed ratio: "within noise", "one measurement" or nothing.
     pub fn tag(self) -> &'static str {
         match self {
@@ -128,8 +124,6 @@ mod tests {
         assert_eq!(judge(s(&[80.0, 130.0, 100.0]).as_ref(), base.as_ref(), 1.03), Judged::WithinNoise);
         assert_eq!(judge(s(&[120.0]).as_ref(), base.as_ref(), 1.2), Judged::OnceHigher);
         assert_eq!(judge(None, None, 0.97), Judged::OnceSame);
-        assert!(Judged::Higher.opposite(Judged::Lower) && !Judged::Higher.opposite(Judged::WithinNoise));
-        assert!(!Judged::OnceHigher.opposite(Judged::Lower), "one measurement is no conclusion outside noise");
         assert!(Judged::OnceLower.words("faster", "slower", "no faster", "epochs").starts_with("slower in one measurement"));
     }
 }
