@@ -35,6 +35,7 @@ mod ladder;
 #[cfg(feature = "gui")]
 mod learn_gui;
 mod ledger;
+mod noise;
 mod optimizer;
 mod pipeline;
 mod pipeline_labs;

@@ -15,6 +15,7 @@ mod input_pipeline;
 pub mod lessons;
 pub mod live;
 pub mod monitor;
+mod noise;
 mod platform;
 mod precision;
 pub mod presets;

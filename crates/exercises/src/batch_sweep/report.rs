@@ -14,9 +14,9 @@ pub(super) fn results_table(outcomes: &[(u64, Outcome)]) -> Table {
     let ledger = || Provenance::derived("gpulab's allocation ledger (peak bytes)");
     let mut columns = vec![Column::num("batch", "", 0, Provenance::Measured), Column::text("status")];
     columns.extend(MEMORY_CATEGORIES.iter().map(|c| Column::num(c.name(), "KiB", 1, ledger())));
+    columns.extend([Column::num("total peak", "MiB", 2, ledger()), Column::num("throughput", "samples/s", 0, Provenance::Measured)]);
+    columns.extend(crate::noise::spread_columns("epochs' throughput", "samples/s", 0));
     columns.extend([
-        Column::num("total peak", "MiB", 2, ledger()),
-        Column::num("throughput", "samples/s", 0, Provenance::Measured),
         Column::num("epoch time", "s", 3, Provenance::Measured),
         Column::num("steps", "", 0, Provenance::Measured),
         Column::num("validation accuracy", "%", 2, Provenance::Measured),
@@ -30,21 +30,17 @@ pub(super) fn results_table(outcomes: &[(u64, Outcome)]) -> Table {
                     row.push(if r.stopped_early { "stopped" } else { "ok" }.into());
                     row.extend(MEMORY_CATEGORIES.iter().map(|c| Cell::Num(peak(&r.memory, *c) as f64 / 1024.0)));
                     let epoch_s = r.epochs.iter().map(|e| e.train_wall_s).sum::<f64>() / r.epochs.len().max(1) as f64;
-                    row.extend([
-                        mib(r.memory.total_peak).into(),
-                        r.samples_per_s.into(),
-                        epoch_s.into(),
-                        Cell::Num(r.steps as f64),
-                        (r.final_val_accuracy * 100.0).into(),
-                    ]);
+                    row.extend([mib(r.memory.total_peak).into(), r.samples_per_s.into()]);
+                    row.extend(crate::noise::spread_cells(crate::noise::throughput_spread(r).as_ref()));
+                    row.extend([epoch_s.into(), Cell::Num(r.steps as f64), (r.final_val_accuracy * 100.0).into()]);
                 }
                 Outcome::OutOfMemory(m) => {
                     row.push(format!("OUT OF MEMORY: {m}").into());
-                    row.extend(std::iter::repeat_n(Cell::Empty, MEMORY_CATEGORIES.len() + 5));
+                    row.extend(std::iter::repeat_n(Cell::Empty, MEMORY_CATEGORIES.len() + 7));
                 }
                 Outcome::Failed(m) => {
                     row.push(format!("failed: {m}").into());
-                    row.extend(std::iter::repeat_n(Cell::Empty, MEMORY_CATEGORIES.len() + 5));
+                    row.extend(std::iter::repeat_n(Cell::Empty, MEMORY_CATEGORIES.len() + 7));
                 }
             }
             row

@@ -3,6 +3,8 @@
 
 use super::OOM_RESPONSE;
 use crate::common::{self, mib, peak, percent};
+use crate::noise::{Judged, judge, throughput_spread};
+use gpulab_core::stats::{MIN_REPEATS, Spread};
 use gpulab_core::tensor::MemCategory;
 use gpulab_systems::report::Claims;
 use gpulab_systems::train::TrainReport;
@@ -12,6 +14,8 @@ use gpulab_systems::train::TrainReport;
 pub(super) struct BatchFigures {
     pub(super) batch: u64,
     pub(super) samples_per_s: f64,
+    /// The spread of the epochs' throughputs (`noise::epoch_throughputs`).
+    pub(super) spread: Option<Spread>,
     pub(super) val_accuracy: f64,
     pub(super) steps: u64,
     pub(super) epochs: usize,
@@ -27,6 +31,7 @@ impl BatchFigures {
         BatchFigures {
             batch,
             samples_per_s: r.samples_per_s,
+            spread: throughput_spread(r),
             val_accuracy: r.final_val_accuracy,
             steps: r.steps,
             epochs: r.epochs.len(),
@@ -40,9 +45,12 @@ impl BatchFigures {
 mod cond {
     pub const BEST: &str = "no batch size had a higher throughput than this one";
     pub const RECOMMEND: &str = "the highest throughput among the batches within a point of the best accuracy";
-    pub const ROSE: &str = "throughput rose at every step up in batch size";
-    pub const ROSE_UNEVENLY: &str = "the largest batch had a higher throughput than the smallest, but not at every step up";
-    pub const DID_NOT_RISE: &str = "the largest batch's throughput was not above the smallest's";
+    pub const TIED: &str = "another batch within a point of the best accuracy had a throughput within noise of this one's";
+    pub const ONCE: &str = "some batch had under three epochs to judge its throughput's spread";
+    pub const ROSE: &str = "throughput judged higher at every step up in batch size";
+    pub const ROSE_UNEVENLY: &str = "the largest batch judged faster than the smallest, but not at every step up";
+    pub const WITHIN_NOISE: &str = "the largest and smallest batches' throughputs within noise";
+    pub const DID_NOT_RISE: &str = "the largest batch's throughput judged lower than the smallest's, or within 5% in one measurement";
     pub const PEAKED_INSIDE: &str = "the highest throughput was at a batch between the smallest and the largest";
     pub const ACCURACY_FELL: &str = "over the same epochs, the largest batch took fewer steps and lost more than a point of accuracy";
     pub const ACCURACY_MOVED: &str = "accuracy fell by at most a point, rose, or the epochs differ";
@@ -55,11 +63,16 @@ mod cond {
     pub const NONE: &str = "no batch size finished or ran out of memory";
 }
 
-/// Whether throughput rose from each batch size to the next larger one.
+/// `a`'s throughput against `b`'s, judged by the epochs' spreads (`noise::judge`).
+pub(super) fn pace(a: &BatchFigures, b: &BatchFigures) -> Judged {
+    judge(a.spread.as_ref(), b.spread.as_ref(), a.samples_per_s / b.samples_per_s.max(1e-12))
+}
+
+/// Whether throughput was judged higher from each batch size to the next larger one.
 fn rose_every_step(trained: &[BatchFigures]) -> bool {
     let mut by_batch: Vec<&BatchFigures> = trained.iter().collect();
     by_batch.sort_by_key(|t| t.batch);
-    by_batch.windows(2).all(|w| w[1].samples_per_s > w[0].samples_per_s)
+    by_batch.windows(2).all(|w| pace(w[1], w[0]).higher())
 }
 
 /// The verdict: the batch to train with, the fastest batch, how throughput, accuracy and memory moved from the smallest
@@ -86,6 +99,28 @@ pub(super) fn verdict(trained: &[BatchFigures], oom: &[(u64, String)], budget: O
             ),
         );
     }
+    if let Some(p) = pick {
+        // The pick is one measurement per batch, or may tie with others inside the noise.
+        let ok = |t: &&BatchFigures| (top_acc - t.val_accuracy) * 100.0 <= 1.0 && t.batch != p.batch;
+        let tied: Vec<String> =
+            trained.iter().filter(ok).filter(|t| pace(t, p) == Judged::WithinNoise).map(|t| t.batch.to_string()).collect();
+        c.about(p.batch.to_string()).evidence(
+            cond::TIED,
+            !tied.is_empty(),
+            format!(
+                "{} {} {} within noise of it (the middle halves of the epochs' throughputs overlap): any of them serves.",
+                if tied.len() == 1 { "Batch" } else { "Batches" },
+                tied.join(" and "),
+                if tied.len() == 1 { "was" } else { "were" }
+            ),
+        );
+        c.about("");
+        c.evidence(
+            cond::ONCE,
+            trained.iter().any(|t| t.spread.is_none_or(|s| s.n < MIN_REPEATS)),
+            "These throughputs are one measurement per batch (under three epochs): train more epochs to see how much they vary.",
+        );
+    }
     if let Some(best) = best {
         c.about(best.batch.to_string()).evidence(
             cond::BEST,
@@ -100,22 +135,38 @@ pub(super) fn verdict(trained: &[BatchFigures], oom: &[(u64, String)], budget: O
         && lo.batch != hi.batch
     {
         let ratio = hi.samples_per_s / lo.samples_per_s.max(1e-12);
+        let overall = pace(hi, lo);
         let went = format!(
-            "Throughput went from {:.0} samples/s at batch {} to {:.0} at batch {} ({ratio:.2}×)",
-            lo.samples_per_s, lo.batch, hi.samples_per_s, hi.batch
+            "Throughput went from {:.0} samples/s at batch {} to {:.0} at batch {} ({ratio:.2}×{})",
+            lo.samples_per_s,
+            lo.batch,
+            hi.samples_per_s,
+            hi.batch,
+            overall.tag().replace(" (", ", ").trim_end_matches(')')
         );
         c.one_of(
             Evidence,
             vec![
-                (cond::ROSE, rose_every_step(trained), format!("{went}: bigger batches spread each step's fixed costs over more samples.")),
+                (
+                    cond::ROSE,
+                    overall.higher() && rose_every_step(trained),
+                    format!("{went}: bigger batches spread each step's fixed costs over more samples."),
+                ),
                 (
                     cond::ROSE_UNEVENLY,
-                    hi.samples_per_s > lo.samples_per_s && !rose_every_step(trained),
-                    format!("{went}, but not at every step up: the sizes in between show how much one measurement varies."),
+                    overall.higher() && !rose_every_step(trained),
+                    format!(
+                        "{went}, but not at every step up: between some sizes the difference was inside the noise, or throughput fell."
+                    ),
+                ),
+                (
+                    cond::WITHIN_NOISE,
+                    overall == Judged::WithinNoise,
+                    format!("{went}: the batch size did not change the throughput beyond its spread at these sizes."),
                 ),
                 (
                     cond::DID_NOT_RISE,
-                    hi.samples_per_s <= lo.samples_per_s,
+                    overall.lower() || overall == Judged::OnceSame,
                     format!("{went}: larger batches did not raise the throughput on this backend at these sizes."),
                 ),
             ],
@@ -232,10 +283,13 @@ mod tests {
     use proptest::prelude::*;
 
     fn batch() -> impl Strategy<Value = BatchFigures> {
-        (1u64..5000, 1.0f64..1e5, 0.0f64..1.0, 1u64..1000, 1usize..4, 1000u64..1_000_000, 0u64..10_000_000).prop_map(
-            |(batch, samples_per_s, val_accuracy, steps, epochs, fixed_bytes, varying_bytes)| BatchFigures {
+        let each = proptest::collection::vec(0.5f64..2.0, 0..5);
+        (1u64..5000, 1.0f64..1e5, each, 0.0f64..1.0, 1u64..1000, 1usize..4, 1000u64..1_000_000, 0u64..10_000_000).prop_map(
+            |(batch, samples_per_s, each, val_accuracy, steps, epochs, fixed_bytes, varying_bytes)| BatchFigures {
                 batch,
                 samples_per_s,
+                // Epochs around the run's throughput: none, too few, overlapping or apart.
+                spread: Spread::of(&each.iter().map(|e| e * samples_per_s).collect::<Vec<_>>()),
                 val_accuracy,
                 steps,
                 epochs,
@@ -256,6 +310,7 @@ mod tests {
             let (fmin, fmax) = (t.iter().map(|x| x.fixed_bytes).min()?, t.iter().map(|x| x.fixed_bytes).max()?);
             Some((fmax - fmin) as f64 / fmax as f64)
         };
+        let vs = |a: &BatchFigures, b: &BatchFigures| crate::noise::restated(a.spread, b.spread, a.samples_per_s / b.samples_per_s);
         let peak_batch: u64 = c.text.split("at batch ").nth(1).and_then(|s| s.split('.').next()).and_then(|s| s.parse().ok()).unwrap_or(0);
         Some(match c.condition {
             cond::BEST => of(&c.subject)?.samples_per_s >= best,
@@ -265,17 +320,24 @@ mod tests {
                 let p = of(&c.subject)?;
                 ok(p) && t.iter().filter(|x| ok(x)).all(|x| x.samples_per_s <= p.samples_per_s)
             }
-            cond::ROSE => {
+            cond::ROSE | cond::ROSE_UNEVENLY => {
                 let mut s: Vec<&BatchFigures> = t.iter().collect();
                 s.sort_by_key(|x| x.batch);
-                s.windows(2).all(|w| w[1].samples_per_s > w[0].samples_per_s)
+                let every = s.windows(2).all(|w| vs(w[1], w[0]) == "up");
+                vs(hi()?, lo()?) == "up" && every == (c.condition == cond::ROSE)
             }
-            cond::ROSE_UNEVENLY => {
-                let mut s: Vec<&BatchFigures> = t.iter().collect();
-                s.sort_by_key(|x| x.batch);
-                hi()?.samples_per_s > lo()?.samples_per_s && !s.windows(2).all(|w| w[1].samples_per_s > w[0].samples_per_s)
+            cond::WITHIN_NOISE => vs(hi()?, lo()?) == "noise",
+            cond::DID_NOT_RISE => matches!(vs(hi()?, lo()?), "down" | "same"),
+            cond::TIED => {
+                let top = t.iter().map(|x| x.val_accuracy).fold(f64::NAN, f64::max);
+                let p = of(&c.subject)?;
+                let named: Vec<&str> =
+                    c.text.trim_start_matches("Batches ").trim_start_matches("Batch ").split(" w").next()?.split(" and ").collect();
+                named
+                    .iter()
+                    .all(|b| of(b).is_some_and(|x| (top - x.val_accuracy) * 100.0 <= 1.0 && x.batch != p.batch && vs(x, p) == "noise"))
             }
-            cond::DID_NOT_RISE => hi()?.samples_per_s <= lo()?.samples_per_s,
+            cond::ONCE => t.iter().any(|x| x.spread.is_none_or(|s| s.n < 3)),
             cond::PEAKED_INSIDE => {
                 let p = t.iter().find(|x| x.batch == peak_batch)?;
                 p.samples_per_s >= best && lo()?.batch < p.batch && p.batch < hi()?.batch

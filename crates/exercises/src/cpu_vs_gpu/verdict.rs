@@ -3,6 +3,8 @@
 
 use super::short_label;
 use crate::common::{self, percent};
+use crate::noise::{judge, throughput_spread};
+use gpulab_core::stats::Spread;
 use gpulab_core::tensor::BackendInfo;
 use gpulab_systems::report::Claims;
 use gpulab_systems::train::TrainReport;
@@ -32,6 +34,8 @@ pub(super) struct RunFigures {
     pub(super) software: bool,
     pub(super) train_s: f64,
     pub(super) samples_per_s: f64,
+    /// The spread of the epochs' throughputs (`noise::epoch_throughputs`).
+    pub(super) spread: Option<Spread>,
     pub(super) median_step_ms: f64,
     /// GPU busy share of the training time (derived from timestamps); None where unmeasured.
     pub(super) busy: Option<f64>,
@@ -55,6 +59,7 @@ impl RunFigures {
             software: info.software,
             train_s: r.train_wall_s,
             samples_per_s: r.samples_per_s,
+            spread: throughput_spread(r),
             median_step_ms: r.median_step_ms,
             busy: r.gpu_busy_fraction,
             nvml,
@@ -115,13 +120,16 @@ pub(super) fn verdict(cpu: Option<&RunFigures>, gpus: &[RunFigures], cpu_sweep: 
         if let Some(cpu) = cpu {
             let faster = g.train_s < cpu.train_s;
             let speedup = cpu.train_s / g.train_s.max(1e-12);
+            // Whether the epochs' spreads separate the two (`noise::judge`): "within noise" or
+            // "one measurement" after the ratio where they do not.
+            let tag = judge(g.spread.as_ref(), cpu.spread.as_ref(), speedup).tag();
             let took =
                 format!("Training on {} took {} against {} on the CPU", g.name, common::duration(g.train_s), common::duration(cpu.train_s));
             c.one_of(
                 Summary,
                 vec![
-                    (cond::FASTER, faster, format!("{took}: {speedup:.1}× faster.")),
-                    (cond::NOT_FASTER, !faster, format!("{took}: {:.1}× slower.", 1.0 / speedup.max(1e-12))),
+                    (cond::FASTER, faster, format!("{took}: {speedup:.1}× faster{tag}.")),
+                    (cond::NOT_FASTER, !faster, format!("{took}: {:.1}× slower{tag}.", 1.0 / speedup.max(1e-12))),
                 ],
             );
             let busy = g.busy.map(percent).unwrap_or_default();
@@ -279,6 +287,7 @@ mod tests {
                 software,
                 train_s,
                 samples_per_s: 1000.0 / train_s,
+                spread: None,
                 median_step_ms: train_s,
                 busy,
                 nvml,

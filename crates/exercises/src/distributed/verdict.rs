@@ -170,7 +170,11 @@ pub(super) fn verdict(runs: &[RunFigures], setup: &Setup) -> Claims {
         let n = big.replicas;
         let sp = big.samples_per_s / base.samples_per_s.max(1e-12);
         let eff = sp / n as f64;
-        c.fact(Summary, format!("{} scaling to {n} ({}): {sp:.2}× one replica, {} efficiency.", mode.name(), big.label, percent(eff)));
+        // Each replica count trains once (a multi-process run does not repeat cheaply): say so.
+        c.fact(
+            Summary,
+            format!("{} scaling to {n} ({}): {sp:.2}× one replica, {} efficiency (one measurement).", mode.name(), big.label, percent(eff)),
+        );
         if let (Some(a), Some(b)) = (big.usd_per_epoch, base.usd_per_epoch) {
             let at = format!(
                 "Counting all {n} replicas at the assumed price per replica-hour, epochs cost {} against {} on one replica",

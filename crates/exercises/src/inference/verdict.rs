@@ -114,7 +114,7 @@ pub(super) fn claims(statics: &[ServeRun], dynamics: &[ServeRun], slo: f64, (inf
             cond::BEST,
             true,
             format!(
-                "Best setting under the p99 ≤ {slo} ms objective: max batch {}, max queue delay {} µs at {:.0} requests/s (p99 {:.2} ms, mean batch {:.1}).",
+                "Best setting under the p99 ≤ {slo} ms objective (one measurement per setting): max batch {}, max queue delay {} µs at {:.0} requests/s (p99 {:.2} ms, mean batch {:.1}).",
                 r.max_batch, r.max_queue_delay_us, r.throughput, r.p99_ms, r.mean_batch
             ),
         );

@@ -2,6 +2,8 @@
 //! sentences it asserts about them (re-checked by a property test).
 
 use crate::common;
+use crate::noise::{Judged, judge, throughput_spread};
+use gpulab_core::stats::Spread;
 use gpulab_systems::profile::session::ProfiledRun;
 use gpulab_systems::report::{Claims, Verdict};
 
@@ -10,6 +12,8 @@ use gpulab_systems::report::{Claims, Verdict};
 struct StepFigures {
     label: String,
     samples_per_s: f64,
+    /// The spread of the epochs' throughputs (`noise::epoch_throughputs`).
+    spread: Option<Spread>,
     /// Mean data wait per step, seconds.
     data_wait_s: f64,
     /// Data wait over the main thread's wall time.
@@ -28,6 +32,7 @@ impl StepFigures {
         StepFigures {
             label: r.label.clone(),
             samples_per_s: r.train.samples_per_s,
+            spread: throughput_spread(&r.train),
             data_wait_s: r.mean_data_wait_s(),
             wait_share: a.data_wait_s / a.wall_s.max(1e-12),
             busy: r.gpu_busy_fraction(),
@@ -40,8 +45,9 @@ impl StepFigures {
 
 /// The conditions the verdict's sentences assert (the property test re-checks each one).
 mod cond {
-    pub const GAINED: &str = "the last step's throughput was above the slow pipeline's";
-    pub const NOT_GAINED: &str = "the last step's throughput was not above the slow pipeline's";
+    pub const GAINED: &str = "the last step's throughput judged above the slow pipeline's";
+    pub const WITHIN_NOISE: &str = "the last step's and the slow pipeline's throughputs within noise";
+    pub const NOT_GAINED: &str = "the last step's throughput judged below the slow pipeline's, or within 5% in one measurement";
     pub const NONE: &str = "no pipeline step finished";
 }
 
@@ -78,14 +84,21 @@ fn claims(runs: &[StepFigures]) -> Claims {
             last.data_wait_s * 1e3,
             busy(last)
         );
+        // Judged against the epochs' spread (`noise::judge`): one epoch each is one measurement.
+        let j = judge(last.spread.as_ref(), first.spread.as_ref(), gain);
         c.one_of(
             Summary,
             vec![
-                (cond::GAINED, last.samples_per_s > first.samples_per_s, format!("{waited} and ran at {gain:.1}× the throughput.")),
+                (cond::GAINED, j.higher(), format!("{waited} and ran at {gain:.1}× the throughput{}.", j.tag())),
+                (
+                    cond::WITHIN_NOISE,
+                    j == Judged::WithinNoise,
+                    format!("{waited} and ran at {gain:.2}× the throughput, within noise: no gain beyond the run-to-run spread."),
+                ),
                 (
                     cond::NOT_GAINED,
-                    last.samples_per_s <= first.samples_per_s,
-                    format!("{waited} but ran at only {gain:.2}× the throughput: these fixes did not pay off on this machine."),
+                    j.lower() || j == Judged::OnceSame,
+                    format!("{waited} but ran at only {gain:.2}× the throughput{}: these fixes did not pay off on this machine.", j.tag()),
                 ),
             ],
         );
@@ -118,10 +131,12 @@ mod tests {
     use proptest::prelude::*;
 
     fn step() -> impl Strategy<Value = StepFigures> {
-        (1.0f64..1e5, 0.0f64..0.1, 0.0f64..1.0, proptest::option::of(0.0f64..1.0), any::<bool>()).prop_map(
-            |(samples_per_s, data_wait_s, wait_share, busy, cache)| StepFigures {
+        let each = proptest::collection::vec(0.5f64..2.0, 0..5);
+        (1.0f64..1e5, each, 0.0f64..0.1, 0.0f64..1.0, proptest::option::of(0.0f64..1.0), any::<bool>()).prop_map(
+            |(samples_per_s, each, data_wait_s, wait_share, busy, cache)| StepFigures {
                 label: "step".into(),
                 samples_per_s,
+                spread: Spread::of(&each.iter().map(|e| e * samples_per_s).collect::<Vec<_>>()),
                 data_wait_s,
                 wait_share,
                 busy,
@@ -138,11 +153,15 @@ mod tests {
         #[test]
         fn every_printed_claim_holds(runs in proptest::collection::vec(step(), 0..5)) {
             let claims = claims(&runs);
-            let gained = || Some(runs.last()?.samples_per_s > runs.first()?.samples_per_s);
+            let judged = || {
+                let (a, b) = (runs.last()?, runs.first()?);
+                Some(crate::noise::restated(a.spread, b.spread, a.samples_per_s / b.samples_per_s))
+            };
             claims
                 .audit(|c| match c.condition {
-                    cond::GAINED => gained(),
-                    cond::NOT_GAINED => gained().map(|g| !g),
+                    cond::GAINED => judged().map(|j| j == "up"),
+                    cond::WITHIN_NOISE => judged().map(|j| j == "noise"),
+                    cond::NOT_GAINED => judged().map(|j| j == "down" || j == "same"),
                     cond::NONE => Some(runs.is_empty()),
                     _ => None,
                 })

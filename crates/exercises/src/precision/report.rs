@@ -24,11 +24,10 @@ pub(super) fn flushed(r: &TrainReport) -> Option<f64> {
 
 pub(super) fn comparison_table(runs: &[Run]) -> Table {
     let mut columns = vec![Column::text("precision"), Column::text("status")];
-    columns.extend([
-        Column::num("train time", "s", 3, Provenance::Measured),
-        Column::num("throughput", "samples/s", 0, Provenance::Measured),
-        Column::num("median step", "ms", 3, Provenance::Measured),
-    ]);
+    columns
+        .extend([Column::num("train time", "s", 3, Provenance::Measured), Column::num("throughput", "samples/s", 0, Provenance::Measured)]);
+    columns.extend(crate::noise::spread_columns("epochs' throughput", "samples/s", 0));
+    columns.push(Column::num("median step", "ms", 3, Provenance::Measured));
     columns.extend(MEMORY_CATEGORIES.iter().map(|c| Column::num(c.name(), "KiB", 1, ledger())));
     columns.extend([
         Column::num("total peak", "MiB", 3, ledger()),
@@ -44,7 +43,9 @@ pub(super) fn comparison_table(runs: &[Run]) -> Table {
             match &run.result {
                 Ok(r) => {
                     row.push(if r.stopped_early { "stopped" } else { "ok" }.into());
-                    row.extend([r.train_wall_s.into(), r.samples_per_s.into(), r.median_step_ms.into()]);
+                    row.extend([r.train_wall_s.into(), r.samples_per_s.into()]);
+                    row.extend(crate::noise::spread_cells(crate::noise::throughput_spread(r).as_ref()));
+                    row.push(r.median_step_ms.into());
                     row.extend(MEMORY_CATEGORIES.iter().map(|c| Cell::Num(peak(&r.memory, *c) as f64 / 1024.0)));
                     row.extend([mib(r.memory.total_peak).into(), (r.final_val_accuracy * 100.0).into(), flushed(r).into()]);
                     let a = r.amp.as_ref();

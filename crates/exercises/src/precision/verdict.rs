@@ -5,6 +5,8 @@ use super::report::flushed;
 use super::run::{MatmulPath, Run};
 use crate::common::{peak, percent};
 use crate::cost::Price;
+use crate::noise::{Judged, judge, throughput_spread};
+use gpulab_core::stats::Spread;
 use gpulab_core::tensor::{BackendKind, MemCategory};
 use gpulab_systems::nn::Precision;
 use gpulab_systems::report::Claims;
@@ -23,6 +25,8 @@ pub(super) struct RunFigures {
 #[derive(Clone, Debug, PartialEq)]
 struct Trained {
     samples_per_s: f64,
+    /// The spread of the epochs' throughputs (`noise::epoch_throughputs`).
+    spread: Option<Spread>,
     total_peak: u64,
     /// Peak bytes of activations and inputs, and of parameters (the ledger).
     act_bytes: u64,
@@ -47,6 +51,7 @@ pub(super) fn figures_of(runs: &[Run], price: &Price) -> Vec<RunFigures> {
                 .as_ref()
                 .map(|t| Trained {
                     samples_per_s: t.samples_per_s,
+                    spread: throughput_spread(t),
                     total_peak: t.memory.total_peak,
                     act_bytes: peak(&t.memory, MemCategory::Activations) + peak(&t.memory, MemCategory::Inputs),
                     param_bytes: peak(&t.memory, MemCategory::Parameters),
@@ -63,20 +68,22 @@ pub(super) fn figures_of(runs: &[Run], price: &Price) -> Vec<RunFigures> {
 
 /// The conditions the verdict's sentences assert (the property test re-checks each one).
 mod cond {
-    pub const CANNOT_SHOW: &str = "16-bit runs finished, none on a path with fast 16-bit arithmetic, none faster than FP32 by over 5%";
-    pub const FASTER_WITHOUT_FAST16: &str =
-        "16-bit runs finished, none on a path with fast 16-bit arithmetic, one faster than FP32 by over 5%";
+    pub const CANNOT_SHOW: &str = "16-bit runs finished, none on a path with fast 16-bit arithmetic, none judged faster than FP32";
+    pub const FASTER_WITHOUT_FAST16: &str = "16-bit runs finished, none on a path with fast 16-bit arithmetic, one judged faster than FP32";
     pub const FAILED: &str = "this run could not train";
-    pub const FASTER: &str = "over 1.05× FP32's throughput";
-    pub const SLOWER: &str = "under 0.95× FP32's throughput";
-    pub const SAME: &str = "within 5% of FP32's throughput";
+    pub const FASTER: &str = "the epochs' middle half of throughputs above FP32's";
+    pub const SLOWER: &str = "the epochs' middle half of throughputs below FP32's";
+    pub const WITHIN_NOISE: &str = "the epochs' middle half of throughputs overlaps FP32's";
+    pub const ONCE_FASTER: &str = "under three epochs each, over 1.05× FP32's throughput";
+    pub const ONCE_SLOWER: &str = "under three epochs each, under 0.95× FP32's throughput";
+    pub const ONCE_SAME: &str = "under three epochs each, within 5% of FP32's throughput";
     pub const LESS_MEMORY: &str = "a lower total peak than FP32's";
     pub const NOT_LESS_MEMORY: &str = "a total peak not below FP32's";
     pub const LESS_ACTIVATION: &str = "activations and inputs peaked below FP32's";
     pub const NOT_LESS_ACTIVATION: &str = "activations and inputs did not peak below FP32's";
     pub const MORE_PARAMETERS: &str = "parameters peaked above FP32's";
-    pub const FASTER_DESPITE: &str = "faster than FP32 by over 5%";
-    pub const NOT_FASTER: &str = "not faster than FP32 by over 5%";
+    pub const FASTER_DESPITE: &str = "judged faster than FP32";
+    pub const NOT_FASTER: &str = "not judged faster than FP32";
     pub const ONLY_FP32: &str = "only FP32 finished";
     pub const NO_FP32: &str = "16-bit runs finished, FP32 did not";
     pub const NONE: &str = "no run finished";
@@ -98,6 +105,12 @@ fn no_fast_path(p: &MatmulPath) -> String {
     }
 }
 
+/// A 16-bit run's throughput against FP32's, judged against the epochs' spread.
+fn pace_of(r: &RunFigures, fp32: Option<&Trained>) -> Option<Judged> {
+    let (t, base) = (r.result.as_ref().ok()?, fp32?);
+    Some(judge(t.spread.as_ref(), base.spread.as_ref(), t.samples_per_s / base.samples_per_s.max(1e-12)))
+}
+
 pub(super) fn verdict(runs: &[RunFigures], demo: &[RunFigures], weight: f32) -> Claims {
     use gpulab_systems::report::Part::{Evidence, Summary};
     let mut c = Claims::new();
@@ -107,7 +120,7 @@ pub(super) fn verdict(runs: &[RunFigures], demo: &[RunFigures], weight: f32) -> 
     let fp32 = runs.iter().find(|r| r.precision == Precision::F32).and_then(|r| r.result.as_ref().ok());
     let speed_of = |r: &RunFigures| Some(r.result.as_ref().ok()?.samples_per_s / fp32?.samples_per_s.max(1e-12));
     let no_fast16 = !ok16.is_empty() && ok16.iter().all(|r| !r.path.fast16);
-    let faster16 = ok16.iter().any(|r| speed_of(r).is_some_and(|v| v > 1.05));
+    let faster16 = ok16.iter().any(|r| pace_of(r, fp32).is_some_and(Judged::higher));
     // A 16-bit run that beat FP32 without fast 16-bit arithmetic is not "16 bits cannot pay
     // off": it says where the gain came from instead.
     c.one_of(
@@ -139,9 +152,10 @@ pub(super) fn verdict(runs: &[RunFigures], demo: &[RunFigures], weight: f32) -> 
             .filter_map(|r| {
                 let t = r.result.as_ref().ok()?;
                 Some(format!(
-                    "{} at {:.2}× the throughput, peak memory {:+.1} KiB, accuracy {}",
+                    "{} at {:.2}× the throughput{}, peak memory {:+.1} KiB, accuracy {}",
                     r.label,
                     speed_of(r)?,
+                    pace_of(r, fp32)?.tag(),
                     (t.total_peak as f64 - base.total_peak as f64) / 1024.0,
                     percent(t.val_accuracy)
                 ))
@@ -162,16 +176,24 @@ pub(super) fn verdict(runs: &[RunFigures], demo: &[RunFigures], weight: f32) -> 
         };
         let Some(base) = fp32 else { continue };
         let speed = r.samples_per_s / base.samples_per_s.max(1e-12);
+        let judged = judge(r.spread.as_ref(), base.spread.as_ref(), speed);
         let saved = base.total_peak as f64 - r.total_peak as f64;
         let d_acc = (r.val_accuracy - base.val_accuracy) * 100.0;
-        let pace = |word: &str| format!("{}: {speed:.2}× FP32's throughput — {word}.", run.label);
+        // Faster or slower only where the epochs' spreads do not overlap (`noise::judge`).
+        let pace = format!("{}: {speed:.2}× FP32's throughput — {}.", run.label, judged.words("faster", "slower", "no faster", "epochs"));
         c.one_of(
             Evidence,
-            vec![
-                (cond::FASTER, speed > 1.05, pace("faster")),
-                (cond::SLOWER, speed < 0.95, pace("slower")),
-                (cond::SAME, (0.95..=1.05).contains(&speed), pace("no faster")),
-            ],
+            [
+                (cond::FASTER, Judged::Higher),
+                (cond::SLOWER, Judged::Lower),
+                (cond::WITHIN_NOISE, Judged::WithinNoise),
+                (cond::ONCE_FASTER, Judged::OnceHigher),
+                (cond::ONCE_SLOWER, Judged::OnceLower),
+                (cond::ONCE_SAME, Judged::OnceSame),
+            ]
+            .into_iter()
+            .map(|(cond, j)| (cond, judged == j, pace.clone()))
+            .collect(),
         );
         let memory = |word: &str| {
             format!(
@@ -250,8 +272,12 @@ pub(super) fn verdict(runs: &[RunFigures], demo: &[RunFigures], weight: f32) -> 
         c.one_of(
             Evidence,
             vec![
-                (cond::FASTER_DESPITE, speed > 1.05, format!("{measured} — faster; how the 16-bit path runs here: {}.", how.join("; "))),
-                (cond::NOT_FASTER, speed <= 1.05, format!("{measured} — not faster; how the 16-bit path runs here: {}.", how.join("; "))),
+                (cond::FASTER_DESPITE, judged.higher(), format!("{measured} — faster; how the 16-bit path runs here: {}.", how.join("; "))),
+                (
+                    cond::NOT_FASTER,
+                    !judged.higher(),
+                    format!("{measured} — not faster; how the 16-bit path runs here: {}.", how.join("; ")),
+                ),
             ],
         );
     }
@@ -350,9 +376,12 @@ mod tests {
     }
 
     fn trained() -> impl Strategy<Value = Trained> {
-        (1.0f64..1e5, 1u64..1 << 30, 0u64..1 << 28, 0u64..1 << 28, 0.0f64..1.0, proptest::option::of(0.0f64..1.0)).prop_map(
-            |(samples_per_s, total_peak, act_bytes, param_bytes, val_accuracy, usd_per_epoch)| Trained {
+        let epochs = proptest::collection::vec(0.5f64..2.0, 0..6);
+        (1.0f64..1e5, epochs, 1u64..1 << 30, 0u64..1 << 28, 0u64..1 << 28, 0.0f64..1.0, proptest::option::of(0.0f64..1.0)).prop_map(
+            |(samples_per_s, epochs, total_peak, act_bytes, param_bytes, val_accuracy, usd_per_epoch)| Trained {
                 samples_per_s,
+                // Epochs around the run's mean throughput: none, too few, overlapping or apart.
+                spread: Spread::of(&epochs.iter().map(|e| e * samples_per_s).collect::<Vec<_>>()),
                 total_peak,
                 act_bytes,
                 param_bytes,
@@ -381,20 +410,39 @@ mod tests {
         let this = runs.iter().find(|r| r.label == c.subject);
         let t = || this.and_then(ok);
         let speed = || Some(t()?.samples_per_s / base.as_ref()?.samples_per_s);
+        // The rule restated: quartiles apart with 3 or more epochs each, else the ratio by 5%.
+        let n3 = |s: Option<Spread>| s.is_some_and(|s| s.n >= 3);
+        let repeated = || Some(n3(t()?.spread) && n3(base.as_ref()?.spread));
+        let apart = |above: bool| -> Option<bool> {
+            if !repeated()? {
+                return Some(false);
+            }
+            let (a, b) = (t()?.spread?, base.as_ref()?.spread?);
+            Some(if above { a.low > b.high } else { a.high < b.low })
+        };
+        let faster = || Some(apart(true)? || (!repeated()? && speed()? > 1.05));
+        let judged_faster = |r: &RunFigures| -> bool {
+            let (Some(b), Ok(t)) = (base.as_ref(), &r.result) else { return false };
+            match (t.spread, b.spread) {
+                (Some(x), Some(y)) if x.n >= 3 && y.n >= 3 => x.low > y.high,
+                _ => t.samples_per_s / b.samples_per_s > 1.05,
+            }
+        };
         let done16: Vec<&RunFigures> = runs.iter().filter(|r| r.precision != Precision::F32 && r.result.is_ok()).collect();
         Some(match c.condition {
             cond::CANNOT_SHOW | cond::FASTER_WITHOUT_FAST16 => {
-                let faster = done16.iter().any(|r| {
-                    let (Some(b), Ok(t)) = (base.as_ref(), &r.result) else { return false };
-                    t.samples_per_s / b.samples_per_s > 1.05
-                });
+                let faster = done16.iter().any(|r| judged_faster(r));
                 !done16.is_empty() && done16.iter().all(|r| !r.path.fast16) && (faster == (c.condition == cond::FASTER_WITHOUT_FAST16))
             }
             cond::FAILED => this?.result.is_err(),
-            cond::FASTER | cond::FASTER_DESPITE => speed()? > 1.05,
-            cond::SLOWER => speed()? < 0.95,
-            cond::SAME => (0.95..=1.05).contains(&speed()?),
-            cond::NOT_FASTER => speed()? <= 1.05,
+            cond::FASTER => apart(true)?,
+            cond::SLOWER => apart(false)?,
+            cond::WITHIN_NOISE => repeated()? && !apart(true)? && !apart(false)?,
+            cond::ONCE_FASTER => !repeated()? && speed()? > 1.05,
+            cond::ONCE_SLOWER => !repeated()? && speed()? < 0.95,
+            cond::ONCE_SAME => !repeated()? && (0.95..=1.05).contains(&speed()?),
+            cond::FASTER_DESPITE => faster()?,
+            cond::NOT_FASTER => !faster()?,
             cond::LESS_MEMORY => t()?.total_peak < base?.total_peak,
             cond::NOT_LESS_MEMORY => t()?.total_peak >= base?.total_peak,
             cond::LESS_ACTIVATION => t()?.act_bytes < base?.act_bytes,

@@ -1,6 +1,8 @@
 //! Exercise 7's verdict: each run's numbers as the verdict reads them, and the sentences it
 //! asserts about them (re-checked by a property test).
 
+use crate::noise::{Judged, judge, throughput_spread};
+use gpulab_core::stats::Spread;
 use gpulab_systems::profile::session::ProfiledRun;
 use gpulab_systems::report::{Claims, Verdict};
 
@@ -8,6 +10,8 @@ use gpulab_systems::report::{Claims, Verdict};
 #[derive(Clone, Debug, PartialEq)]
 struct Profiled {
     samples_per_s: f64,
+    /// The spread of the epochs' throughputs (`noise::epoch_throughputs`).
+    spread: Option<Spread>,
     bottleneck: &'static str,
     /// The diagnosis's own sentences (checked by profile::verdict's property test).
     summary: String,
@@ -18,6 +22,7 @@ impl Profiled {
     fn of(r: &ProfiledRun) -> Self {
         Profiled {
             samples_per_s: r.train.samples_per_s,
+            spread: throughput_spread(&r.train),
             bottleneck: r.diagnosis.bottleneck.name(),
             summary: r.diagnosis.summary.clone(),
             evidence: r.diagnosis.evidence.clone(),
@@ -27,8 +32,9 @@ impl Profiled {
 
 /// The conditions the verdict's sentences assert (the property test re-checks each one).
 mod cond {
-    pub const GAINED: &str = "the second run's throughput was above the first's";
-    pub const NOT_GAINED: &str = "the second run's throughput was not above the first's";
+    pub const GAINED: &str = "the second run's throughput judged above the first's";
+    pub const WITHIN_NOISE: &str = "the two runs' throughputs within noise";
+    pub const NOT_GAINED: &str = "the second run's throughput judged below the first's, or within 5% in one measurement";
 }
 
 pub(super) fn verdict(runs: &[ProfiledRun], fix: Option<&str>) -> Verdict {
@@ -47,20 +53,30 @@ fn claims(runs: &[Profiled], fix: Option<&str>) -> Claims {
     match (runs.get(1), fix) {
         (Some(second), Some(fix)) => {
             let gain = second.samples_per_s / first.samples_per_s.max(1e-12);
-            let up = second.samples_per_s > first.samples_per_s;
+            // Judged against the epochs' spread (`noise::judge`): one epoch each is one measurement.
+            let j = judge(second.spread.as_ref(), first.spread.as_ref(), gain);
             c.one_of(
                 Summary,
                 vec![
                     (
                         cond::GAINED,
-                        up,
-                        format!("Applied it ({fix}) and measured again: {gain:.2}× the throughput; now {}.", second.bottleneck),
+                        j.higher(),
+                        format!("Applied it ({fix}) and measured again: {gain:.2}× the throughput{}; now {}.", j.tag(), second.bottleneck),
+                    ),
+                    (
+                        cond::WITHIN_NOISE,
+                        j == Judged::WithinNoise,
+                        format!(
+                            "Applied it ({fix}) and measured again: {gain:.2}× the throughput, within noise; now {}.",
+                            second.bottleneck
+                        ),
                     ),
                     (
                         cond::NOT_GAINED,
-                        !up,
+                        j.lower() || j == Judged::OnceSame,
                         format!(
-                            "Applied it ({fix}) and measured again: the throughput did not rise ({gain:.2}×); now {}.",
+                            "Applied it ({fix}) and measured again: the throughput did not rise ({gain:.2}×{}); now {}.",
+                            j.tag().replace(" (", ", ").trim_end_matches(')'),
                             second.bottleneck
                         ),
                     ),
@@ -93,8 +109,9 @@ mod tests {
     use proptest::prelude::*;
 
     fn run() -> impl Strategy<Value = Profiled> {
-        (1.0f64..1e5).prop_map(|samples_per_s| Profiled {
+        (1.0f64..1e5, proptest::collection::vec(0.5f64..2.0, 0..5)).prop_map(|(samples_per_s, each)| Profiled {
             samples_per_s,
+            spread: Spread::of(&each.iter().map(|e| e * samples_per_s).collect::<Vec<_>>()),
             bottleneck: "input-bound",
             summary: "This run is input-bound.".into(),
             evidence: vec!["e".into()],
@@ -106,11 +123,15 @@ mod tests {
         #[test]
         fn every_printed_claim_holds(runs in proptest::collection::vec(run(), 0..3), fix in proptest::option::of(Just("more workers"))) {
             let claims = claims(&runs, fix);
-            let up = || Some(runs.get(1)?.samples_per_s > runs.first()?.samples_per_s);
+            let judged = || {
+                let (a, b) = (runs.get(1)?, runs.first()?);
+                Some(crate::noise::restated(a.spread, b.spread, a.samples_per_s / b.samples_per_s))
+            };
             claims
                 .audit(|c| match c.condition {
-                    cond::GAINED => up(),
-                    cond::NOT_GAINED => up().map(|u| !u),
+                    cond::GAINED => judged().map(|j| j == "up"),
+                    cond::WITHIN_NOISE => judged().map(|j| j == "noise"),
+                    cond::NOT_GAINED => judged().map(|j| j == "down" || j == "same"),
                     _ => None,
                 })
                 .map_err(TestCaseError::fail)?;
