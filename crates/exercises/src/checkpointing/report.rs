@@ -210,10 +210,10 @@ pub fn build(ex: &CheckpointLab, s: &Settings, cfg: &TrainConfig, runs: Runs, st
         Figure {
             label: "crash: last step before SIGKILL landed".into(),
             value: crash as f64,
-            unit: "step".into(),
+            unit: String::new(),
             provenance: Provenance::Measured,
         },
-        Figure { label: "resumed from step".into(), value: resume_step as f64, unit: "step".into(), provenance: Provenance::Measured },
+        Figure { label: "resumed from step".into(), value: resume_step as f64, unit: String::new(), provenance: Provenance::Measured },
         Figure {
             label: "steps lost (redone after resuming)".into(),
             value: steps_lost as f64,
