@@ -139,8 +139,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     for e in &report.verdict.evidence {
         println!("  - {}", terminal_text(e));
     }
+    // A note's details (a loader's own error) are in report.md and report.html.
     for n in &report.notes {
-        println!("note: {}", terminal_text(n));
+        println!("note: {}", terminal_text(gpulab::report::note_parts(n).0));
     }
     println!();
     for p in paths {

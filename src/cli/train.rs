@@ -181,8 +181,12 @@ pub(super) fn print_summary(r: &TrainReport) {
     if let Some(a) = &r.amp {
         println!("grad underflow: {:.2}% of nonzero 16-bit activation gradients rounded to zero (measured)", a.flushed_fraction() * 100.0);
     }
-    println!("validation acc: {:.2}% after {} epochs (measured)", r.final_val_accuracy * 100.0, r.epochs.len());
-    println!("training time:  {:.2} s for {} steps (measured)", r.train_wall_s, r.steps);
+    println!(
+        "validation acc: {:.2}% after {} (measured)",
+        r.final_val_accuracy * 100.0,
+        gpulab::format::plural(r.epochs.len() as u64, "epoch")
+    );
+    println!("training time:  {:.2} s for {} (measured)", r.train_wall_s, gpulab::format::plural(r.steps, "step"));
     println!("throughput:     {:.0} samples/s (measured)", r.samples_per_s);
     println!("step time:      {:.3} ms median (measured, over read-back windows of {} steps)", r.median_step_ms, r.config.log_every);
     match (r.gpu_busy_s, r.gpu_busy_fraction) {

@@ -120,9 +120,16 @@ fn exercise_1_runs_end_to_end_and_shows_results() {
     assert_provenance_shown(&h, &report);
     assert!(h.query_by_label("Export report…").is_some(), "no export button after the run");
     if gpu {
-        // The software-GPU (or other) notes are shown.
+        // The software-GPU (or other) notes are shown: each one's line (its details fold), the
+        // notes other than warnings one click away.
+        let folded = h.query_all_by_label_contains("Notes (").next().map(|header| header.click()).is_some();
+        if folded {
+            h.step();
+            h.step();
+        }
         for n in &report.notes {
-            assert!(h.query_all_by_label_contains(n.as_str()).count() > 0, "note not shown: {n}");
+            let line = gpulab::report::note_parts(n).0;
+            assert!(h.query_all_by_label_contains(line).count() > 0, "note not shown: {line}");
         }
     }
 }
@@ -409,8 +416,15 @@ fn exercise_10_simulates_the_platform_to_a_verdict() {
     h.get_by_label("Run").click();
     run_to_end(&mut h, Duration::from_secs(60));
     let report = h.state().report().expect("a report").clone();
-    assert!(report.verdict.summary.contains("rolled back"), "{}", report.verdict.summary);
+    assert!(report.verdict.evidence.iter().any(|e| e.contains("rolled back")), "{:?}", report.verdict.evidence);
     h.get_by_label(&report.verdict.summary);
+    // The summary answers; the evidence is folded under it, one click away.
+    let first = &report.verdict.evidence[0];
+    assert_eq!(h.query_all_by_label(first).count(), 0, "the evidence is folded: {first}");
+    h.get_by_label_contains("Why: the evidence").click();
+    h.step();
+    h.step();
+    assert!(h.query_all_by_label(first).count() > 0, "the evidence opens: {first}");
     assert!(h.query_all_by_label("Canary timeline").count() > 0, "the canary table is shown");
     assert_provenance_shown(&h, &report);
     let live = &h.state().run_view().expect("a run view").live;
@@ -563,6 +577,20 @@ fn untouched_defaults_read_as_in_the_lesson() {
         let shown = h.get_by_label("Preset").value();
         assert_ne!(shown.as_deref(), Some("custom settings"), "exercise {} with its defaults", ex.number());
     }
+}
+
+/// Exercise 1 defaults to size=auto, which replaces the hidden widths and epochs at run time:
+/// the form says so beside them (and no longer once the model is as set).
+#[test]
+fn size_auto_marks_the_settings_it_replaces() {
+    let mut h = harness();
+    h.state_mut().select("cpu-vs-gpu");
+    h.step();
+    assert_eq!(h.state().settings("cpu-vs-gpu").unwrap().to_map()["size"], "auto");
+    assert_eq!(h.query_all_by_label_contains("overridden by size=auto").count(), 2, "hidden layers and epochs are marked");
+    h.state_mut().set_setting("size", "as-set").unwrap();
+    h.step();
+    assert_eq!(h.query_all_by_label_contains("overridden by size=auto").count(), 0, "a model as set is not marked");
 }
 
 #[test]

@@ -245,7 +245,8 @@ fn the_exercise_reports_everything_as_simulated_and_exports_a_replayable_scenari
     assert!(sweep.markers.iter().any(|m| m.1.starts_with("Young")) && sweep.markers.iter().any(|m| m.1 == "Daly"));
     let canary = r.table("Canary timeline").unwrap();
     assert!(canary.rows.iter().any(|row| row[1] == "rolled back".into()), "{:?}", canary.rows);
-    assert!(r.verdict.summary.contains("rolled back automatically"), "{}", r.verdict.summary);
+    // The canary's outcome leads the evidence (the summary answers serving and training).
+    assert!(r.verdict.evidence.iter().any(|e| e.contains("rolled back automatically")), "{:?}", r.verdict.evidence);
     // The exported scenario replays the same numbers.
     let dir = tempfile::tempdir().unwrap();
     let paths = gpulab::report::write_all(&r, dir.path()).unwrap();
@@ -259,7 +260,7 @@ fn the_exercise_reports_everything_as_simulated_and_exports_a_replayable_scenari
 #[test]
 fn a_good_release_is_promoted_and_stopping_keeps_what_ran() {
     let (r, _) = run(&settings(&[&SMALL[..2], &["sweep_runs=5", "duration_h=12"]].concat()));
-    assert!(r.verdict.summary.contains("promoted to production"), "{}", r.verdict.summary);
+    assert!(r.verdict.evidence.iter().any(|e| e.contains("promoted to production")), "{:?}", r.verdict.evidence);
     let mut sink = CollectSink { events: vec![], stop: gpulab::stop::Stop::set_already() };
     let r = exercises::find("platform").unwrap().run(&settings(&SMALL), &mut sink).unwrap();
     assert!(r.stopped_early);
@@ -635,7 +636,7 @@ fn an_evaluation_gate_refuses_a_weak_candidate_before_any_traffic_reaches_it() {
     let (report, _) = run(&settings(&[&SMALL[..], &["scenario=weak-candidate", "gpu_types=none", "duration_h=10"]].concat()));
     let canary = report.table("Canary timeline").unwrap();
     assert!(canary.rows.iter().any(|row| row[1] == platform::serving::canary::REFUSED.into()), "{:?}", canary.rows);
-    assert!(report.verdict.summary.contains("refused by the evaluation gate"), "{}", report.verdict.summary);
+    assert!(report.verdict.evidence.iter().any(|e| e.contains("refused by the evaluation gate")), "{:?}", report.verdict.evidence);
 }
 
 #[test]
@@ -656,9 +657,14 @@ fn gpu_types_are_compared_on_the_same_scenario_and_the_cheapest_meeting_the_slo_
     match meeting.min_by(|a, b| num(a, 6).total_cmp(&num(b, 6))) {
         Some(best) => {
             let name = best[0].format(&t.columns[0]);
-            assert!(r.verdict.summary.contains(&format!("{name} was the cheapest that met the SLO")), "{}", r.verdict.summary);
+            let said = format!("{name} was the cheapest that met the SLO");
+            assert!(r.verdict.evidence.iter().any(|e| e.contains(&said)), "{:?}", r.verdict.evidence);
         }
-        None => assert!(r.verdict.summary.contains("None of the 3 GPU types compared met the SLO"), "{}", r.verdict.summary),
+        None => assert!(
+            r.verdict.evidence.iter().any(|e| e.contains("None of the 3 GPU types compared met the SLO")),
+            "{:?}",
+            r.verdict.evidence
+        ),
     }
     // none: no comparison; an unknown type is refused by name.
     let (r, _) = run(&settings(&[&SMALL[..], &["gpu_types=none"]].concat()));

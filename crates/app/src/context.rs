@@ -15,6 +15,9 @@ pub(crate) struct LabView<'a> {
     pub running: Option<String>,
     /// The wgpu adapters, once detected.
     pub adapters: Option<&'a [AdapterSummary]>,
+    /// What the selected exercise's last run trained where `size=auto` chose it: (hidden
+    /// widths, epochs), which replace the settings' own.
+    pub trained: Option<(String, String)>,
 }
 
 impl LabView<'_> {

@@ -16,7 +16,7 @@ use gpulab_core::device::gpu::adapters::{self, AdapterSummary};
 use gpulab_core::device::gpu::driver_help::{self, DriverNotice, Severity};
 use gpulab_core::device::gpu::support::{Support, support};
 
-use gpulab_core::device::monitor::{self, Sample};
+use gpulab_core::device::monitor::{self, Missing, Sample};
 
 #[derive(Clone, Debug, Default)]
 pub struct Live {
@@ -29,6 +29,8 @@ pub struct Live {
     pub memory_total: u64,
     /// Every telemetry source's readings, each labelled with its source; empty where there is none.
     pub gpus: Vec<Sample>,
+    /// The telemetry sources looked for and not found, and why (once the sampler has probed).
+    pub missing: Option<Vec<Missing>>,
 }
 
 pub struct Hardware {
@@ -178,7 +180,7 @@ impl Hardware {
         ui.separator();
         let live = self.live.lock().map(|l| l.clone()).unwrap_or_default();
         ui.heading("CPU");
-        ui.label(format!("{} — {} threads", live.cpu_name, live.threads));
+        ui.label(format!("{} — {}", live.cpu_name, gpulab_core::format::plural(live.threads as u64, "thread")));
         match live.cpu_use {
             Some(u) => {
                 ui.add(egui::ProgressBar::new(u / 100.0).text(format!("CPU use {u:.0}% (measured, ~1 s)")));
@@ -203,7 +205,22 @@ impl Hardware {
                 ui.spinner();
                 ui.label("GPU telemetry: probing…");
             });
-        } else if !live.gpus.is_empty() {
+        } else if live.gpus.is_empty()
+            && let Some(missing) = &live.missing
+        {
+            // One calm line; the loader's own errors one click away.
+            ui.separator();
+            ui.label("No GPU telemetry on this machine.");
+            egui::CollapsingHeader::new(RichText::new("details").small()).id_salt("telemetry-missing").default_open(false).show(ui, |ui| {
+                for m in missing {
+                    ui.add(egui::Label::new(RichText::new(format!("{}: {}", m.source, m.why)).small()).wrap());
+                }
+                if missing.is_empty() {
+                    ui.small("A source was found but has given no reading yet.");
+                }
+            });
+        }
+        if monitor::telemetry_known().is_some() && !live.gpus.is_empty() {
             ui.separator();
             ui.heading("GPU telemetry from the driver (measured)");
             for g in &live.gpus {
@@ -246,6 +263,11 @@ pub fn notice_ui(ui: &mut egui::Ui, n: &DriverNotice, fixes_open: bool) {
 fn sample_loop(weak: Weak<Mutex<Live>>, ctx: egui::Context) {
     let Ok(mut sys) = sysinfo::System::new() else { return };
     let mut sources = monitor::probe();
+    if let Some(live) = weak.upgrade()
+        && let Ok(mut l) = live.lock()
+    {
+        l.missing = Some(sources.missing.clone());
+    }
     // CPU use is measured between two refreshes.
     sys.refresh_cpu_usage();
     std::thread::sleep(Duration::from_millis(300));

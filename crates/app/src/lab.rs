@@ -393,6 +393,11 @@ impl GpulabApp {
             selected: &self.selected,
             running: self.runs.running().map(str::to_string),
             adapters: self.hardware.adapters.as_deref(),
+            trained: self
+                .runs
+                .report(&self.selected)
+                .and_then(|r| gpulab_exercises::sizing::trained(&r.config))
+                .map(|(h, e)| (h.to_string(), e.to_string())),
         };
         let commands = &mut self.commands;
         let (runs, files, settings, lesson, sidebar) =

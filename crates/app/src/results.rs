@@ -11,7 +11,9 @@ pub const WARN: Color32 = Color32::from_rgb(240, 170, 50);
 /// Longest cell text shown in full; longer text is cut with the whole on hover.
 const MAX_CELL_CHARS: usize = 60;
 
-pub fn verdict(ui: &mut egui::Ui, r: &Report) {
+/// The verdict: its summary (at most two sentences that answer the exercise's question), with
+/// the evidence folded under it.
+pub fn verdict(ui: &mut egui::Ui, r: &Report, salt: &str) {
     egui::Frame::group(ui.style()).fill(ui.visuals().faint_bg_color).show(ui, |ui| {
         ui.set_width(ui.available_width());
         ui.label(RichText::new("Verdict (computed from the numbers)").small().weak());
@@ -19,28 +21,55 @@ pub fn verdict(ui: &mut egui::Ui, r: &Report) {
             ui.colored_label(ui.visuals().warn_fg_color, "Stopped early: the numbers below cover only what ran.");
         }
         ui.add(egui::Label::new(RichText::new(&r.verdict.summary).strong()).wrap());
-        for e in &r.verdict.evidence {
-            ui.horizontal_top(|ui| {
-                ui.label("•");
-                ui.add(egui::Label::new(e).wrap());
-            });
+        let n = r.verdict.evidence.len();
+        if n > 0 {
+            egui::CollapsingHeader::new(format!("Why: the evidence ({n} {})", if n == 1 { "line" } else { "lines" }))
+                .id_salt(("evidence", salt))
+                .default_open(false)
+                .show(ui, |ui| {
+                    for e in &r.verdict.evidence {
+                        ui.horizontal_top(|ui| {
+                            ui.label("•");
+                            ui.add(egui::Label::new(e).wrap());
+                        });
+                    }
+                });
         }
     });
 }
 
-pub fn notes(ui: &mut egui::Ui, r: &Report) {
-    for n in &r.notes {
-        let software = n.to_lowercase().contains("software gpu");
-        let warn = ui.visuals().warn_fg_color;
-        let frame =
-            egui::Frame::group(ui.style()).stroke(egui::Stroke::new(1.0, if software { warn } else { ui.visuals().weak_text_color() }));
-        frame.show(ui, |ui| {
+/// The report's notes: a software-GPU warning stays in view; the others (prices, sizing,
+/// telemetry) fold under one header, each note's details folded again under its line.
+pub fn notes(ui: &mut egui::Ui, r: &Report, salt: &str) {
+    let parts: Vec<(&str, Option<&str>)> = r.notes.iter().map(|n| gpulab_systems::report::note_parts(n)).collect();
+    let is_warning = |n: &str| n.to_lowercase().contains("software gpu");
+    let warn = ui.visuals().warn_fg_color;
+    for (n, _) in parts.iter().filter(|(n, _)| is_warning(n)) {
+        egui::Frame::group(ui.style()).stroke(egui::Stroke::new(1.0, warn)).show(ui, |ui| {
             ui.set_width(ui.available_width());
-            let text =
-                if software { RichText::new(format!("Warning: {n}")).color(warn).strong() } else { RichText::new(format!("Note: {n}")) };
-            ui.add(egui::Label::new(text).wrap());
+            ui.add(egui::Label::new(RichText::new(format!("Warning: {n}")).color(warn).strong()).wrap());
         });
     }
+    let others: Vec<&(&str, Option<&str>)> = parts.iter().filter(|(n, _)| !is_warning(n)).collect();
+    if others.is_empty() {
+        return;
+    }
+    egui::CollapsingHeader::new(format!("Notes ({})", others.len())).id_salt(("notes", salt)).default_open(false).show(ui, |ui| {
+        for (i, (n, details)) in others.iter().enumerate() {
+            egui::Frame::group(ui.style()).stroke(egui::Stroke::new(1.0, ui.visuals().weak_text_color())).show(ui, |ui| {
+                ui.set_width(ui.available_width());
+                ui.add(egui::Label::new(format!("Note: {n}")).wrap());
+                if let Some(d) = details {
+                    egui::CollapsingHeader::new(RichText::new("details").small())
+                        .id_salt(("note-details", salt, i))
+                        .default_open(false)
+                        .show(ui, |ui| {
+                            ui.add(egui::Label::new(RichText::new(*d).small()).wrap());
+                        });
+                }
+            });
+        }
+    });
 }
 
 pub fn figures(ui: &mut egui::Ui, r: &Report) {
@@ -102,9 +131,9 @@ pub fn table(ui: &mut egui::Ui, t: &Table, salt: &str) {
 
 /// Verdict, notes, figures and tables.
 pub fn report(ui: &mut egui::Ui, r: &Report, salt: &str) {
-    verdict(ui, r);
+    verdict(ui, r, salt);
     ui.add_space(4.0);
-    notes(ui, r);
+    notes(ui, r, salt);
     ui.add_space(4.0);
     figures(ui, r);
     for t in &r.tables {
@@ -112,6 +141,13 @@ pub fn report(ui: &mut egui::Ui, r: &Report, salt: &str) {
         table(ui, t, salt);
     }
     super::timeline::show_all(ui, r, salt);
+}
+
+/// What `size=auto` trained, where it chose the model: the settings' own widths did not run.
+pub fn sized_line(r: &Report) -> Option<String> {
+    let (hidden, epochs) = gpulab_exercises::sizing::trained(&r.config)?;
+    let epochs = epochs.parse::<u64>().map(|n| format!(" for {}", gpulab_core::format::plural(n, "epoch"))).unwrap_or_default();
+    Some(format!("Hidden layers sized to {hidden}{epochs} by size=auto (from the measured peak, not the widths in the settings)."))
 }
 
 /// One line that says what a report was run on.

@@ -196,6 +196,9 @@ impl Runs {
             if let Some(r) = &v.report {
                 ui.heading(format!("Results · {}", r.title));
                 ui.small(results::provenance_line(r));
+                if let Some(line) = results::sized_line(r) {
+                    ui.label(RichText::new(line).color(super::theme::info(ui.visuals())));
+                }
                 ui.add_space(4.0);
             } else {
                 ui.heading("Live");

@@ -154,6 +154,7 @@ impl SettingsPanel {
 
     fn settings_ui(&mut self, ui: &mut egui::Ui, view: &LabView, id: &str) {
         let adapters = view.adapters;
+        let trained = view.trained.clone();
         let Some(settings) = self.settings.get_mut(id) else { return };
         let edits = &mut self.edits;
         let errors = &mut self.errors;
@@ -163,6 +164,9 @@ impl SettingsPanel {
             egui::Grid::new(("settings", id)).num_columns(2).spacing([10.0, 6.0]).show(ui, |ui| {
                 for key in &keys {
                     let Some(s) = settings.get(key).cloned() else { continue };
+                    // size=auto replaces the hidden widths and epochs at run time: say so here,
+                    // with what the last run trained, so the form never shows a model that did not run.
+                    let overridden = gpulab_exercises::sizing::overridden(settings, key);
                     let ek = (id.to_string(), key.clone());
                     let lab_id = ui.label(&s.label).on_hover_text(&s.help).id;
                     let mut new_text: Option<String> = None;
@@ -243,6 +247,14 @@ impl SettingsPanel {
                         }
                         if let Some(e) = errors.get(&ek) {
                             ui.add(egui::Label::new(RichText::new(e).color(ui.visuals().error_fg_color).small()).wrap());
+                        }
+                        if overridden {
+                            let last = trained.as_ref().map(|(h, e)| if key == "hidden" { h.as_str() } else { e.as_str() });
+                            let text = match last.filter(|t| !t.is_empty()) {
+                                Some(t) => format!("overridden by size=auto: the last run trained {t}"),
+                                None => "overridden by size=auto: the run chooses this from the measured peak".to_string(),
+                            };
+                            ui.add(egui::Label::new(RichText::new(text).small().color(super::theme::info(ui.visuals()))).wrap());
                         }
                     });
                     ui.end_row();

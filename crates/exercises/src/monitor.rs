@@ -15,14 +15,16 @@ use super::sink::{Event, Sink};
 use super::{Exercise, LiveChartSpec};
 use gpulab_core::device::monitor::{self, Monitor, Probe, Recording, Sample, Summary};
 use gpulab_core::error::Result;
-use gpulab_systems::report::{Chart, Figure, Provenance, Report, Series, Table};
+use gpulab_systems::report::{Chart, Figure, Provenance, Report, Series, Table, note_with_details};
 
 /// The live chart: utilisation per device as the driver reports it.
 pub const LIVE_CHART: &str = "driver_utilisation";
 /// Every summary figure's label starts with this (the class view finds them by it).
 pub const FIGURE_PREFIX: &str = "driver telemetry · ";
 /// The note's start where nothing was recorded.
-pub const NONE_RECORDED: &str = "No driver telemetry was recorded";
+pub const NONE_RECORDED: &str = "No GPU telemetry";
+/// The same note in reports written before it was one calm line.
+const NONE_RECORDED_BEFORE: &str = "No driver telemetry was recorded";
 /// How often the sources are read, and how many samples a report keeps at most (thinned
 /// evenly when a long run has more).
 pub const INTERVAL: Duration = Duration::from_millis(250);
@@ -97,7 +99,9 @@ pub fn run_monitored(probe: Probe, live: bool, sink: &mut dyn Sink, run: impl Fn
         Ok(m) => m,
         Err(e) => {
             let mut report = run(sink)?;
-            report.notes.push(format!("{NONE_RECORDED}: the monitor's thread could not start ({e})."));
+            report
+                .notes
+                .push(note_with_details(&format!("{NONE_RECORDED} was recorded: the monitor's thread could not start."), &e.to_string()));
             return Ok(report);
         }
     };
@@ -212,19 +216,19 @@ pub fn record(rec: &Recording, report: &mut Report) {
     report.figures.extend(rec.summaries.iter().flat_map(|s| figures(s, rec.interval_s)));
 }
 
+/// One calm line ("No GPU telemetry on this machine"), with every source looked for and why it
+/// was missing — the loader's own message included ("libnvidia-ml.so.1: cannot open shared
+/// object file") — folded under it as details.
 fn missing_note(rec: &Recording) -> String {
-    // One calm line per source: the reason up to its first colon, without the loader's own
-    // message ("libnvidia-ml.so.1: cannot open shared object file"); the Hardware panel has it.
-    let looked: Vec<String> =
-        rec.missing.iter().map(|m| format!("{} ({})", m.source, m.why.split(": ").next().unwrap_or(&m.why))).collect();
-    match looked.len() {
-        0 => format!("{NONE_RECORDED}: no telemetry source was looked for."),
-        _ => format!(
-            "{NONE_RECORDED}: the hardware monitor looked for {} and found none that gave a reading — {}.",
-            join_and(&rec.missing.iter().map(|m| m.source.clone()).collect::<Vec<_>>()),
-            looked.join("; ")
-        ),
+    if rec.missing.is_empty() {
+        return format!("{NONE_RECORDED} was recorded: no telemetry source was looked for.");
     }
+    let names: Vec<String> = rec.missing.iter().map(|m| m.source.clone()).collect();
+    let details: Vec<String> = rec.missing.iter().map(|m| format!("{}: {}.", m.source, m.why.trim_end_matches('.'))).collect();
+    note_with_details(
+        &format!("{NONE_RECORDED} on this machine: the driver publishes none that gpulab reads (looked for {}).", join_and(&names)),
+        &details.join("\n"),
+    )
 }
 
 fn join_and(items: &[String]) -> String {
@@ -301,7 +305,11 @@ pub fn class_summary(r: &Report) -> Option<String> {
         }
     }
     if devices.is_empty() {
-        return r.notes.iter().any(|n| n.starts_with(NONE_RECORDED)).then(|| "none recorded (no source on this machine)".to_string());
+        return r
+            .notes
+            .iter()
+            .any(|n| n.starts_with(NONE_RECORDED) || n.starts_with(NONE_RECORDED_BEFORE))
+            .then(|| "none recorded (no source on this machine)".to_string());
     }
     Some(devices.iter().map(|(d, items)| format!("{d}: {}", items.join(", "))).collect::<Vec<_>>().join("; "))
 }
@@ -374,8 +382,15 @@ mod tests {
         let mut sink = CollectSink::default();
         let r = run_monitored(probe, true, &mut sink, blank_run).unwrap();
         let note = r.notes.iter().find(|n| n.starts_with(NONE_RECORDED)).expect("a note says nothing was recorded");
-        assert!(note.contains(&format!("looked for {NVML}, {AMDGPU} and {FDINFO}")), "{note}");
-        assert!(note.contains("did not load") && note.contains("no amdgpu card") && note.contains("no DRM device"), "{note}");
+        let (line, details) = gpulab_systems::report::note_parts(note);
+        assert_eq!(
+            line,
+            format!(
+                "{NONE_RECORDED} on this machine: the driver publishes none that gpulab reads (looked for {NVML}, {AMDGPU} and {FDINFO})."
+            )
+        );
+        let details = details.expect("why each source was missing, folded");
+        assert!(details.contains("did not load") && details.contains("no amdgpu card") && details.contains("no DRM device"), "{details}");
         assert!(r.charts.is_empty() && r.figures.len() == 1, "no empty chart, no telemetry figure");
         assert!(!sink.events.iter().any(|e| matches!(e, Event::Point { .. })));
         assert_eq!(class_summary(&r).as_deref(), Some("none recorded (no source on this machine)"));

@@ -106,6 +106,7 @@ pub fn runs_table(title: &str, runs: &[ProfiledRun]) -> Table {
         Column::num("upload per step", "ms", 2, Provenance::Measured),
         Column::num("compute per step", "ms", 2, Provenance::Measured),
         Column::num("cache hits", "", 0, Provenance::Measured),
+        Column::num("decoded (cache misses)", "", 0, Provenance::Measured),
         Column::text("bottleneck (computed)"),
     ];
     let rows = runs
@@ -121,7 +122,9 @@ pub fn runs_table(title: &str, runs: &[ProfiledRun]) -> Table {
                 mean(|s| s.data_wait_s).into(),
                 mean(|s| s.upload_s).into(),
                 mean(|s| s.compute_s).into(),
-                Cell::Num(r.cache.hits as f64),
+                // Counted only where the cache is on; without it every read decodes, uncounted.
+                if r.pipeline.cache { Cell::Num(r.cache.hits as f64) } else { Cell::Empty },
+                if r.pipeline.cache { Cell::Num(r.cache.misses as f64) } else { Cell::Empty },
                 r.diagnosis.bottleneck.name().into(),
             ]
         })

@@ -82,6 +82,21 @@ pub fn too_small_preset(description: &'static str) -> super::Preset {
     super::Preset::new("too small for a GPU", description, &[(SIZE, "as-set")])
 }
 
+/// What a `size=auto` run trained, from its report's settings (which hold the chosen model):
+/// (hidden widths, epochs). None for a run sized as set. The lab shows it beside the declared
+/// widths, which the run replaced.
+pub fn trained(config: &std::collections::BTreeMap<String, String>) -> Option<(&str, &str)> {
+    if config.get(SIZE).map(String::as_str) != Some("auto") || config.get("model").is_some_and(|m| m != "mlp") {
+        return None;
+    }
+    Some((config.get("hidden")?.as_str(), config.get("epochs").map_or("", String::as_str)))
+}
+
+/// The settings `size=auto` replaces at run time (the lab marks them so), when `s` asks for it.
+pub fn overridden(s: &Settings, key: &str) -> bool {
+    matches!(key, "hidden" | "epochs") && Training::parse(s).is_ok_and(|t| sizes(&t))
+}
+
 /// True when `size=auto` will size the model: the setting says so and the model is the MLP
 /// (the cost model counts an MLP's matmuls; a CNN keeps its widths, and its report says so).
 fn sizes(t: &Training) -> bool {
@@ -191,8 +206,8 @@ impl Sizing {
             );
         }
         format!(
-            "size=auto: hidden layers {widths} and {} epochs, chosen so the run's {:.2e} FLOPs take about {:.1} s at the measured peak{} ({peaks}; {source}). Training runs below a large matmul's peak, so the measured time is longer.{clamp}",
-            self.plan.epochs,
+            "size=auto: hidden layers {widths} and {}, chosen so the run's {:.2e} FLOPs take about {:.1} s at the measured peak{} ({peaks}; {source}). Training runs below a large matmul's peak, so the measured time is longer.{clamp}",
+            gpulab_core::format::plural(self.plan.epochs, "epoch"),
             self.plan.flops,
             self.estimated_s(),
             if self.each.len() > 1 { "s of the backends, one after another" } else { "" }

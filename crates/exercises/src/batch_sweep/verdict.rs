@@ -184,12 +184,12 @@ pub(super) fn verdict(trained: &[BatchFigures], oom: &[(u64, String)], budget: O
                 cond::ACCURACY_FELL,
                 same_epochs && hi.steps < lo.steps && d_acc < -1.0,
                 format!(
-                    "But accuracy after the same {} fell from {} to {}: batch {} took only {} steps against {} — fewer, larger steps learn less per epoch at the same learning rate.",
+                    "But accuracy after the same {} fell from {} to {}: batch {} took only {} against {} — fewer, larger steps learn less per epoch at the same learning rate.",
                     common::plural(lo.epochs, "epoch"),
                     percent(lo.val_accuracy),
                     percent(hi.val_accuracy),
                     hi.batch,
-                    hi.steps,
+                    gpulab_core::format::plural(hi.steps, "step"),
                     lo.steps
                 ),
             )],

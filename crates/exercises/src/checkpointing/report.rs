@@ -148,7 +148,7 @@ pub fn build(ex: &CheckpointLab, s: &Settings, c: &Config, cfg: &TrainConfig, ru
         });
     }
     if runs.every > 0 {
-        cost.markers.push((runs.every as f64, format!("this run: every {} steps", runs.every)));
+        cost.markers.push((runs.every as f64, format!("this run: every {}", gpulab_core::format::plural(runs.every, "step"))));
     }
 
     let written = Table {
@@ -190,10 +190,10 @@ pub fn build(ex: &CheckpointLab, s: &Settings, c: &Config, cfg: &TrainConfig, ru
         Figure {
             label: "crash: last step before SIGKILL landed".into(),
             value: crash as f64,
-            unit: "step".into(),
+            unit: String::new(),
             provenance: Provenance::Measured,
         },
-        Figure { label: "resumed from step".into(), value: resume_step as f64, unit: "step".into(), provenance: Provenance::Measured },
+        Figure { label: "resumed from step".into(), value: resume_step as f64, unit: String::new(), provenance: Provenance::Measured },
         Figure {
             label: "steps lost (redone after resuming)".into(),
             value: steps_lost as f64,
@@ -290,10 +290,10 @@ pub fn build(ex: &CheckpointLab, s: &Settings, c: &Config, cfg: &TrainConfig, ru
     // Checkpoints by epoch only (every = 0 steps) have no step interval to price here.
     if let (Some(w), Some(st), true) = (mean_write, step_s, runs.every > 0) {
         v.fact(Evidence, format!(
-            "One checkpoint took {:.3} ms to write against {:.3} ms per training step: checkpointing every {} steps costs about {:.1}% of training time, while a crash loses on average half an interval ({} steps).",
+            "One checkpoint took {:.3} ms to write against {:.3} ms per training step: checkpointing every {} costs about {:.1}% of training time, while a crash loses on average half an interval ({} steps).",
             w * 1e3,
             st * 1e3,
-            runs.every,
+            gpulab_core::format::plural(runs.every, "step"),
             100.0 * w / (w + st * runs.every as f64),
             gpulab_core::format::number(runs.every as f64 / 2.0)
         ));

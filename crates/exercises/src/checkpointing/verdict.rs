@@ -64,18 +64,20 @@ pub(super) fn summary(o: &Outcome) -> Claims {
                 cond::WITHIN_TOLERANCE,
                 compared && !cmp.identical && !o.on_cpu && within,
                 format!(
-                    "{lost}; the resumed run matches the reference within f32 tolerance (max loss difference {:.2e}, relative {:.2e}) over {} steps — GPU reductions need not repeat bit for bit.",
-                    cmp.max_abs, cmp.max_rel, cmp.steps
+                    "{lost}; the resumed run matches the reference within f32 tolerance (max loss difference {:.2e}, relative {:.2e}) over {} — GPU reductions need not repeat bit for bit.",
+                    cmp.max_abs,
+                    cmp.max_rel,
+                    gpulab_core::format::plural(cmp.steps as u64, "step")
                 ),
             ),
             (
                 cond::LOSSES_DIFFER,
                 compared && !cmp.identical,
                 format!(
-                    "The resumed run is NOT identical to the reference: the loss first differs at step {}, max difference {:.3e} over {} steps{}.",
+                    "The resumed run is NOT identical to the reference: the loss first differs at step {}, max difference {:.3e} over {}{}.",
                     cmp.first_difference.map_or("—".into(), |s| s.to_string()),
                     cmp.max_abs,
-                    cmp.steps,
+                    gpulab_core::format::plural(cmp.steps as u64, "step"),
                     if o.weights_same == Some(false) { ", and the final weights differ" } else { "" }
                 ),
             ),

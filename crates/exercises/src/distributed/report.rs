@@ -1,7 +1,7 @@
 //! Exercise 6's report: the scaling table, charts, the cost-model extrapolation and a verdict,
 //! each number with its provenance.
 
-use super::verdict::{RunFigures, setup, verdict};
+use super::verdict::{RunFigures, losses, lost_total, setup, verdict};
 use super::{Distributed, Mode, Run};
 use crate::common::report_for;
 use crate::cost::{self as pricing, Price};
@@ -111,7 +111,7 @@ pub fn scaling_table(runs: &[Run], c: &Config) -> Result<Table> {
                     ]);
                 }
                 Err(m) => {
-                    row.push(format!("{} replicas failed: {m}", run.replicas).into());
+                    row.push(format!("{} failed: {m}", crate::common::plural(run.replicas, "replica")).into());
                     row.extend(std::iter::repeat_n(Cell::Empty, 20));
                 }
             }
@@ -122,6 +122,33 @@ pub fn scaling_table(runs: &[Run], c: &Config) -> Result<Table> {
 }
 
 /// The link the extrapolation uses besides the presets: this run's measured ring.
+/// Where the time per sample went at each mode's largest N against one replica: the losses the
+/// verdict names, each with its share of the time lost.
+fn loss_table(runs: &[RunFigures]) -> Option<Table> {
+    let columns = vec![
+        Column::text("scaling"),
+        Column::num("N", "", 0, Provenance::derived("the run")),
+        Column::text("where the time went"),
+        Column::num("time per sample", "µs", 3, Provenance::derived("the step split ÷ the global batch, against one replica's ÷ N")),
+        Column::num("share of the time lost", "%", 1, Provenance::derived("this loss ÷ the sum of the positive losses")),
+    ];
+    let mut rows = Vec::new();
+    for mode in [Mode::Strong, Mode::Weak] {
+        let of = runs.iter().filter(|r| r.mode == mode);
+        let (Some(base), Some(big)) = (of.clone().find(|r| r.replicas == 1), of.filter(|r| r.replicas > 1).max_by_key(|r| r.replicas))
+        else {
+            continue;
+        };
+        let l = losses(base, big);
+        let lost = lost_total(&l);
+        for (what, secs) in l {
+            let share = if lost > 0.0 && secs > 0.0 { Cell::Num(secs / lost * 100.0) } else { Cell::Empty };
+            rows.push(vec![mode.name().into(), Cell::Num(big.replicas as f64), what.into(), Cell::Num(secs * 1e6), share]);
+        }
+    }
+    (!rows.is_empty()).then(|| Table { title: "Where the time per sample went".into(), columns, rows })
+}
+
 fn measured_link(runs: &[Run]) -> Option<SimLink> {
     runs.iter()
         .filter_map(|r| r.result.as_ref().ok())
@@ -342,6 +369,7 @@ pub fn build(ex: &Distributed, s: &Settings, c: &Config, data: &Dataset, runs: V
     ));
     let figures_for_verdict: Vec<RunFigures> =
         runs.iter().filter_map(|r| r.result.as_ref().ok().map(|d| RunFigures::of(r.mode, d, &price))).collect();
+    tables.extend(loss_table(&figures_for_verdict));
     notes.push("Each epoch takes only whole global batches (the remainder is dropped so every replica gets an equal shard); validation time is excluded from the wall time.".into());
     let mut report = Report {
         figures,

@@ -116,7 +116,9 @@ mod cond {
     pub const NO_SPEEDUP: &str = "no mode has both one replica and a larger count finished";
 }
 
-fn losses(base: &RunFigures, big: &RunFigures) -> [(&'static str, f64); 4] {
+/// Where the time per sample went at the largest N against one replica, seconds per sample
+/// (the verdict's evidence and the report's loss table).
+pub(super) fn losses(base: &RunFigures, big: &RunFigures) -> [(&'static str, f64); 4] {
     let n = big.replicas as f64;
     // Per sample, one replica's step costs base/B₁; N replicas should take 1/N of that.
     let per_sample = |r: &RunFigures, f: fn(&StepSplit) -> f64| f(&r.split) / r.global_batch.max(1) as f64;
@@ -131,6 +133,11 @@ fn losses(base: &RunFigures, big: &RunFigures) -> [(&'static str, f64); 4] {
     ]
 }
 
+/// The losses that cost time (a negative one is a gain), summed: what each loss is a share of.
+pub(super) fn lost_total(l: &[(&'static str, f64)]) -> f64 {
+    l.iter().map(|x| x.1.max(0.0)).sum()
+}
+
 /// The verdict, from the numbers: how well the largest run scaled and where the time went.
 pub(super) fn verdict(runs: &[RunFigures], setup: &Setup) -> Claims {
     use gpulab_systems::report::Part::{Evidence, Summary};
@@ -139,7 +146,7 @@ pub(super) fn verdict(runs: &[RunFigures], setup: &Setup) -> Claims {
     match setup.hardware {
         Hardware::Cpu { cores, threads } => {
             let need = most * threads;
-            c.summary(
+            c.evidence(
                 cond::CORES_TAKEN,
                 most > 1 && need >= cores,
                 format!(
@@ -152,7 +159,7 @@ pub(super) fn verdict(runs: &[RunFigures], setup: &Setup) -> Claims {
             );
         }
         Hardware::OneAdapter => {
-            c.summary(
+            c.evidence(
                 cond::ONE_ADAPTER,
                 true,
                 "These replicas are devices on one adapter and share its compute, so they show the all-reduce's synchronisation and transfer cost, not a speed-up; CPU replicas (kind=cpu), or one replica per GPU (kind=adapters), show real parallel compute.",
@@ -160,21 +167,44 @@ pub(super) fn verdict(runs: &[RunFigures], setup: &Setup) -> Claims {
         }
         Hardware::Other => {}
     }
-    let mut any = false;
-    for mode in [Mode::Strong, Mode::Weak] {
-        let of = runs.iter().filter(|r| r.mode == mode);
-        let Some(base) = of.clone().find(|r| r.replicas == 1) else { continue };
-        let Some(big) = of.filter(|r| r.replicas > 1).max_by_key(|r| r.replicas) else { continue };
-        any = true;
+    // Each mode's one replica and largest count, for the summary's one sentence of speed-ups.
+    let pairs: Vec<(Mode, &RunFigures, &RunFigures)> = [Mode::Strong, Mode::Weak]
+        .into_iter()
+        .filter_map(|mode| {
+            let of = runs.iter().filter(move |r| r.mode == mode);
+            Some((mode, of.clone().find(|r| r.replicas == 1)?, of.filter(|r| r.replicas > 1).max_by_key(|r| r.replicas)?))
+        })
+        .collect();
+    let any = !pairs.is_empty();
+    let scaled: Vec<String> = pairs
+        .iter()
+        .map(|(mode, base, big)| {
+            let sp = big.samples_per_s / base.samples_per_s.max(1e-12);
+            format!(
+                "{} scaling to {} ({}): {sp:.2}× one replica, {} efficiency",
+                mode.name(),
+                big.replicas,
+                big.label,
+                percent(sp / big.replicas as f64)
+            )
+        })
+        .collect();
+    if any {
+        let joined = scaled.join("; ");
+        let mut chars = joined.chars();
+        let first = chars.next().map(|f| f.to_uppercase().collect::<String>()).unwrap_or_default();
+        // Each replica count trains once (a multi-process run does not repeat cheaply): say so.
+        c.fact(Summary, format!("{first}{} (one measurement each).", chars.as_str()));
+    }
+    // The summary's second sentence: replicas that disagree (a broken all-reduce) outrank
+    // where the time went, which goes to the evidence then.
+    let different = runs.iter().any(|r| !r.identical);
+    let mut loss_told = different;
+    for &(mode, base, big) in &pairs {
         c.about(mode.name());
         let n = big.replicas;
         let sp = big.samples_per_s / base.samples_per_s.max(1e-12);
         let eff = sp / n as f64;
-        // Each replica count trains once (a multi-process run does not repeat cheaply): say so.
-        c.fact(
-            Summary,
-            format!("{} scaling to {n} ({}): {sp:.2}× one replica, {} efficiency (one measurement).", mode.name(), big.label, percent(eff)),
-        );
         if let (Some(a), Some(b)) = (big.usd_per_epoch, base.usd_per_epoch) {
             let at = format!(
                 "Counting all {n} replicas at the assumed price per replica-hour, epochs cost {} against {} on one replica",
@@ -182,7 +212,7 @@ pub(super) fn verdict(runs: &[RunFigures], setup: &Setup) -> Claims {
                 gpulab_core::format::money_per(b, "epoch")
             );
             c.one_of(
-                Summary,
+                Evidence,
                 vec![
                     (cond::CHEAPER, a < b, format!("{at}: cheaper per epoch as well as faster.")),
                     (
@@ -194,11 +224,15 @@ pub(super) fn verdict(runs: &[RunFigures], setup: &Setup) -> Claims {
             );
         }
         let l = losses(base, big);
-        let lost: f64 = l.iter().map(|x| x.1.max(0.0)).sum();
+        let lost = lost_total(&l);
         if let Some((what, secs)) = l.iter().max_by(|a, b| a.1.total_cmp(&b.1)) {
-            c.summary(
+            let holds = eff < 0.8 && *secs > 0.0;
+            let part = if loss_told { Evidence } else { Summary };
+            loss_told |= holds;
+            c.claim(
+                part,
                 cond::LARGEST_LOSS,
-                eff < 0.8 && *secs > 0.0,
+                holds,
                 format!("The largest loss was {what}: {:.1}% of the time lost per sample.", secs / lost.max(1e-15) * 100.0),
             );
         }
@@ -231,7 +265,7 @@ pub(super) fn verdict(runs: &[RunFigures], setup: &Setup) -> Claims {
             ],
         );
         if let Some(s) = communication_verdict(n, &big.split) {
-            c.summary(cond::COMMUNICATION_BOUND, eff < 0.8, s);
+            c.evidence(cond::COMMUNICATION_BOUND, eff < 0.8, s);
         }
         if setup.overlap && big.buckets > 1 && big.allreduce_s > 0.0 {
             let hidden = 1.0 - (big.split.exposed_comm_s / big.allreduce_s).min(1.0);
@@ -279,7 +313,7 @@ pub(super) fn verdict(runs: &[RunFigures], setup: &Setup) -> Claims {
                 1.0 / n as f64
             );
             c.one_of(
-                Summary,
+                Evidence,
                 vec![
                     (cond::STATE_SHARDED, near, format!("{held}: each replica holds only the state of the parameters it updates.")),
                     (cond::STATE_NOT_SHARDED, !near, format!("{held}: not the 1/N share ZeRO-1 is for.")),
@@ -309,7 +343,7 @@ pub(super) fn verdict(runs: &[RunFigures], setup: &Setup) -> Claims {
     );
     c.summary(
         cond::DIFFERENT,
-        runs.iter().any(|r| !r.identical),
+        different,
         "Replicas ended with DIFFERENT weights: the all-reduce did not give every replica the same sums.",
     );
     if let Some(l) = setup.link {
@@ -446,6 +480,8 @@ mod tests {
             let claims = verdict(&runs, &setup);
             claims.audit(|c| oracle(&runs, &setup, c)).map_err(TestCaseError::fail)?;
             prop_assert!(claims.has_summary());
+            let summary = claims.verdict().summary;
+            prop_assert!(summary.split_terminator(". ").count() <= 2, "more than two sentences: {}", summary);
         }
     }
 

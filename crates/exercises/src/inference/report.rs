@@ -200,7 +200,7 @@ pub fn build(ex: &InferenceBatching, s: &Settings, c: &Config, meta: Metadata, m
     let v = claims(&statics, &dynamics, slo, (inf, tr, m.memory_batch)).verdict();
     if let Some(r) = best.map(|r| ServeRun::of(r, slo, &price)) {
         figures.push(Figure {
-            label: format!("cost per 1,000 predictions, best setting with p99 ≤ {slo} ms"),
+            label: format!("cost per 1,000 predictions, most served with p99 ≤ {slo} ms"),
             value: r.usd_per_1000,
             unit: "USD".into(),
             provenance: price.provenance("1,000 ÷ measured throughput"),

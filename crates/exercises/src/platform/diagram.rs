@@ -78,7 +78,12 @@ pub fn build(sc: &Scenario, s: &Sample, job: &JobOutcome, rollout: &Rollout) -> 
             "data",
             1,
             vec![
-                format!("{} epochs: {:.1} h of reads", d.epochs, read_h),
+                format!(
+                    "{} epoch{}: {:.1} h of reads",
+                    gpulab_core::format::number(d.epochs),
+                    if d.epochs == 1.0 { "" } else { "s" },
+                    read_h
+                ),
                 if read_h > compute_h { "input-bound: GPUs wait".into() } else { format!("reads < compute {compute_h:.1} h") },
             ],
             kv(&[("training.data.epochs", d.epochs.to_string()), ("training.work_h", t.work_h.to_string())]),
@@ -87,7 +92,7 @@ pub fn build(sc: &Scenario, s: &Sample, job: &JobOutcome, rollout: &Rollout) -> 
             "training",
             2,
             vec![
-                format!("{} GPUs, {}", t.gpus, if t.spot { "spot" } else { "on demand" }),
+                format!("{}, {}", gpulab_core::format::plural(u64::from(t.gpus), "GPU"), if t.spot { "spot" } else { "on demand" }),
                 format!("wall {:.1} h, lost {:.1} h", job.wall_h, job.lost_h),
                 format!("{:.1} preemptions (mean)", job.preemptions),
             ],

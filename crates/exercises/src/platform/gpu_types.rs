@@ -156,7 +156,7 @@ pub fn claims(target: f64, rows: &[Compared]) -> Claims {
     let meeting = rows.iter().filter(|r| r.meets(target));
     if let Some(best) = meeting.clone().min_by(|a, b| a.cost.total_cmp(&b.cost)) {
         let others = meeting.count() - 1;
-        c.about(best.gpu.name).summary(
+        c.about(best.gpu.name).evidence(
             cond::CHEAPEST_MEETING,
             true,
             format!(
@@ -171,7 +171,7 @@ pub fn claims(target: f64, rows: &[Compared]) -> Claims {
         c.about("");
     }
     c.claim(
-        Part::Summary,
+        Part::Evidence,
         cond::NONE_MEETS,
         !rows.is_empty() && rows.iter().all(|r| !r.meets(target)),
         format!(
@@ -230,7 +230,7 @@ mod tests {
                 cond::NONE_MEETS => !rows.is_empty() && rows.iter().all(|r| r.numbers.within_slo < target),
                 _ => return None,
             })).map_err(TestCaseError::fail)?;
-            prop_assert_eq!(claims.has_summary(), !rows.is_empty());
+            prop_assert_eq!(claims.printed().next().is_some(), !rows.is_empty());
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use super::report::{ServingNumbers, TrainingRuns};
 use crate::common::interval_h;
+use gpulab_core::format::plural;
 use gpulab_systems::platform::serving::canary as gate;
 use gpulab_systems::platform::training;
 use gpulab_systems::platform::{Scenario, ServingResult};
@@ -45,59 +46,15 @@ pub(super) fn claims(sc: &Scenario, r: &ServingResult, n: &ServingNumbers, tr: &
         )
     };
     c.one_of(Summary, vec![(cond::SLO_MET, met, slo("SLO met:")), (cond::SLO_MISSED, !met, slo("SLO missed:"))]);
-    if let Some(worst) =
-        r.samples.iter().filter(|s| s.p95_s.is_some()).max_by(|a, b| a.p95_s.unwrap_or(0.0).total_cmp(&b.p95_s.unwrap_or(0.0)))
-    {
-        c.fact(
-            Evidence,
-            format!(
-                "The worst p95 latency, {:.0} ms, came at {:.2} h with {} workers serving, {} starting and {} requests queued at {:.1} requests/s offered.",
-                worst.p95_s.unwrap_or(0.0) * 1e3,
-                worst.t_h,
-                worst.ready,
-                worst.starting,
-                worst.queue,
-                worst.offered_rps
-            ),
-        );
-    }
-    c.evidence(
-        cond::DROPPED,
-        t.timed_out + t.rejected > 0,
-        format!(
-            "{} requests timed out in the queue and {} were rejected by the rate limit, of {} that arrived.",
-            t.timed_out, t.rejected, t.arrived
-        ),
-    );
-    if t.preemptions > 0 {
-        // A re-queued request is served, times out in the queue, or is still in flight at the end.
-        let left = r.samples.last().map_or(0, |s| s.in_flight);
-        let put = format!("{} spot reclaims put {} in-flight requests back at the front of the queue", t.preemptions, t.requeued);
-        c.one_of(
-            Evidence,
-            vec![
-                (cond::NONE_LOST, t.timed_out == 0 && left == 0, format!("{put}; none was lost: no request timed out and none was left in flight.")),
-                (
-                    cond::REQUEUED_AT_RISK,
-                    t.timed_out > 0 || left > 0,
-                    format!("{put} instead of dropping them; a re-queued request can still time out ({} timed out in all, re-queued or not, and {left} were still in flight at the end).", t.timed_out),
-                ),
-            ],
-        );
-    }
-    let on_demand_cost = t.worker_area / 3600.0 * sc.pool.gpu.on_demand_per_h;
-    c.evidence(
-        cond::ON_DEMAND,
-        on_demand_cost > 0.0 && sc.pool.spot_share > 0.0,
-        format!("All on-demand, the same worker-hours would have cost ${on_demand_cost:.2} instead of ${:.2}.", t.cost),
-    );
     let last = r.canary.iter().rev().find(|e| !STEPS.contains(&e.action.as_str()));
     if let Some(e) = r.canary.iter().find(|e| e.action == gate::PASSED) {
         c.evidence(cond::GATE_PASSED, true, format!("v2 passed the evaluation gate before any traffic reached it: {}.", e.reason));
     }
     let start = r.canary.first().map_or(0.0, |s| s.t_h);
+    // The summary answers serving (the SLO and its cost) and training (spot and checkpoints) in
+    // two sentences; the canary's outcome leads the evidence.
     c.one_of(
-        Summary,
+        Evidence,
         vec![
             (
                 cond::ROLLED_BACK,
@@ -131,6 +88,54 @@ pub(super) fn claims(sc: &Scenario, r: &ServingResult, n: &ServingNumbers, tr: &
             ),
         ],
     );
+    if let Some(worst) =
+        r.samples.iter().filter(|s| s.p95_s.is_some()).max_by(|a, b| a.p95_s.unwrap_or(0.0).total_cmp(&b.p95_s.unwrap_or(0.0)))
+    {
+        c.fact(
+            Evidence,
+            format!(
+                "The worst p95 latency, {:.0} ms, came at {:.2} h with {} serving, {} starting and {} queued at {:.1} requests/s offered.",
+                worst.p95_s.unwrap_or(0.0) * 1e3,
+                worst.t_h,
+                plural(worst.ready as u64, "worker"),
+                worst.starting,
+                plural(worst.queue, "request"),
+                worst.offered_rps
+            ),
+        );
+    }
+    c.evidence(
+        cond::DROPPED,
+        t.timed_out + t.rejected > 0,
+        format!(
+            "{} timed out in the queue and {} rejected by the rate limit, of {} that arrived.",
+            plural(t.timed_out, "request"),
+            t.rejected,
+            t.arrived
+        ),
+    );
+    if t.preemptions > 0 {
+        // A re-queued request is served, times out in the queue, or is still in flight at the end.
+        let left = r.samples.last().map_or(0, |s| s.in_flight);
+        let put = format!("{} spot reclaims put {} in-flight requests back at the front of the queue", t.preemptions, t.requeued);
+        c.one_of(
+            Evidence,
+            vec![
+                (cond::NONE_LOST, t.timed_out == 0 && left == 0, format!("{put}; none was lost: no request timed out and none was left in flight.")),
+                (
+                    cond::REQUEUED_AT_RISK,
+                    t.timed_out > 0 || left > 0,
+                    format!("{put} instead of dropping them; a re-queued request can still time out ({} timed out in all, re-queued or not, and {left} were still in flight at the end).", t.timed_out),
+                ),
+            ],
+        );
+    }
+    let on_demand_cost = t.worker_area / 3600.0 * sc.pool.gpu.on_demand_per_h;
+    c.evidence(
+        cond::ON_DEMAND,
+        on_demand_cost > 0.0 && sc.pool.spot_share > 0.0,
+        format!("All on-demand, the same worker-hours would have cost ${on_demand_cost:.2} instead of ${:.2}.", t.cost),
+    );
     let interval = sc.training.checkpoint_interval_h;
     let gave_up = format!(
         "Training never finished in the simulation: with checkpoints every {:.0} min and a preemption every {:.2} h on average, the job gave up after {:.0} preemptions per run or 1000 times its work",
@@ -158,8 +163,9 @@ pub(super) fn claims(sc: &Scenario, r: &ServingResult, n: &ServingNumbers, tr: &
     );
     let pen = tr.chosen.wall_h / tr.at_daly.wall_h.max(1e-12) - 1.0;
     if sc.training.spot {
+        // A job that never finished has said so in the summary already.
         c.fact(
-            Summary,
+            if tr.chosen.finished { Summary } else { Evidence },
             format!(
                 "Training on spot took {:.1} h with checkpoints every {}, {:+.1}% against Daly's optimum of {} ({:.1} h).",
                 tr.chosen.wall_h,
@@ -272,6 +278,8 @@ mod tests {
                 }))
                 .map_err(TestCaseError::fail)?;
             prop_assert!(claims.has_summary());
+            let summary = claims.verdict().summary;
+            prop_assert!(summary.split_terminator(". ").count() <= 2, "more than two sentences: {}", summary);
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::common::{MEMORY_CATEGORIES, mib, peak};
 use crate::cost::{self, Price, RunCost};
 use crate::settings::Settings;
 use crate::settings::precision::Config;
-use gpulab_core::tensor::BackendKind;
+use gpulab_core::tensor::{BackendKind, MemCategory};
 use gpulab_systems::nn::Precision;
 use gpulab_systems::report::{Cell, Chart, ChartKind, Column, Figure, Metadata, Provenance, Report, Series, Table};
 use gpulab_systems::train::TrainReport;
@@ -86,6 +86,26 @@ fn savings_table(runs: &[Run]) -> Option<Table> {
     Some(Table { title: "Bytes saved vs FP32 (negative = more)".into(), columns, rows })
 }
 
+/// What 16-bit activations save: each run's activations and inputs together (the ledger's
+/// peaks, the sum the verdict reads) and their share of FP32's.
+fn activation_table(runs: &[Run]) -> Option<Table> {
+    let act = |r: &TrainReport| (peak(&r.memory, MemCategory::Activations) + peak(&r.memory, MemCategory::Inputs)) as f64;
+    let fp32 = act(runs.iter().find(|r| r.amp.precision == Precision::F32)?.ok()?);
+    let columns = vec![
+        Column::text("precision"),
+        Column::num("activations + inputs", "KiB", 1, Provenance::derived("the ledger's activation and input peaks, summed")),
+        Column::num("of FP32's", "%", 0, Provenance::derived("this run's activations + inputs ÷ FP32's")),
+    ];
+    let rows = runs
+        .iter()
+        .filter_map(|run| {
+            let a = act(run.ok()?);
+            Some(vec![run.label.clone().into(), Cell::Num(a / 1024.0), Cell::Num(100.0 * a / fp32.max(1.0))])
+        })
+        .collect();
+    Some(Table { title: "Activation memory".into(), columns, rows })
+}
+
 pub(super) fn demo_table(demo: &[Run]) -> Table {
     let columns = vec![
         Column::text("run"),
@@ -145,6 +165,7 @@ pub(super) fn build_report(
     let mut report = Report { stopped_early, ..report_for(ex, s, meta) };
     report.tables.push(comparison_table(runs));
     report.tables.extend(savings_table(runs));
+    report.tables.extend(activation_table(runs));
     let weight = 2f32.powi(c.demo_loss_exponent as i32);
     if !demo.is_empty() {
         report.tables.push(demo_table(demo));

@@ -151,12 +151,21 @@ pub(super) fn verdict(runs: &[RunFigures], demo: &[RunFigures], weight: f32) -> 
             .iter()
             .filter_map(|r| {
                 let t = r.result.as_ref().ok()?;
+                // "peak memory -16360.0 KiB" read as a negative peak: say which way it moved.
+                let d = (t.total_peak as f64 - base.total_peak as f64) / 1024.0;
+                let way = if d < 0.0 {
+                    "lower"
+                } else if d > 0.0 {
+                    "higher"
+                } else {
+                    "the same"
+                };
                 Some(format!(
-                    "{} at {:.2}× the throughput{}, peak memory {:+.1} KiB, accuracy {}",
+                    "{} at {:.2}× the throughput{}, peak memory {:.1} KiB {way}, accuracy {}",
                     r.label,
                     speed_of(r)?,
                     pace_of(r, fp32)?.tag(),
-                    (t.total_peak as f64 - base.total_peak as f64) / 1024.0,
+                    d.abs(),
                     percent(t.val_accuracy)
                 ))
             })
@@ -292,7 +301,7 @@ pub(super) fn verdict(runs: &[RunFigures], demo: &[RunFigures], weight: f32) -> 
         c.fact(
             Summary,
             format!(
-                "Underflow: with gradients scaled by {weight:e}, FP16 without scaling flushed {:.1}% of its nonzero gradient elements to zero and its loss {}; with the GradScaler {:.1}% flushed and the loss {}.",
+                "Underflow: with gradients scaled by {weight:.2e}, FP16 without scaling flushed {:.1}% of its nonzero gradient elements to zero and its loss {}; with the GradScaler {:.1}% flushed and the loss {}.",
                 tp.flushed.unwrap_or(0.0),
                 path(tp),
                 ts.flushed.unwrap_or(0.0),

@@ -109,9 +109,9 @@ impl Exercise for QuantizationLab {
             sink.emit(Event::Phase("training the FP32 model".into()));
             let (trained, model) = source::train_first(&mut engine, &data, &cfg, sink)?;
             report.notes.push(format!(
-                "The FP32 model was trained here on {} ({} epochs, validation accuracy {}).",
+                "The FP32 model was trained here on {} ({}, validation accuracy {}).",
                 trained.backend.label(),
-                trained.epochs.len(),
+                common::plural(trained.epochs.len(), "epoch"),
                 common::percent(trained.final_val_accuracy)
             ));
             match model {

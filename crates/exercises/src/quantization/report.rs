@@ -182,6 +182,29 @@ pub fn fill(report: &mut Report, runs: &[BackendRun], batch: usize, calib_sample
                 unit: "×".into(),
                 provenance: d,
             });
+            // The largest layer's GEMM alone, which the verdict's "why" reads.
+            if let Some(g) = &r.gemm {
+                let [m, k, n] = g.mkn;
+                let probe = Provenance::Measured;
+                report.figures.push(Figure {
+                    label: format!("{name}: largest layer's GEMM alone ({m}×{k}·{k}×{n}), f32"),
+                    value: g.f32_s * 1e6,
+                    unit: "µs".into(),
+                    provenance: probe.clone(),
+                });
+                report.figures.push(Figure {
+                    label: format!("{name}: largest layer's GEMM alone, int8"),
+                    value: g.int8_s * 1e6,
+                    unit: "µs".into(),
+                    provenance: probe,
+                });
+                report.figures.push(Figure {
+                    label: format!("{name}: largest layer's GEMM, INT8 / FP32 time"),
+                    value: g.int8_s / g.f32_s,
+                    unit: "×".into(),
+                    provenance: Provenance::derived("the two measured GEMM times"),
+                });
+            }
             report.figures.push(Figure {
                 label: format!("{name}: accuracy drop, FP32 to INT8"),
                 value: (f.accuracy - q.accuracy) * 100.0,

@@ -183,8 +183,8 @@ fn claims(a: &Analysis) -> (Bottleneck, crate::report::Claims) {
     c.fact(
         Evidence,
         format!(
-            "Over {} steps ({} of the main thread): waiting for data {} ({}), uploads {} ({}), recording and submitting {} ({}), waiting for the device and reading back {} ({}).",
-            a.steps,
+            "Over {} ({} of the main thread): waiting for data {} ({}), uploads {} ({}), recording and submitting {} ({}), waiting for the device and reading back {} ({}).",
+            gpulab_core::format::plural(a.steps as u64, "step"),
             ms(a.wall_s),
             ms(a.data_wait_s),
             pct(a.share(a.data_wait_s)),
@@ -200,10 +200,10 @@ fn claims(a: &Analysis) -> (Bottleneck, crate::report::Claims) {
         Evidence,
         match a.gpu_busy_s {
             Some(b) => format!(
-                "The GPU was busy {} of the time ({}) in {} kernels averaging {:.1} µs each.",
+                "The GPU was busy {} of the time ({}) in {} averaging {:.1} µs each.",
                 pct(a.share(b)),
                 ms(b),
-                a.kernels,
+                gpulab_core::format::plural(a.kernels as u64, "kernel"),
                 a.mean_kernel_s * 1e6
             ),
             None => "No GPU kernel times (a CPU backend, or an adapter without timestamp queries): the device's share is read from the CPU's record and wait spans.".into(),

@@ -274,7 +274,9 @@ pub struct Report {
     pub tables: Vec<Table>,
     pub charts: Vec<Chart>,
     pub verdict: Verdict,
-    /// Caveats the reader must see, e.g. that an adapter is a software GPU.
+    /// Caveats the reader must see, e.g. that an adapter is a software GPU. A note is one line
+    /// a learner reads; details for whoever wants them follow after a line break and are shown
+    /// folded (`note_parts`, `note_with_details`).
     pub notes: Vec<String>,
     pub stopped_early: bool,
     /// Profiler timelines (exercises 4 and 7): drawn in the app, exported as trace JSON.
@@ -319,6 +321,21 @@ pub struct Suggestion {
     pub label: String,
     /// Setting key → new value text, as `--set key=value` takes it.
     pub settings: BTreeMap<String, String>,
+}
+
+/// A note of one calm line with details shown on demand (a loader's own error, every source
+/// looked for): folded in the lab and the HTML report, indented in Markdown, left out of the CLI.
+pub fn note_with_details(line: &str, details: &str) -> String {
+    format!("{}\n{}", line.replace('\n', " "), details.trim())
+}
+
+/// A note's line and its details, if any (see `note_with_details`).
+pub fn note_parts(note: &str) -> (&str, Option<&str>) {
+    match note.split_once('\n') {
+        Some((line, details)) if !details.trim().is_empty() => (line, Some(details)),
+        Some((line, _)) => (line, None),
+        None => (note, None),
+    }
 }
 
 impl Report {

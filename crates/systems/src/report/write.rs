@@ -116,7 +116,14 @@ pub fn markdown(report: &Report) -> String {
         md.push_str(&format!("- {}\n", t(e)));
     }
     for n in &report.notes {
-        md.push_str(&format!("\n> {}\n", t(n)));
+        let (line, details) = super::note_parts(n);
+        md.push_str(&format!("\n> {}\n", t(line)));
+        if let Some(d) = details {
+            md.push_str(">\n");
+            for l in d.lines() {
+                md.push_str(&format!("> - {}\n", t(l)));
+            }
+        }
     }
     if !report.figures.is_empty() {
         md.push_str("\n## Headline figures\n\n| figure | value | source |\n| --- | ---: | --- |\n");

@@ -145,12 +145,13 @@ impl Axis {
 fn line_body(s: &mut String, c: &Chart, series: &[Vec<[f64; 2]>], all: &[[f64; 2]]) {
     let (xlo, xhi) = min_max(all.iter().map(|p| p[0]));
     let (xlo, xhi) = if c.log_x { widen_log(xlo, xhi) } else { widen(xlo, xhi) };
-    let (ylo, yhi) = min_max(all.iter().map(|p| p[1]));
+    let (ylo, yhi) = min_max(all.iter().map(|p| p[1]).chain(target_ys(c)));
     let (ylo, yhi, yticks) = y_range(ylo, yhi, false);
     let x = Axis { lo: xlo, hi: xhi, log: c.log_x, px0: LEFT, px1: W - RIGHT };
     let y = Axis { lo: ylo, hi: yhi, log: false, px0: TOP + PLOT_H, px1: TOP };
     let xticks = if c.log_x { log_ticks(xlo, xhi) } else { linear_ticks(xlo, xhi) };
     y_grid(s, &y, &yticks);
+    target_lines(s, c, &y);
     for t in xticks {
         let px = x.to_px(t);
         let _ = writeln!(
@@ -194,10 +195,11 @@ fn bars_body(s: &mut String, c: &Chart, series: &[Vec<[f64; 2]>], all: &[[f64; 2
     let mut groups: Vec<f64> = all.iter().map(|p| p[0]).collect();
     groups.sort_by(f64::total_cmp);
     groups.dedup();
-    let (ylo, yhi) = min_max(all.iter().map(|p| p[1]));
+    let (ylo, yhi) = min_max(all.iter().map(|p| p[1]).chain(target_ys(c)));
     let (ylo, yhi, yticks) = y_range(ylo, yhi, true);
     let y = Axis { lo: ylo, hi: yhi, log: false, px0: TOP + PLOT_H, px1: TOP };
     y_grid(s, &y, &yticks);
+    target_lines(s, c, &y);
     let gw = (W - LEFT - RIGHT) / groups.len() as f64;
     let n = series.len().max(1) as f64;
     let bw = 0.8 * gw / n;
@@ -231,6 +233,27 @@ fn bars_body(s: &mut String, c: &Chart, series: &[Vec<[f64; 2]>], all: &[[f64; 2
             );
         }
         s.push('\n');
+    }
+}
+
+/// The chart's finite target values, which the y range includes so every target line shows.
+fn target_ys(c: &Chart) -> impl Iterator<Item = f64> + '_ {
+    c.targets.iter().map(|t| t.0).filter(|y| y.is_finite())
+}
+
+/// A dashed horizontal line per target (a latency SLO, an efficiency goal), labelled at the
+/// plot's right edge.
+fn target_lines(s: &mut String, c: &Chart, y: &Axis) {
+    for (ty, label) in c.targets.iter().filter(|t| t.0.is_finite()) {
+        let py = y.to_px(*ty);
+        let _ = writeln!(
+            s,
+            "<line class=\"target\" x1=\"{LEFT}\" y1=\"{py:.1}\" x2=\"{:.0}\" y2=\"{py:.1}\" stroke=\"#b3261e\" stroke-dasharray=\"6 3\" stroke-width=\"1.5\"/><text x=\"{:.0}\" y=\"{:.1}\" text-anchor=\"end\" fill=\"#b3261e\" font-size=\"11\">{}</text>",
+            W - RIGHT,
+            W - RIGHT - 4.0,
+            py - 4.0,
+            escape(label)
+        );
     }
 }
 

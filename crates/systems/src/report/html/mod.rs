@@ -39,6 +39,7 @@ h1{font-size:1.6em;margin:.2em 0}h2{font-size:1.25em;border-bottom:1px solid #cc
 .meta,.prov,figcaption,.muted{color:#555;font-size:.9em}
 .verdict{background:#f2f6fc;border-left:4px solid #0072B2;padding:8px 14px}.verdict p{font-weight:600;margin:.3em 0}
 .warn{background:#fff4e5;border-left:4px solid #E69F00;padding:6px 12px;margin:8px 0}
+.warn p{margin:0}
 .stopped{background:#fdecea;border-left:4px solid #b3261e;padding:6px 12px}
 .figures{display:grid;grid-template-columns:repeat(auto-fill,minmax(210px,1fr));gap:10px}
 .figure{border:1px solid #ddd;border-radius:6px;padding:8px 10px}.figure .v{font-size:1.35em;font-weight:600}
@@ -75,7 +76,20 @@ pub fn to_html(r: &Report) -> String {
     list(&mut h, r.verdict.evidence.iter());
     h.push_str("</section>\n");
     for n in &r.notes {
-        let _ = writeln!(h, "<p class=\"warn\">{}</p>", escape(n));
+        // The note's line; its details (a loader's own error) one click away.
+        match super::note_parts(n) {
+            (line, None) => {
+                let _ = writeln!(h, "<p class=\"warn\">{}</p>", escape(line));
+            }
+            (line, Some(details)) => {
+                let _ = writeln!(
+                    h,
+                    "<div class=\"warn\"><p>{}</p><details><summary>details</summary><p>{}</p></details></div>",
+                    escape(line),
+                    escape(details).replace('\n', "<br>\n")
+                );
+            }
+        }
     }
     if let Some(sg) = &r.suggestion {
         let sets: String = sg.settings.iter().map(|(k, v)| format!(" --set {k}={v}")).collect();

@@ -130,6 +130,41 @@ fn charts_draw_series_bars_markers_and_a_log_axis() {
 }
 
 #[test]
+fn a_note_shows_its_line_and_folds_its_details() {
+    let mut r = report();
+    r.notes = vec![crate::report::note_with_details(
+        "No GPU telemetry on this machine.",
+        "NVML: libnvidia-ml.so.1: cannot open shared object file",
+    )];
+    let h = to_html(&r);
+    let line = h.find("No GPU telemetry on this machine.").expect("the line is shown");
+    let folded = h.find("<details><summary>details</summary><p>NVML: libnvidia-ml.so.1").expect("the loader's error is folded");
+    assert!(line < folded);
+    let md = crate::report::markdown(&r);
+    assert!(md.contains("> No GPU telemetry on this machine.\n>\n> - NVML: libnvidia-ml"), "{md}");
+}
+
+#[test]
+fn a_target_is_drawn_as_a_line_inside_the_plot() {
+    let r = report();
+    for (i, y) in [(0, 12.0), (1, 40.0)] {
+        let mut c = r.charts[i].clone();
+        c.targets = vec![(y, format!("SLO {NASTY}"))];
+        let svg = chart_svg(&c);
+        assert_eq!(svg.matches("<line class=\"target\"").count(), 1, "one target line on chart {i}: {svg}");
+        assert!(svg.contains("SLO &lt;script"), "the target's label, escaped");
+        // Above every point, the y range grew to include it: its line sits inside the plot.
+        let at = svg.find("<line class=\"target\"").unwrap();
+        let py: f64 = svg[at..].split("y1=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap();
+        assert!((TOP_PX..=TOP_PX + PLOT_PX).contains(&py), "target at y={py} px is outside the plot");
+    }
+    assert!(!chart_svg(&r.charts[0]).contains("class=\"target\""), "no target, no line");
+}
+
+const TOP_PX: f64 = 16.0;
+const PLOT_PX: f64 = 300.0;
+
+#[test]
 fn log_ticks_are_decades_or_one_two_five() {
     assert_eq!(log_ticks(1.0, 10_000.0), vec![1.0, 10.0, 100.0, 1000.0, 10_000.0]);
     assert_eq!(log_ticks(32.0, 4096.0), vec![50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0]);
