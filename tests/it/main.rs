@@ -17,7 +17,6 @@ mod conformance;
 mod data;
 mod device_counts;
 mod distributed;
-mod drivers;
 mod exercises;
 mod forward;
 mod fuzz_seeds;

@@ -302,6 +302,15 @@ pub fn reflect(source: &str, entry: &str) -> Result<(Vec<(u32, bool, bool)>, [u3
     Ok((bindings, ep.workgroup_size))
 }
 
+/// Appends "Kernel dtype" to `path`: scripts/driver-tests.sh checks with it that its test
+/// subset compiled every kernel on each driver. Best effort: a trace is no reason to fail.
+fn trace(path: &std::ffi::OsStr, key: PipelineKey) {
+    use std::io::Write;
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        let _ = writeln!(f, "{:?} {:?}", key.kernel, key.dtype);
+    }
+}
+
 pub struct PipelineCache {
     pipelines: HashMap<PipelineKey, Arc<Compiled>>,
     /// The 1-D kernels' workgroup size on this device.
@@ -366,6 +375,9 @@ impl PipelineCache {
         }
         let compiled = Arc::new(Compiled { key, pipeline, layout, workgroup_size });
         self.pipelines.insert(key, compiled.clone());
+        if let Some(path) = std::env::var_os("GPULAB_TRACE_PIPELINES") {
+            trace(&path, key);
+        }
         Ok(compiled)
     }
 }
