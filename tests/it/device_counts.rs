@@ -23,7 +23,15 @@ fn dataset(model: ModelKind) -> data::Dataset {
 }
 
 fn counted<B: Backend>(b: &mut B, model: ModelKind, precision: Precision) -> RunCounts {
+    b.log_dispatches(true);
     let r = train(b, &dataset(model), &config(model, precision), &mut NullSink).unwrap();
+    let log = b.take_dispatches();
+    b.log_dispatches(false);
+    // The loss step is one dispatch (10 or 4 classes, a batch of 32): no separate loss sum or
+    // correct count (three dispatches per step before `loss_step`).
+    let loss = |k: &str| log.iter().filter(|d| d.kernel == k).count();
+    assert_eq!(loss("AccumulateSum") + loss("CountCorrect") + loss("SoftmaxXentRowwise"), 0, "{model:?} {precision:?}");
+    assert!(loss("SoftmaxXentTotals") > 0, "{model:?} {precision:?}");
     r.device_counts.expect("a GPU run counts its device work")
 }
 
