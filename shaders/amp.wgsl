@@ -4,7 +4,8 @@
 //
 // Template: the FLOAT16 placeholder on the first line (the 16-bit type's helpers), {{WG}} workgroup size.
 
-struct Params { n: u32, cols: u32, count: u32, pad: u32 }
+// len: the row slice of sum_cols16_part.
+struct Params { n: u32, cols: u32, count: u32, len: u32 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> src_bits: array<u32>;
@@ -15,6 +16,8 @@ struct Params { n: u32, cols: u32, count: u32, pad: u32 }
 @group(0) @binding(5) var<storage, read_write> stats: array<atomic<u32>>;
 @group(0) @binding(6) var<storage, read_write> sums: array<f32>;
 @group(0) @binding(7) var<storage, read> src16: array<half_elems>;
+
+var<workgroup> red: array<f32, {{WG}}>;
 
 fn index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return gid.x + gid.y * nwg.x * {{WG}}u;
@@ -75,4 +78,32 @@ fn sum_cols16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
         s += half_value(src16[half_index(e)], e);
     }
     sums[c] = s;
+}
+
+// sum_cols16 split over row slices (reduce.wgsl `sum_cols_part` for a 16-bit x, n = rows):
+// workgroup (x, s) sums columns x·64 .. x·64+63 over rows [s·len, (s+1)·len), 64 columns ×
+// WG/64 row lanes added in workgroup memory by halving; sums[s·cols + c] = its sum, and
+// `sum_slices` adds the slices in order.
+@compute @workgroup_size({{WG}})
+fn sum_cols16_part(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let c = wid.x * 64u + li % 64u;
+    let lane = li / 64u;
+    let begin = wid.y * p.len;
+    let end = min(begin + p.len, p.n);
+    var s = 0.0;
+    if c < p.cols {
+        for (var r = begin + lane; r < end; r += {{WG}}u / 64u) {
+            let e = r * p.cols + c;
+            s += half_value(src16[half_index(e)], e);
+        }
+    }
+    red[li] = s;
+    workgroupBarrier();
+    for (var w = {{WG}}u / 2u; w >= 64u; w /= 2u) {
+        if li < w { red[li] += red[li + w]; }
+        workgroupBarrier();
+    }
+    if lane == 0u && c < p.cols {
+        sums[wid.y * p.cols + c] = red[li];
+    }
 }

@@ -3,8 +3,9 @@
 // epilogue, so amp.rs dispatches them alike. Included where a kernel names MATMUL16_COMMON.
 
 // epi: 0 none, 1 + bias, 2 + bias then ReLU, 3 ReLU mask from `act`; count: underflow stats;
-// out16: C is 16-bit (c16) rather than f32 (c_f32).
-struct Params { m: u32, n: u32, k: u32, epi: u32, count: u32, out16: u32 }
+// out16: C is 16-bit (c16) rather than f32 (c_f32); k_len, m_tiles: the tiled kernel's split-K
+// (the others ignore them).
+struct Params { m: u32, n: u32, k: u32, epi: u32, count: u32, out16: u32, k_len: u32, m_tiles: u32 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(3) var<storage, read_write> c16: array<u32>;

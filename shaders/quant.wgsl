@@ -7,8 +7,8 @@
 // Template: {{WG}} workgroup size.
 
 // n elements, rows × cols; per_channel: one scale per column; inv127: the bits of 1/127 as
-// the CPU rounds it.
-struct Params { n: u32, rows: u32, cols: u32, per_channel: u32, inv127: u32 }
+// the CPU rounds it; len, slices: the split absmax's slice length and count.
+struct Params { n: u32, rows: u32, cols: u32, per_channel: u32, inv127: u32, len: u32, slices: u32 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -69,6 +69,52 @@ fn absmax_all(@builtin(local_invocation_index) lid: u32) {
     if lid == 0u {
         scales_out[0] = scale_for(partial[0]);
     }
+}
+
+// A long absmax split (then `absmax_finish`), one partial max per workgroup into out. Per
+// channel: workgroup (x, s) covers columns x·64 .. x·64+63 over rows [s·len, (s+1)·len), 64
+// columns × WG/64 row lanes, out[s·cols + c]. Per tensor: workgroup s covers elements
+// [s·len, (s+1)·len) with all WG lanes, out[s]. max is exact and order-free, so the scales
+// equal the unsplit kernels' (and the CPU's).
+@compute @workgroup_size({{WG}})
+fn absmax_part(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    var m = 0.0;
+    let begin = wid.y * p.len;
+    if p.per_channel != 0u {
+        let c = wid.x * 64u + li % 64u;
+        let end = min(begin + p.len, p.rows);
+        if c < p.cols {
+            for (var r = begin + li / 64u; r < end; r += {{WG}}u / 64u) { m = max(m, abs(x[r * p.cols + c])); }
+        }
+    } else {
+        let end = min(begin + p.len, p.n);
+        for (var i = begin + li; i < end; i += {{WG}}u) { m = max(m, abs(x[i])); }
+    }
+    partial[li] = m;
+    workgroupBarrier();
+    let stop = select(1u, 64u, p.per_channel != 0u);
+    for (var s = {{WG}}u / 2u; s >= stop; s >>= 1u) {
+        if li < s { partial[li] = max(partial[li], partial[li + s]); }
+        workgroupBarrier();
+    }
+    if p.per_channel != 0u {
+        let c = wid.x * 64u + li;
+        if li < 64u && c < p.cols { out[wid.y * p.cols + c] = partial[li]; }
+    } else if li == 0u {
+        out[wid.y] = partial[0];
+    }
+}
+
+// The split absmax's second pass: one invocation per scale (column, or the tensor's one), the
+// max over the `slices` partials in `scales` → its scale.
+@compute @workgroup_size({{WG}})
+fn absmax_finish(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let j = index(gid, nwg);
+    let width = select(1u, p.cols, p.per_channel != 0u);
+    if j >= width { return; }
+    var m = 0.0;
+    for (var s = 0u; s < p.slices; s++) { m = max(m, scales[s * width + j]); }
+    scales_out[j] = scale_for(m);
 }
 
 // One invocation per output word: elements 4w..4w+4.

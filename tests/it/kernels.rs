@@ -210,6 +210,43 @@ fn softmax_cross_entropy_matches_cpu<B: Backend>(b: &mut B) {
     }
 }
 
+/// The loss step (`loss_step`: softmax cross-entropy, its gradient, the loss sum and correct
+/// count; one dispatch on a GPU for up to 64 classes and a batch of one workgroup) equals the
+/// three ops on the CPU, on top of totals already there; rows past a workgroup, wide rows and an
+/// out-of-range label included.
+fn loss_step_matches_cpu<B: Backend>(b: &mut B) {
+    fn run<B: Backend>(b: &mut B, logits: &[f32], labels: &[u32], shape: [usize; 2], grad: bool) -> (Vec<Vec<f32>>, u32) {
+        let [r, c] = shape;
+        let l = b.upload_f32(logits, shape, M::Activations).unwrap();
+        let y = b.upload_u32(labels, [1, r], M::Inputs).unwrap();
+        let mut loss = b.upload_f32(&nan(r), [1, r], M::Activations).unwrap();
+        let mut g = b.upload_f32(&nan(r * c), shape, M::Gradients).unwrap();
+        let mut sum = b.upload_f32(&[1.5], [1, 1], M::Other).unwrap();
+        let mut correct = b.upload_u32(&[7], [1, 1], M::Other).unwrap();
+        for _ in 0..2 {
+            b.loss_step(&l, &y, &mut loss, grad.then_some(&mut g), 0.25, &mut sum, &mut correct).unwrap();
+        }
+        let out = vec![b.read_f32(&loss).unwrap(), b.read_f32(&g).unwrap(), b.read_f32(&sum).unwrap()];
+        (out, b.read_u32(&correct).unwrap()[0])
+    }
+    for (i, shape) in [[1, 2], [17, 10], [64, 64], [255, 3], [256, 10], [257, 10], [9, 65], [300, 70]].into_iter().enumerate() {
+        let [r, c] = shape;
+        let logits = random(r * c, 900 + i as u64, -3.0, 3.0);
+        let labels: Vec<u32> = (0..r).map(|j| (j * 7 % c) as u32).collect();
+        for grad in [true, false] {
+            let (want, want_hits) = run(&mut CpuBackend::new(), &logits, &labels, shape, grad);
+            let (got, hits) = run(b, &logits, &labels, shape, grad);
+            for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_close(&format!("loss_step output {j} shape {shape:?} grad {grad}"), g, w, TOL);
+            }
+            assert_eq!(hits, want_hits, "correct count, shape {shape:?}");
+        }
+    }
+    let logits = random(6, 1, -1.0, 1.0);
+    let (got, _) = run(b, &logits, &[0, 3], [2, 3], true);
+    assert!(got[0][1].is_nan() && got[2][0].is_nan() && !got[0][0].is_nan(), "an out-of-range label's loss is NaN: {got:?}");
+}
+
 fn softmax_cross_entropy_out_of_range_label_is_nan_on_both<B: Backend>(b: &mut B) {
     let logits = random(6, 1, -1.0, 1.0);
     let want = xent(&mut CpuBackend::new(), &logits, &[0, 3], [2, 3], 1.0);
@@ -286,7 +323,7 @@ fn matmul_odd_shapes_match_cpu<B: Backend>(b: &mut B) {
 }
 
 // Comparisons with the CPU run on the GPU backends; self-checking tests run everywhere.
-backend_tests!(vs_cpu: elementwise_ops_match_cpu, large_elementwise_spills_into_second_dispatch_dimension, reductions_match_cpu, softmax_cross_entropy_matches_cpu, softmax_cross_entropy_out_of_range_label_is_nan_on_both, optimizer_updates_match_cpu);
+backend_tests!(vs_cpu: elementwise_ops_match_cpu, large_elementwise_spills_into_second_dispatch_dimension, reductions_match_cpu, softmax_cross_entropy_matches_cpu, softmax_cross_entropy_out_of_range_label_is_nan_on_both, loss_step_matches_cpu, optimizer_updates_match_cpu);
 // The wgpu backend's matmul variants have their own tests above; the CPU is the reference.
 backend_tests!([cuda] matmul_odd_shapes_match_cpu);
 backend_tests!(every: u32_fill_copy_and_zeros_keep_bits, shape_mismatches_are_errors);

@@ -75,6 +75,9 @@ fn profiling_measures_applies_the_fix_and_measures_again() {
         assert!(r.tables.iter().any(|t| t.title.starts_with("Kernels")), "a kernel table");
         assert!(r.chart("roofline").is_some_and(|c| c.series.len() > 1));
         assert!(r.figures.iter().any(|f| f.unit == "GFLOP/s"));
+        // Each profiled run's device work per step, beside its timeline.
+        let counts = r.tables.iter().find(|t| t.title.starts_with("Device work per training step")).expect("a device-work table");
+        assert_eq!(counts.rows.len(), 2, "one row per profiled run: {counts:?}");
     }
 }
 

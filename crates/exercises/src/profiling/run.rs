@@ -61,6 +61,12 @@ pub(super) fn run(ex: &Profiling, s: &Settings, sink: &mut dyn Sink) -> Result<R
             tables.push(kernel_table(&format!("Kernels · run {}", r.label), &rows, p.as_ref()));
         }
     }
+    // The device work each profiled run counted (dispatches, submissions, waits, objects
+    // created per step), beside its kernel timeline, as every other GPU run's report has it.
+    let counted: Vec<_> = runs.iter().filter_map(|r| r.train.device_counts.map(|c| (r.label.clone(), c))).collect();
+    if !counted.is_empty() {
+        tables.push(crate::device_counts::table(&counted));
+    }
     if let Some(pk) = &p {
         charts.insert(0, roofline(&kernels::table(&runs[0].timeline), pk));
     }

@@ -129,7 +129,7 @@ impl<T: TensorMeta> Dense<&T> {
                     None => {
                         // The batch's own s_x stays on the device, like a calibrated one:
                         // nothing is read back between the layers.
-                        let mut s = b.zeros([1, 1], DType::F32, MemCategory::Activations)?;
+                        let mut s = b.empty([1, 1], DType::F32, MemCategory::Activations)?;
                         b.quantize(input, &mut xq, &mut s, QuantGranularity::PerTensor)?;
                         dynamic = s;
                         &dynamic
@@ -183,7 +183,8 @@ pub fn recompute<'t, B: Backend + 't>(
             LayerKind::Half(w) => w.dtype(),
             LayerKind::F32(_) | LayerKind::Int8 { .. } => DType::F32,
         };
-        let mut y = b.zeros([rows, layer.weight().shape()[1]], dtype, MemCategory::Activations)?;
+        // Every element is written by the layer: no fill.
+        let mut y = b.empty([rows, layer.weight().shape()[1]], dtype, MemCategory::Activations)?;
         layer.forward(b, out.as_ref().unwrap_or(input), &mut y, true)?;
         out = Some(y);
     }

@@ -197,7 +197,7 @@ pub fn backward<B: Backend>(
         }
         let weight = w.weight(&model.weights, i);
         if t.recompute {
-            let mut into = b.zeros([rows, widths[i]], w.hidden_dtype(), MemCategory::Activations)?;
+            let mut into = b.empty([rows, widths[i]], w.hidden_dtype(), MemCategory::Activations)?;
             w.back_through(b, weight, grad, &mut into, Some(input), t.grad16.as_deref_mut())?;
             flowing = Some(into);
         } else {

@@ -44,9 +44,7 @@ impl<B: Backend> Accumulators<B> {
         grad: Option<&mut B::Tensor>,
         grad_scale: f32,
     ) -> Result<()> {
-        b.softmax_xent(logits, labels, &mut self.loss_rows, grad, grad_scale)?;
-        b.accumulate_sum(&self.loss_rows, &mut self.loss_sum, 0)?;
-        b.count_correct(logits, labels, &mut self.correct, 0)
+        b.loss_step(logits, labels, &mut self.loss_rows, grad, grad_scale, &mut self.loss_sum, &mut self.correct)
     }
 
     fn tensors(&self) -> impl Iterator<Item = &B::Tensor> {

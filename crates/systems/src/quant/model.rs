@@ -38,7 +38,7 @@ pub fn calibrate<B: Backend>(b: &mut B, layers: &[HostLayer], samples: &[f32], b
         observers[0].observe(chunk);
         let mut x = b.upload_f32(chunk, [rows, inputs], MemCategory::Inputs)?;
         for (i, layer) in model.layers().iter().enumerate().take(layers.len() - 1) {
-            let mut y = b.zeros([rows, layers[i].shape[1]], DType::F32, MemCategory::Activations)?;
+            let mut y = b.empty([rows, layers[i].shape[1]], DType::F32, MemCategory::Activations)?;
             layer.as_ref().forward(b, &x, &mut y, true)?;
             observers[i + 1].observe(&b.read_f32(&y)?);
             x = y;

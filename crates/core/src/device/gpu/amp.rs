@@ -60,6 +60,18 @@ pub fn cast(gpu: &mut GpuBackend, x: &GpuTensor, out: &mut GpuTensor, stats: Opt
 pub fn sum_cols16(gpu: &mut GpuBackend, x: &GpuTensor, out: &mut GpuTensor) -> Result<()> {
     ensure_available(gpu, "sum_cols", x.dtype)?;
     let [r, c] = x.shape;
+    // Long and narrow (a convolution's bias gradient over batch × height × width): split the
+    // rows as core.rs does for f32, 64 columns × a slice of rows per workgroup.
+    let split = if gpu.pipelines.wg() >= 64 { super::core::split_k(c.div_ceil(64), r) } else { 1 };
+    if split > 1 {
+        let len = r.div_ceil(split);
+        let split = r.div_ceil(len);
+        let part = gpu.alloc([split, c], DType::F32, MemCategory::Activations)?;
+        let params = [u32_len(r, "sum_cols")?, u32_len(c, "sum_cols")?, 0, len as u32];
+        let groups = (c.div_ceil(64) as u32, split as u32);
+        gpu.run_as(x.dtype, Kernel::SumCols16Part, 0, &params, &[(7, x.buffer()), (6, part.buffer())], groups)?;
+        return gpu.sum_slices(&part, out, false);
+    }
     let g = gpu.grid(c);
     gpu.run_as(
         x.dtype,
@@ -118,10 +130,17 @@ pub fn matmul16(
         // The register-blocked kernel, the tiled one (64×64 blocks) and the cooperative-matrix
         // one (shaders/matmul16_coop.wgsl, 32×32 blocks, every transpose) share their bindings
         // and parameters.
+        // The tiled kernel splits a long K (a weight gradient: f32 out, no epilogue, no stats)
+        // over slices when its output has too few tiles, as the f32 one does (core.rs).
+        let m_tiles = m32.div_ceil(64).max(1);
+        let plain_f32 = c.dtype == DType::F32 && code == 0 && stats.is_none();
+        let split = if tiled && plain_f32 { super::core::split_k(m.div_ceil(64) * n.div_ceil(64), k) } else { 1 };
+        let k_len = if split > 1 { k.div_ceil(split).next_multiple_of(16) } else { k.max(1) };
+        let split = k.div_ceil(k_len).max(1);
         let (kernel, variant, groups) = if coop {
             (Kernel::Matmul16Coop, variant, (n32.div_ceil(32), m32.div_ceil(32)))
         } else if tiled {
-            (Kernel::Matmul16Tiled, variant, (n32.div_ceil(64), m32.div_ceil(64)))
+            (Kernel::Matmul16Tiled, variant, (n32.div_ceil(64), m_tiles * split as u32))
         } else {
             // vec4<u32> loads (8 values) where the row length along the loaded dimension allows them.
             let va = if ta { m % 8 == 0 } else { k % 8 == 0 };
@@ -139,9 +158,17 @@ pub fn matmul16(
         let count = stats.is_some() as u32;
         let s = stats.map(|s| s.buffer().clone()).unwrap_or_else(|| gpu.spare(Spare::Stats));
         let out16 = c.dtype != DType::F32;
+        let params = [m32, n32, k32, code, count, out16 as u32, k_len as u32, m_tiles];
+        if split > 1 {
+            // Each slice's partial product, then the slices added in order into C.
+            let part = gpu.alloc([split, m * n], DType::F32, MemCategory::Activations)?;
+            let bindings = [(1, a.buffer()), (2, b.buffer()), (3, &spare_c), (4, part.buffer()), (5, &bias), (6, &act), (7, &s)];
+            gpu.run_as(dt, kernel, variant, &params, &bindings, groups)?;
+            return gpu.sum_slices(&part, c, false);
+        }
         let (c16, c32) = if out16 { (c.buffer(), &spare_c) } else { (&spare_c, c.buffer()) };
         let bindings = [(1, a.buffer()), (2, b.buffer()), (3, c16), (4, c32), (5, &bias), (6, &act), (7, &s)];
-        return gpu.run_as(dt, kernel, variant, &[m32, n32, k32, code, count, out16 as u32], &bindings, groups);
+        return gpu.run_as(dt, kernel, variant, &params, &bindings, groups);
     }
     let g = gpu.grid((m * n).div_ceil(2));
     if c.dtype == DType::F32 {

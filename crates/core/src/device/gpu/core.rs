@@ -25,7 +25,7 @@ pub(super) fn split_k(tiles: usize, len: usize) -> usize {
 
 impl GpuBackend {
     /// out (+)= Σ_s part[s, ..]: the second pass of a split reduction, in slice order.
-    fn sum_slices(&mut self, part: &GpuTensor, out: &mut GpuTensor, acc: bool) -> Result<()> {
+    pub(super) fn sum_slices(&mut self, part: &GpuTensor, out: &mut GpuTensor, acc: bool) -> Result<()> {
         let [slices, n] = part.shape;
         let g = self.grid(n);
         let params = [u32_len(slices, "sum")?, u32_len(n, "sum")?, 0, acc as u32];
@@ -189,6 +189,45 @@ impl CoreOps for GpuBackend {
             let g = self.rows_grid(rows);
             self.run(Kernel::SoftmaxXent, 0, &params, &bindings, g)
         }
+    }
+
+    fn loss_step(
+        &mut self,
+        logits: &GpuTensor,
+        labels: &GpuTensor,
+        loss_rows: &mut GpuTensor,
+        grad: Option<&mut GpuTensor>,
+        grad_scale: f32,
+        loss_sum: &mut GpuTensor,
+        correct: &mut GpuTensor,
+    ) -> Result<()> {
+        let [rows, cols] = logits.shape;
+        // One dispatch where a row fits an invocation and the batch one workgroup (as the
+        // row-wise kernel and the totals' single-workgroup sums would run it anyway).
+        if cols > ROWWISE_MAX_COLS || rows > self.pipelines.wg() as usize {
+            self.softmax_xent(logits, labels, loss_rows, grad, grad_scale)?;
+            self.accumulate_sum(loss_rows, loss_sum, 0)?;
+            return self.count_correct(logits, labels, correct, 0);
+        }
+        checks::labels("softmax_xent", logits, labels)?;
+        checks::vector_out("softmax_xent", loss_rows, rows, DType::F32)?;
+        checks::acc_index("accumulate_sum", loss_sum, 0, DType::F32)?;
+        checks::acc_index("count_correct", correct, 0, DType::U32)?;
+        if let Some(g) = &grad {
+            checks::same_shape("softmax_xent", *g, logits)?;
+        }
+        let write_grad = grad.is_some() as u32;
+        let grad_buf = grad.map(|g| g.buffer().clone()).unwrap_or_else(|| self.dummy.clone());
+        let params = [rows as u32, cols as u32, grad_scale.to_bits(), write_grad];
+        let bindings = [
+            (1, logits.buffer()),
+            (2, labels.buffer()),
+            (3, loss_rows.buffer()),
+            (4, &grad_buf),
+            (5, loss_sum.buffer()),
+            (6, correct.buffer()),
+        ];
+        self.run(Kernel::SoftmaxXentTotals, 0, &params, &bindings, (1, 1))
     }
 
     fn sum_cols(&mut self, x: &GpuTensor, out: &mut GpuTensor) -> Result<()> {

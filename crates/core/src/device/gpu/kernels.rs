@@ -100,6 +100,8 @@ kernels! {
     AddTo => "elementwise.wgsl", ELEMENTWISE, "add_to", AtPrepare;
     SoftmaxXent => "softmax_xent.wgsl", SOFTMAX_XENT, "main", AtPrepare;
     SoftmaxXentRowwise => "softmax_xent.wgsl", SOFTMAX_XENT, "rowwise", AtPrepare;
+    /// The loss step in one dispatch: `rowwise` with the loss sum and correct count.
+    SoftmaxXentTotals => "softmax_xent.wgsl", SOFTMAX_XENT, "totals", AtPrepare;
     SumCols => "reduce.wgsl", REDUCE, "sum_cols", AtPrepare;
     SumRows => "reduce.wgsl", REDUCE, "sum_rows", AtPrepare;
     /// Split reductions: partial column sums of a long matrix, then the slices added.
@@ -114,6 +116,8 @@ kernels! {
     CastTo16 => "amp.wgsl", AMP, "cast_to16", Per16BitType;
     CastToF32 => "amp.wgsl", AMP, "cast_to_f32", Per16BitType;
     SumCols16 => "amp.wgsl", AMP, "sum_cols16", Per16BitType;
+    /// sum_cols16's first pass when the rows are split (then `SumSlices`).
+    SumCols16Part => "amp.wgsl", AMP, "sum_cols16_part", Per16BitType;
     Transpose16 => "amp.wgsl", AMP, "transpose16", Per16BitType;
     Matmul16Out => "matmul16.wgsl", MATMUL16, "main16", Per16BitType;
     Matmul16F32 => "matmul16.wgsl", MATMUL16, "main_f32", Per16BitType;
@@ -137,6 +141,9 @@ kernels! {
     /// Int8 quantization: compiled on first use (as I8), since f32 training never needs them.
     AbsmaxCols => "quant.wgsl", QUANT, "absmax_cols", OnFirstUse;
     AbsmaxAll => "quant.wgsl", QUANT, "absmax_all", OnFirstUse;
+    /// A long absmax split over workgroups (per tensor or per column), then the slices' max.
+    AbsmaxPart => "quant.wgsl", QUANT, "absmax_part", OnFirstUse;
+    AbsmaxFinish => "quant.wgsl", QUANT, "absmax_finish", OnFirstUse;
     Quantize => "quant.wgsl", QUANT, "quantize", OnFirstUse;
     DequantizeI8 => "quant.wgsl", QUANT, "dequantize_i8", OnFirstUse;
     DequantizeI32 => "quant.wgsl", QUANT, "dequantize_i32", OnFirstUse;

@@ -55,7 +55,20 @@ impl QuantOps for GpuBackend {
         let (r32, c32) = (rows as u32, cols as u32);
         let per_channel = granularity == QuantGranularity::PerChannel;
         let params = [n, r32, c32, per_channel as u32, inv127_bits()];
-        if per_channel {
+        // A long absmax (a per-tensor scale over a whole activation or weight; a column over
+        // many rows) is split so it fills the GPU, as the column sums are (core.rs `split_k`).
+        let (width, len) = if per_channel { (cols, rows) } else { (1, x.numel()) };
+        let split = if self.pipelines.wg() >= 64 { super::core::split_k(width.div_ceil(64), len) } else { 1 };
+        if split > 1 {
+            let slice = len.div_ceil(split);
+            let split = len.div_ceil(slice);
+            let part = self.alloc([split, width], DType::F32, crate::tensor::MemCategory::Activations)?;
+            let p = [n, r32, c32, per_channel as u32, inv127_bits(), slice as u32, split as u32];
+            let groups = if per_channel { (cols.div_ceil(64) as u32, split as u32) } else { (1, split as u32) };
+            self.run(Kernel::AbsmaxPart, 0, &p, &[(1, x.buffer()), (7, part.buffer())], groups)?;
+            let g = self.grid(width);
+            self.run(Kernel::AbsmaxFinish, 0, &p, &[(4, part.buffer()), (3, scales.buffer())], g)?;
+        } else if per_channel {
             let g = self.grid(cols);
             self.run(Kernel::AbsmaxCols, 0, &params, &[(1, x.buffer()), (3, scales.buffer())], g)?;
         } else {
