@@ -1,9 +1,9 @@
-//! `cargo bench`: GEMM GFLOP/s (CPU and every GPU matmul variant) and MLP training
+//! `cargo bench`: GEMM GFLOP/s (CPU and every GPU matmul variant) and MLP and CNN training
 //! throughput, through the same code as `gpulab bench`. Speed lives here, not in tests.
 
 use gpulab::bench::{MatmulDType, TrainBenchConfig, bench_matmul, bench_train, bench_train_amp, random_matrix, time_op};
 use gpulab::device::{Bf16Path, CpuBackend, GpuBackend, GpuSelector};
-use gpulab::nn::{AmpConfig, DenseStack, Mlp, MlpConfig, Optimizer, OptimizerKind, Precision};
+use gpulab::nn::{AmpConfig, DenseStack, Mlp, MlpConfig, ModelKind, Optimizer, OptimizerKind, Precision};
 use gpulab::quant::{HostLayer, ObserverKind, calibrate, quantize_model};
 use gpulab::stats::median;
 use gpulab::tensor::{Dequant, MemCategory, matmul_i8_dequant_unfused, prelude::*};
@@ -155,16 +155,7 @@ fn sections() {
     }
     println!("MLP 784-256-128-10 training steps (SGD momentum, random data, measured)");
     for batch in [32, 128, 512] {
-        let cfg = TrainBenchConfig {
-            input: 784,
-            hidden: vec![256, 128],
-            classes: 10,
-            batch,
-            seconds: if quick { 0.01 } else { 3.0 },
-            min_steps: if quick { 1 } else { 20 },
-            optimizer: OptimizerKind::Sgd,
-            conv: None,
-        };
+        let cfg = train_cfg(ModelKind::Mlp, batch, quick);
         let report = |r: gpulab::Result<gpulab::bench::TrainBenchRow>| match r {
             Ok(r) => {
                 println!("  batch {:>4} {:>10.0} samples/s {:>8.3} ms/step  {}", r.batch, r.samples_per_s, r.step_ms_median, r.backend)
@@ -174,6 +165,51 @@ fn sections() {
         report(bench_train(&mut CpuBackend::new(), &cfg));
         if let Some(g) = gpu.as_mut() {
             report(bench_train(g, &cfg));
+        }
+    }
+    cpu_train_cases(quick);
+}
+
+/// `gpulab bench train`'s model at `batch`: the MLP 784-256-128-10 or the CNN on 1×28×28.
+fn train_cfg(model: ModelKind, batch: usize, quick: bool) -> TrainBenchConfig {
+    let conv = model.config([1, 28, 28], 784, &[256, 128], 10).expect("the benchmark's models are valid").conv;
+    TrainBenchConfig {
+        input: 784,
+        hidden: vec![256, 128],
+        classes: 10,
+        batch,
+        seconds: if quick { 0.01 } else { 1.0 },
+        min_steps: if quick { 1 } else { 5 },
+        optimizer: OptimizerKind::Sgd,
+        conv,
+    }
+}
+
+/// The CPU cases issue 40 compares with PyTorch (benches/reference/torch_mlp.py): MLP and CNN,
+/// fp32 and bf16 (the fastest bf16 kernel here), batch 32, 128 and 512; short runs.
+fn cpu_train_cases(quick: bool) {
+    println!("CPU training, MLP and CNN, fp32 and bf16 (samples/s and wall ms/step measured; bf16/fp32 derived)");
+    for model in [ModelKind::Mlp, ModelKind::Cnn] {
+        for batch in [32, 128, 512] {
+            let cfg = train_cfg(model, batch, quick);
+            let mut fp32 = None;
+            for precision in [Precision::F32, Precision::BF16] {
+                match bench_train_amp(&mut CpuBackend::new(), &cfg, AmpConfig::new(precision)) {
+                    Ok(r) => {
+                        let ratio = fp32.map(|f| format!("  {:.2}x fp32", r.samples_per_s / f)).unwrap_or_default();
+                        fp32 = fp32.or(Some(r.samples_per_s));
+                        println!(
+                            "  {:<3} {:<4} batch {:>4} {:>9.0} samples/s {:>8.3} ms/step wall{ratio}",
+                            model.name(),
+                            precision.name(),
+                            batch,
+                            r.samples_per_s,
+                            r.step_ms_wall
+                        );
+                    }
+                    Err(e) => eprintln!("  {} {} batch {batch}: {e}", model.name(), precision.name()),
+                }
+            }
         }
     }
 }

@@ -92,6 +92,7 @@ pub fn matmul16(
     bf16: Bf16Path,
 ) -> Result<()> {
     let (m, n, k) = checks::matmul16(a, b, c, ta, tb, &epi, stats.as_deref())?;
+    let bf16 = bf16.for_shape(m, n, k);
     // The epilogue on row i's sums for the columns from j0, applied as each block of sums is
     // finished (inside the bf16 kernel) or row by row after the widened f32 GEMM.
     let epilogue = |i: usize, j0: usize, sums: &mut [f32]| match epi {

@@ -6,25 +6,40 @@ use super::{CpuBackend, CpuTensor, Storage, ops};
 use crate::error::Result;
 use crate::tensor::{ConvOps, ImageGeom, checks, float16};
 
-/// cols `[pixels, 9·C]` from the CHW images x, each tap stored as `put(value)`.
+/// cols `[pixels, 9·C]` from the CHW images x, each tap stored as `put(value)`. One task per
+/// image (`image_cols`).
 fn im2col_into<T: Copy + Send + Sync>(x: &[f32], cols: &mut [T], g: ImageGeom, put: impl Fn(f32) -> T + Sync) {
     let (h, w, c) = (g.height, g.width, g.channels);
+    ops::chunks(cols, h * w * 9 * c, |n, dst| image_cols(&x[n * c * h * w..][..c * h * w], dst, g, &put));
+}
+
+/// One CHW image's columns, its rows in order: no index division per row, and interior pixels
+/// skip the padding test.
+fn image_cols<T: Copy>(img: &[f32], dst: &mut [T], g: ImageGeom, put: &impl Fn(f32) -> T) {
+    let (h, w, c) = (g.height, g.width, g.channels);
     let zero = put(0.0);
-    // One row per output pixel (n, py, px): its 3×3 patch of every channel, zero outside.
-    ops::chunks(cols, 9 * c, |row, dst| {
-        let (px, t) = (row % w, row / w);
-        let (py, n) = (t % h, t / h);
-        for ch in 0..c {
-            let plane = &x[(n * c + ch) * h * w..][..h * w];
+    for (pix, row) in dst.chunks_exact_mut(9 * c).enumerate() {
+        let (py, px) = (pix / w, pix % w);
+        let interior = py >= 1 && py + 1 < h && px >= 1 && px + 1 < w;
+        for (plane, taps) in img.chunks_exact(h * w).zip(row.chunks_exact_mut(9)) {
+            if interior {
+                for ky in 0..3 {
+                    let src = &plane[(py + ky - 1) * w + px - 1..][..3];
+                    for kx in 0..3 {
+                        taps[ky * 3 + kx] = put(src[kx]);
+                    }
+                }
+                continue;
+            }
             for ky in 0..3 {
                 let sy = (py + ky).wrapping_sub(1);
                 for kx in 0..3 {
                     let sx = (px + kx).wrapping_sub(1);
-                    dst[ch * 9 + ky * 3 + kx] = if sy < h && sx < w { put(plane[sy * w + sx]) } else { zero };
+                    taps[ky * 3 + kx] = if sy < h && sx < w { put(plane[sy * w + sx]) } else { zero };
                 }
             }
         }
-    });
+    }
 }
 
 impl ConvOps for CpuBackend {
@@ -37,10 +52,15 @@ impl ConvOps for CpuBackend {
         let x = x.f32();
         match &mut cols.data {
             Storage::F32(dst) => im2col_into(x, dst, g, |v| v),
-            // Autocast's columns: each tap rounded to the 16-bit type as it is gathered.
+            // Autocast's columns: an image's f32 columns, then rounded to the 16-bit type in
+            // one vectorised sweep (`encode_into`) while they are in cache.
             Storage::Bits16(dst, dt) => {
-                let dt = *dt;
-                im2col_into(x, dst, g, |v| float16::round_bits(dt, v))
+                let (dt, per) = (*dt, g.height * g.width * g.channels);
+                ops::chunks(dst, 9 * per, |n, d| {
+                    let mut f = vec![0f32; d.len()];
+                    image_cols(&x[n * per..][..per], &mut f, g, &|v| v);
+                    float16::encode_into(dt, &f, d);
+                });
             }
             _ => return Err(crate::error::Error::Internal("checks::im2col let non-float columns through".into())),
         }
@@ -51,12 +71,14 @@ impl ConvOps for CpuBackend {
         checks::col2im(cols, x, g)?;
         let cols = cols.f32();
         let (h, w, c) = (g.height, g.width, g.channels);
-        // One plane per (n, channel); each pixel sums its 9 taps in the GPU kernel's order.
-        ops::chunks(x.f32_mut(), h * w, |plane, out| {
-            let (ch, n) = (plane % c, plane / c);
+        // One task per image; each pixel sums its 9 taps in the GPU kernel's order, every channel
+        // at once (each channel's sum sees the same additions in the same order), so each tap
+        // reads one contiguous row of columns.
+        ops::chunks(x.f32_mut(), c * h * w, |n, out| {
+            let mut sums = vec![0f32; c];
             for py in 0..h {
                 for px in 0..w {
-                    let mut s = 0.0f32;
+                    sums.fill(0.0);
                     for ky in 0..3 {
                         let oy = (py + 1).wrapping_sub(ky);
                         if oy >= h {
@@ -65,11 +87,16 @@ impl ConvOps for CpuBackend {
                         for kx in 0..3 {
                             let ox = (px + 1).wrapping_sub(kx);
                             if ox < w {
-                                s += cols[((n * h + oy) * w + ox) * 9 * c + ch * 9 + ky * 3 + kx];
+                                let row = &cols[((n * h + oy) * w + ox) * 9 * c..][..9 * c];
+                                for (s, taps) in sums.iter_mut().zip(row.chunks_exact(9)) {
+                                    *s += taps[ky * 3 + kx];
+                                }
                             }
                         }
                     }
-                    out[py * w + px] = s;
+                    for (ch, s) in sums.iter().enumerate() {
+                        out[ch * h * w + py * w + px] = *s;
+                    }
                 }
             }
         });
@@ -79,53 +106,101 @@ impl ConvOps for CpuBackend {
     fn max_pool(&mut self, x: &CpuTensor, out: &mut CpuTensor, argmax: &mut CpuTensor, g: ImageGeom) -> Result<()> {
         let p = checks::max_pool(x, out, argmax, g)?;
         let x = x.f32();
-        let (w, c) = (g.width, g.channels);
-        // One pooled plane per (n, channel); the first of equal maxima wins, as on the GPU.
-        ops::chunks(argmax.u32_mut(), p.height * p.width, |plane, dst| {
-            let (ch, n) = (plane % c, plane / c);
-            for oy in 0..p.height {
-                for ox in 0..p.width {
-                    let at = |dy: usize, dx: usize| ((n * g.height + 2 * oy + dy) * w + 2 * ox + dx) * c + ch;
-                    let mut best = at(0, 0);
-                    for i in [at(0, 1), at(1, 0), at(1, 1)] {
-                        if x[i] > x[best] {
-                            best = i;
+        let (w, c, ph, pw) = (g.width, g.channels, p.height, p.width);
+        // One task per image: each window's four rows of C channels are contiguous in the HWC
+        // input; the first of equal maxima wins, as on the GPU.
+        let per = c * ph * pw;
+        ops::chunks_pair(out.f32_mut(), argmax.u32_mut(), per, |n, out, dst| {
+            let offs = [c, w * c, w * c + c];
+            for oy in 0..ph {
+                for ox in 0..pw {
+                    let base = ((n * g.height + 2 * oy) * w + 2 * ox) * c;
+                    for ch in 0..c {
+                        // The best value stays in a register: no load that waits on a compare.
+                        let (mut best, mut v) = (base + ch, x[base + ch]);
+                        for o in offs {
+                            if x[base + o + ch] > v {
+                                (best, v) = (base + o + ch, x[base + o + ch]);
+                            }
                         }
+                        let at = (ch * ph + oy) * pw + ox;
+                        dst[at] = best as u32;
+                        out[at] = v;
                     }
-                    dst[oy * p.width + ox] = best as u32;
                 }
             }
         });
-        let winners = argmax.u32();
-        out.f32_mut().iter_mut().zip(winners).for_each(|(o, &i)| *o = x[i as usize]);
         Ok(())
     }
 
     fn max_pool_backward(&mut self, grad_out: &CpuTensor, argmax: &CpuTensor, grad_in: &mut CpuTensor, g: ImageGeom) -> Result<()> {
         let p = checks::max_pool_backward(grad_out, argmax, grad_in, g)?;
         let (go, winners) = (grad_out.f32(), argmax.u32());
-        let (w, c) = (g.width, g.channels);
-        // The 2×2 windows do not overlap, so each input is the winner of at most one output:
-        // zeros, then each output's gradient written to its winner when the winner lies in its
-        // window — the values of the GPU's gather (one invocation per input, which takes the
-        // gradient of its window's output if that output chose it), without a search per input.
-        let gi = grad_in.f32_mut();
-        gi.fill(0.0);
-        let planes = go.len() / (p.height * p.width).max(1);
-        for plane in 0..planes {
-            let (ch, n) = (plane % c, plane / c);
-            for oy in 0..p.height {
-                for ox in 0..p.width {
-                    let o = (plane * p.height + oy) * p.width + ox;
-                    let win = winners[o] as usize;
-                    let (y, x) = (win / c / w % g.height, win / c % w);
-                    let inside = win % c == ch && win / c / w / g.height == n && y / 2 == oy && x / 2 == ox;
-                    if inside {
-                        gi[win] = go[o];
+        let (h, w, c, ph, pw) = (g.height, g.width, g.channels, p.height, p.width);
+        // The 2×2 windows do not overlap, so each input lies in at most one: it gets its
+        // window's output gradient when it is that window's winner, else zero (a last odd row
+        // or column, in no window, stays zero) — the values of the GPU's gather (one invocation
+        // per input, which takes the gradient of its window's output if that output chose it).
+        // Every store's address is known before its value: none waits on a loaded index.
+        let per_out = c * ph * pw;
+        ops::chunks(grad_in.f32_mut(), h * w * c, |n, gi| {
+            if h % 2 == 1 || w % 2 == 1 {
+                gi.fill(0.0);
+            }
+            let first = n * h * w * c;
+            for oy in 0..ph {
+                for ox in 0..pw {
+                    let at = ((n * h + 2 * oy) * w + 2 * ox) * c;
+                    for ch in 0..c {
+                        let o = n * per_out + (ch * ph + oy) * pw + ox;
+                        let (win, g) = (winners[o] as usize, go[o]);
+                        for q in [at + ch, at + c + ch, at + w * c + ch, at + w * c + c + ch] {
+                            gi[q - first] = if win == q { g } else { 0.0 };
+                        }
                     }
                 }
             }
-        }
+        });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::{CoreOps, DType, MemCategory};
+
+    /// col2im must give the bits of the GPU kernel's formula: each pixel's 9 taps summed from
+    /// zero in (ky, kx) order (written out here one element at a time, as the shader does).
+    #[test]
+    fn col2im_sums_each_pixel_in_the_gpu_kernels_order() {
+        let mut cpu = CpuBackend::new();
+        for g in [
+            ImageGeom { batch: 2, height: 5, width: 7, channels: 3 },
+            ImageGeom { batch: 3, height: 28, width: 28, channels: 16 },
+            ImageGeom { batch: 1, height: 1, width: 4, channels: 2 },
+        ] {
+            let (h, w, c) = (g.height, g.width, g.channels);
+            let vals: Vec<f32> = (0..g.pixels() * 9 * c).map(|i| ((i * 7919 % 1000) as f32 - 500.0) * 1.37e-3).collect();
+            let cols = cpu.upload_f32(&vals, [g.pixels(), 9 * c], MemCategory::Activations).unwrap();
+            let mut x = cpu.zeros([g.batch, c * h * w], DType::F32, MemCategory::Activations).unwrap();
+            cpu.col2im(&cols, &mut x, g).unwrap();
+            let mut want = vec![0f32; g.numel()];
+            for (i, o) in want.iter_mut().enumerate() {
+                let (px, py, ch, n) = (i % w, i / w % h, i / (h * w) % c, i / (c * h * w));
+                let mut s = 0.0f32;
+                for ky in 0..3 {
+                    for kx in 0..3 {
+                        let (oy, ox) = ((py + 1).wrapping_sub(ky), (px + 1).wrapping_sub(kx));
+                        if oy < h && ox < w {
+                            s += vals[((n * h + oy) * w + ox) * 9 * c + ch * 9 + ky * 3 + kx];
+                        }
+                    }
+                }
+                *o = s;
+            }
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(x.f32()), bits(&want), "{g:?}");
+        }
     }
 }

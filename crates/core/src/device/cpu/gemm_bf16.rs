@@ -39,6 +39,21 @@ impl Bf16Path {
         }
     }
 
+    /// The path that multiplies an m×k by k×n product: this one, or a narrower one where its
+    /// tiles would mostly hold padding. AMX fills 32 × 32 blocks of c from steps of 32 k and
+    /// packs a (its rows padded to 32, its k to 32) every call: a CNN's first convolution
+    /// (k = 9, n = 16) or the head's 10 classes would be mostly zeros, and packing 100 000 rows
+    /// for them cost more than the product. The vector kernel's panels are 64 columns wide.
+    /// Below those sizes the operands are widened to f32 (exactly) for the f32 GEMM.
+    pub fn for_shape(self, m: usize, n: usize, k: usize) -> Bf16Path {
+        let amx_fits = m >= 32 && n >= 32 && k >= 32;
+        match self {
+            Bf16Path::Amx if amx_fits => Bf16Path::Amx,
+            Bf16Path::Amx | Bf16Path::Avx512Bf16 if n >= 48 && Bf16Path::Avx512Bf16.available() => Bf16Path::Avx512Bf16,
+            _ => Bf16Path::Widen,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Bf16Path::Amx => "AMX (tdpbf16ps on 16×16 tiles, f32 accumulation)",
@@ -70,7 +85,7 @@ pub fn gemm_bf16(a: &[u16], b: &[u16], c: &mut [f32], m: usize, n: usize, k: usi
 /// `gemm_bf16` whose finished sums go through `store(i, j0, sums, out)`: row i's sums for the
 /// columns from j0 (mutable, for an epilogue) and the slice of c they belong in. The vector
 /// kernel calls it as each tile leaves its registers, so an epilogue and a rounding to 16 bits
-/// cost no pass of their own; AMX stores its tiles first. Returns the sum of what the calls
+/// cost no pass of their own; AMX calls it per 32 × 32 block from the tiles it stored. Returns the sum of what the calls
 /// returned (a rounding's [nonzero, flushed] counts), or None for a path this CPU lacks.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_bf16_into<O: Send, S: RowStore<O>>(
@@ -94,18 +109,15 @@ pub fn gemm_bf16_into<O: Send, S: RowStore<O>>(
     }
     match path {
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-        Bf16Path::Amx => {
-            let mut sums = vec![0f32; m * n];
-            amx::gemm(
-                &pack_a(a, m, k, ta, amx::PAD, |v| v),
-                &pack_b(b, n, k, tb, amx::NR, amx::PAD, |v| v),
-                &mut sums,
-                m,
-                n,
-                amx::PAD.words(k),
-            );
-            Some(store_rows(&mut sums, c, n, store))
-        }
+        Bf16Path::Amx => Some(amx::gemm(
+            &pack_a(a, m, k, ta, amx::PAD, |v| v),
+            &pack_b(b, n, k, tb, amx::NR, amx::PAD, |v| v),
+            c,
+            m,
+            n,
+            amx::PAD.words(k),
+            store,
+        )),
         #[cfg(target_arch = "x86_64")]
         Bf16Path::Avx512Bf16 => {
             // Row-major a with even k is already in pairs (little-endian: k = 2p low, 2p + 1
@@ -200,13 +212,15 @@ mod amx {
         rows: [16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0],
     };
 
-    /// c = a·b: a as rows (a multiple of 32) of `kw` words (`pairs::pack_a` with PAD), b as
-    /// panels of NR columns of `kw` words each (`pairs::pack_b` with PAD).
-    pub fn gemm(a: &[u32], bp: &[u32], c: &mut [f32], m: usize, n: usize, kw: usize) {
+    /// c = a·b through `store` (`gemm_bf16_into`), each 32 × 32 block as it leaves the tiles:
+    /// a as rows (a multiple of 32) of `kw` words (`pairs::pack_a` with PAD), b as panels of
+    /// NR columns of `kw` words each (`pairs::pack_b` with PAD).
+    pub fn gemm<O: Send, S: super::RowStore<O>>(a: &[u32], bp: &[u32], c: &mut [O], m: usize, n: usize, kw: usize, store: &S) -> [u64; 2] {
         let panels = n.div_ceil(NR);
         assert!(a.len() >= m.next_multiple_of(32) * kw && bp.len() >= panels * kw * NR, "AMX operands packed short");
-        let task = |(blk, cb): (usize, &mut [f32])| {
+        let task = |(blk, cb): (usize, &mut [O])| {
             let rows = cb.len() / n;
+            let mut counts = [0, 0];
             let a0 = &a[blk * 32 * kw..][..32 * kw];
             // 32 × 32 sums of one block, 128 bytes a row.
             let mut out = [[0f32; 32]; 32];
@@ -257,19 +271,21 @@ mod amx {
                     );
                 }
                 let (j0, cols) = (p * NR, (2 * NR).min(n - p * NR));
-                for (r, row) in out.iter().enumerate().take(rows) {
-                    cb[r * n + j0..][..cols].copy_from_slice(&row[..cols]);
+                for (r, row) in out.iter_mut().enumerate().take(rows) {
+                    let got = store(blk * 32 + r, j0, &mut row[..cols], &mut cb[r * n + j0..][..cols]);
+                    counts = super::add(counts, got);
                 }
                 p += 2;
             }
             // SAFETY: releases the tiles this task configured.
             unsafe { asm!("tilerelease", options(nostack, nomem)) };
+            counts
         };
         // A block of 32 × 32 is 4 instructions per 32 k: forking pays only for many blocks.
         if m * n * kw < 1 << 20 {
-            c.chunks_mut(32 * n).enumerate().for_each(task);
+            c.chunks_mut(32 * n).enumerate().map(task).fold([0, 0], super::add)
         } else {
-            c.par_chunks_mut(32 * n).enumerate().for_each(task);
+            c.par_chunks_mut(32 * n).enumerate().map(task).reduce(|| [0, 0], super::add)
         }
     }
 }

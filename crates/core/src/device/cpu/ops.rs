@@ -146,3 +146,15 @@ pub fn chunks<T: Send>(out: &mut [T], len: usize, f: impl Fn(usize, &mut [T]) + 
         out.chunks_mut(len).enumerate().for_each(|(i, c)| f(i, c));
     }
 }
+
+/// `chunks` over two outputs cut alike: f(i, the i-th `len` elements of a, those of b).
+pub fn chunks_pair<T: Send, U: Send>(a: &mut [T], b: &mut [U], len: usize, f: impl Fn(usize, &mut [T], &mut [U]) + Sync) {
+    if len == 0 {
+        return;
+    }
+    if a.len() >= PAR_THRESHOLD {
+        a.par_chunks_mut(len).zip(b.par_chunks_mut(len)).enumerate().for_each(|(i, (x, y))| f(i, x, y));
+    } else {
+        a.chunks_mut(len).zip(b.chunks_mut(len)).enumerate().for_each(|(i, (x, y))| f(i, x, y));
+    }
+}

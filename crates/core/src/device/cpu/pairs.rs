@@ -9,6 +9,8 @@ use rayon::prelude::*;
 
 /// Below this many packed words, packing runs on the calling thread.
 const PAR_WORDS: usize = 1 << 15;
+/// Rows of a transposed a packed together (`pack_a`).
+const TA_ROWS: usize = 16;
 
 fn word(lo: u16, hi: u16) -> u32 {
     lo as u32 | ((hi as u32) << 16)
@@ -40,25 +42,43 @@ pub fn pack_a<T: Copy + Sync>(a: &[T], m: usize, k: usize, ta: bool, pad: Pad, b
     if kp == 0 {
         return out;
     }
+    if ta {
+        // a is [k, m]: a block of TA_ROWS rows at a time reads each pair of a's rows where they
+        // lie (contiguous) rather than one column of a per row, which re-read the whole
+        // operand from memory once per row (a weight gradient's k is the batch's pixels).
+        let block = |(bi, dst): (usize, &mut [u32])| {
+            let i0 = bi * TA_ROWS;
+            let rows = TA_ROWS.min(m.saturating_sub(i0));
+            if rows == 0 {
+                return; // padding rows: zero
+            }
+            for p in 0..kp {
+                let lo = &a[2 * p * m + i0..][..rows];
+                let hi = (2 * p + 1 < k).then(|| &a[(2 * p + 1) * m + i0..][..rows]);
+                for (r, &l) in lo.iter().enumerate() {
+                    dst[r * stride + p] = word(bits(l), hi.map_or(0, |h| bits(h[r])));
+                }
+            }
+        };
+        if out.len() >= PAR_WORDS {
+            out.par_chunks_mut(TA_ROWS * stride).enumerate().for_each(block);
+        } else {
+            out.chunks_mut(TA_ROWS * stride).enumerate().for_each(block);
+        }
+        return out;
+    }
     let row = |(i, dst): (usize, &mut [u32])| {
         if i >= m {
             return;
         }
+        // Whole pairs in a loop the compiler vectorises, then the odd k's last value.
         let dst = &mut dst[..kp];
-        if ta {
-            for (p, w) in dst.iter_mut().enumerate() {
-                let hi = if 2 * p + 1 < k { bits(a[(2 * p + 1) * m + i]) } else { 0 };
-                *w = word(bits(a[2 * p * m + i]), hi);
-            }
-        } else {
-            // Whole pairs in a loop the compiler vectorises, then the odd k's last value.
-            let src = &a[i * k..][..k];
-            for (w, pair) in dst.iter_mut().zip(src.chunks_exact(2)) {
-                *w = word(bits(pair[0]), bits(pair[1]));
-            }
-            if k % 2 == 1 {
-                dst[kp - 1] = word(bits(src[k - 1]), 0);
-            }
+        let src = &a[i * k..][..k];
+        for (w, pair) in dst.iter_mut().zip(src.chunks_exact(2)) {
+            *w = word(bits(pair[0]), bits(pair[1]));
+        }
+        if k % 2 == 1 {
+            dst[kp - 1] = word(bits(src[k - 1]), 0);
         }
     };
     if out.len() >= PAR_WORDS {
