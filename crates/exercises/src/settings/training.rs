@@ -119,3 +119,13 @@ impl Training {
         Ok(())
     }
 }
+
+/// What a `size=auto` run trained, from its report's settings (which hold the chosen model):
+/// (hidden widths, epochs). None for a run sized as set. The lab shows it beside the declared
+/// widths, which the run replaced.
+pub fn trained(config: &std::collections::BTreeMap<String, String>) -> Option<(&str, &str)> {
+    if config.get(SIZE).map(String::as_str) != Some("auto") || config.get("model").is_some_and(|m| m != "mlp") {
+        return None;
+    }
+    Some((config.get("hidden")?.as_str(), config.get("epochs").map_or("", String::as_str)))
+}

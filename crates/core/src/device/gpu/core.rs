@@ -203,8 +203,10 @@ impl CoreOps for GpuBackend {
     ) -> Result<()> {
         let [rows, cols] = logits.shape;
         // One dispatch where a row fits an invocation and the batch one workgroup (as the
-        // row-wise kernel and the totals' single-workgroup sums would run it anyway).
-        if cols > ROWWISE_MAX_COLS || rows > self.pipelines.wg() as usize {
+        // row-wise kernel and the totals' single-workgroup sums would run it anyway), and the
+        // adapter binds its six storage buffers (GLES guarantees four: the three ops then).
+        let binds_six = self.summary.limits.max_storage_buffers_per_shader_stage >= 6;
+        if cols > ROWWISE_MAX_COLS || rows > self.pipelines.wg() as usize || !binds_six {
             self.softmax_xent(logits, labels, loss_rows, grad, grad_scale)?;
             self.accumulate_sum(loss_rows, loss_sum, 0)?;
             return self.count_correct(logits, labels, correct, 0);

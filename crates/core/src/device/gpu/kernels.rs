@@ -101,7 +101,7 @@ kernels! {
     SoftmaxXent => "softmax_xent.wgsl", SOFTMAX_XENT, "main", AtPrepare;
     SoftmaxXentRowwise => "softmax_xent.wgsl", SOFTMAX_XENT, "rowwise", AtPrepare;
     /// The loss step in one dispatch: `rowwise` with the loss sum and correct count.
-    SoftmaxXentTotals => "softmax_xent.wgsl", SOFTMAX_XENT, "totals", AtPrepare;
+    SoftmaxXentTotals => "softmax_xent.wgsl", SOFTMAX_XENT, "totals", OnFirstUse;
     SumCols => "reduce.wgsl", REDUCE, "sum_cols", AtPrepare;
     SumRows => "reduce.wgsl", REDUCE, "sum_rows", AtPrepare;
     /// Split reductions: partial column sums of a long matrix, then the slices added.
