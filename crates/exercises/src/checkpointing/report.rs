@@ -232,6 +232,19 @@ pub fn build(ex: &CheckpointLab, s: &Settings, c: &Config, cfg: &TrainConfig, ru
             provenance: Provenance::derived("size ÷ write time"),
         });
     }
+    // The evidence prices the run's own interval; its share is a figure too (agreement test).
+    let interval_share = match (mean_write, step_s, runs.every > 0) {
+        (Some(w), Some(st), true) => Some(100.0 * w / (w + st * runs.every as f64)),
+        _ => None,
+    };
+    if let Some(share) = interval_share {
+        figures.push(Figure {
+            label: "share of training time spent writing checkpoints at this run's interval".into(),
+            value: share,
+            unit: "%".into(),
+            provenance: Provenance::derived("write time ÷ (write time + step time × interval)"),
+        });
+    }
     if let Some((_, max)) = runs.weights {
         figures.push(Figure {
             label: "max absolute final-weight difference vs reference".into(),
@@ -288,13 +301,13 @@ pub fn build(ex: &CheckpointLab, s: &Settings, c: &Config, cfg: &TrainConfig, ru
         v.fact(Evidence, format!("Skipped ({kind}): {reason}"));
     }
     // Checkpoints by epoch only (every = 0 steps) have no step interval to price here.
-    if let (Some(w), Some(st), true) = (mean_write, step_s, runs.every > 0) {
+    if let (Some(w), Some(st), Some(share)) = (mean_write, step_s, interval_share) {
         v.fact(Evidence, format!(
             "One checkpoint took {:.3} ms to write against {:.3} ms per training step: checkpointing every {} costs about {:.1}% of training time, while a crash loses on average half an interval ({} steps).",
             w * 1e3,
             st * 1e3,
             gpulab_core::format::plural(runs.every, "step"),
-            100.0 * w / (w + st * runs.every as f64),
+            share,
             gpulab_core::format::number(runs.every as f64 / 2.0)
         ));
     }
