@@ -23,6 +23,19 @@ pub(super) fn split_k(tiles: usize, len: usize) -> usize {
     SPLIT_TARGET.div_ceil(tiles.max(1)).min(len / MIN_SLICE).max(1)
 }
 
+/// The checks softmax_xent and the fused loss step share (one function, so the two cannot
+/// drift apart): labels for every row, a per-row loss vector, a gradient shaped like the
+/// logits, and shapes that fit the kernels' u32 parameters. Returns (rows, cols).
+fn softmax_xent_checks(logits: &GpuTensor, labels: &GpuTensor, loss_rows: &GpuTensor, grad: Option<&GpuTensor>) -> Result<(u32, u32)> {
+    checks::labels("softmax_xent", logits, labels)?;
+    let [rows, cols] = logits.shape;
+    checks::vector_out("softmax_xent", loss_rows, rows, DType::F32)?;
+    if let Some(g) = grad {
+        checks::same_shape("softmax_xent", g, logits)?;
+    }
+    Ok((u32_len(rows, "softmax_xent")?, u32_len(cols, "softmax_xent")?))
+}
+
 impl GpuBackend {
     /// out (+)= Σ_s part[s, ..]: the second pass of a split reduction, in slice order.
     pub(super) fn sum_slices(&mut self, part: &GpuTensor, out: &mut GpuTensor, acc: bool) -> Result<()> {
@@ -171,22 +184,17 @@ impl CoreOps for GpuBackend {
         grad: Option<&mut GpuTensor>,
         grad_scale: f32,
     ) -> Result<()> {
-        checks::labels("softmax_xent", logits, labels)?;
-        let [rows, cols] = logits.shape;
-        checks::vector_out("softmax_xent", loss_rows, rows, DType::F32)?;
-        if let Some(g) = &grad {
-            checks::same_shape("softmax_xent", *g, logits)?;
-        }
+        let (rows, cols) = softmax_xent_checks(logits, labels, loss_rows, grad.as_deref())?;
         let write_grad = grad.is_some() as u32;
         let grad_buf = grad.map(|g| g.buffer().clone()).unwrap_or_else(|| self.dummy.clone());
-        let params = [u32_len(rows, "softmax_xent")?, u32_len(cols, "softmax_xent")?, grad_scale.to_bits(), write_grad];
+        let params = [rows, cols, grad_scale.to_bits(), write_grad];
         let bindings = [(1, logits.buffer()), (2, labels.buffer()), (3, loss_rows.buffer()), (4, &grad_buf)];
         // Narrow rows: a thread per row beats a workgroup per row with its barriers.
-        if cols <= ROWWISE_MAX_COLS {
-            let g = self.grid(rows);
+        if cols as usize <= ROWWISE_MAX_COLS {
+            let g = self.grid(rows as usize);
             self.run(Kernel::SoftmaxXentRowwise, 0, &params, &bindings, g)
         } else {
-            let g = self.rows_grid(rows);
+            let g = self.rows_grid(rows as usize);
             self.run(Kernel::SoftmaxXent, 0, &params, &bindings, g)
         }
     }
@@ -211,16 +219,12 @@ impl CoreOps for GpuBackend {
             self.accumulate_sum(loss_rows, loss_sum, 0)?;
             return self.count_correct(logits, labels, correct, 0);
         }
-        checks::labels("softmax_xent", logits, labels)?;
-        checks::vector_out("softmax_xent", loss_rows, rows, DType::F32)?;
+        let (rows, cols) = softmax_xent_checks(logits, labels, loss_rows, grad.as_deref())?;
         checks::acc_index("accumulate_sum", loss_sum, 0, DType::F32)?;
         checks::acc_index("count_correct", correct, 0, DType::U32)?;
-        if let Some(g) = &grad {
-            checks::same_shape("softmax_xent", *g, logits)?;
-        }
         let write_grad = grad.is_some() as u32;
         let grad_buf = grad.map(|g| g.buffer().clone()).unwrap_or_else(|| self.dummy.clone());
-        let params = [rows as u32, cols as u32, grad_scale.to_bits(), write_grad];
+        let params = [rows, cols, grad_scale.to_bits(), write_grad];
         let bindings = [
             (1, logits.buffer()),
             (2, labels.buffer()),
