@@ -96,12 +96,18 @@ adapters() {
 
 cuda_tests() { GPULAB_REQUIRE_CUDA=1 cargo test --release --features cuda --lib -- cuda && GPULAB_REQUIRE_CUDA=1 cargo test --release --features cuda --test it -- cuda; }
 
-# The cooperative-matrix f16 GEMM (tensor cores through wgpu's Vulkan backend): against the CPU
-# where the adapter lists the feature (COOPERATIVE_MATRIX_F16 in `gpulab info`); otherwise the
-# test prints "skipped: <adapter> has no cooperative matrix support". Then every 16-bit variant.
+# The cooperative-matrix f16 GEMM (tensor cores through wgpu's Vulkan backend): against the f64
+# reference where the adapter lists the feature (COOPERATIVE_MATRIX_F16 in `gpulab info`: then
+# GPULAB_REQUIRE_COOP=1, so a skip fails); otherwise the test prints "SKIPPED ...: <why>". Then
+# every 16-bit variant.
 coop_tests() {
-  "$BIN" info | grep -E "GPU adapter|features" || true
-  GPULAB_REQUIRE_GPU=1 cargo test --release --features cuda --test it -- coop matmul16 fused_low_precision --nocapture
+  local info
+  info=$("$BIN" info 2>&1)
+  echo "$info" | grep -E "GPU adapter|features" || true
+  local require=0
+  echo "$info" | grep -q COOPERATIVE_MATRIX_F16 && require=1
+  echo "GPULAB_REQUIRE_COOP=$require"
+  GPULAB_REQUIRE_GPU=1 GPULAB_REQUIRE_COOP=$require cargo test --release --features cuda --test it -- coop matmul16 fused_low_precision --nocapture
 }
 
 bench_matmul() { "$BIN" bench matmul --backend all --sizes 1024,4096,8192 --dtype f32,f16 --runs 3; }
@@ -152,7 +158,7 @@ summary() {
     show() { [ -f "$OUT/logs/$1.log" ] && { echo "## $2"; echo; echo '```'; grep -E "$3" "$OUT/logs/$1.log" | tail -n "${4:-40}"; echo '```'; echo; }; }
     show adapters "wgpu adapters" "WGPU:|Vulkan|NVIDIA|llvmpipe" 20
     show cuda-tests "CUDA tests" "^test |test result|SKIPPED|panicked" 60
-    show coop-tests "Cooperative-matrix f16 GEMM (wgpu, tensor cores)" "features|^test |test result|skipped|panicked" 30
+    show coop-tests "Cooperative-matrix f16 GEMM (wgpu, tensor cores)" "features|REQUIRE_COOP|^test |test result|SKIPPED|skipped|panicked" 30
     show bench-matmul "GEMM (bench matmul --backend all --sizes 1024,4096,8192 --dtype f32,f16)" "GOP/s|note|error|measured" 60
     show bench-train "Training (bench train, batch 128 and 2048)" "samples/s|failed|error|measured" 20
     show cpu-kernels "CPU int8 / bf16 kernels (VNNI, AVX-512 BF16 where present)" "CPU flags|^test |test result|lacks|GOP/s|x on" 30

@@ -308,12 +308,13 @@ fn coop_shader_validates_with_naga() {
         // What wgpu gives a Vulkan device with EXPERIMENTAL_COOPERATIVE_MATRIX and SHADER_F16
         // (unpack2x16float needs SHADER_FLOAT16_IN_FLOAT32, a downlevel flag every Vulkan has).
         let f16 = Capabilities::SHADER_FLOAT16 | Capabilities::SHADER_FLOAT16_IN_FLOAT32;
-        let caps = Capabilities::COOPERATIVE_MATRIX | f16;
+        // SUBGROUP: each subgroup finds its own tiles by its index (has_coop_f16 requires it).
+        let caps = Capabilities::COOPERATIVE_MATRIX | Capabilities::SUBGROUP | f16;
         let info = Validator::new(ValidationFlags::all(), caps)
             .validate(&module)
             .unwrap_or_else(|e| panic!("ta={ta} tb={tb}: {}", e.emit_to_string(&src)));
         assert!(
-            Validator::new(ValidationFlags::all(), f16).validate(&module).is_err(),
+            Validator::new(ValidationFlags::all(), f16 | Capabilities::SUBGROUP).validate(&module).is_err(),
             "naga accepted cooperative matrices without the capability"
         );
         let restrict = BoundsCheckPolicies {
@@ -361,16 +362,22 @@ fn coop_variant_is_offered_only_with_the_feature() {
 
 /// The cooperative-matrix f16 GEMM against an f64 reference: the shapes of `check_matmul16`
 /// (odd sizes, every transpose, f32 and f16 outputs poisoned with NaN first) and products that
-/// span many of its 32×32 blocks and 32-deep K steps; then the fused epilogues and underflow
-/// counts against the CPU. Where the adapter lacks the feature (llvmpipe) it says so and returns.
+/// span many of its 128×32 blocks (a 16-row strip per subgroup and pass, the last pass partial)
+/// and 16-deep K steps; then the fused epilogues and underflow counts against the CPU, and each
+/// output counted once (no tile stored twice). Where the device lacks the feature (llvmpipe,
+/// SwiftShader) it prints why it skipped; under GPULAB_REQUIRE_COOP=1 (scripts/gpu-check.sh sets
+/// it where `gpulab info` lists COOPERATIVE_MATRIX_F16) a skip is a failure.
 #[test]
 fn gpu_coop_matmul16_vs_f64_on_odd_shapes() {
     with_gpu("gpu_coop_matmul16_vs_f64_on_odd_shapes", |gpu| {
         if !gpu.has_coop16() {
-            eprintln!(
-                "skipped: {} has no cooperative matrix support (EXPERIMENTAL_COOPERATIVE_MATRIX with a 16×16×16 f16/f32 configuration)",
-                gpu.summary().name
+            let why = format!(
+                "{} was not opened with cooperative matrices (EXPERIMENTAL_COOPERATIVE_MATRIX with a 16×16×16 f16/f32 configuration, SUBGROUP sizes 8–64); it opened with {:?}",
+                gpu.summary().name,
+                gpu.summary().features
             );
+            assert!(std::env::var("GPULAB_REQUIRE_COOP").map_or(true, |v| v != "1"), "GPULAB_REQUIRE_COOP=1 but {why}");
+            eprintln!("SKIPPED gpu_coop_matmul16_vs_f64_on_odd_shapes: {why} (set GPULAB_REQUIRE_COOP=1 to make this a failure)");
             return;
         }
         let chosen = gpu.matmul16_variant(DType::F16).unwrap();
@@ -400,6 +407,32 @@ fn gpu_coop_matmul16_vs_f64_on_odd_shapes() {
                 let tol = if out == DType::F32 { 1e-5 } else { 1e-3 };
                 assert!(err <= tol, "gpu coop matmul {:?} ta={ta} tb={tb} into {}: rel err {err:.2e} > {tol:.0e}", (m, n, k), out.name());
             }
+        }
+        for (shape, ta, tb) in [((300, 66, 70), false, false), ((257, 96, 33), true, true), ((129, 34, 200), false, true)] {
+            let (m, n, k) = shape;
+            let a: Vec<f32> = random(m * k, 13, -1.0, 1.0).iter().map(|&v| float16::round(dt, v)).collect();
+            let bm: Vec<f32> = random(k * n, 14, -1.0, 1.0).iter().map(|&v| float16::round(dt, v)).collect();
+            let bias: Vec<f32> = random(n, 15, -0.5, 0.5);
+            let mut want = reference(&a, &bm, shape, ta, tb);
+            for (i, w) in want.iter_mut().enumerate() {
+                *w = (*w + bias[i % n] as f64).max(0.0);
+            }
+            let mut la = gpu.zeros(if ta { [k, m] } else { [m, k] }, dt, M::Inputs).unwrap();
+            let mut lb = gpu.zeros(if tb { [n, k] } else { [k, n] }, dt, M::Inputs).unwrap();
+            gpu.write_f32(&mut la, &a).unwrap();
+            gpu.write_f32(&mut lb, &bm).unwrap();
+            let bias = gpu.upload_f32(&bias, [1, n], M::Parameters).unwrap();
+            let mut c = gpu.zeros([m, n], dt, M::Activations).unwrap();
+            gpu.fill(&mut c, f32::NAN).unwrap();
+            let mut stats = gpu.zeros([1, 2], DType::U32, M::Other).unwrap();
+            gpu.matmul16(&la, &lb, &mut c, ta, tb, Epilogue::Bias { bias: &bias, relu: true }, Some(&mut stats)).unwrap();
+            let got = gpu.read_f32(&c).unwrap();
+            let err = rel_err(&got, &want);
+            assert!(err <= 1e-3, "coop {shape:?} ta={ta} tb={tb} bias+relu: rel err {err:.2e}");
+            // Each nonzero sum is counted once, kept or flushed: no tile is stored twice.
+            let [counted, flushed] = gpu.read_u32(&stats).unwrap()[..] else { panic!("two stats words") };
+            let kept = got.iter().filter(|g| **g != 0.0).count() as u32;
+            assert_eq!(counted, kept + flushed, "coop {shape:?}: each output counted once");
         }
         for shape in [(70, 98, 66), (33, 130, 40)] {
             let want = fused_ops(&mut CpuBackend::new(), dt, shape);

@@ -20,7 +20,7 @@ pub fn wanted_features() -> wgpu::Features {
 
 /// The `AdapterSummary::features` entry of an adapter that runs the cooperative-matrix f16 GEMM
 /// (`Matmul16Variant::Coop`): EXPERIMENTAL_COOPERATIVE_MATRIX with a 16×16×16 f16 × f16 + f32
-/// configuration, and SHADER_F16. Not in WANTED_FEATURES: the feature is experimental, so it is
+/// configuration, SHADER_F16 and SUBGROUP (`has_coop_f16`). Not in WANTED_FEATURES: the feature is experimental, so it is
 /// requested apart (`GpuBackend::from_adapter`), and only with such a configuration.
 pub const COOP_MATRIX_F16: &str = "COOPERATIVE_MATRIX_F16";
 
@@ -36,9 +36,20 @@ pub fn coop_config_fits(p: &wgpu::CooperativeMatrixProperties) -> bool {
         && p.cr_type == wgpu::CooperativeScalarType::F32
 }
 
-/// Whether the adapter can run the cooperative-matrix f16 GEMM (see [`COOP_MATRIX_F16`]).
+/// Whether subgroups of every size the adapter may use (`min..=max`, sizes are powers of two)
+/// split shaders/matmul16_coop.wgsl's 64 invocations into 1, 2, 4 or 8 whole subgroups, the
+/// counts its work split is written for (a subgroup owns a 16-row strip of a 128-row block).
+pub fn coop_subgroups_fit(min: u32, max: u32) -> bool {
+    8 <= min && min <= max && max <= 64
+}
+
+/// Whether the adapter can run the cooperative-matrix f16 GEMM (see [`COOP_MATRIX_F16`]): the
+/// configuration, SHADER_F16, and SUBGROUP (the kernel reads its subgroup's index) with sizes
+/// its work split fits.
 pub fn has_coop_f16(adapter: &wgpu::Adapter) -> bool {
-    adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16)
+    let info = adapter.get_info();
+    adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP)
+        && coop_subgroups_fit(info.subgroup_min_size, info.subgroup_max_size)
         && adapter.cooperative_matrix_properties().iter().any(coop_config_fits)
 }
 

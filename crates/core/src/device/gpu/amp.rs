@@ -128,7 +128,7 @@ pub fn matmul16(
     let variant = ta as u32 | (tb as u32) << 1;
     if regblock || coop || tiled {
         // The register-blocked kernel, the tiled one (64×64 blocks) and the cooperative-matrix
-        // one (shaders/matmul16_coop.wgsl, 32×32 blocks, every transpose) share their bindings
+        // one (shaders/matmul16_coop.wgsl, 128×32 blocks, every transpose) share their bindings
         // and parameters.
         // The tiled kernel splits a long K (a weight gradient: f32 out, no epilogue, no stats)
         // over slices when its output has too few tiles, as the f32 one does (core.rs).
@@ -138,7 +138,7 @@ pub fn matmul16(
         let k_len = if split > 1 { k.div_ceil(split).next_multiple_of(16) } else { k.max(1) };
         let split = k.div_ceil(k_len).max(1);
         let (kernel, variant, groups) = if coop {
-            (Kernel::Matmul16Coop, variant, (n32.div_ceil(32), m32.div_ceil(32)))
+            (Kernel::Matmul16Coop, variant, (n32.div_ceil(32), m32.div_ceil(128)))
         } else if tiled {
             (Kernel::Matmul16Tiled, variant, (n32.div_ceil(64), m_tiles * split as u32))
         } else {

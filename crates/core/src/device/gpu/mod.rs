@@ -124,7 +124,7 @@ impl GpuBackend {
         // times it beside the others; nowhere else is it ever chosen).
         let coop = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
         let coop16 = adapters::has_coop_f16(adapter)
-            && features.contains(wgpu::Features::SHADER_F16)
+            && features.contains(wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP)
             && !withheld.contains(coop)
             && targets::coop_refusal(adapter.get_info().backend).is_none();
         if coop16 {

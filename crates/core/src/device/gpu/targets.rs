@@ -59,12 +59,20 @@ mod tests {
     }
 
     /// What the module needs of its target beyond WGSL's core: f16 arithmetic, cooperative
-    /// matrices.
+    /// matrices, subgroup builtins.
     fn needs(module: &naga::Module) -> Capabilities {
         // Validate with everything allowed, then find the smallest set that still validates.
-        let all = Capabilities::SHADER_FLOAT16 | Capabilities::SHADER_FLOAT16_IN_FLOAT32 | Capabilities::COOPERATIVE_MATRIX;
+        let all = Capabilities::SHADER_FLOAT16
+            | Capabilities::SHADER_FLOAT16_IN_FLOAT32
+            | Capabilities::COOPERATIVE_MATRIX
+            | Capabilities::SUBGROUP;
         let mut caps = all;
-        for c in [Capabilities::COOPERATIVE_MATRIX, Capabilities::SHADER_FLOAT16, Capabilities::SHADER_FLOAT16_IN_FLOAT32] {
+        for c in [
+            Capabilities::COOPERATIVE_MATRIX,
+            Capabilities::SUBGROUP,
+            Capabilities::SHADER_FLOAT16,
+            Capabilities::SHADER_FLOAT16_IN_FLOAT32,
+        ] {
             if Validator::new(ValidationFlags::all(), caps - c).validate(module).is_ok() {
                 caps -= c;
             }
@@ -102,6 +110,9 @@ mod tests {
             let coop = caps.contains(Capabilities::COOPERATIVE_MATRIX);
             assert_eq!(f16, *dtype == DType::F16, "{what}: only the f16 instances use f16");
             assert_eq!(coop, *kernel == Kernel::Matmul16Coop, "{what}: only the cooperative GEMM uses cooperative matrices");
+            // The cooperative GEMM reads its subgroup's index (each subgroup owns its tiles): the
+            // device is opened with SUBGROUP for it (`adapters::has_coop_f16`).
+            assert_eq!(caps.contains(Capabilities::SUBGROUP), coop, "{what}: only the cooperative GEMM uses subgroups");
 
             // SPIR-V (Vulkan): 1.3 as wgpu writes it, 1.6 where cooperative matrices need it.
             let lang_version = if coop { (1, 6) } else { (1, 3) };

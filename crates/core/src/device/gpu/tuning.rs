@@ -168,7 +168,8 @@ pub enum Matmul16Variant {
     /// invocation; f32 sums. The 16-bit GEMM for GPUs that are not CPUs.
     Tiled,
     /// shaders/matmul16_coop.wgsl: cooperative matrices (`coopMultiplyAdd` on 16×16×16 f16
-    /// tiles, f32 sums: tensor cores), a 32×32 block of C per workgroup staged through
+    /// tiles, f32 sums: tensor cores), a 128×32 block of C per workgroup (a 16-row strip per
+    /// subgroup and pass) staged through
     /// workgroup memory. f16 only, and only on a device with the feature
     /// (`GpuBackend::has_coop16`); a 16-bit C with N odd runs the plain kernel, as for RegBlock.
     Coop,
@@ -325,6 +326,25 @@ mod tests {
         let small = AdapterTraits { max_workgroup_storage_bytes: 4096, ..integrated.clone() };
         assert_eq!(candidates(&small, DType::F32).0, vec![MatmulVariant::RegBlock]);
         assert!(!candidates(&small, DType::BF16).1.contains(&Matmul16Variant::Tiled));
+    }
+
+    /// The cooperative-matrix GEMM is offered only where every subgroup size the adapter may
+    /// use (wgpu's typical values) splits its 64 invocations into 1, 2, 4 or 8 whole subgroups.
+    #[test]
+    fn coop_needs_subgroup_sizes_its_work_split_fits() {
+        use super::super::adapters::coop_subgroups_fit;
+        for (who, min, max, fits) in [
+            ("NVIDIA", 32, 32, true),
+            ("AMD RDNA", 32, 64, true),
+            ("AMD GCN", 64, 64, true),
+            ("Intel", 8, 32, true),
+            ("lavapipe", 8, 8, true),
+            ("Qualcomm", 64, 128, false),
+            ("WARP", 4, 128, false),
+            ("wgpu's unknown default", 4, 128, false),
+        ] {
+            assert_eq!(coop_subgroups_fit(min, max), fits, "{who}: subgroups of {min}..={max}");
+        }
     }
 
     /// The kernels a non-CPU adapter may get run at least 64 invocations per workgroup (read
