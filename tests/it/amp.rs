@@ -203,7 +203,7 @@ fn gpu_matmul16_vs_f64() {
                 continue;
             }
             let chosen = tuning::choose16(gpu, dt).unwrap();
-            gpu.set_matmul16_variant(dt, chosen);
+            gpu.set_matmul16_choice(dt, chosen);
         }
     });
 }
@@ -282,10 +282,10 @@ fn fused_low_precision_ops_match_the_cpu() {
                 return;
             }
             for v in gpu.matmul16_variants(dt) {
-                let chosen = gpu.matmul16_variant(dt).unwrap();
+                let chosen = gpu.matmul16_choice(dt).unwrap();
                 gpu.set_matmul16_variant(dt, v);
                 let got = fused_ops(gpu, dt, shape);
-                gpu.set_matmul16_variant(dt, chosen);
+                gpu.set_matmul16_choice(dt, chosen);
                 compare(got, &format!("gpu {}", v.name()));
             }
         });
@@ -344,17 +344,19 @@ fn coop_variant_is_offered_only_with_the_feature() {
             if !runs_16bit(gpu, dt, "coop_variant_is_offered_only_with_the_feature") {
                 continue;
             }
-            assert!(gpu.matmul16_variants(dt).contains(&gpu.matmul16_variant(dt).unwrap()), "{} chose a variant it cannot run", dt.name());
+            let runs = gpu.matmul16_variants(dt);
+            let choice = gpu.matmul16_choice(dt).unwrap();
+            assert!(choice.variants.iter().all(|v| runs.contains(v)), "{} chose a variant it cannot run: {choice:?}", dt.name());
         }
         if gpu.has_coop16() || gpu.amp_unavailable(DType::F16).is_some() {
             return;
         }
-        let chosen = gpu.matmul16_variant(DType::F16).unwrap();
+        let chosen = gpu.matmul16_choice(DType::F16).unwrap();
         gpu.set_matmul16_variant(DType::F16, Matmul16Variant::Coop);
         let a = gpu.zeros([16, 16], DType::F16, M::Inputs).unwrap();
         let mut c = gpu.zeros([16, 16], DType::F32, M::Activations).unwrap();
         let err = gpu.matmul16(&a, &a, &mut c, false, false, Epilogue::None, None);
-        gpu.set_matmul16_variant(DType::F16, chosen);
+        gpu.set_matmul16_choice(DType::F16, chosen);
         let err = err.expect_err("the coop variant ran without the feature").to_string();
         assert!(err.contains("cooperative-matrix") && err.contains("EXPERIMENTAL_COOPERATIVE_MATRIX"), "{err}");
     });
@@ -380,7 +382,7 @@ fn gpu_coop_matmul16_vs_f64_on_odd_shapes() {
             eprintln!("SKIPPED gpu_coop_matmul16_vs_f64_on_odd_shapes: {why} (set GPULAB_REQUIRE_COOP=1 to make this a failure)");
             return;
         }
-        let chosen = gpu.matmul16_variant(DType::F16).unwrap();
+        let chosen = gpu.matmul16_choice(DType::F16).unwrap();
         gpu.set_matmul16_variant(DType::F16, Matmul16Variant::Coop);
         check_matmul16_types(gpu, "gpu coop", &[DType::F16]);
         let dt = DType::F16;
@@ -450,7 +452,7 @@ fn gpu_coop_matmul16_vs_f64_on_odd_shapes() {
         // The tuning's own agreement check admits it (a disagreeing kernel would time +inf).
         let timings = tuning::measure16(gpu, dt, 256, 1).unwrap();
         assert!(timings.iter().any(|&(v, s)| v == Matmul16Variant::Coop && s.is_finite()), "{timings:?}");
-        gpu.set_matmul16_variant(DType::F16, chosen);
+        gpu.set_matmul16_choice(DType::F16, chosen);
     });
 }
 

@@ -108,7 +108,7 @@ fn the_cnns_long_reductions_split_into_enough_workgroups_and_match_the_cpu() {
         cfg.conv.as_ref().unwrap().stages().iter().map(|s| [batch * s.input.height * s.input.width, s.taps(), s.out]).collect();
     shapes.push([3001, 27, 20]);
     with_gpu("the_cnns_long_reductions_split_into_enough_workgroups_and_match_the_cpu", |gpu| {
-        let before = gpu.matmul_variant();
+        let before = gpu.matmul_choice();
         gpu.set_matmul_variant(MatmulVariant::Tiled);
         for dt in [DType::F32, DType::F16, DType::BF16] {
             if dt.is_16bit() {
@@ -144,7 +144,7 @@ fn the_cnns_long_reductions_split_into_enough_workgroups_and_match_the_cpu() {
                 }
             }
         }
-        gpu.set_matmul_variant(before);
+        gpu.set_matmul_choice(before);
     });
 }
 
@@ -184,7 +184,7 @@ fn a_discrete_gpus_kernels_run_64_invocations_and_fill_it() {
     };
     let data = data::load(&"shapes:res=16,channels=1,n=160".parse::<DatasetSpec>().unwrap(), 5).unwrap();
     with_gpu("a_discrete_gpus_kernels_run_64_invocations_and_fill_it", |gpu| {
-        let before = gpu.matmul_variant();
+        let before = gpu.matmul_choice();
         for precision in Precision::ALL {
             let dt = match precision {
                 Precision::F32 => DType::F32,
@@ -197,7 +197,7 @@ fn a_discrete_gpus_kernels_run_64_invocations_and_fill_it() {
             }
             let (v32, v16) = candidates(&discrete, dt);
             gpu.set_matmul_variant(v32[0]);
-            let chosen16 = if dt.is_16bit() { Some(gpu.matmul16_variant(dt).unwrap()) } else { None };
+            let chosen16 = if dt.is_16bit() { Some(gpu.matmul16_choice(dt).unwrap()) } else { None };
             if dt.is_16bit() {
                 gpu.set_matmul16_variant(dt, v16[0]);
             }
@@ -206,9 +206,9 @@ fn a_discrete_gpus_kernels_run_64_invocations_and_fill_it() {
             train(gpu, &data, &cfg, &mut NullSink).unwrap();
             let log = gpu.take_dispatches();
             gpu.log_dispatches(false);
-            gpu.set_matmul_variant(before);
+            gpu.set_matmul_choice(before);
             if let Some(v) = chosen16 {
-                gpu.set_matmul16_variant(dt, v);
+                gpu.set_matmul16_choice(dt, v);
             }
             let narrow: Vec<_> = log.iter().filter(|d| d.kernel != "ScalerUpdate" && d.invocations_per_group() < 64).collect();
             assert!(narrow.is_empty(), "{precision:?}: dispatches under 64 invocations per workgroup: {narrow:?}");

@@ -46,7 +46,7 @@ fn check_matmul(gpu: &mut GpuBackend, variant: MatmulVariant, (m, n, k): (usize,
 #[test]
 fn matmul_fixed_odd_shapes_all_variants() {
     with_gpu("matmul_fixed_odd_shapes_all_variants", |gpu| {
-        let before = gpu.matmul_variant();
+        let before = gpu.matmul_choice();
         for variant in MatmulVariant::ALL {
             for shape in [(1, 1, 1), (17, 33, 9), (64, 64, 64), (65, 31, 129), (3, 200, 7), (130, 1, 70)] {
                 for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
@@ -55,14 +55,14 @@ fn matmul_fixed_odd_shapes_all_variants() {
                 }
             }
         }
-        gpu.set_matmul_variant(before);
+        gpu.set_matmul_choice(before);
     });
 }
 
 #[test]
 fn matmul_random_shapes_property() {
     with_gpu("matmul_random_shapes_property", |gpu| {
-        let before = gpu.matmul_variant();
+        let before = gpu.matmul_choice();
         let mut runner = TestRunner::new(Config { cases: 48, ..Config::default() });
         // proptest wants an `Fn`; the shared backend is borrowed per case.
         let cell = std::cell::RefCell::new(&mut *gpu);
@@ -73,7 +73,7 @@ fn matmul_random_shapes_property() {
                 Ok(())
             })
             .unwrap();
-        gpu.set_matmul_variant(before);
+        gpu.set_matmul_choice(before);
     });
 }
 

@@ -4,7 +4,7 @@
 //! per engine here, below the exercises, so that adding a backend adds its arm here.
 
 use super::{Bf16Path, Engine};
-use crate::device::gpu::tuning::Matmul16Variant;
+use crate::device::gpu::tuning::{Matmul16Variant, ShapeClass};
 use crate::tensor::{BackendBase, DType};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -31,16 +31,20 @@ impl Engine {
                 }
             }
             Engine::Gpu(g) => {
-                let f32k = format!("the {} f32 matmul (chosen for this adapter)", g.matmul_variant().name());
+                let f32k = format!("the {} f32 matmul (chosen for this adapter)", g.matmul_choice().describe(|v| v.name().to_string()));
                 match dtype16 {
                     None => (f32k.clone(), f32k, false),
-                    Some(dt) => match g.matmul16_variant(dt) {
-                        Ok(v) => {
+                    Some(dt) => match g.matmul16_choice(dt) {
+                        Ok(c) => {
                             let of: Vec<&str> = g.matmul16_variants(dt).iter().map(|x| x.name()).collect();
                             (
-                                format!("the {} 16-bit matmul (the fastest of {} on this adapter)", v.label(), of.join(", ")),
+                                format!(
+                                    "the {} 16-bit matmul (the fastest of {} on this adapter)",
+                                    c.describe(|v| v.label().to_string()),
+                                    of.join(", ")
+                                ),
                                 f32k,
-                                v == Matmul16Variant::Coop && !g.info().software,
+                                c.class(ShapeClass::LARGEST) == Matmul16Variant::Coop && !g.info().software,
                             )
                         }
                         Err(e) => (format!("no 16-bit matmul ({e})"), f32k, false),

@@ -106,7 +106,9 @@ fn rows_f32(n: usize, runs: usize, cpu: bool, gpu: Option<&mut GpuBackend>, on_r
         rows.push(row);
     }
     if let Some(g) = gpu {
-        let chosen = g.matmul_variant();
+        // The variant tuned for this size's shape class.
+        let choice = g.matmul_choice();
+        let chosen = choice.get(n, n, n);
         for v in MatmulVariant::ALL {
             g.set_matmul_variant(v);
             let (s, out) = time_matmul(g, &a, &bm, n, runs)?;
@@ -126,7 +128,7 @@ fn rows_f32(n: usize, runs: usize, cpu: bool, gpu: Option<&mut GpuBackend>, on_r
             on_row(&row);
             rows.push(row);
         }
-        g.set_matmul_variant(chosen);
+        g.set_matmul_choice(choice);
     }
     Ok(rows)
 }
@@ -150,12 +152,13 @@ fn rows_16(
     }
     if let Some(g) = gpu {
         if g.amp_unavailable(dt).is_none() {
-            let chosen = g.matmul16_variant(dt)?;
+            let choice = g.matmul16_choice(dt)?;
+            let chosen = choice.get(n, n, n);
             for v in g.matmul16_variants(dt) {
                 g.set_matmul16_variant(dt, v);
                 let label = if v == chosen { format!("{} (chosen)", v.label()) } else { v.label().to_string() };
                 let row = case.row(g, &label, runs, &mut |why| eprintln!("note: {why}"));
-                g.set_matmul16_variant(dt, chosen);
+                g.set_matmul16_choice(dt, choice);
                 rows.extend(row?);
             }
         } else {

@@ -100,7 +100,7 @@ pub fn matmul16(
     u32_len(m * n, "matmul16")?;
     // The register-blocked and cooperative-matrix kernels store whole words of a 16-bit C, so
     // they need N even; otherwise the plain kernel runs.
-    let chosen = gpu.matmul16_variant(dt)?;
+    let chosen = gpu.matmul16_choice(dt)?.get(m, n, k);
     let whole_words = c.dtype == DType::F32 || n % 2 == 0;
     if chosen == Matmul16Variant::Coop && !gpu.matmul16_variants(dt).contains(&chosen) {
         // Only `set_matmul16_variant` can get here (choose16 never picks what cannot run).

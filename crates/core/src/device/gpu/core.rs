@@ -109,7 +109,9 @@ impl CoreOps for GpuBackend {
 
     fn matmul(&mut self, a: &GpuTensor, b: &GpuTensor, c: &mut GpuTensor, ta: bool, tb: bool, acc: bool) -> Result<()> {
         let (m, n, k) = checks::matmul(a, b, c, ta, tb)?;
-        if ta && self.matmul == MatmulVariant::RegBlock {
+        // The variant tuned for this shape's class (tuning.rs).
+        let chosen = self.matmul.get(m, n, k);
+        if ta && chosen == MatmulVariant::RegBlock {
             // Reading a transposed A is pathologically slow for the register-blocked kernel on
             // llvmpipe (~16 ms per submit, measured); transposing it first costs one cheap pass.
             let mut at = self.alloc([m, k], DType::F32, MemCategory::Activations)?;
@@ -118,13 +120,13 @@ impl CoreOps for GpuBackend {
         }
         let (m32, n32, k32) = (u32_len(m, "matmul")?, u32_len(n, "matmul")?, u32_len(k, "matmul")?);
         // The tiled kernel splits a long K over slices when its output has too few tiles.
-        let split = match self.matmul {
+        let split = match chosen {
             MatmulVariant::Tiled => split_k(m.div_ceil(64) * n.div_ceil(64), k),
             MatmulVariant::RegBlock => 1,
         };
         let k_len = if split > 1 { k.div_ceil(split).next_multiple_of(16) } else { k.max(1) };
         let split = k.div_ceil(k_len).max(1);
-        let (kernel, groups) = match self.matmul {
+        let (kernel, groups) = match chosen {
             // 16 rows × 8 columns per invocation, 8 invocations side by side.
             MatmulVariant::RegBlock => (Kernel::MatmulRegBlock, (n32.div_ceil(64), m32.div_ceil(16))),
             MatmulVariant::Tiled => (Kernel::MatmulTiled, (n32.div_ceil(64), m32.div_ceil(64) * split as u32)),

@@ -14,6 +14,7 @@ mod matmul_gen;
 mod quant;
 mod readback;
 mod recorder;
+mod shape_class;
 pub mod support;
 pub mod targets;
 pub mod tuning;
@@ -27,7 +28,7 @@ pub use amp::fp16_refusal;
 pub use buffer_pool::GpuTensor;
 pub use kernel_profiler::KernelTime;
 pub use kernels::{matmul16_coop_source, render as render_template};
-pub use tuning::{Matmul16Variant, MatmulVariant};
+pub use tuning::{ByClass, Matmul16Variant, MatmulVariant, ShapeClass};
 
 use crate::error::{Error, Result};
 use crate::tensor::{
@@ -83,9 +84,10 @@ pub struct GpuBackend {
     /// allocates nothing and its bind group stays the same from step to step.
     spares: [wgpu::Buffer; 3],
     sink: Arc<Mutex<ErrorSink>>,
-    matmul: MatmulVariant,
-    /// The 16-bit GEMM per type ([f16, bf16]), measured at its first use (tuning.rs).
-    matmul16: [Option<Matmul16Variant>; 2],
+    /// The f32 GEMM per shape class, measured at open (tuning.rs).
+    matmul: ByClass<MatmulVariant>,
+    /// The 16-bit GEMM per type ([f16, bf16]) and shape class, measured at its first use.
+    matmul16: [Option<ByClass<Matmul16Variant>>; 2],
     /// Opened with EXPERIMENTAL_COOPERATIVE_MATRIX and a 16×16×16 f16/f32 configuration: the
     /// cooperative-matrix f16 GEMM (`Matmul16Variant::Coop`) can run.
     coop16: bool,
@@ -189,7 +191,7 @@ impl GpuBackend {
             dummy,
             spares,
             sink,
-            matmul: MatmulVariant::RegBlock,
+            matmul: ByClass::uniform(MatmulVariant::RegBlock),
             matmul16: [None; 2],
             coop16,
         })
@@ -197,31 +199,6 @@ impl GpuBackend {
 
     pub fn summary(&self) -> &AdapterSummary {
         &self.summary
-    }
-
-    pub fn matmul_variant(&self) -> MatmulVariant {
-        self.matmul
-    }
-
-    pub fn set_matmul_variant(&mut self, v: MatmulVariant) {
-        self.matmul = v;
-    }
-
-    /// The 16-bit GEMM used for `dt` (f16 or bf16): chosen by measurement at the first call
-    /// (then cached on disk, so it is measured once per adapter, driver and gpulab version),
-    /// unless set.
-    pub fn matmul16_variant(&mut self, dt: DType) -> Result<Matmul16Variant> {
-        let slot = (dt == DType::BF16) as usize;
-        if let Some(v) = self.matmul16[slot] {
-            return Ok(v);
-        }
-        // The measurement's matrices are not the user's memory: its peaks are put back.
-        let peaks = memory_lock(&self.shared.ledger).peaks();
-        let v = tuning::choose16(self, dt);
-        memory_lock(&self.shared.ledger).restore_peaks(peaks);
-        let v = v?;
-        self.matmul16[slot] = Some(v);
-        Ok(v)
     }
 
     /// Whether this device runs the cooperative-matrix f16 GEMM (tensor cores): the adapter has
@@ -235,11 +212,6 @@ impl GpuBackend {
     /// everywhere, the cooperative-matrix one for f16 where `has_coop16`.
     pub fn matmul16_variants(&self, dt: DType) -> Vec<Matmul16Variant> {
         Matmul16Variant::ALL.into_iter().filter(|&v| v != Matmul16Variant::Coop || (dt == DType::F16 && self.coop16)).collect()
-    }
-
-    /// Fixes the 16-bit GEMM for `dt` (tests and benchmarks time each variant).
-    pub fn set_matmul16_variant(&mut self, dt: DType, v: Matmul16Variant) {
-        self.matmul16[(dt == DType::BF16) as usize] = Some(v);
     }
 
     /// Bytes held in the buffer pool for reuse (not counted in the ledger's categories).

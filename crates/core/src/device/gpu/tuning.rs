@@ -1,14 +1,18 @@
-//! Per-adapter kernel choice: time each matmul variant once on a mid-sized problem, keep the
-//! faster, and remember it in gpulab's disk cache (`crate::cache`, keyed by adapter, driver
-//! and gpulab version), so the measurement costs a second once rather than on every start.
+//! Per-adapter kernel choice: time each candidate GEMM once per shape class (shape_class.rs)
+//! on GPU timestamps where the device has them, keep the fastest per class, and remember the
+//! choice in gpulab's disk cache (`crate::cache`, keyed by adapter, driver and gpulab version),
+//! so the measurement costs a fraction of a second once rather than on every start.
 
 use serde::{Deserialize, Serialize};
 
+use std::time::Instant;
+
 use super::GpuBackend;
+pub use super::shape_class::{ByClass, ShapeClass};
 use crate::cache::{CacheKey, DiskCache};
 use crate::error::{Error, Result};
 use crate::tensor::prelude::*;
-use crate::tensor::{DType, MemCategory};
+use crate::tensor::{DType, MemCategory, memory_lock};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -109,49 +113,107 @@ pub fn candidates(t: &AdapterTraits, dt: DType) -> (Vec<MatmulVariant>, Vec<Matm
 
 /// The cache file of the choices (one entry per adapter, driver and gpulab version).
 const CACHE_FILE: &str = "kernel-choices.json";
+/// Cache kinds of the per-class choices (`ByClass`). Files written before the choice was per
+/// class hold one variant under "matmul-variant" / "matmul16-variant-…": those entries stay,
+/// unread, and these new keys are measured once.
+const KIND_F32: &str = "matmul-by-class";
+const KIND_16: &str = "matmul16-by-class";
+/// Timed runs per variant and class (after a warm-up).
+const REPS: usize = 3;
 
-/// The variant to use on this adapter: GPULAB_MATMUL_VARIANT if set, else the cached choice,
-/// else a fresh measurement.
-pub fn choose(gpu: &mut GpuBackend) -> Result<MatmulVariant> {
+/// The f32 GEMM per shape class on this adapter: GPULAB_MATMUL_VARIANT if set, else the cached
+/// choice, else a fresh measurement (`measure_classes`).
+pub fn choose(gpu: &mut GpuBackend) -> Result<ByClass<MatmulVariant>> {
     if let Ok(v) = std::env::var("GPULAB_MATMUL_VARIANT") {
         return MatmulVariant::parse(&v)
+            .map(ByClass::uniform)
             .ok_or_else(|| Error::InvalidConfig(format!("GPULAB_MATMUL_VARIANT={v:?} is not one of: reg-block, tiled")));
     }
     let (runs, _) = candidates(&AdapterTraits::of(&gpu.summary, gpu.has_coop16()), DType::F32);
     if let [only] = runs[..] {
-        return Ok(only);
+        return Ok(ByClass::uniform(only));
     }
-    let key = CacheKey::new("matmul-variant", &gpu.info());
+    let key = CacheKey::new(KIND_F32, &gpu.info());
     let cache = DiskCache::named(CACHE_FILE);
-    if let Some(v) = cache.as_ref().and_then(|c| c.get(&key)).filter(|v| runs.contains(v)) {
-        return Ok(v);
+    if let Some(c) =
+        cache.as_ref().and_then(|c| c.get::<ByClass<MatmulVariant>>(&key)).filter(|c| c.variants.iter().all(|v| runs.contains(v)))
+    {
+        return Ok(c);
     }
-    let timings: Vec<_> = measure(gpu, 384, 3)?.into_iter().filter(|(v, _)| runs.contains(v)).collect();
-    let best = timings.iter().min_by(|a, b| a.1.total_cmp(&b.1)).map(|t| t.0).unwrap_or(MatmulVariant::RegBlock);
+    let before = gpu.matmul_choice();
+    let choice = measure_classes(gpu, &runs, |gpu, v, (m, n, k)| {
+        let (a, b) = (crate::timing::random_matrix(m * k, 1), crate::timing::random_matrix(k * n, 2));
+        let ta = gpu.upload_f32(&a, [m, k], MemCategory::Inputs)?;
+        let tb = gpu.upload_f32(&b, [k, n], MemCategory::Inputs)?;
+        let mut tc = gpu.zeros([m, n], DType::F32, MemCategory::Activations)?;
+        gpu.set_matmul_variant(v);
+        time_gpu(gpu, REPS, |g| g.matmul(&ta, &tb, &mut tc, false, false, false))
+    });
+    gpu.set_matmul_choice(before);
+    let choice = choice?;
     if let Some(c) = cache {
         // An unwritable cache only means measuring again next time.
-        let _ = c.put(&key, &best);
+        let _ = c.put(&key, &choice);
     }
-    Ok(best)
+    Ok(choice)
 }
 
-/// Median seconds of an n×n×n matmul for each variant (after a warm-up run).
-pub fn measure(gpu: &mut GpuBackend, n: usize, reps: usize) -> Result<Vec<(MatmulVariant, f64)>> {
-    let before = gpu.matmul_variant();
-    let (a, b) = (crate::timing::random_matrix(n * n, 1), crate::timing::random_matrix(n * n, 2));
-    let mut out = Vec::new();
-    for v in MatmulVariant::ALL {
-        gpu.set_matmul_variant(v);
-        let timed = crate::timing::time_matmul(gpu, &a, &b, n, reps);
-        gpu.set_matmul_variant(before);
-        match timed {
-            // A variant beyond this adapter's limits (the 256-invocation tiled kernel on GLES)
-            // is not a candidate; the register-blocked one fits every adapter.
-            Err(Error::BeyondLimit { .. }) => continue,
-            t => out.push((v, t?.0)),
+/// For each shape class, the candidate with the least time on the class's representative
+/// shape (`ShapeClass::representative`); `time` gives a variant's seconds, +inf to disqualify
+/// it. A variant beyond the adapter's limits (the 256-invocation tiled kernel on GLES) is no
+/// candidate; if none runs, the first candidate stays.
+fn measure_classes<V: Copy + PartialEq>(
+    gpu: &mut GpuBackend,
+    runs: &[V],
+    mut time: impl FnMut(&mut GpuBackend, V, (usize, usize, usize)) -> Result<f64>,
+) -> Result<ByClass<V>> {
+    let mut choice = ByClass::uniform(runs[0]);
+    for class in ShapeClass::all() {
+        let mut best = (runs[0], f64::INFINITY);
+        for &v in runs {
+            match time(gpu, v, class.representative()) {
+                Err(Error::BeyondLimit { .. }) => continue,
+                t => {
+                    let t = t?;
+                    if t < best.1 {
+                        best = (v, t);
+                    }
+                }
+            }
+        }
+        choice.variants[class.index()] = best.0;
+    }
+    Ok(choice)
+}
+
+/// Median GPU seconds of `op` over `reps` runs after a warm-up, with one wait for all of them:
+/// from GPU timestamps where the device has them (each run's dispatches, each timed in its own
+/// pass by the kernel profiler), else the wall clock around all runs (their mean). Not while
+/// the learner's own kernel profiling is on (its results are not the tuner's to take): then
+/// the wall clock.
+pub fn time_gpu(gpu: &mut GpuBackend, reps: usize, mut op: impl FnMut(&mut GpuBackend) -> Result<()>) -> Result<f64> {
+    op(gpu)?;
+    gpu.sync()?;
+    if gpu.rec.prof.is_none() && gpu.start_kernel_profiling()? {
+        let mut runs = Ok(());
+        for _ in 0..reps {
+            runs = runs.and_then(|_| op(gpu));
+        }
+        let times = runs.and_then(|_| gpu.stop_kernel_profiling());
+        gpu.rec.prof = None;
+        let times = times?;
+        if !times.is_empty() && times.len() % reps == 0 {
+            let per = times.len() / reps;
+            let mut sums: Vec<f64> = times.chunks(per).map(|c| c.iter().map(|t| (t.end_s - t.start_s).max(0.0)).sum()).collect();
+            return Ok(crate::stats::median(&mut sums).max(1e-9));
         }
     }
-    Ok(out)
+    let t = Instant::now();
+    for _ in 0..reps {
+        op(gpu)?;
+    }
+    gpu.sync()?;
+    Ok((t.elapsed().as_secs_f64() / reps as f64).max(1e-9))
 }
 
 /// The 16-bit GEMM kernels (`AmpOps::matmul16`).
@@ -202,9 +264,9 @@ impl Matmul16Variant {
     }
 }
 
-/// The 16-bit GEMM for `dt` on this adapter: GPULAB_MATMUL16_VARIANT if set, else the cached
-/// choice, else a fresh measurement (the fastest of those it runs on a 256³ product).
-pub fn choose16(gpu: &mut GpuBackend, dt: DType) -> Result<Matmul16Variant> {
+/// The 16-bit GEMM per shape class for `dt` on this adapter: GPULAB_MATMUL16_VARIANT if set,
+/// else the cached choice, else a fresh measurement of the candidates it runs.
+pub fn choose16(gpu: &mut GpuBackend, dt: DType) -> Result<ByClass<Matmul16Variant>> {
     let runs = gpu.matmul16_variants(dt);
     if let Ok(v) = std::env::var("GPULAB_MATMUL16_VARIANT") {
         let v = Matmul16Variant::parse(&v)
@@ -220,66 +282,152 @@ pub fn choose16(gpu: &mut GpuBackend, dt: DType) -> Result<Matmul16Variant> {
                 dt.name()
             )));
         }
-        return Ok(v);
+        return Ok(ByClass::uniform(v));
     }
     let (_, tuned) = candidates(&AdapterTraits::of(&gpu.summary, gpu.has_coop16()), dt);
     let runs: Vec<Matmul16Variant> = runs.into_iter().filter(|v| tuned.contains(v)).collect();
     if let [only] = runs[..] {
-        return Ok(only);
+        return Ok(ByClass::uniform(only));
     }
     // Devices of one adapter opened with and without the cooperative-matrix feature choose apart.
     let coop = if runs.contains(&Matmul16Variant::Coop) { "-coop" } else { "" };
-    let key = CacheKey::new(&format!("matmul16-variant-{}{coop}", dt.name()), &gpu.info());
+    let key = CacheKey::new(&format!("{KIND_16}-{}{coop}", dt.name()), &gpu.info());
     let cache = DiskCache::named(CACHE_FILE);
-    if let Some(v) = cache.as_ref().and_then(|c| c.get(&key)).filter(|v| runs.contains(v)) {
-        return Ok(v);
+    if let Some(c) =
+        cache.as_ref().and_then(|c| c.get::<ByClass<Matmul16Variant>>(&key)).filter(|c| c.variants.iter().all(|v| runs.contains(v)))
+    {
+        return Ok(c);
     }
-    let timings: Vec<_> = measure16(gpu, dt, 256, 3)?.into_iter().filter(|(v, _)| runs.contains(v)).collect();
-    let best = timings.iter().min_by(|a, b| a.1.total_cmp(&b.1)).map(|t| t.0).unwrap_or(Matmul16Variant::RegBlock);
+    let before = gpu.matmul16[(dt == DType::BF16) as usize];
+    let mut measure = || -> Result<ByClass<Matmul16Variant>> {
+        let mut choice = ByClass::uniform(runs[0]);
+        for class in ShapeClass::all() {
+            let timings = measure16_shape(gpu, dt, class.representative(), REPS, &runs)?;
+            if let Some(best) = timings.iter().filter(|t| t.1.is_finite()).min_by(|a, b| a.1.total_cmp(&b.1)) {
+                choice.variants[class.index()] = best.0;
+            }
+        }
+        Ok(choice)
+    };
+    let choice = measure();
+    gpu.matmul16[(dt == DType::BF16) as usize] = before;
+    let choice = choice?;
     if let Some(c) = cache {
-        let _ = c.put(&key, &best);
+        let _ = c.put(&key, &choice);
     }
-    Ok(best)
+    Ok(choice)
 }
 
 /// Median seconds of an n×n×n `dt` matmul (16-bit output) for each variant this device runs
 /// for `dt` (`GpuBackend::matmul16_variants`), after a warm-up.
-/// The cooperative-matrix kernel rides on an experimental wgpu feature, so it must also agree
-/// with the plain kernel's product (relative error 1e-2 in the Frobenius norm, far above f16
-/// rounding): if it fails to compile or disagrees, its time is +inf, so it is never chosen.
-/// Leaves the variant set to the last measured; `choose16`'s caller sets the winner.
 pub fn measure16(gpu: &mut GpuBackend, dt: DType, n: usize, reps: usize) -> Result<Vec<(Matmul16Variant, f64)>> {
-    let (a, b) = (crate::timing::random_matrix(n * n, 1), crate::timing::random_matrix(n * n, 2));
-    let mut ta = gpu.zeros([n, n], dt, MemCategory::Inputs)?;
+    let variants = gpu.matmul16_variants(dt);
+    measure16_shape(gpu, dt, (n, n, n), reps, &variants)
+}
+
+/// `time_gpu` of an m×n×k `dt` matmul (16-bit output) for each of `variants`.
+/// The cooperative-matrix kernel rides on an experimental wgpu feature, so it must also agree
+/// with the CPU's product of the same rounded inputs (relative error 1e-2 in the Frobenius
+/// norm, far above f16 rounding): if it fails to compile or disagrees, its time is +inf, so it
+/// is never chosen. Leaves the variant set to the last measured; the caller restores it.
+fn measure16_shape(
+    gpu: &mut GpuBackend,
+    dt: DType,
+    (m, n, k): (usize, usize, usize),
+    reps: usize,
+    variants: &[Matmul16Variant],
+) -> Result<Vec<(Matmul16Variant, f64)>> {
+    let (a, b) = (crate::timing::random_matrix(m * k, 1), crate::timing::random_matrix(k * n, 2));
+    let mut ta = gpu.zeros([m, k], dt, MemCategory::Inputs)?;
     gpu.write_f32(&mut ta, &a)?;
-    let mut tb = gpu.zeros([n, n], dt, MemCategory::Inputs)?;
+    let mut tb = gpu.zeros([k, n], dt, MemCategory::Inputs)?;
     gpu.write_f32(&mut tb, &b)?;
-    let mut tc = gpu.zeros([n, n], dt, MemCategory::Activations)?;
+    let mut tc = gpu.zeros([m, n], dt, MemCategory::Activations)?;
     let mut out = Vec::new();
-    let mut plain: Option<Vec<f32>> = None;
-    for v in gpu.matmul16_variants(dt) {
+    for &v in variants {
         gpu.set_matmul16_variant(dt, v);
-        let timed = crate::timing::time_op(gpu, reps, |g| g.matmul16(&ta, &tb, &mut tc, false, false, crate::tensor::Epilogue::None, None));
-        if v != Matmul16Variant::Coop {
-            let s = timed?;
-            if v == Matmul16Variant::Plain {
-                plain = Some(gpu.read_f32(&tc)?);
-            }
-            out.push((v, s));
+        let timed = time_gpu(gpu, reps, |g| g.matmul16(&ta, &tb, &mut tc, false, false, crate::tensor::Epilogue::None, None));
+        if let Err(Error::BeyondLimit { .. }) = timed {
+            // Beyond this adapter's limits (the 256-invocation tiled kernel on GLES): no candidate.
             continue;
         }
-        let agrees = match (&timed, &plain) {
-            (Ok(_), Some(want)) => {
+        if v != Matmul16Variant::Coop {
+            out.push((v, timed?));
+            continue;
+        }
+        let agrees = match &timed {
+            Ok(_) => {
+                let (a16, b16) = (gpu.read_f32(&ta)?, gpu.read_f32(&tb)?);
                 let got = gpu.read_f32(&tc)?;
-                let num: f64 = got.iter().zip(want).map(|(g, w)| (*g as f64 - *w as f64).powi(2)).sum();
-                let den: f64 = want.iter().map(|w| (*w as f64).powi(2)).sum();
+                let (mut num, mut den) = (0.0f64, 0.0f64);
+                for i in 0..m {
+                    for j in 0..n {
+                        let w: f64 = (0..k).map(|l| a16[i * k + l] as f64 * b16[l * n + j] as f64).sum();
+                        num += (got[i * n + j] as f64 - w).powi(2);
+                        den += w * w;
+                    }
+                }
                 (num / den.max(1e-300)).sqrt() <= 1e-2
             }
-            _ => false,
+            Err(_) => false,
         };
         out.push((v, if agrees { timed? } else { f64::INFINITY }));
     }
     Ok(out)
+}
+
+/// The GEMM choices (tuning's results) on the device.
+impl GpuBackend {
+    /// The f32 GEMM a large product runs (the benchmarks' n³); `matmul_choice` has every
+    /// shape class's.
+    pub fn matmul_variant(&self) -> MatmulVariant {
+        self.matmul.class(ShapeClass::LARGEST)
+    }
+
+    /// The f32 GEMM per shape class (tuning.rs).
+    pub fn matmul_choice(&self) -> ByClass<MatmulVariant> {
+        self.matmul
+    }
+
+    pub fn set_matmul_choice(&mut self, c: ByClass<MatmulVariant>) {
+        self.matmul = c;
+    }
+
+    /// Fixes the f32 GEMM for every shape (tests and benchmarks time each variant).
+    pub fn set_matmul_variant(&mut self, v: MatmulVariant) {
+        self.matmul = ByClass::uniform(v);
+    }
+
+    /// The 16-bit GEMM a large `dt` product runs; `matmul16_choice` has every class's.
+    pub fn matmul16_variant(&mut self, dt: DType) -> Result<Matmul16Variant> {
+        Ok(self.matmul16_choice(dt)?.class(ShapeClass::LARGEST))
+    }
+
+    /// The 16-bit GEMM per shape class for `dt` (f16 or bf16): chosen by measurement at the
+    /// first call (then cached on disk, so it is measured once per adapter, driver and gpulab
+    /// version), unless set.
+    pub fn matmul16_choice(&mut self, dt: DType) -> Result<ByClass<Matmul16Variant>> {
+        let slot = (dt == DType::BF16) as usize;
+        if let Some(v) = self.matmul16[slot] {
+            return Ok(v);
+        }
+        // The measurement's matrices are not the user's memory: its peaks are put back.
+        let peaks = memory_lock(&self.shared.ledger).peaks();
+        let v = choose16(self, dt);
+        memory_lock(&self.shared.ledger).restore_peaks(peaks);
+        let v = v?;
+        self.matmul16[slot] = Some(v);
+        Ok(v)
+    }
+
+    pub fn set_matmul16_choice(&mut self, dt: DType, c: ByClass<Matmul16Variant>) {
+        self.matmul16[(dt == DType::BF16) as usize] = Some(c);
+    }
+
+    /// Fixes the 16-bit GEMM for `dt` for every shape (tests and benchmarks time each variant).
+    pub fn set_matmul16_variant(&mut self, dt: DType, v: Matmul16Variant) {
+        self.set_matmul16_choice(dt, ByClass::uniform(v));
+    }
 }
 
 #[cfg(test)]
