@@ -495,6 +495,35 @@ mod tests {
         }
     }
 
+    /// On a real adapter (llvmpipe in CI): the per-class choice holds only candidates, and the
+    /// timer gives a positive time from GPU timestamps (llvmpipe has them) without leaving
+    /// kernel profiling on. Without an adapter this skips, except under GPULAB_REQUIRE_GPU=1.
+    #[test]
+    fn the_choice_per_class_is_of_candidates_and_timed_on_the_gpu() {
+        use super::super::{GpuSelector, adapters};
+        let require = std::env::var("GPULAB_REQUIRE_GPU").is_ok_and(|v| v == "1");
+        let instance = adapters::instance();
+        let opened =
+            adapters::select(adapters::enumerate(&instance), &GpuSelector::Auto).and_then(|(i, a)| GpuBackend::from_adapter(i, &a, None));
+        let mut gpu = match opened {
+            Ok(g) => g,
+            Err(e) => {
+                assert!(!require, "GPULAB_REQUIRE_GPU=1 but no GPU backend could be opened: {e}");
+                eprintln!("SKIPPED the_choice_per_class_is_of_candidates_and_timed_on_the_gpu: no GPU adapter ({e})");
+                return;
+            }
+        };
+        let (runs, _) = candidates(&AdapterTraits::of(&gpu.summary, gpu.has_coop16()), DType::F32);
+        let choice = choose(&mut gpu).unwrap();
+        assert!(choice.variants.iter().all(|v| runs.contains(v)), "{choice:?} vs {runs:?}");
+        let a = gpu.upload_f32(&vec![0.5; 64 * 64], [64, 64], MemCategory::Inputs).unwrap();
+        let mut c = gpu.zeros([64, 64], DType::F32, MemCategory::Activations).unwrap();
+        let s = time_gpu(&mut gpu, 3, |g| g.matmul(&a, &a, &mut c, false, false, false)).unwrap();
+        assert!(s.is_finite() && s > 0.0 && s < 10.0, "{s} s");
+        assert!(gpu.rec.prof.is_none(), "the tuner left kernel profiling on");
+        assert!(gpu.read_f32(&c).unwrap().iter().all(|&v| v == 16.0), "the timed product is still right");
+    }
+
     /// The kernels a non-CPU adapter may get run at least 64 invocations per workgroup (read
     /// from the shaders themselves, as the pipelines are built).
     #[test]
