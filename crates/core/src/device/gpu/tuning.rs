@@ -231,8 +231,8 @@ pub enum Matmul16Variant {
     Tiled,
     /// shaders/matmul16_coop.wgsl: cooperative matrices (`coopMultiplyAdd` on 16×16×16 f16
     /// tiles, f32 sums: tensor cores), a 128×32 block of C per workgroup (a 16-row strip per
-    /// subgroup and pass) staged through
-    /// workgroup memory. f16 only, and only on a device with the feature
+    /// subgroup and pass) staged through workgroup memory. f16 only, and only on a device with
+    /// the feature
     /// (`GpuBackend::has_coop16`); a 16-bit C with N odd runs the plain kernel, as for RegBlock.
     Coop,
 }
