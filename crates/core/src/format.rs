@@ -69,15 +69,37 @@ pub fn money(usd: f64) -> String {
     }
 }
 
+/// The scale money per item is printed at: the first of per item, per thousand, per million,
+/// per billion at which the smallest non-zero value of `usd_each` reaches a cent ("$0.38 per
+/// million" for $3.8e-7 each). Returns the factor and its word ("", "thousand ", …).
+pub fn money_scale(usd_each: &[f64]) -> (f64, &'static str) {
+    const SCALES: [(f64, &str); 4] = [(1.0, ""), (1e3, "thousand "), (1e6, "million "), (1e9, "billion ")];
+    let least = usd_each.iter().map(|v| v.abs()).filter(|v| v.is_finite() && *v > 0.0).fold(f64::INFINITY, f64::min);
+    if !least.is_finite() {
+        return SCALES[0];
+    }
+    SCALES.iter().copied().find(|(s, _)| least * s >= 0.01).unwrap_or(SCALES[3])
+}
+
+/// What a table column of prices per item is headed and scaled by: ("per million epochs",
+/// 1e6) where the smallest non-zero price is a fraction of a cent (`money_scale`). `item` is
+/// singular.
+pub fn money_per_unit(usd_each: &[f64], item: &str) -> (String, f64) {
+    let (scale, word) = money_scale(usd_each);
+    (if scale == 1.0 { format!("per {item}") } else { format!("per {word}{item}s") }, scale)
+}
+
+/// Prices per item compared side by side, at one scale (`money_scale`): "$27.20 per million
+/// epochs" beside "$9.10 per million epochs". `item` is singular.
+pub fn money_per_all(usd_each: &[f64], item: &str) -> Vec<String> {
+    let (per, scale) = money_per_unit(usd_each, item);
+    usd_each.iter().map(|v| format!("{} {per}", money(v * scale))).collect()
+}
+
 /// A price per item at a scale that reads: "$0.38 per million predictions" for $3.8e-7 each,
 /// "$0.012 per prediction" where one item already costs a cent or so. `item` is singular.
 pub fn money_per(usd_each: f64, item: &str) -> String {
-    const SCALES: [(f64, &str); 4] = [(1.0, ""), (1e3, "thousand "), (1e6, "million "), (1e9, "billion ")];
-    if usd_each == 0.0 || !usd_each.is_finite() {
-        return format!("{} per {item}", money(usd_each));
-    }
-    let (scale, word) = SCALES.iter().copied().find(|(s, _)| usd_each.abs() * s >= 0.01).unwrap_or(SCALES[3]);
-    if scale == 1.0 { format!("{} per {item}", money(usd_each)) } else { format!("{} per {word}{item}s", money(usd_each * scale)) }
+    money_per_all(&[usd_each], item).remove(0)
 }
 
 /// A duration in the unit that reads: "1 h 12 min", "3 min 12 s", "9.9 s", "152.4 ms", "3.2 µs".
@@ -103,9 +125,44 @@ pub fn duration(secs: f64) -> String {
     }
 }
 
-/// "value unit" for a figure: money for "USD"/"$", "%" without a space before it is spelled
-/// as the reports spell it ("32 %"), no unit bare.
+/// The unit durations compared side by side are printed in, and its factor from seconds: the
+/// unit `duration` gives the smallest non-zero one ("µs", 1e6), seconds from one second up.
+pub fn time_unit(secs: &[f64]) -> (&'static str, f64) {
+    let least = secs.iter().map(|v| v.abs()).filter(|v| v.is_finite() && *v > 0.0).fold(f64::INFINITY, f64::min);
+    if least >= 1.0 {
+        ("s", 1.0)
+    } else if least >= 1e-3 {
+        ("ms", 1e3)
+    } else if least >= 1e-6 {
+        ("µs", 1e6)
+    } else {
+        ("ns", 1e9)
+    }
+}
+
+/// Decimals a column of values needs for the smallest non-zero one to show `DIGITS`
+/// significant digits (0 where it is 1000 or more).
+pub fn decimals_of(values: &[f64]) -> usize {
+    let least = values.iter().map(|v| v.abs()).filter(|v| v.is_finite() && *v > 0.0).fold(f64::INFINITY, f64::min);
+    if least.is_finite() { decimals_for(least, DIGITS) } else { 0 }
+}
+
+/// Durations compared side by side: one unit (`time_unit`) and one number of decimals
+/// (`decimals_of`), so both figures read alike: "6.002 µs" and "4.870 µs", never "6.002 µs"
+/// beside "4.87 µs" or "0.9 ms".
+pub fn durations(secs: &[f64]) -> Vec<String> {
+    let (unit, f) = time_unit(secs);
+    let d = decimals_of(&secs.iter().map(|s| s * f).collect::<Vec<_>>());
+    secs.iter().map(|s| format!("{:.*} {unit}", d, s * f)).collect()
+}
+
+/// "value unit" for a figure: money for "USD"/"$", money per item for "USD per item"
+/// (`money_per`: "$0.38 per million predictions"), "%" without a space before it is spelled as
+/// the reports spell it ("32 %"), no unit bare.
 pub fn with_unit(v: f64, unit: &str) -> String {
+    if let Some(item) = unit.trim().strip_prefix("USD per ") {
+        return money_per(v, item);
+    }
     match unit.trim() {
         "USD" | "$" => money(v),
         "" => number(v),
@@ -190,6 +247,19 @@ mod tests {
         assert_eq!(money_per(0.0, "epoch"), "$0 per epoch");
         assert_eq!(with_unit(0.000_000_377, "USD"), "$3.8e-7");
         assert_eq!(with_unit(1e-5, "USD"), "$0.00001");
+        assert_eq!(with_unit(3.05e-9, "USD per prediction"), "$3.05 per billion predictions");
+    }
+
+    #[test]
+    fn compared_figures_share_a_unit_and_digits() {
+        assert_eq!(durations(&[6.002e-6, 4.87e-6]), ["6.002 µs", "4.870 µs"]);
+        assert_eq!(durations(&[9.0e-4, 6.002e-6]), ["900.000 µs", "6.002 µs"]);
+        assert_eq!(durations(&[0.15243, 0.00994]), ["152.430 ms", "9.940 ms"]);
+        assert_eq!(durations(&[2.5, 1.25]), ["2.500 s", "1.250 s"]);
+        assert_eq!(money_per_all(&[2.72e-5, 9.1e-6], "epoch"), ["$27.20 per million epochs", "$9.10 per million epochs"]);
+        assert_eq!(money_per_all(&[0.5, 0.003], "epoch"), ["$500.00 per thousand epochs", "$3.00 per thousand epochs"]);
+        assert_eq!(money_scale(&[3.05e-9]), (1e9, "billion "));
+        assert_eq!(money_scale(&[0.0, f64::NAN]), (1.0, ""));
     }
 
     #[test]

@@ -54,20 +54,8 @@ pub fn open(s: &Settings, t: &Training, device: &Device, data: &Dataset, sink: &
     Ok((engine, meta))
 }
 
-/// One profiled training run with live loss points under `label`.
-pub fn profiled(
-    engine: &mut Engine,
-    data: &Arc<Dataset>,
-    cfg: &TrainConfig,
-    pipe: &PipelineConfig,
-    label: &str,
-    peaks: Option<&Peaks>,
-    sink: &mut dyn Sink,
-) -> Result<ProfiledRun> {
-    Ok(profiled_watched(engine, data, cfg, pipe, label, peaks, sink)?.0)
-}
-
-/// `profiled`, also returning the device watch of each log window; the ledger's peaks are reset
+/// One profiled training run with live loss points under `label`, and the device watch of each
+/// log window (its throughput's repeats too: `noise::run_spread`); the ledger's peaks are reset
 /// first, so the run's report holds this run's peaks.
 pub fn profiled_watched(
     engine: &mut Engine,
