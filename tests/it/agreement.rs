@@ -72,9 +72,11 @@ pub(crate) fn format_violations(text: &str) -> Vec<String> {
     }
     // Money as a long decimal ("$0.0000272", "$0.00000305"): a fraction of a cent reads as a
     // price per thousand or per million items (`format::money_per`).
-    for (i, _) in text.match_indices("$0.000") {
-        let w: String = text[i..].chars().take_while(|c| *c == '$' || *c == '.' || c.is_ascii_digit()).collect();
-        bad.push(format!("money as a long decimal: {w:?}"));
+    for (i, _) in text.match_indices('$') {
+        let w: String = text[i..].chars().skip(1).take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-')).collect();
+        if w.starts_with("0.000") || (w.contains("e-") && w.parse::<f64>().is_ok()) {
+            bad.push(format!("money as a long decimal: \"${w}\""));
+        }
     }
     // A decimal ending in four zeros hides a value or pads one ("0.0000 USD", "60.0000 s").
     for w in text.split(|c: char| !(c.is_ascii_digit() || c == '.')) {
@@ -154,6 +156,7 @@ fn format_violations_are_found() {
     // Today's table cells of exercises 1 and 8 (USD columns) and what replaced them.
     assert_eq!(format_violations("$0.0000272").len(), 1);
     assert_eq!(format_violations("$0.00000305").len(), 1);
+    assert_eq!(format_violations("$6.5e-7").len(), 1, "an exponent is no way to print money");
     assert!(format_violations("$0.0272 per thousand epochs; $3.05 per billion predictions; $0.0038").is_empty());
     assert!(prose_violations("20 steps lost; $0.38 per million predictions; 9.94 s").is_empty());
 }

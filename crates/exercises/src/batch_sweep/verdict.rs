@@ -97,9 +97,6 @@ pub(super) fn verdict(trained: &[BatchFigures], oom: &[(u64, String)], budget: O
             .chain(tied.iter().copied())
             .max_by(|a, b| a.val_accuracy.total_cmp(&b.val_accuracy).then(b.batch.cmp(&a.batch)))
             .unwrap_or(f);
-        let mut names: Vec<u64> = std::iter::once(f.batch).chain(tied.iter().map(|t| t.batch)).collect();
-        names.sort_unstable();
-        let names: Vec<String> = names.iter().map(u64::to_string).collect();
         c.about(pick.batch.to_string()).one_of(
             Summary,
             vec![
@@ -118,9 +115,11 @@ pub(super) fn verdict(trained: &[BatchFigures], oom: &[(u64, String)], budget: O
                     cond::RECOMMEND_TIED,
                     !tied.is_empty(),
                     format!(
-                        "Train with batch {}: batches {} ran within noise of each other's throughput (the fastest, batch {}, at {:.0} samples/s), so speed does not decide, and batch {} had the best accuracy of them, {}.",
+                        "Train with batch {}: {} {} {} within noise of the fastest, batch {} ({:.0} samples/s), so speed does not decide, and batch {} had the best accuracy of them, {}.",
                         pick.batch,
-                        names.join(", "),
+                        if tied.len() == 1 { "batch" } else { "batches" },
+                        tied.iter().map(|t| t.batch.to_string()).collect::<Vec<_>>().join(" and "),
+                        if tied.len() == 1 { "was" } else { "were" },
                         f.batch,
                         f.samples_per_s,
                         pick.batch,
@@ -395,6 +394,25 @@ mod tests {
             cond::NONE => t.is_empty() && oom.is_empty(),
             _ => return None,
         })
+    }
+
+    /// Where the fastest batch is within noise of another, speed does not decide: the summary
+    /// says so and recommends the better accuracy (it recommended the fastest alone before).
+    #[test]
+    fn a_batch_within_noise_of_the_fastest_is_recommended_by_accuracy() {
+        let b = |batch, sps: f64, acc| BatchFigures {
+            batch,
+            samples_per_s: sps,
+            spread: Spread::of(&[sps * 0.95, sps, sps * 1.05]),
+            val_accuracy: acc,
+            steps: 10,
+            epochs: 3,
+            fixed_bytes: 1000,
+            varying_bytes: batch * 100,
+        };
+        let v = verdict(&[b(32, 1000.0, 0.91), b(64, 1020.0, 0.905), b(128, 1500.0, 0.85)], &[], None).verdict();
+        assert!(v.summary.starts_with("Train with batch 32: batch 32 was within noise of the fastest, batch 64 (1020 samples/s)"), "{}", v.summary);
+        assert!(!v.evidence.iter().any(|e| e.contains("peaked")), "128 is the highest, not a peak in between: {:?}", v.evidence);
     }
 
     proptest! {

@@ -203,7 +203,7 @@ pub fn build(ex: &InferenceBatching, s: &Settings, c: &Config, meta: Metadata, m
             label: format!("cost per prediction, most served with p99 ≤ {slo} ms"),
             value: r.usd_per_1000 / 1000.0,
             unit: "USD per prediction".into(),
-            provenance: price.provenance("1,000 ÷ measured throughput"),
+            provenance: price.provenance("1 ÷ measured throughput"),
         });
     }
     let mut tables = vec![

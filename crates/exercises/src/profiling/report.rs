@@ -1,6 +1,6 @@
 //! Exercise 7's report parts: the kernel table, the roofline chart and the one-click next step.
 
-use super::run::{cores, fix_for};
+use super::run::fix_for;
 use gpulab_systems::profile::kernels::KernelRow;
 use gpulab_systems::profile::peaks::Peaks;
 use gpulab_systems::profile::session::ProfiledRun;
@@ -10,7 +10,7 @@ use gpulab_systems::report::{Cell, Chart, Column, Provenance, Series, Suggestion
 /// profiling again (the last run is the optimized one when `measure_again` ran).
 pub(super) fn next_step(runs: &[ProfiledRun]) -> Option<Suggestion> {
     let last = runs.last()?;
-    let (what, p, batch) = fix_for(last.diagnosis.bottleneck, &last.pipeline, last.train.config.batch, cores())?;
+    let (what, p, batch) = fix_for(last.diagnosis.bottleneck, &last.pipeline, last.train.config.batch)?;
     let settings = [
         ("num_workers", p.num_workers.to_string()),
         ("prefetch_factor", p.prefetch_factor.to_string()),

@@ -23,14 +23,24 @@ fn scaled(s: &Spread, f: f64) -> Spread {
 
 /// The unit, factor and decimals every time in `secs` is shown with (`format::time_unit`).
 fn time_columns(secs: &[f64]) -> (&'static str, f64, usize) {
+    // As `format::durations_as` prints them in the verdict.
     let (unit, f) = gpulab_core::format::time_unit(secs);
     (unit, f, gpulab_core::format::decimals_of(&secs.iter().map(|s| s * f).collect::<Vec<_>>()))
 }
 
-pub fn comparison_table(runs: &[BackendRun], batch: usize) -> Table {
+/// Every latency the comparison table shows (its unit and decimals follow from them).
+pub(super) fn latency_secs(runs: &[BackendRun]) -> Vec<f64> {
     let measured = runs.iter().flat_map(|r| r.variants.iter().filter_map(|v| v.result.as_ref().ok()));
-    let secs: Vec<f64> = measured.flat_map(|m| [m.latency1.median, m.latency_batch.median]).collect();
-    let (unit, f, d) = time_columns(&secs);
+    measured.flat_map(|m| [m.latency1.median, m.latency_batch.median]).collect()
+}
+
+/// Every time the GEMM table shows.
+pub(super) fn gemm_secs(runs: &[BackendRun]) -> Vec<f64> {
+    runs.iter().filter_map(|r| r.gemm.as_ref()).flat_map(|g| [g.f32.median, g.int8.median]).collect()
+}
+
+pub fn comparison_table(runs: &[BackendRun], batch: usize) -> Table {
+    let (unit, f, d) = time_columns(&latency_secs(runs));
     let mut columns = vec![Column::text("backend"), Column::text("model"), Column::text("kernel"), Column::text("status")];
     columns.push(Column::num("latency, batch 1 (median)", unit, d, Provenance::Measured));
     columns.extend(crate::noise::spread_columns("latency, batch 1", unit, d));
@@ -181,8 +191,7 @@ fn layer_charts(runs: &[BackendRun]) -> [Chart; 2] {
 /// timed runs, in one unit.
 fn gemm_table(runs: &[BackendRun]) -> Option<Table> {
     let probes: Vec<(String, &GemmProbe)> = runs.iter().filter_map(|r| Some((short_label(&r.info), r.gemm.as_ref()?))).collect();
-    let secs: Vec<f64> = probes.iter().flat_map(|(_, g)| [g.f32.median, g.int8.median]).collect();
-    let (unit, f, d) = time_columns(&secs);
+    let (unit, f, d) = time_columns(&gemm_secs(runs));
     let mut columns = vec![Column::text("backend"), Column::text("GEMM (m×k·k×n)"), Column::text("operands")];
     columns.push(Column::num("time (median)", unit, d, Provenance::Measured));
     columns.extend(crate::noise::spread_columns("time", unit, d));

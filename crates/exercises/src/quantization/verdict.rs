@@ -35,10 +35,14 @@ struct QuantFigures {
     accuracy: (f64, f64),
     /// The largest layer's GEMM alone: its m, k, n and seconds in f32 and int8.
     gemm: Option<([usize; 3], Spread, Spread)>,
+    /// Every time of the latency and GEMM tables: the sentences print theirs in those tables'
+    /// units and decimals.
+    table_secs: Vec<f64>,
+    gemm_secs: Vec<f64>,
 }
 
 impl QuantFigures {
-    fn of(r: &BackendRun, f: &Measured, q: &Measured) -> Self {
+    fn of(r: &BackendRun, f: &Measured, q: &Measured, runs: &[BackendRun]) -> Self {
         QuantFigures {
             name: short_label(&r.info),
             kind: r.info.kind,
@@ -49,6 +53,8 @@ impl QuantFigures {
             weight_bytes: (f.weight_bytes, q.weight_bytes),
             accuracy: (f.accuracy, q.accuracy),
             gemm: r.gemm.as_ref().map(|g| (g.mkn, g.f32, g.int8)),
+            table_secs: super::report::latency_secs(runs),
+            gemm_secs: super::report::gemm_secs(runs),
         }
     }
 }
@@ -71,8 +77,8 @@ fn backend_claims(c: &mut Claims, x: &QuantFigures, batch: usize) {
     let (j, ratio) = judged(&x.batch_s.0, &x.batch_s.1);
     let (j1, ratio1) = judged(&x.one_s.0, &x.one_s.1);
     let drop_pp = (x.accuracy.0 - x.accuracy.1) * 100.0;
-    // Both times of the comparison in one unit and to the same decimals.
-    let t = gpulab_core::format::durations(&[x.batch_s.1.median, x.batch_s.0.median]);
+    // Both times of the comparison in one unit and to the same decimals: the table's.
+    let t = gpulab_core::format::durations_as(&[x.batch_s.1.median, x.batch_s.0.median], &x.table_secs);
     c.fact(
         Summary,
         format!(
@@ -89,7 +95,7 @@ fn backend_claims(c: &mut Claims, x: &QuantFigures, batch: usize) {
     c.fact(Evidence, format!("{name}: the int8 GEMM kernel here is {}.", x.int8_kernel));
     if let Some(([m, k, n], f32_s, int8_s)) = x.gemm {
         let (gj, gr) = judged(&f32_s, &int8_s);
-        let g = gpulab_core::format::durations(&[f32_s.median, int8_s.median]);
+        let g = gpulab_core::format::durations_as(&[f32_s.median, int8_s.median], &x.gemm_secs);
         c.fact(
             Evidence,
             format!("{name}: the largest layer's GEMM alone ({m}×{k}·{k}×{n}) takes {} in f32 and {} in int8 ({gr:.2}×).", g[0], g[1]),
@@ -143,7 +149,7 @@ pub(super) fn verdict(runs: &[BackendRun], batch: usize) -> Verdict {
         let name = short_label(&r.info);
         c.about(&name);
         match (r.variant(Kind::F32), r.variant(Kind::headline())) {
-            (Some(f), Some(q)) => backend_claims(&mut c, &QuantFigures::of(r, f, q), batch),
+            (Some(f), Some(q)) => backend_claims(&mut c, &QuantFigures::of(r, f, q, runs), batch),
             _ => {
                 c.fact(Summary, format!("{name}: INT8 could not be compared with FP32 (see the status column)."));
             }
@@ -231,6 +237,8 @@ mod tests {
                     weight_bytes: (fb, qb),
                     accuracy: (0.9, 0.89),
                     gemm: gemm.map(|(a, b)| ([64, 256, 128], a, b)),
+                    table_secs: vec![f.median, q.median, f1.median, q1.median],
+                    gemm_secs: gemm.map_or(vec![], |(a, b)| vec![a.median, b.median]),
                 }
             })
     }
@@ -249,6 +257,8 @@ mod tests {
             weight_bytes: (4, 1),
             accuracy: (0.9, 0.9),
             gemm: None,
+            table_secs: vec![6.0e-6, 4.87e-6, 2.1e-6, 1.1e-6],
+            gemm_secs: vec![],
         };
         let mut c = Claims::new();
         backend_claims(&mut c, &x, 64);
