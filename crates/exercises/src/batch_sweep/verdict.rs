@@ -411,7 +411,11 @@ mod tests {
             varying_bytes: batch * 100,
         };
         let v = verdict(&[b(32, 1000.0, 0.91), b(64, 1020.0, 0.905), b(128, 1500.0, 0.85)], &[], None).verdict();
-        assert!(v.summary.starts_with("Train with batch 32: batch 32 was within noise of the fastest, batch 64 (1020 samples/s)"), "{}", v.summary);
+        assert!(
+            v.summary.starts_with("Train with batch 32: batch 32 was within noise of the fastest, batch 64 (1020 samples/s)"),
+            "{}",
+            v.summary
+        );
         assert!(!v.evidence.iter().any(|e| e.contains("peaked")), "128 is the highest, not a peak in between: {:?}", v.evidence);
     }
 
