@@ -81,3 +81,45 @@ fn conclusions_are_read_from_the_words() {
     assert_eq!(said("bf16: 0.82× FP32's throughput — slower in one measurement (…).", m, "faster", "slower"), Some(Said::Once));
     assert!(opposite(Said::Higher, Said::Lower) && !opposite(Said::Higher, Said::WithinNoise));
 }
+
+/// Exercise 9 judges INT8 against FP32 by the timed runs' spread: with 9 runs each the speed
+/// sentence says faster, slower or within noise (never "one measurement"), and two runs of the
+/// same settings never say opposite things.
+#[test]
+fn exercise_9_judges_int8_by_the_timed_runs() {
+    let sets = ["backends=cpu", "epochs=1", "hidden=32", "latency_runs=9"];
+    let at = |r: &Report| {
+        let s = &r.verdict.summary;
+        assert!(s.contains(" µs against FP32's ") || s.contains(" ms against FP32's "), "one unit for both times: {s}");
+        let rest = &s[s.find("at batch 64: ").unwrap_or_else(|| panic!("no batch-64 conclusion in {s}")) + "at batch 64: ".len()..];
+        let w = rest.split(';').next().unwrap_or("");
+        if w.contains("in one measurement") {
+            Said::Once
+        } else if w.starts_with("within noise") {
+            Said::WithinNoise
+        } else if w.contains("× faster") {
+            Said::Lower
+        } else if w.contains("× slower") {
+            Said::Higher
+        } else {
+            panic!("no conclusion in {w:?}")
+        }
+    };
+    let (a, b) = (run("quantization", &sets), run("quantization", &sets));
+    let (sa, sb) = (at(&a), at(&b));
+    assert_ne!(sa, Said::Once, "{}", a.verdict.summary);
+    assert!(!opposite(sa, sb), "{sa:?} in one run, {sb:?} in the other");
+    let t = a.table("FP32 vs FP16 vs INT8").expect("the comparison table");
+    assert!(t.columns.iter().any(|c| c.name.contains("lower quartile")), "the spread is in the table");
+}
+
+/// Exercises 4 and 7 at their defaults (CPU) judge their runs by repeats (log windows of a
+/// one- or two-epoch run), not "one measurement".
+#[test]
+fn exercises_4_and_7_defaults_have_repeats() {
+    let p = run("profiling", &["backend=cpu"]);
+    assert!(p.verdict.summary.contains("measured again"), "{}", p.verdict.summary);
+    assert!(!p.verdict.summary.contains("one measurement"), "{}", p.verdict.summary);
+    let i = run("input-pipeline", &["backend=cpu"]);
+    assert!(!i.verdict.summary.contains("one measurement"), "{}", i.verdict.summary);
+}

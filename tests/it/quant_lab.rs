@@ -68,13 +68,14 @@ fn quantization_compares_fp32_fp16_int8_on_every_backend_to_a_computed_verdict()
     let r = run(&quick(&[backends])).unwrap();
     let t = r.table("FP32 vs FP16 vs INT8").unwrap();
     assert_eq!(t.rows.len(), if gpu { 12 } else { 6 }, "FP32, FP16 and four INT8 rows per backend");
+    let latency = t.columns.iter().position(|c| c.name == "latency, batch 64 (median)").expect("the latency column");
     for (i, row) in t.rows.iter().enumerate() {
         if let Some(why) = refusal.as_deref().filter(|_| i == 7) {
             assert!(text(&row[3]).contains(why), "the GPU's FP16 row gives the refusal: {row:?}");
             continue;
         }
         assert_eq!(text(&row[3]), "ok", "{row:?}");
-        let lat = num(&row[5]);
+        let lat = num(&row[latency]);
         assert!(lat > 0.0 && lat.is_finite(), "{row:?}");
     }
     let bytes = t.columns.iter().position(|c| c.name == "weight bytes").unwrap();

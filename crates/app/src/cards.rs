@@ -73,7 +73,7 @@ fn show_lesson(ui: &mut egui::Ui, cache: &mut CommonMarkCache, markdown: &'stati
             p
         }
     };
-    CommonMarkViewer::new().show(ui, cache, &parts.before);
+    markdown_ui(ui, cache, &parts.before, (salt, "before"));
     if !parts.cards.is_empty() {
         ui.add_space(6.0);
         ui.heading(&parts.heading);
@@ -84,8 +84,73 @@ fn show_lesson(ui: &mut egui::Ui, cache: &mut CommonMarkCache, markdown: &'stati
         }
     }
     if !parts.after.trim().is_empty() {
-        CommonMarkViewer::new().show(ui, cache, &parts.after);
+        markdown_ui(ui, cache, &parts.after, (salt, "after"));
     }
+}
+
+/// A piece of a lesson: markdown, or a fenced code block's text.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Segment {
+    Text(String),
+    Code(String),
+}
+
+/// `markdown` cut at its fenced code blocks (fences at the start of a line), so each block is
+/// drawn by `code_block`: scrolled sideways, never wrapped (exercise 10's diagram wrapped
+/// mid-arrow at 1280×800).
+pub fn segments(markdown: &str) -> Vec<Segment> {
+    let mut out = Vec::new();
+    let mut text = String::new();
+    let mut code: Option<String> = None;
+    for line in markdown.split_inclusive('\n') {
+        let fence = line.starts_with("```");
+        match (&mut code, fence) {
+            (None, true) => {
+                if !text.is_empty() {
+                    out.push(Segment::Text(std::mem::take(&mut text)));
+                }
+                code = Some(String::new());
+            }
+            (Some(c), true) => {
+                out.push(Segment::Code(c.trim_end_matches('\n').to_string()));
+                code = None;
+            }
+            (Some(c), false) => c.push_str(line),
+            (None, false) => text.push_str(line),
+        }
+    }
+    // An unclosed fence runs to the end, as CommonMark reads it.
+    if let Some(c) = code {
+        out.push(Segment::Code(c.trim_end_matches('\n').to_string()));
+    }
+    if !text.is_empty() {
+        out.push(Segment::Text(text));
+    }
+    out
+}
+
+/// Markdown with its code blocks drawn by `code_block`; `salt` tells this piece's blocks apart.
+fn markdown_ui(ui: &mut egui::Ui, cache: &mut CommonMarkCache, markdown: &str, salt: impl std::hash::Hash + std::fmt::Debug + Copy) {
+    for (i, seg) in segments(markdown).iter().enumerate() {
+        match seg {
+            Segment::Text(t) => {
+                CommonMarkViewer::new().show(ui, cache, t);
+            }
+            Segment::Code(c) => code_block(ui, c, (salt, i)),
+        }
+    }
+}
+
+/// A code block as monospace text that keeps its lines whole: a horizontal scroll bar where a
+/// line is wider than the pane, selectable for copying.
+fn code_block(ui: &mut egui::Ui, code: &str, salt: impl std::hash::Hash + std::fmt::Debug) {
+    egui::Frame::group(ui.style()).fill(ui.visuals().extreme_bg_color).show(ui, |ui| {
+        ui.set_width(ui.available_width());
+        egui::ScrollArea::horizontal().id_salt(("code", salt)).auto_shrink([false, true]).show(ui, |ui| {
+            ui.add(egui::Label::new(RichText::new(code).monospace()).wrap_mode(egui::TextWrapMode::Extend));
+        });
+    });
+    ui.add_space(4.0);
 }
 
 fn card_ui(ui: &mut egui::Ui, cache: &mut CommonMarkCache, card: &Card, index: usize, salt: &str) {
@@ -107,7 +172,7 @@ fn card_ui(ui: &mut egui::Ui, cache: &mut CommonMarkCache, card: &Card, index: u
                 }
                 if open {
                     ui.separator();
-                    CommonMarkViewer::new().show(ui, cache, answer);
+                    markdown_ui(ui, cache, answer, (salt, "answer", index));
                 }
             }
             None => {
@@ -120,6 +185,38 @@ fn card_ui(ui: &mut egui::Ui, cache: &mut CommonMarkCache, card: &Card, index: u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Code blocks come out whole, between the markdown around them.
+    #[test]
+    fn code_blocks_are_cut_out_whole() {
+        let md = "Intro.\n\n```\na -> b\n   -> c\n```\n\nAfter.\n";
+        assert_eq!(
+            segments(md),
+            vec![Segment::Text("Intro.\n\n".into()), Segment::Code("a -> b\n   -> c".into()), Segment::Text("\nAfter.\n".into())]
+        );
+        let diagram = gpulab_exercises::registry().into_iter().find(|e| e.number() == 10).unwrap().lesson();
+        let code: Vec<String> =
+            segments(diagram).into_iter().filter_map(|s| if let Segment::Code(c) = s { Some(c) } else { None }).collect();
+        assert!(code.iter().any(|c| c.contains("object storage -> training data set")), "{code:?}");
+    }
+
+    /// Every character of every lesson's code blocks is in egui's monospace font (or its
+    /// fallbacks): no missing-glyph box.
+    #[test]
+    fn code_blocks_have_every_glyph() {
+        let ctx = egui::Context::default();
+        let _ = ctx.run_ui(egui::RawInput::default(), |_| {});
+        let font = egui::FontId::monospace(13.0);
+        for ex in gpulab_exercises::registry() {
+            for seg in segments(ex.lesson()) {
+                if let Segment::Code(c) = seg {
+                    let missing: Vec<char> =
+                        c.chars().filter(|ch| !ch.is_whitespace() && !ctx.fonts_mut(|f| f.has_glyph(&font, *ch))).collect();
+                    assert!(missing.is_empty(), "lesson {}: no glyph for {missing:?} in {c:?}", ex.number());
+                }
+            }
+        }
+    }
 
     #[test]
     fn parts_keep_the_order_and_drop_only_the_section() {

@@ -69,15 +69,51 @@ pub fn money(usd: f64) -> String {
     }
 }
 
+/// The scale money per item is printed at: the first of per item, per thousand, per million,
+/// per billion at which the smallest non-zero value of `usd_each` reaches a cent ("$0.38 per
+/// million" for $3.8e-7 each). Returns the factor and its word ("", "thousand ", …).
+pub fn money_scale(usd_each: &[f64]) -> (f64, &'static str) {
+    const SCALES: [(f64, &str); 4] = [(1.0, ""), (1e3, "thousand "), (1e6, "million "), (1e9, "billion ")];
+    let least = usd_each.iter().map(|v| v.abs()).filter(|v| v.is_finite() && *v > 0.0).fold(f64::INFINITY, f64::min);
+    if !least.is_finite() {
+        return SCALES[0];
+    }
+    SCALES.iter().copied().find(|(s, _)| least * s >= 0.01).unwrap_or(SCALES[3])
+}
+
+/// What a table column of prices per item is headed and scaled by: ("per million epochs",
+/// 1e6) where the smallest non-zero price is a fraction of a cent (`money_scale`). `item` is
+/// singular.
+pub fn money_per_unit(usd_each: &[f64], item: &str) -> (String, f64) {
+    let (scale, word) = money_scale(usd_each);
+    (if scale == 1.0 { format!("per {item}") } else { format!("per {word}{item}s") }, scale)
+}
+
+/// Prices per item compared side by side, at one scale (`money_scale`): "$27.20 per million
+/// epochs" beside "$9.10 per million epochs". `item` is singular.
+pub fn money_per_all(usd_each: &[f64], item: &str) -> Vec<String> {
+    let (per, scale) = money_per_unit(usd_each, item);
+    // One number of decimals for all: two significant digits of the smallest, cents at least.
+    let least = usd_each.iter().map(|v| (v * scale).abs()).filter(|v| v.is_finite() && *v > 0.0).fold(f64::INFINITY, f64::min);
+    let d = if least.is_finite() { decimals_for(least, 2).max(2) } else { 2 };
+    usd_each
+        .iter()
+        .map(|v| {
+            let x = v * scale;
+            let m = if x == 0.0 || !x.is_finite() || usd_each.len() == 1 {
+                money(x)
+            } else {
+                format!("{}${:.d$}", if x < 0.0 { "-" } else { "" }, x.abs())
+            };
+            format!("{m} {per}")
+        })
+        .collect()
+}
+
 /// A price per item at a scale that reads: "$0.38 per million predictions" for $3.8e-7 each,
 /// "$0.012 per prediction" where one item already costs a cent or so. `item` is singular.
 pub fn money_per(usd_each: f64, item: &str) -> String {
-    const SCALES: [(f64, &str); 4] = [(1.0, ""), (1e3, "thousand "), (1e6, "million "), (1e9, "billion ")];
-    if usd_each == 0.0 || !usd_each.is_finite() {
-        return format!("{} per {item}", money(usd_each));
-    }
-    let (scale, word) = SCALES.iter().copied().find(|(s, _)| usd_each.abs() * s >= 0.01).unwrap_or(SCALES[3]);
-    if scale == 1.0 { format!("{} per {item}", money(usd_each)) } else { format!("{} per {word}{item}s", money(usd_each * scale)) }
+    money_per_all(&[usd_each], item).remove(0)
 }
 
 /// A duration in the unit that reads: "1 h 12 min", "3 min 12 s", "9.9 s", "152.4 ms", "3.2 µs".
@@ -103,9 +139,50 @@ pub fn duration(secs: f64) -> String {
     }
 }
 
-/// "value unit" for a figure: money for "USD"/"$", "%" without a space before it is spelled
-/// as the reports spell it ("32 %"), no unit bare.
+/// The unit durations shown side by side (a table's column, a sentence comparing two) are
+/// printed in, and its factor from seconds: the one in which the largest is under 1000 ("µs",
+/// 1e6 for 0.77 µs beside 11.8 µs), seconds from one second up.
+pub fn time_unit(secs: &[f64]) -> (&'static str, f64) {
+    let most = secs.iter().map(|v| v.abs()).filter(|v| v.is_finite() && *v > 0.0).fold(0.0, f64::max);
+    if most >= 1.0 {
+        ("s", 1.0)
+    } else if most >= 1e-3 {
+        ("ms", 1e3)
+    } else if most >= 1e-6 {
+        ("µs", 1e6)
+    } else {
+        ("ns", 1e9)
+    }
+}
+
+/// Decimals a column of values needs for the smallest non-zero one to show `DIGITS`
+/// significant digits (0 where it is 1000 or more; at most 6).
+pub fn decimals_of(values: &[f64]) -> usize {
+    let least = values.iter().map(|v| v.abs()).filter(|v| v.is_finite() && *v > 0.0).fold(f64::INFINITY, f64::min);
+    if least.is_finite() { decimals_for(least, DIGITS).min(6) } else { 0 }
+}
+
+/// `secs` in the unit and decimals a table of `all` shows them with (`time_unit`,
+/// `decimals_of`), so a sentence reads its figures as the table beside it does.
+pub fn durations_as(secs: &[f64], all: &[f64]) -> Vec<String> {
+    let (unit, f) = time_unit(all);
+    let d = decimals_of(&all.iter().map(|s| s * f).collect::<Vec<_>>());
+    secs.iter().map(|s| format!("{:.*} {unit}", d, s * f)).collect()
+}
+
+/// Durations compared side by side: one unit and one number of decimals, so both figures read
+/// alike: "6.002 µs" and "4.870 µs", never "6.002 µs" beside "4.87 µs" or "0.9 ms".
+pub fn durations(secs: &[f64]) -> Vec<String> {
+    durations_as(secs, secs)
+}
+
+/// "value unit" for a figure: money for "USD"/"$", money per item for "USD per item"
+/// (`money_per`: "$0.38 per million predictions"), "%" without a space before it is spelled as
+/// the reports spell it ("32 %"), no unit bare.
 pub fn with_unit(v: f64, unit: &str) -> String {
+    if let Some(item) = unit.trim().strip_prefix("USD per ") {
+        return money_per(v, item);
+    }
     match unit.trim() {
         "USD" | "$" => money(v),
         "" => number(v),
@@ -190,6 +267,22 @@ mod tests {
         assert_eq!(money_per(0.0, "epoch"), "$0 per epoch");
         assert_eq!(with_unit(0.000_000_377, "USD"), "$3.8e-7");
         assert_eq!(with_unit(1e-5, "USD"), "$0.00001");
+        assert_eq!(with_unit(3.05e-9, "USD per prediction"), "$3.05 per billion predictions");
+    }
+
+    #[test]
+    fn compared_figures_share_a_unit_and_digits() {
+        assert_eq!(durations(&[6.002e-6, 4.87e-6]), ["6.002 µs", "4.870 µs"]);
+        assert_eq!(durations(&[9.0e-4, 6.002e-6]), ["0.900000 ms", "0.006002 ms"]);
+        assert_eq!(durations_as(&[4.654e-6], &[7.735e-7, 1.18e-5]), ["4.6540 µs"], "in the unit of the table beside it");
+        assert_eq!(durations(&[0.15243, 0.00994]), ["152.430 ms", "9.940 ms"]);
+        assert_eq!(durations(&[2.5, 1.25]), ["2.500 s", "1.250 s"]);
+        assert_eq!(money_per_all(&[2.72e-5, 9.1e-6], "epoch"), ["$27.20 per million epochs", "$9.10 per million epochs"]);
+        assert_eq!(money_per_all(&[0.5, 0.003], "epoch"), ["$500.00 per thousand epochs", "$3.00 per thousand epochs"]);
+        assert_eq!(money_per_all(&[1.549e-9, 3.83e-10], "prediction"), ["$1.55 per billion predictions", "$0.38 per billion predictions"]);
+        assert_eq!(money_per_all(&[1.5e-3, 2.72e-5], "epoch"), ["$1.500 per thousand epochs", "$0.027 per thousand epochs"]);
+        assert_eq!(money_scale(&[3.05e-9]), (1e9, "billion "));
+        assert_eq!(money_scale(&[0.0, f64::NAN]), (1.0, ""));
     }
 
     #[test]

@@ -18,6 +18,12 @@ pub fn one_backend(s: Settings) -> Settings {
 
 /// The model and data settings every training exercise has.
 pub fn training_settings(s: Settings, dataset: &str, hidden: &[u64], batch: i64, epochs: i64) -> Settings {
+    training_settings_every(s, dataset, hidden, batch, epochs, 10)
+}
+
+/// `training_settings` with `log_every` defaulting to `log_every` steps (exercises 4 and 7 log
+/// every 5, so a one-epoch default run has windows enough to judge its noise: `noise::run_spread`).
+pub fn training_settings_every(s: Settings, dataset: &str, hidden: &[u64], batch: i64, epochs: i64, log_every: i64) -> Settings {
     s.add(
         "dataset",
         "Data set",
@@ -34,7 +40,7 @@ pub fn training_settings(s: Settings, dataset: &str, hidden: &[u64], batch: i64,
         "log_every",
         "Log every",
         "Read loss and accuracy back from the device every N steps (each read-back makes the CPU wait for the GPU)",
-        settings::int(10, 1, 100_000),
+        settings::int(log_every, 1, 100_000),
     )
 }
 

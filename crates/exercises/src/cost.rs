@@ -178,22 +178,36 @@ impl RunCost<'_> {
     }
 }
 
+/// A table column of money per `item` and the factor its values are multiplied by: headed
+/// "`what` per million epochs" (`format::money_per_unit`) where the smallest is a fraction of a
+/// cent, so no cell is a row of zeros ("0.0000272"), at about three significant figures.
+pub fn money_column(what: &str, item: &str, usd_each: &[f64], provenance: Provenance) -> (Column, f64) {
+    let (per, k) = gpulab_core::format::money_per_unit(usd_each, item);
+    let d = decimals(usd_each.iter().map(|v| v * k));
+    (Column::num(&format!("{what} {per}"), "USD", d, provenance), k)
+}
+
 /// The "Cost" table of a training exercise: per run, the assumed price, the cost per epoch and
 /// of the whole training run, derived from the measured training time.
 pub fn training_table(runs: &[RunCost]) -> Table {
-    let d = decimals(runs.iter().flat_map(|r| [r.per_epoch().unwrap_or(f64::NAN), r.per_run()]));
     let from = "measured training time × the assumed price beside it";
+    let epochs: Vec<f64> = runs.iter().filter_map(|r| r.per_epoch()).collect();
+    let whole: Vec<f64> = runs.iter().map(|r| r.per_run()).collect();
+    let (per_epoch, ke) = money_column("cost", "epoch", &epochs, Provenance::derived(&format!("{from} ÷ epochs finished")));
+    let (per_run, kr) = money_column("cost", "training run", &whole, Provenance::derived(from));
     Table {
         title: "Cost (measured time × assumed price)".into(),
-        columns: vec![
-            Column::text("run"),
-            Column::text("assumed price"),
-            Column::num("cost per epoch", "USD", d, Provenance::derived(&format!("{from} ÷ epochs finished"))),
-            Column::num("cost per training run", "USD", d, Provenance::derived(from)),
-        ],
+        columns: vec![Column::text("run"), Column::text("assumed price"), per_epoch, per_run],
         rows: runs
             .iter()
-            .map(|r| vec![Cell::from(r.name.clone()), Cell::from(r.price.label.clone()), r.per_epoch().into(), r.per_run().into()])
+            .map(|r| {
+                vec![
+                    Cell::from(r.name.clone()),
+                    Cell::from(r.price.label.clone()),
+                    r.per_epoch().map(|v| v * ke).into(),
+                    (r.per_run() * kr).into(),
+                ]
+            })
             .collect(),
     }
 }
@@ -246,5 +260,16 @@ mod tests {
         assert_eq!(usd_text(123.4), "$123.40");
         assert_eq!(decimals([0.001234, 5.0]), 5);
         assert_eq!(decimals([f64::NAN]), 2);
+    }
+
+    /// A cost per epoch of a fraction of a cent is shown per thousand or per million epochs,
+    /// never as a row of zeros.
+    #[test]
+    fn small_costs_are_scaled_not_zeros() {
+        let p = Price::parse("0.17", AUTO_CPU).unwrap();
+        let t = training_table(&[RunCost { name: "cpu".into(), price: &p, train_s: 0.576, epochs: 1 }]);
+        assert_eq!(t.columns[2].name, "cost per thousand epochs");
+        assert_eq!(t.columns[3].name, "cost per thousand training runs");
+        assert_eq!(t.rows[0][2].format(&t.columns[2]), "0.0272");
     }
 }

@@ -5,7 +5,7 @@
 
 use gpulab_core::stats::{Compared, MIN_REPEATS, Spread, compare};
 use gpulab_systems::report::{Cell, Column, Provenance};
-use gpulab_systems::train::TrainReport;
+use gpulab_systems::train::{TrainReport, Window};
 
 /// A run's throughput samples (samples/s), one per epoch: the first epoch, which pays one-time
 /// costs (allocations, caches, thread start-up), is left out when 4 or more ran.
@@ -17,6 +17,21 @@ pub fn epoch_throughputs(t: &TrainReport) -> Vec<f64> {
 /// The spread of a run's epoch throughputs.
 pub fn throughput_spread(t: &TrainReport) -> Option<Spread> {
     Spread::of(&epoch_throughputs(t))
+}
+
+/// A run's throughput samples (samples/s), one per log window: the first window, which pays
+/// one-time costs (the loader filling its queue, first allocations), is left out when 4 or
+/// more ran.
+pub fn window_throughputs(windows: &[Window]) -> Vec<f64> {
+    let all: Vec<f64> = windows.iter().map(|w| w.samples_per_s).filter(|v| v.is_finite() && *v > 0.0).collect();
+    if all.len() >= 4 { all[1..].to_vec() } else { all }
+}
+
+/// A run's repeats for its throughput: its epochs where at least `MIN_REPEATS` count, else its
+/// log windows (a short run of one or two epochs still has several windows to judge noise by).
+pub fn run_spread(t: &TrainReport, windows: &[Window]) -> Option<Spread> {
+    let epochs = epoch_throughputs(t);
+    if epochs.len() >= MIN_REPEATS { Spread::of(&epochs) } else { Spread::of(&window_throughputs(windows)).or_else(|| Spread::of(&epochs)) }
 }
 
 /// A table's two columns for a spread: the lower and upper quartile of `what`.
@@ -115,6 +130,13 @@ pub fn restated(a: Option<Spread>, b: Option<Spread>, ratio: f64) -> &'static st
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn windows_are_the_repeats_of_a_short_run() {
+        let w = |samples_per_s| Window { samples_per_s, ..Default::default() };
+        assert_eq!(window_throughputs(&[w(50.0), w(100.0), w(110.0), w(90.0)]), [100.0, 110.0, 90.0], "the first window left out");
+        assert_eq!(window_throughputs(&[w(50.0), w(100.0), w(f64::NAN)]), [50.0, 100.0], "under four windows, all that are numbers");
+    }
 
     #[test]
     fn judged_by_spread_where_repeated_and_by_the_ratio_once() {

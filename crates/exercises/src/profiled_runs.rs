@@ -35,8 +35,11 @@ pub fn cost_settings(s: Settings, latency_ms: f64, decode_passes: i64) -> Settin
     .add("augment", "Augment", "Random rotation (up to 10°) and noise on every sample, seeded per batch", Value::Bool(true))
 }
 
+/// The most loader threads `num_workers` takes (a one-click fix never suggests more).
+pub const MAX_WORKERS: usize = 16;
+
 pub fn pipeline_settings(s: Settings, workers: i64, prefetch: i64, cache: bool) -> Settings {
-    s.add("num_workers", "num_workers", "Loader threads (0 = load on the training thread)", settings::int(workers, 0, 16))
+    s.add("num_workers", "num_workers", "Loader threads (0 = load on the training thread)", settings::int(workers, 0, MAX_WORKERS as i64))
         .add("prefetch_factor", "prefetch_factor", "Ready batches queued ahead per worker (0 = load only when asked)", settings::int(prefetch, 0, 16))
         .add("cache", "cache", "Keep decoded samples in memory after their first read", Value::Bool(cache))
         .add("pin_memory", "pin_memory", "Write batches straight into persistent input buffers (queue.write_buffer) instead of a fresh buffer per batch plus a device copy", Value::Bool(true))
@@ -54,20 +57,8 @@ pub fn open(s: &Settings, t: &Training, device: &Device, data: &Dataset, sink: &
     Ok((engine, meta))
 }
 
-/// One profiled training run with live loss points under `label`.
-pub fn profiled(
-    engine: &mut Engine,
-    data: &Arc<Dataset>,
-    cfg: &TrainConfig,
-    pipe: &PipelineConfig,
-    label: &str,
-    peaks: Option<&Peaks>,
-    sink: &mut dyn Sink,
-) -> Result<ProfiledRun> {
-    Ok(profiled_watched(engine, data, cfg, pipe, label, peaks, sink)?.0)
-}
-
-/// `profiled`, also returning the device watch of each log window; the ledger's peaks are reset
+/// One profiled training run with live loss points under `label`, and the device watch of each
+/// log window (its throughput's repeats too: `noise::run_spread`); the ledger's peaks are reset
 /// first, so the run's report holds this run's peaks.
 pub fn profiled_watched(
     engine: &mut Engine,

@@ -136,7 +136,7 @@ impl gpulab_systems::train::TrainSink for TrainBridge<'_> {
         use gpulab_systems::train::TrainEvent as T;
         match ev {
             T::Started { total_steps, .. } => self.total_steps = total_steps,
-            T::Progress { replica, step, loss, accuracy, window_s, gpu_busy_s, memory, .. } => {
+            T::Progress { replica, step, loss, accuracy, samples_per_s, window_s, gpu_busy_s, memory, .. } => {
                 // Replica 0 speaks for a data-parallel run (every replica's loss is the run's);
                 // each replica's device is its own.
                 let for_run = replica.is_none_or(|r| r == 0);
@@ -148,7 +148,8 @@ impl gpulab_systems::train::TrainSink for TrainBridge<'_> {
                         Some(r) => format!("{} replica {r}", self.series),
                         None => self.series.clone(),
                     };
-                    let window = super::watch::Window { step, replica, loss, accuracy, wall_s: window_s, busy_s: gpu_busy_s, memory };
+                    let window =
+                        super::watch::Window { step, replica, loss, accuracy, wall_s: window_s, samples_per_s, busy_s: gpu_busy_s, memory };
                     super::watch::emit(&mut *self.sink, &device, &window);
                 }
                 if for_run {

@@ -43,15 +43,17 @@ impl BatchFigures {
 
 /// The conditions the verdict's sentences assert (the property test re-checks each one).
 mod cond {
-    pub const BEST: &str = "no batch size had a higher throughput than this one";
-    pub const RECOMMEND: &str = "the highest throughput among the batches within a point of the best accuracy";
-    pub const TIED: &str = "another batch within a point of the best accuracy had a throughput within noise of this one's";
+    pub const BEST: &str = "no batch size had a higher throughput than this one, and none was within noise of it";
+    pub const BEST_NEAR: &str = "no batch size had a higher throughput than this one, and the batches named were within noise of it";
+    pub const RECOMMEND: &str =
+        "the highest throughput among the batches within a point of the best accuracy, and no other such batch within noise of it";
+    pub const RECOMMEND_TIED: &str = "within noise of the fastest batch within a point of the best accuracy (the batches named), and of those the best accuracy, then the smallest batch";
     pub const ONCE: &str = "some batch had under three epochs to judge its throughput's spread";
     pub const ROSE: &str = "throughput judged higher at every step up in batch size";
     pub const ROSE_UNEVENLY: &str = "the largest batch judged faster than the smallest, but not at every step up";
     pub const WITHIN_NOISE: &str = "the largest and smallest batches' throughputs within noise";
     pub const DID_NOT_RISE: &str = "the largest batch's throughput judged lower than the smallest's, or within 5% in one measurement";
-    pub const PEAKED_INSIDE: &str = "the highest throughput was at a batch between the smallest and the largest";
+    pub const PEAKED_INSIDE: &str = "the highest throughput was at a batch between the smallest and the largest, judged higher than both";
     pub const ACCURACY_FELL: &str = "over the same epochs, the largest batch took fewer steps and lost more than a point of accuracy";
     pub const ACCURACY_MOVED: &str = "accuracy fell by at most a point, rose, or the epochs differ";
     pub const FIXED_STEADY: &str = "parameter, gradient and optimizer bytes were within 2% of each other at every batch";
@@ -78,41 +80,53 @@ fn rose_every_step(trained: &[BatchFigures]) -> bool {
 /// The verdict: the batch to train with, the fastest batch, how throughput, accuracy and memory moved from the smallest
 /// batch to the largest (whatever order `batch_sizes` gave), and the out-of-memory batches.
 pub(super) fn verdict(trained: &[BatchFigures], oom: &[(u64, String)], budget: Option<u64>) -> Claims {
-    use gpulab_systems::report::Part::Evidence;
+    use gpulab_systems::report::Part::{Evidence, Summary};
     let mut c = Claims::new();
     let best = trained.iter().max_by(|a, b| a.samples_per_s.total_cmp(&b.samples_per_s));
     // The lesson's question is which batch to train with: the fastest that does not give up
-    // accuracy (within a point of the best), not the fastest alone.
+    // accuracy (within a point of the best). Where other such batches are within noise of it,
+    // speed does not decide, so the best accuracy among them does (then the smaller batch,
+    // which needs less memory).
     let top_acc = trained.iter().map(|t| t.val_accuracy).fold(f64::NAN, f64::max);
-    let pick =
-        trained.iter().filter(|t| (top_acc - t.val_accuracy) * 100.0 <= 1.0).max_by(|a, b| a.samples_per_s.total_cmp(&b.samples_per_s));
-    if let Some(p) = pick {
-        c.about(p.batch.to_string()).summary(
-            cond::RECOMMEND,
-            true,
-            format!(
-                "Train with batch {}: {:.0} samples/s at {} accuracy, the fastest batch within a point of the best accuracy ({}).",
-                p.batch,
-                p.samples_per_s,
-                percent(p.val_accuracy),
-                percent(top_acc)
-            ),
-        );
-    }
-    if let Some(p) = pick {
-        // The pick is one measurement per batch, or may tie with others inside the noise.
-        let ok = |t: &&BatchFigures| (top_acc - t.val_accuracy) * 100.0 <= 1.0 && t.batch != p.batch;
-        let tied: Vec<String> =
-            trained.iter().filter(ok).filter(|t| pace(t, p) == Judged::WithinNoise).map(|t| t.batch.to_string()).collect();
-        c.about(p.batch.to_string()).evidence(
-            cond::TIED,
-            !tied.is_empty(),
-            format!(
-                "{} {} {} within noise of it (the middle halves of the epochs' throughputs overlap): any of them serves.",
-                if tied.len() == 1 { "Batch" } else { "Batches" },
-                tied.join(" and "),
-                if tied.len() == 1 { "was" } else { "were" }
-            ),
+    let ok = |t: &&BatchFigures| (top_acc - t.val_accuracy) * 100.0 <= 1.0;
+    let fastest = trained.iter().filter(ok).max_by(|a, b| a.samples_per_s.total_cmp(&b.samples_per_s));
+    if let Some(f) = fastest {
+        let tied: Vec<&BatchFigures> =
+            trained.iter().filter(ok).filter(|t| t.batch != f.batch && pace(t, f) == Judged::WithinNoise).collect();
+        let pick = std::iter::once(f)
+            .chain(tied.iter().copied())
+            .max_by(|a, b| a.val_accuracy.total_cmp(&b.val_accuracy).then(b.batch.cmp(&a.batch)))
+            .unwrap_or(f);
+        c.about(pick.batch.to_string()).one_of(
+            Summary,
+            vec![
+                (
+                    cond::RECOMMEND,
+                    tied.is_empty(),
+                    format!(
+                        "Train with batch {}: {:.0} samples/s at {} accuracy, the fastest batch within a point of the best accuracy ({}).",
+                        pick.batch,
+                        pick.samples_per_s,
+                        percent(pick.val_accuracy),
+                        percent(top_acc)
+                    ),
+                ),
+                (
+                    cond::RECOMMEND_TIED,
+                    !tied.is_empty(),
+                    format!(
+                        "Train with batch {}: {} {} {} within noise of the fastest, batch {} ({:.0} samples/s), so speed does not decide, and batch {} had the best accuracy of them, {}.",
+                        pick.batch,
+                        if tied.len() == 1 { "batch" } else { "batches" },
+                        tied.iter().map(|t| t.batch.to_string()).collect::<Vec<_>>().join(" and "),
+                        if tied.len() == 1 { "was" } else { "were" },
+                        f.batch,
+                        f.samples_per_s,
+                        pick.batch,
+                        percent(pick.val_accuracy)
+                    ),
+                ),
+            ],
         );
         c.about("");
         c.evidence(
@@ -122,10 +136,22 @@ pub(super) fn verdict(trained: &[BatchFigures], oom: &[(u64, String)], budget: O
         );
     }
     if let Some(best) = best {
-        c.about(best.batch.to_string()).evidence(
-            cond::BEST,
-            trained.iter().all(|t| t.samples_per_s <= best.samples_per_s),
-            format!("Batch {} gave the highest throughput, {:.0} samples/s.", best.batch, best.samples_per_s),
+        let mut near: Vec<u64> =
+            trained.iter().filter(|t| t.batch != best.batch && pace(t, best) == Judged::WithinNoise).map(|t| t.batch).collect();
+        near.sort_unstable();
+        let near: Vec<String> = near.iter().map(u64::to_string).collect();
+        let top = trained.iter().all(|t| t.samples_per_s <= best.samples_per_s);
+        let said = format!("Batch {} gave the highest throughput, {:.0} samples/s", best.batch, best.samples_per_s);
+        c.about(best.batch.to_string()).one_of(
+            Evidence,
+            vec![
+                (cond::BEST, top && near.is_empty(), format!("{said}.")),
+                (
+                    cond::BEST_NEAR,
+                    top && !near.is_empty(),
+                    format!("{said}, but within noise of batch {}: no faster beyond the spread.", near.join(" and ")),
+                ),
+            ],
         );
         c.about("");
     }
@@ -173,7 +199,7 @@ pub(super) fn verdict(trained: &[BatchFigures], oom: &[(u64, String)], budget: O
         );
         c.evidence(
             cond::PEAKED_INSIDE,
-            best.batch != lo.batch && best.batch != hi.batch,
+            best.batch != lo.batch && best.batch != hi.batch && pace(best, lo).higher() && pace(best, hi).higher(),
             format!("Throughput peaked in between, at batch {}.", best.batch),
         );
         let d_acc = (hi.val_accuracy - lo.val_accuracy) * 100.0;
@@ -313,12 +339,36 @@ mod tests {
         let vs = |a: &BatchFigures, b: &BatchFigures| crate::noise::restated(a.spread, b.spread, a.samples_per_s / b.samples_per_s);
         let peak_batch: u64 = c.text.split("at batch ").nth(1).and_then(|s| s.split('.').next()).and_then(|s| s.parse().ok()).unwrap_or(0);
         Some(match c.condition {
-            cond::BEST => of(&c.subject)?.samples_per_s >= best,
-            cond::RECOMMEND => {
+            cond::BEST | cond::BEST_NEAR => {
+                let b = of(&c.subject)?;
+                let near: Vec<u64> = t.iter().filter(|x| x.batch != b.batch && vs(x, b) == "noise").map(|x| x.batch).collect();
+                let named: Vec<u64> =
+                    c.text.split("within noise of batch ").nth(1).map_or(vec![], |r| {
+                        r.split(':').next().unwrap_or("").split(" and ").filter_map(|x| x.trim().parse().ok()).collect()
+                    });
+                let mut near_sorted = near.clone();
+                near_sorted.sort_unstable();
+                b.samples_per_s >= best
+                    && if c.condition == cond::BEST { near.is_empty() } else { !near.is_empty() && named == near_sorted }
+            }
+            cond::RECOMMEND | cond::RECOMMEND_TIED => {
                 let top = t.iter().map(|x| x.val_accuracy).fold(f64::NAN, f64::max);
                 let ok = |x: &BatchFigures| (top - x.val_accuracy) * 100.0 <= 1.0;
                 let p = of(&c.subject)?;
-                ok(p) && t.iter().filter(|x| ok(x)).all(|x| x.samples_per_s <= p.samples_per_s)
+                // The fastest acceptable batch, and the acceptable batches within noise of it.
+                let f = t.iter().filter(|x| ok(x)).fold(None::<&BatchFigures>, |m, x| match m {
+                    Some(m) if m.samples_per_s >= x.samples_per_s => Some(m),
+                    _ => Some(x),
+                })?;
+                let tied: Vec<&BatchFigures> = t.iter().filter(|x| ok(x) && x.batch != f.batch && vs(x, f) == "noise").collect();
+                if c.condition == cond::RECOMMEND {
+                    tied.is_empty() && p.batch == f.batch
+                } else {
+                    let group: Vec<&BatchFigures> = tied.iter().copied().chain([f]).collect();
+                    !tied.is_empty()
+                        && group.iter().any(|x| x.batch == p.batch)
+                        && group.iter().all(|x| x.val_accuracy < p.val_accuracy || (x.val_accuracy == p.val_accuracy && x.batch >= p.batch))
+                }
             }
             cond::ROSE | cond::ROSE_UNEVENLY => {
                 let mut s: Vec<&BatchFigures> = t.iter().collect();
@@ -328,19 +378,10 @@ mod tests {
             }
             cond::WITHIN_NOISE => vs(hi()?, lo()?) == "noise",
             cond::DID_NOT_RISE => matches!(vs(hi()?, lo()?), "down" | "same"),
-            cond::TIED => {
-                let top = t.iter().map(|x| x.val_accuracy).fold(f64::NAN, f64::max);
-                let p = of(&c.subject)?;
-                let named: Vec<&str> =
-                    c.text.trim_start_matches("Batches ").trim_start_matches("Batch ").split(" w").next()?.split(" and ").collect();
-                named
-                    .iter()
-                    .all(|b| of(b).is_some_and(|x| (top - x.val_accuracy) * 100.0 <= 1.0 && x.batch != p.batch && vs(x, p) == "noise"))
-            }
             cond::ONCE => t.iter().any(|x| x.spread.is_none_or(|s| s.n < 3)),
             cond::PEAKED_INSIDE => {
                 let p = t.iter().find(|x| x.batch == peak_batch)?;
-                p.samples_per_s >= best && lo()?.batch < p.batch && p.batch < hi()?.batch
+                p.samples_per_s >= best && lo()?.batch < p.batch && p.batch < hi()?.batch && vs(p, lo()?) == "up" && vs(p, hi()?) == "up"
             }
             cond::ACCURACY_FELL => fell()?,
             cond::ACCURACY_MOVED => !fell()?,
@@ -353,6 +394,29 @@ mod tests {
             cond::NONE => t.is_empty() && oom.is_empty(),
             _ => return None,
         })
+    }
+
+    /// Where the fastest batch is within noise of another, speed does not decide: the summary
+    /// says so and recommends the better accuracy (it recommended the fastest alone before).
+    #[test]
+    fn a_batch_within_noise_of_the_fastest_is_recommended_by_accuracy() {
+        let b = |batch, sps: f64, acc| BatchFigures {
+            batch,
+            samples_per_s: sps,
+            spread: Spread::of(&[sps * 0.95, sps, sps * 1.05]),
+            val_accuracy: acc,
+            steps: 10,
+            epochs: 3,
+            fixed_bytes: 1000,
+            varying_bytes: batch * 100,
+        };
+        let v = verdict(&[b(32, 1000.0, 0.91), b(64, 1020.0, 0.905), b(128, 1500.0, 0.85)], &[], None).verdict();
+        assert!(
+            v.summary.starts_with("Train with batch 32: batch 32 was within noise of the fastest, batch 64 (1020 samples/s)"),
+            "{}",
+            v.summary
+        );
+        assert!(!v.evidence.iter().any(|e| e.contains("peaked")), "128 is the highest, not a peak in between: {:?}", v.evidence);
     }
 
     proptest! {

@@ -2,7 +2,7 @@
 //! provenance.
 
 use super::run::Trained;
-use super::verdict::{RunFigures, SweepFigures, crossover, verdict};
+use super::verdict::{Point, RunFigures, SweepFigures, crossover, verdict};
 use super::{CpuVsGpu, SPEED_RATIO, short_label};
 use crate::common;
 use crate::common::report_for;
@@ -60,7 +60,7 @@ pub(super) fn build_report(
     c: &Config,
     meta: Metadata,
     trained: &[Trained],
-    sweep: &[(BackendInfo, Vec<(usize, f64)>)],
+    sweep: &[(BackendInfo, Vec<Point>)],
     stopped_early: bool,
 ) -> Report {
     let mut report = Report { stopped_early, ..report_for(ex, s, meta) };
@@ -69,29 +69,39 @@ pub(super) fn build_report(
     // Sweep table: one row per size, one column per backend, plus GPU/CPU ratios.
     let cpu_points =
         sweep.iter().find(|(i, _)| i.kind == gpulab_core::tensor::BackendKind::Cpu).map(|(_, p)| p.clone()).unwrap_or_default();
-    let gpus: Vec<&(BackendInfo, Vec<(usize, f64)>)> =
-        sweep.iter().filter(|(i, _)| i.kind != gpulab_core::tensor::BackendKind::Cpu).collect();
-    let mut columns = vec![
-        Column::num("n", "", 0, Provenance::Measured),
-        Column::num("CPU", "GFLOP/s", 2, Provenance::derived("2n³ ÷ median measured time")),
-    ];
+    let gpus: Vec<&(BackendInfo, Vec<Point>)> = sweep.iter().filter(|(i, _)| i.kind != gpulab_core::tensor::BackendKind::Cpu).collect();
+    // Each backend's median GFLOP/s and the middle half of its timed runs, which the verdict
+    // judges "beats the CPU" by (`noise::judge`).
+    let gflops = |name: &str| {
+        let mut c = vec![Column::num(name, "GFLOP/s", 2, Provenance::derived("2n³ ÷ median measured time"))];
+        c.extend(crate::noise::spread_columns(name, "GFLOP/s", 2));
+        c
+    };
+    let mut columns = vec![Column::num("n", "", 0, Provenance::Measured)];
+    columns.extend(gflops("CPU"));
     for (info, _) in &gpus {
-        columns.push(Column::num(&short_label(info), "GFLOP/s", 2, Provenance::derived("2n³ ÷ median measured time")));
+        columns.extend(gflops(&short_label(info)));
         columns.push(Column::num(&format!("{} ÷ CPU", short_label(info)), "×", 3, Provenance::derived("the two GFLOP/s columns")));
     }
     let mut sizes: Vec<usize> = sweep.iter().flat_map(|(_, p)| p.iter().map(|(n, _)| *n)).collect();
     sizes.sort_unstable();
     sizes.dedup();
-    let at = |points: &[(usize, f64)], n: usize| points.iter().find(|(m, _)| *m == n).map(|(_, g)| *g);
+    let at = |points: &[Point], n: usize| points.iter().find(|(m, _)| *m == n).map(|(_, g)| *g);
+    let cells = |s: Option<gpulab_core::stats::Spread>| {
+        let mut c = vec![s.map(|s| s.median).into()];
+        c.extend(crate::noise::spread_cells(s.as_ref()));
+        c
+    };
     let rows = sizes
         .iter()
         .map(|&n| {
             let cpu = at(&cpu_points, n);
-            let mut row = vec![Cell::Num(n as f64), cpu.into()];
+            let mut row = vec![Cell::Num(n as f64)];
+            row.extend(cells(cpu));
             for (_, p) in &gpus {
                 let g = at(p, n);
-                row.push(g.into());
-                row.push(g.zip(cpu).map(|(g, c)| g / c).into());
+                row.extend(cells(g));
+                row.push(g.zip(cpu).map(|(g, c)| g.median / c.median).into());
             }
             row
         })
@@ -122,7 +132,7 @@ pub(super) fn build_report(
     for (info, p) in sweep {
         gflops.series.push(Series {
             name: short_label(info),
-            points: p.iter().map(|(n, g)| [*n as f64, *g]).collect(),
+            points: p.iter().map(|(n, g)| [*n as f64, g.median]).collect(),
             provenance: Provenance::derived("2n³ ÷ median measured time"),
         });
     }

@@ -8,9 +8,10 @@ use crate::settings::cpu_vs_gpu::Config;
 use crate::sink::{Event, Sink, TrainBridge};
 use gpulab_core::device::{Device, Engine};
 use gpulab_core::error::{Error, Result};
+use gpulab_core::stats::Spread;
 use gpulab_core::tensor::{BackendInfo, prelude::*};
 use gpulab_core::with_backend;
-use gpulab_systems::bench::{random_matrix, time_matmul};
+use gpulab_systems::bench::{random_matrix, time_matmul_samples};
 use gpulab_systems::report::{Metadata, Provenance, Report};
 use gpulab_systems::train::{self, TrainReport};
 
@@ -83,7 +84,7 @@ pub(super) fn run(ex: &CpuVsGpu, s: &Settings, sink: &mut dyn Sink) -> Result<Re
     }
 
     // The matmul sweep on the CPU (always, as the baseline) and every GPU that opened.
-    let mut sweep: Vec<(BackendInfo, Vec<(usize, f64)>)> = Vec::new();
+    let mut sweep: Vec<(BackendInfo, Vec<super::verdict::Point>)> = Vec::new();
     if !engines.iter().any(|(_, e)| e.kind() == gpulab_core::tensor::BackendKind::Cpu) {
         engines.insert(0, ("cpu".into(), Device::Cpu.open(None)?));
     }
@@ -97,11 +98,13 @@ pub(super) fn run(ex: &CpuVsGpu, s: &Settings, sink: &mut dyn Sink) -> Result<Re
                 break 'sweep;
             }
             let (a, bm) = (random_matrix(n * n, 1), random_matrix(n * n, 2));
-            let secs = with_backend!(&mut *engine, b => time_matmul(b, &a, &bm, n, runs));
-            match secs {
-                Ok((secs, _)) => {
-                    let gflops = 2.0 * (n as f64).powi(3) / secs / 1e9;
-                    points.push((n, gflops));
+            let secs = with_backend!(&mut *engine, b => time_matmul_samples(b, &a, &bm, n, runs));
+            // Each timed run's GFLOP/s: their median and middle half.
+            let spread = secs.map(|(s, _)| Spread::of(&s.iter().map(|t| 2.0 * (n as f64).powi(3) / t / 1e9).collect::<Vec<_>>()));
+            match spread {
+                Ok(Some(g)) => {
+                    let gflops = g.median;
+                    points.push((n, g));
                     sink.emit(Event::Point {
                         chart: "gflops".into(),
                         series: short_label(&info),
@@ -110,6 +113,7 @@ pub(super) fn run(ex: &CpuVsGpu, s: &Settings, sink: &mut dyn Sink) -> Result<Re
                         provenance: Provenance::Measured,
                     });
                 }
+                Ok(None) => {}
                 Err(e) => sink.emit(Event::Log(format!("{} n={n}: {e}", short_label(&info)))),
             }
             sink.emit(Event::Progress { done: i as u64 + 1, total: sizes.len() as u64 });

@@ -263,15 +263,18 @@ pub(super) fn per_epoch(r: &DpReport, price: &Price) -> Option<f64> {
 fn cost_table(runs: &[Run], price: &Price) -> Table {
     let per_run = |r: &DpReport| r.replicas as f64 * price.usd(r.train_wall_s);
     let ok = || runs.iter().filter_map(|r| r.result.as_ref().ok().map(|d| (r.mode, d)));
-    let d = pricing::decimals(ok().flat_map(|(_, r)| [per_epoch(r, price).unwrap_or(f64::NAN), per_run(r)]));
     let from = "replicas × measured wall time × the assumed price per replica-hour";
+    let epochs: Vec<f64> = ok().filter_map(|(_, r)| per_epoch(r, price)).collect();
+    let whole: Vec<f64> = ok().map(|(_, r)| per_run(r)).collect();
+    let (epoch_col, ke) = pricing::money_column("cost", "epoch", &epochs, Provenance::derived(&format!("{from} ÷ epochs")));
+    let (run_col, kr) = pricing::money_column("cost", "training run", &whole, Provenance::derived(from));
     Table {
         title: format!("Cost, all replicas counted (assumed price per replica-hour: {})", price.label),
         columns: vec![
             Column::text("scaling"),
             Column::text("replicas"),
-            Column::num("cost per epoch", "USD", d, Provenance::derived(&format!("{from} ÷ epochs"))),
-            Column::num("cost per training run", "USD", d, Provenance::derived(from)),
+            epoch_col,
+            run_col,
             Column::num("cost per epoch ÷ one replica's", "×", 2, Provenance::derived("the two costs per epoch")),
         ],
         rows: ok()
@@ -281,8 +284,8 @@ fn cost_table(runs: &[Run], price: &Price) -> Table {
                 vec![
                     Cell::from(mode.name()),
                     Cell::from(r.label.clone()),
-                    mine.into(),
-                    per_run(r).into(),
+                    mine.map(|v| v * ke).into(),
+                    (per_run(r) * kr).into(),
                     mine.zip(one).map(|(a, b)| a / b).into(),
                 ]
             })

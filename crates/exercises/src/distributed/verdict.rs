@@ -206,11 +206,9 @@ pub(super) fn verdict(runs: &[RunFigures], setup: &Setup) -> Claims {
         let sp = big.samples_per_s / base.samples_per_s.max(1e-12);
         let eff = sp / n as f64;
         if let (Some(a), Some(b)) = (big.usd_per_epoch, base.usd_per_epoch) {
-            let at = format!(
-                "Counting all {n} replicas at the assumed price per replica-hour, epochs cost {} against {} on one replica",
-                gpulab_core::format::money_per(a, "epoch"),
-                gpulab_core::format::money_per(b, "epoch")
-            );
+            let [x, y] = <[String; 2]>::try_from(gpulab_core::format::money_per_all(&[a, b], "epoch")).unwrap_or_default();
+            let at =
+                format!("Counting all {n} replicas at the assumed price per replica-hour, epochs cost {} against {} on one replica", x, y);
             c.one_of(
                 Evidence,
                 vec![

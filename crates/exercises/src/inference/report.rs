@@ -200,10 +200,10 @@ pub fn build(ex: &InferenceBatching, s: &Settings, c: &Config, meta: Metadata, m
     let v = claims(&statics, &dynamics, slo, (inf, tr, m.memory_batch)).verdict();
     if let Some(r) = best.map(|r| ServeRun::of(r, slo, &price)) {
         figures.push(Figure {
-            label: format!("cost per 1,000 predictions, most served with p99 ≤ {slo} ms"),
-            value: r.usd_per_1000,
-            unit: "USD".into(),
-            provenance: price.provenance("1,000 ÷ measured throughput"),
+            label: format!("cost per prediction, most served with p99 ≤ {slo} ms"),
+            value: r.usd_per_1000 / 1000.0,
+            unit: "USD per prediction".into(),
+            provenance: price.provenance("1 ÷ measured throughput"),
         });
     }
     let mut tables = vec![
@@ -226,14 +226,11 @@ pub fn build(ex: &InferenceBatching, s: &Settings, c: &Config, meta: Metadata, m
 
 /// What each run's predictions cost: the assumed price of an hour ÷ the requests served in it.
 fn cost_table<'a>(runs: impl Iterator<Item = &'a ServeRun> + Clone, price: &Price) -> Table {
-    let d = cost::decimals(runs.clone().map(|r| r.usd_per_1000));
+    let each: Vec<f64> = runs.clone().map(|r| r.usd_per_1000 / 1000.0).collect();
+    let (col, k) = cost::money_column("cost", "prediction", &each, price.provenance("1 ÷ measured throughput"));
     Table {
-        title: format!("Cost per 1,000 predictions (assumed price: {})", price.label),
-        columns: vec![
-            Column::text("run"),
-            Column::num("throughput", "requests/s", 0, Provenance::Measured),
-            Column::num("cost per 1,000 predictions", "USD", d, price.provenance("1,000 ÷ measured throughput")),
-        ],
-        rows: runs.map(|r| vec![Cell::from(r.label.clone()), r.throughput.into(), r.usd_per_1000.into()]).collect(),
+        title: format!("Cost per prediction (assumed price: {})", price.label),
+        columns: vec![Column::text("run"), Column::num("throughput", "requests/s", 0, Provenance::Measured), col],
+        rows: runs.map(|r| vec![Cell::from(r.label.clone()), r.throughput.into(), (r.usd_per_1000 / 1000.0 * k).into()]).collect(),
     }
 }

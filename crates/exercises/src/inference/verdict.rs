@@ -121,11 +121,12 @@ pub(super) fn claims(statics: &[ServeRun], dynamics: &[ServeRun], slo: f64, (inf
         );
         if let Some(b1) = b1 {
             c.fact(Summary, format!("That is {:.1}× what batch-1 serving sustains.", r.throughput / b1.throughput.max(1e-9)));
-            let at = format!(
-                "At the assumed hourly price predictions cost {} there against {} at batch 1",
-                gpulab_core::format::money_per(r.usd_per_1000 / 1000.0, "prediction"),
-                gpulab_core::format::money_per(b1.usd_per_1000 / 1000.0, "prediction")
-            );
+            let [x, y] = <[String; 2]>::try_from(gpulab_core::format::money_per_all(
+                &[r.usd_per_1000 / 1000.0, b1.usd_per_1000 / 1000.0],
+                "prediction",
+            ))
+            .unwrap_or_default();
+            let at = format!("At the assumed hourly price predictions cost {} there against {} at batch 1", x, y);
             c.one_of(
                 Evidence,
                 vec![

@@ -47,7 +47,7 @@ impl Exercise for InputPipeline {
     }
     fn settings(&self) -> Settings {
         let s = common::one_backend(Settings::default());
-        let s = common::model_setting(common::training_settings(s, "shapes:res=16,n=1600", &[256, 128], 64, 2));
+        let s = common::model_setting(common::training_settings_every(s, "shapes:res=16,n=1600", &[256, 128], 64, 2, 5));
         let s = pc::cost_settings(s, 0.3, 3);
         s.add("workers", "Workers to add", "num_workers in the \"more workers\" step", settings::int(4, 2, 16))
             .add("prefetch", "Prefetch to add", "prefetch_factor in the \"prefetch\" step", settings::int(2, 1, 16))
@@ -104,11 +104,14 @@ impl Exercise for InputPipeline {
         let cached = PipelineConfig { cache: true, ..workers };
         let steps = [("1 slow", slow), ("2 + prefetch", prefetch), ("3 + workers", workers), ("4 + cache", cached)];
         let mut runs: Vec<ProfiledRun> = Vec::new();
+        // Each run's log windows: its throughput's repeats where it has under three epochs.
+        let mut windows = Vec::new();
         for (label, pipe) in steps {
             if sink.stop_requested() {
                 break;
             }
-            let run = pc::profiled(&mut engine, &data, &cfg, &pipe, label, None, sink)?;
+            let (run, w) = pc::profiled_watched(&mut engine, &data, &cfg, &pipe, label, None, sink)?;
+            windows.push(w);
             sink.emit(Event::Log(format!(
                 "{label}: {:.0} samples/s, data wait {:.2} ms per step",
                 run.train.samples_per_s,
@@ -120,7 +123,7 @@ impl Exercise for InputPipeline {
         let mut report = Report {
             tables: vec![pc::runs_table("Pipeline steps", &runs)],
             charts: pc::run_charts(&runs),
-            verdict: verdict(&runs),
+            verdict: verdict(&runs, &windows),
             figures: figures(&runs),
             stopped_early: sink.stop_requested(),
             timelines: runs.iter().map(|r| r.timeline.clone()).collect(),

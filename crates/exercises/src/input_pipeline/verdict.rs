@@ -2,17 +2,18 @@
 //! sentences it asserts about them (re-checked by a property test).
 
 use crate::common;
-use crate::noise::{Judged, judge, throughput_spread};
+use crate::noise::{Judged, judge, run_spread};
 use gpulab_core::stats::Spread;
 use gpulab_systems::profile::session::ProfiledRun;
 use gpulab_systems::report::{Claims, Verdict};
+use gpulab_systems::train::Window;
 
 /// One pipeline step's run, as the verdict reads it.
 #[derive(Clone, Debug, PartialEq)]
 struct StepFigures {
     label: String,
     samples_per_s: f64,
-    /// The spread of the epochs' throughputs (`noise::epoch_throughputs`).
+    /// The spread of the throughput's repeats: epochs, or log windows (`noise::run_spread`).
     spread: Option<Spread>,
     /// Mean data wait per step, seconds.
     data_wait_s: f64,
@@ -27,12 +28,12 @@ struct StepFigures {
 }
 
 impl StepFigures {
-    fn of(r: &ProfiledRun) -> Self {
+    fn of(r: &ProfiledRun, windows: &[Window]) -> Self {
         let a = &r.diagnosis.analysis;
         StepFigures {
             label: r.label.clone(),
             samples_per_s: r.train.samples_per_s,
-            spread: throughput_spread(&r.train),
+            spread: run_spread(&r.train, windows),
             data_wait_s: r.mean_data_wait_s(),
             wait_share: a.data_wait_s / a.wall_s.max(1e-12),
             busy: r.gpu_busy_fraction(),
@@ -51,8 +52,9 @@ mod cond {
     pub const NONE: &str = "no pipeline step finished";
 }
 
-pub(super) fn verdict(runs: &[ProfiledRun]) -> Verdict {
-    claims(&runs.iter().map(StepFigures::of).collect::<Vec<_>>()).verdict()
+pub(super) fn verdict(runs: &[ProfiledRun], windows: &[Vec<Window>]) -> Verdict {
+    let none = Vec::new();
+    claims(&runs.iter().enumerate().map(|(i, r)| StepFigures::of(r, windows.get(i).unwrap_or(&none))).collect::<Vec<_>>()).verdict()
 }
 
 /// Computed from the runs: how starved the slow pipeline left the device, and what each change
@@ -84,7 +86,7 @@ fn claims(runs: &[StepFigures]) -> Claims {
             last.data_wait_s * 1e3,
             busy(last)
         );
-        // Judged against the epochs' spread (`noise::judge`): one epoch each is one measurement.
+        // Judged by the repeats' spread (`noise::judge`; epochs, or log windows: `noise::run_spread`).
         let j = judge(last.spread.as_ref(), first.spread.as_ref(), gain);
         c.one_of(
             Summary,

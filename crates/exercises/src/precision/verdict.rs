@@ -213,11 +213,8 @@ pub(super) fn verdict(runs: &[RunFigures], demo: &[RunFigures], weight: f32) -> 
         };
         c.one_of(Evidence, vec![(cond::LESS_MEMORY, saved > 0.0, memory("less")), (cond::NOT_LESS_MEMORY, saved <= 0.0, memory("more"))]);
         if let (Some(a), Some(b)) = (r.usd_per_epoch, base.usd_per_epoch) {
-            let at = format!(
-                "At the assumed hourly price epochs cost {} against FP32's {}",
-                gpulab_core::format::money_per(a, "epoch"),
-                gpulab_core::format::money_per(b, "epoch")
-            );
+            let [x, y] = <[String; 2]>::try_from(gpulab_core::format::money_per_all(&[a, b], "epoch")).unwrap_or_default();
+            let at = format!("At the assumed hourly price epochs cost {} against FP32's {}", x, y);
             c.one_of(
                 Evidence,
                 vec![

@@ -46,7 +46,7 @@ impl Exercise for Profiling {
     }
     fn settings(&self) -> Settings {
         let s = common::one_backend(Settings::default());
-        let s = common::model_setting(common::training_settings(s, "shapes:res=16,n=1600", &[256, 128], 64, 1));
+        let s = common::model_setting(common::training_settings_every(s, "shapes:res=16,n=1600", &[256, 128], 64, 1, 5));
         let s = pc::pipeline_settings(pc::cost_settings(s, 0.3, 3), 1, 0, false);
         let s = common::precision_setting(s);
         s.add(

@@ -5,7 +5,7 @@ use super::Profiling;
 use super::report::{kernel_table, next_step, roofline};
 use super::verdict::verdict;
 use crate::common::report_for;
-use crate::profiled_runs::{self as pc};
+use crate::profiled_runs::{self as pc, MAX_WORKERS};
 use crate::settings::Settings;
 use crate::settings::profiling::Config;
 use crate::sink::{Event, Sink};
@@ -92,7 +92,7 @@ pub(super) fn run(ex: &Profiling, s: &Settings, sink: &mut dyn Sink) -> Result<R
         figures,
         tables,
         charts,
-        verdict: verdict(&runs, fix.as_ref().map(|f| f.0.as_str())),
+        verdict: verdict(&runs, &watched, fix.as_ref().map(|f| f.0.as_str())),
         stopped_early: sink.stop_requested(),
         timelines: runs.iter().map(|r| r.timeline.clone()).collect(),
         suggestion: next_step(&runs),
@@ -106,17 +106,33 @@ pub(super) fn run(ex: &Profiling, s: &Settings, sink: &mut dyn Sink) -> Result<R
     Ok(report)
 }
 
-/// The one-click optimization for a bottleneck: what it changes, the new pipeline and batch.
+/// The one-click optimization for a bottleneck: what it changes (named exactly as the settings
+/// it returns, so the lab's suggestion and the verdict's "applied" say the same), the new
+/// pipeline and batch. None where nothing is left to change.
 pub fn fix_for(b: Bottleneck, pipe: &PipelineConfig, batch: usize) -> Option<(String, PipelineConfig, usize)> {
     match b {
         Bottleneck::Input => {
+            // Twice the workers, at least 4, not capped to the cores: the simulated storage
+            // latency is a wait, which workers overlap whatever the core count (on 2 cores, 4
+            // workers ran the default 3.4× faster, 2 workers 1.8×). At the setting's maximum
+            // (`MAX_WORKERS`), nothing more.
             let p = PipelineConfig {
-                num_workers: (pipe.num_workers * 2).max(4),
+                num_workers: (pipe.num_workers * 2).clamp(4, MAX_WORKERS).max(pipe.num_workers),
                 prefetch_factor: pipe.prefetch_factor.max(2),
                 cache: true,
                 ..*pipe
             };
-            Some((format!("more workers, prefetch and the cache ({})", p.describe()), p, batch))
+            let mut changes = Vec::new();
+            if p.num_workers != pipe.num_workers {
+                changes.push(format!("workers {} → {}", pipe.num_workers, p.num_workers));
+            }
+            if p.prefetch_factor != pipe.prefetch_factor {
+                changes.push(format!("prefetch {} → {}", pipe.prefetch_factor, p.prefetch_factor));
+            }
+            if p.cache != pipe.cache {
+                changes.push("the cache on".into());
+            }
+            (!changes.is_empty()).then(|| (changes.join(", "), p, batch))
         }
         Bottleneck::Transfer if !pipe.pin_memory => {
             Some(("pin_memory on (persistent input buffers)".into(), PipelineConfig { pin_memory: true, ..*pipe }, batch))
@@ -127,5 +143,29 @@ pub fn fix_for(b: Bottleneck, pipe: &PipelineConfig, batch: usize) -> Option<(St
         }
         // Exercise 7 profiles one device: no all-reduce to hide (exercise 6 has the knobs).
         Bottleneck::Compute | Bottleneck::Communication => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpulab_systems::data::SourceCost;
+
+    fn pipe(num_workers: usize, prefetch_factor: usize, cache: bool) -> PipelineConfig {
+        PipelineConfig { num_workers, prefetch_factor, cache, pin_memory: true, cost: SourceCost::default() }
+    }
+
+    /// The fix names exactly the settings it applies, and offers nothing once the pipeline has
+    /// all it can give (the lab's button once said "8 workers" beside a verdict that applied 4,
+    /// both as "more workers, prefetch and the cache").
+    #[test]
+    fn the_input_fix_names_what_it_applies() {
+        let (what, p, _) = fix_for(Bottleneck::Input, &pipe(1, 0, false), 64).unwrap();
+        assert_eq!((what.as_str(), p.num_workers), ("workers 1 → 4, prefetch 0 → 2, the cache on", 4));
+        let (what, p, _) = fix_for(Bottleneck::Input, &p, 64).unwrap();
+        assert_eq!((what.as_str(), p.num_workers), ("workers 4 → 8", 8));
+        let (_, p, _) = fix_for(Bottleneck::Input, &pipe(12, 2, true), 64).unwrap();
+        assert_eq!(p.num_workers, MAX_WORKERS);
+        assert!(fix_for(Bottleneck::Input, &p, 64).is_none(), "nothing left to apply");
     }
 }

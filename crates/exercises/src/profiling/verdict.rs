@@ -1,16 +1,17 @@
 //! Exercise 7's verdict: each run's numbers as the verdict reads them, and the sentences it
 //! asserts about them (re-checked by a property test).
 
-use crate::noise::{Judged, judge, throughput_spread};
+use crate::noise::{Judged, judge, run_spread};
 use gpulab_core::stats::Spread;
 use gpulab_systems::profile::session::ProfiledRun;
 use gpulab_systems::report::{Claims, Verdict};
+use gpulab_systems::train::Window;
 
 /// One profiled run, as the verdict reads it.
 #[derive(Clone, Debug, PartialEq)]
 struct Profiled {
     samples_per_s: f64,
-    /// The spread of the epochs' throughputs (`noise::epoch_throughputs`).
+    /// The spread of the throughput's repeats: epochs, or log windows (`noise::run_spread`).
     spread: Option<Spread>,
     bottleneck: &'static str,
     /// The diagnosis's own sentences (checked by profile::verdict's property test).
@@ -19,10 +20,10 @@ struct Profiled {
 }
 
 impl Profiled {
-    fn of(r: &ProfiledRun) -> Self {
+    fn of(r: &ProfiledRun, windows: &[Window]) -> Self {
         Profiled {
             samples_per_s: r.train.samples_per_s,
-            spread: throughput_spread(&r.train),
+            spread: run_spread(&r.train, windows),
             bottleneck: r.diagnosis.bottleneck.name(),
             summary: r.diagnosis.summary.clone(),
             evidence: r.diagnosis.evidence.clone(),
@@ -37,8 +38,9 @@ mod cond {
     pub const NOT_GAINED: &str = "the second run's throughput judged below the first's, or within 5% in one measurement";
 }
 
-pub(super) fn verdict(runs: &[ProfiledRun], fix: Option<&str>) -> Verdict {
-    claims(&runs.iter().map(Profiled::of).collect::<Vec<_>>(), fix).verdict()
+pub(super) fn verdict(runs: &[ProfiledRun], windows: &[Vec<Window>], fix: Option<&str>) -> Verdict {
+    let none = Vec::new();
+    claims(&runs.iter().enumerate().map(|(i, r)| Profiled::of(r, windows.get(i).unwrap_or(&none))).collect::<Vec<_>>(), fix).verdict()
 }
 
 /// The first run's diagnosis, and what applying its fix changed.
@@ -53,7 +55,7 @@ fn claims(runs: &[Profiled], fix: Option<&str>) -> Claims {
     match (runs.get(1), fix) {
         (Some(second), Some(fix)) => {
             let gain = second.samples_per_s / first.samples_per_s.max(1e-12);
-            // Judged against the epochs' spread (`noise::judge`): one epoch each is one measurement.
+            // Judged by the repeats' spread (`noise::judge`; epochs, or log windows: `noise::run_spread`).
             let j = judge(second.spread.as_ref(), first.spread.as_ref(), gain);
             c.one_of(
                 Summary,

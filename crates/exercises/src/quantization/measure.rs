@@ -4,8 +4,9 @@
 //! largest layer's GEMM alone in f32 and int8 (what explains the end-to-end ratio).
 
 use gpulab_core::error::Result;
+use gpulab_core::stats::Spread;
 use gpulab_core::tensor::{BackendInfo, DType, MemCategory, MemoryReport, QuantGranularity, prelude::*};
-use gpulab_systems::bench::{random_matrix, time_op};
+use gpulab_systems::bench::{random_matrix, time_op_spread};
 use gpulab_systems::data::Dataset;
 use gpulab_systems::nn::DenseStack;
 use gpulab_systems::quant::{ActScales, HostLayer, ObserverKind, QuantizedModel, calibrate, metrics, quantize_model};
@@ -45,8 +46,10 @@ impl Kind {
 }
 
 pub struct Measured {
-    pub latency1_s: f64,
-    pub latency_batch_s: f64,
+    /// Seconds per forward pass over the timed runs (median and middle half) at batch 1 and at
+    /// the latency batch.
+    pub latency1: Spread,
+    pub latency_batch: Spread,
     pub weight_bytes: u64,
     /// The ledger while building the model and running the latency batch.
     pub memory: MemoryReport,
@@ -79,11 +82,12 @@ pub struct ObserverRow {
     pub agreement: f64,
 }
 
-/// The largest layer's GEMM at the latency batch: median seconds in f32 and in int8.
+/// The largest layer's GEMM at the latency batch: seconds (median and middle half of the timed
+/// runs) in f32 and in int8.
 pub struct GemmProbe {
     pub mkn: [usize; 3],
-    pub f32_s: f64,
-    pub int8_s: f64,
+    pub f32: Spread,
+    pub int8: Spread,
 }
 
 pub struct BackendRun {
@@ -119,9 +123,9 @@ fn sample_rows(data: &Dataset, rows: usize) -> Vec<f32> {
     data.val_x.iter().copied().cycle().take(rows * data.features).collect()
 }
 
-fn latency<B: Backend>(b: &mut B, m: &DenseStack<B>, data: &Dataset, rows: usize, runs: usize) -> Result<f64> {
+fn latency<B: Backend>(b: &mut B, m: &DenseStack<B>, data: &Dataset, rows: usize, runs: usize) -> Result<Spread> {
     let x = b.upload_f32(&sample_rows(data, rows), [rows, data.features], MemCategory::Inputs)?;
-    time_op(b, runs, |b| m.forward(b, &x).map(drop))
+    time_op_spread(b, runs, |b| m.forward(b, &x).map(drop))
 }
 
 /// Builds the model with fresh ledger peaks, times it, then scores it against FP32's logits.
@@ -135,14 +139,14 @@ fn measure<B: Backend>(
     b.sync()?;
     b.reset_memory_peaks();
     let m = build(b)?;
-    let latency_batch_s = latency(b, &m, p.data, p.batch, p.runs)?;
+    let latency_batch = latency(b, &m, p.data, p.batch, p.runs)?;
     b.sync()?;
     let memory = b.memory();
-    let latency1_s = latency(b, &m, p.data, 1, p.runs)?;
+    let latency1 = latency(b, &m, p.data, 1, p.runs)?;
     let logits = val_logits(b, &m, p.data)?;
     let accuracy = metrics::accuracy(&logits, &p.data.val_y);
     let agreement = fp32.map_or(1.0, |f| metrics::agreement(f, &logits, p.data.classes));
-    Ok((Measured { latency1_s, latency_batch_s, weight_bytes, memory, accuracy, agreement }, logits))
+    Ok((Measured { latency1, latency_batch, weight_bytes, memory, accuracy, agreement }, logits))
 }
 
 fn float_bytes(layers: &[HostLayer], bytes: u64) -> u64 {
@@ -241,7 +245,7 @@ fn gemm_probe<B: Backend>(b: &mut B, p: &Plan) -> Result<GemmProbe> {
     let x = b.upload_f32(&random_matrix(m * k, 11), [m, k], MemCategory::Inputs)?;
     let w = b.upload_f32(&l.weight, [k, n], MemCategory::Parameters)?;
     let mut y = b.zeros([m, n], DType::F32, MemCategory::Activations)?;
-    let f32_s = time_op(b, p.runs, |b| b.matmul(&x, &w, &mut y, false, false, false))?;
+    let f32 = time_op_spread(b, p.runs, |b| b.matmul(&x, &w, &mut y, false, false, false))?;
     let mut xq = b.zeros([m, k], DType::I8, MemCategory::Inputs)?;
     let mut wq = b.zeros([k, n], DType::I8, MemCategory::Parameters)?;
     let mut sx = b.zeros([1, 1], DType::F32, MemCategory::Other)?;
@@ -249,6 +253,6 @@ fn gemm_probe<B: Backend>(b: &mut B, p: &Plan) -> Result<GemmProbe> {
     b.quantize(&x, &mut xq, &mut sx, QuantGranularity::PerTensor)?;
     b.quantize(&w, &mut wq, &mut sw, QuantGranularity::PerChannel)?;
     let mut acc = b.zeros([m, n], DType::I32, MemCategory::Activations)?;
-    let int8_s = time_op(b, p.runs, |b| b.matmul_i8(&xq, &wq, &mut acc, false, false))?;
-    Ok(GemmProbe { mkn: [m, k, n], f32_s, int8_s })
+    let int8 = time_op_spread(b, p.runs, |b| b.matmul_i8(&xq, &wq, &mut acc, false, false))?;
+    Ok(GemmProbe { mkn: [m, k, n], f32, int8 })
 }

@@ -1,10 +1,11 @@
 //! Exercise 9's report: the side-by-side table, the calibration and per-layer tables, the
 //! per-layer charts and a verdict computed from the measured numbers.
 
-use super::measure::{BackendRun, Kind};
+use super::measure::{BackendRun, GemmProbe, Kind};
 use super::verdict::verdict;
 use crate::common::{mib, peak};
 use crate::cpu_vs_gpu::short_label;
+use gpulab_core::stats::Spread;
 use gpulab_core::tensor::MemCategory;
 use gpulab_systems::report::{Cell, Chart, Column, Figure, Provenance, Report, Series, Table};
 
@@ -15,11 +16,37 @@ fn ledger() -> Provenance {
     Provenance::derived("gpulab's allocation ledger (peak bytes while building the model and running the latency batch)")
 }
 
+/// A spread of seconds in a table's unit (`f` per second).
+fn scaled(s: &Spread, f: f64) -> Spread {
+    Spread { low: s.low * f, median: s.median * f, high: s.high * f, ..*s }
+}
+
+/// The unit, factor and decimals every time in `secs` is shown with (`format::time_unit`).
+fn time_columns(secs: &[f64]) -> (&'static str, f64, usize) {
+    // As `format::durations_as` prints them in the verdict.
+    let (unit, f) = gpulab_core::format::time_unit(secs);
+    (unit, f, gpulab_core::format::decimals_of(&secs.iter().map(|s| s * f).collect::<Vec<_>>()))
+}
+
+/// Every latency the comparison table shows (its unit and decimals follow from them).
+pub(super) fn latency_secs(runs: &[BackendRun]) -> Vec<f64> {
+    let measured = runs.iter().flat_map(|r| r.variants.iter().filter_map(|v| v.result.as_ref().ok()));
+    measured.flat_map(|m| [m.latency1.median, m.latency_batch.median]).collect()
+}
+
+/// Every time the GEMM table shows.
+pub(super) fn gemm_secs(runs: &[BackendRun]) -> Vec<f64> {
+    runs.iter().filter_map(|r| r.gemm.as_ref()).flat_map(|g| [g.f32.median, g.int8.median]).collect()
+}
+
 pub fn comparison_table(runs: &[BackendRun], batch: usize) -> Table {
+    let (unit, f, d) = time_columns(&latency_secs(runs));
     let mut columns = vec![Column::text("backend"), Column::text("model"), Column::text("kernel"), Column::text("status")];
+    columns.push(Column::num("latency, batch 1 (median)", unit, d, Provenance::Measured));
+    columns.extend(crate::noise::spread_columns("latency, batch 1", unit, d));
+    columns.push(Column::num(&format!("latency, batch {batch} (median)"), unit, d, Provenance::Measured));
+    columns.extend(crate::noise::spread_columns(&format!("latency, batch {batch}"), unit, d));
     columns.extend([
-        Column::num("latency, batch 1", "ms", 3, Provenance::Measured),
-        Column::num(&format!("latency, batch {batch}"), "ms", 3, Provenance::Measured),
         Column::num(&format!("throughput, batch {batch}"), "samples/s", 0, Provenance::derived("batch / latency")),
         Column::num("weight bytes", "KiB", 1, Provenance::derived("the weight shapes × bytes per element (+ int8 scales)")),
     ]);
@@ -36,12 +63,11 @@ pub fn comparison_table(runs: &[BackendRun], batch: usize) -> Table {
             match &v.result {
                 Ok(m) => {
                     row.push("ok".into());
-                    row.extend([
-                        (m.latency1_s * 1e3).into(),
-                        (m.latency_batch_s * 1e3).into(),
-                        (batch as f64 / m.latency_batch_s).into(),
-                        (m.weight_bytes as f64 / 1024.0).into(),
-                    ]);
+                    row.push((m.latency1.median * f).into());
+                    row.extend(crate::noise::spread_cells(Some(&scaled(&m.latency1, f))));
+                    row.push((m.latency_batch.median * f).into());
+                    row.extend(crate::noise::spread_cells(Some(&scaled(&m.latency_batch, f))));
+                    row.extend([(batch as f64 / m.latency_batch.median).into(), (m.weight_bytes as f64 / 1024.0).into()]);
                     row.extend(CATEGORIES.iter().map(|c| Cell::Num(peak(&m.memory, *c) as f64 / 1024.0)));
                     row.extend([mib(m.memory.total_peak).into(), (m.accuracy * 100.0).into(), (m.agreement * 100.0).into()]);
                 }
@@ -161,8 +187,29 @@ fn layer_charts(runs: &[BackendRun]) -> [Chart; 2] {
     [sqnr, sens]
 }
 
+/// The largest layer's GEMM alone in f32 and int8 per backend: median and middle half of the
+/// timed runs, in one unit.
+fn gemm_table(runs: &[BackendRun]) -> Option<Table> {
+    let probes: Vec<(String, &GemmProbe)> = runs.iter().filter_map(|r| Some((short_label(&r.info), r.gemm.as_ref()?))).collect();
+    let (unit, f, d) = time_columns(&gemm_secs(runs));
+    let mut columns = vec![Column::text("backend"), Column::text("GEMM (m×k·k×n)"), Column::text("operands")];
+    columns.push(Column::num("time (median)", unit, d, Provenance::Measured));
+    columns.extend(crate::noise::spread_columns("time", unit, d));
+    let mut rows = Vec::new();
+    for (name, g) in &probes {
+        let [m, k, n] = g.mkn;
+        for (what, s) in [("f32", &g.f32), ("int8", &g.int8)] {
+            let mut row: Vec<Cell> = vec![name.clone().into(), format!("{m}×{k}·{k}×{n}").into(), what.into(), (s.median * f).into()];
+            row.extend(crate::noise::spread_cells(Some(&scaled(s, f))));
+            rows.push(row);
+        }
+    }
+    (!rows.is_empty()).then(|| Table { title: "Largest layer's GEMM alone".into(), columns, rows })
+}
+
 pub fn fill(report: &mut Report, runs: &[BackendRun], batch: usize, calib_samples: usize) {
     report.tables.push(comparison_table(runs, batch));
+    report.tables.extend(gemm_table(runs));
     report.tables.push(observer_table(runs, calib_samples));
     report.tables.push(layer_table(runs));
     report.charts.extend(layer_charts(runs));
@@ -172,37 +219,23 @@ pub fn fill(report: &mut Report, runs: &[BackendRun], batch: usize, calib_sample
             let d = Provenance::derived("the measured latencies");
             report.figures.push(Figure {
                 label: format!("{name}: INT8 / FP32 latency, batch {batch}"),
-                value: q.latency_batch_s / f.latency_batch_s,
+                value: q.latency_batch.median / f.latency_batch.median,
                 unit: "×".into(),
                 provenance: d.clone(),
             });
             report.figures.push(Figure {
                 label: format!("{name}: INT8 / FP32 latency, batch 1"),
-                value: q.latency1_s / f.latency1_s,
+                value: q.latency1.median / f.latency1.median,
                 unit: "×".into(),
                 provenance: d,
             });
-            // The largest layer's GEMM alone, which the verdict's "why" reads.
+            // The largest layer's GEMM alone, which the verdict's "why" reads; its times are a table.
             if let Some(g) = &r.gemm {
-                let [m, k, n] = g.mkn;
-                let probe = Provenance::Measured;
-                report.figures.push(Figure {
-                    label: format!("{name}: largest layer's GEMM alone ({m}×{k}·{k}×{n}), f32"),
-                    value: g.f32_s * 1e6,
-                    unit: "µs".into(),
-                    provenance: probe.clone(),
-                });
-                report.figures.push(Figure {
-                    label: format!("{name}: largest layer's GEMM alone, int8"),
-                    value: g.int8_s * 1e6,
-                    unit: "µs".into(),
-                    provenance: probe,
-                });
                 report.figures.push(Figure {
                     label: format!("{name}: largest layer's GEMM, INT8 / FP32 time"),
-                    value: g.int8_s / g.f32_s,
+                    value: g.int8.median / g.f32.median,
                     unit: "×".into(),
-                    provenance: Provenance::derived("the two measured GEMM times"),
+                    provenance: Provenance::derived("the two measured GEMM times (medians)"),
                 });
             }
             report.figures.push(Figure {

@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-pub use gpulab_core::timing::{random_matrix, time_matmul, time_op};
+pub use gpulab_core::timing::{random_matrix, time_matmul, time_matmul_samples, time_op, time_op_spread};
 
 use gpulab_core::device::CpuBackend;
 use gpulab_core::device::gpu::{GpuBackend, MatmulVariant};

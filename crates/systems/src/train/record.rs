@@ -18,6 +18,8 @@ pub struct Window {
     pub accuracy: f64,
     /// The window's wall time (steps, uploads and the read-back that ends it), seconds.
     pub wall_s: f64,
+    /// Training samples per second over the window (its samples ÷ its wall time).
+    pub samples_per_s: f64,
     /// GPU busy seconds in the window from timestamp queries; None on the CPU backend or an
     /// adapter without timestamps.
     pub busy_s: Option<f64>,
@@ -29,12 +31,13 @@ impl Window {
     /// The window a `Progress` event reports; None for any other event.
     pub fn of(ev: &TrainEvent) -> Option<Window> {
         match ev {
-            TrainEvent::Progress { replica, step, loss, accuracy, window_s, gpu_busy_s, memory, .. } => Some(Window {
+            TrainEvent::Progress { replica, step, loss, accuracy, samples_per_s, window_s, gpu_busy_s, memory, .. } => Some(Window {
                 step: *step,
                 replica: *replica,
                 loss: *loss,
                 accuracy: *accuracy,
                 wall_s: *window_s,
+                samples_per_s: *samples_per_s,
                 busy_s: *gpu_busy_s,
                 memory: memory.clone(),
             }),
