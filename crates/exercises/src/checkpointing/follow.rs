@@ -119,7 +119,8 @@ pub fn follow(
         {
             child.kill()?;
             log.killed_after = Some(step);
-            sink.emit(Event::Log(format!("{series}: sent SIGKILL after step {step}")));
+            // The child keeps training until the signal lands, so its last step can be later.
+            sink.emit(Event::Log(format!("{series}: sent SIGKILL on seeing step {step} (the child runs on until it lands)")));
         }
     }
     let status = child.wait()?;

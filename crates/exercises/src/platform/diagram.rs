@@ -49,6 +49,13 @@ impl Rollout {
     }
 }
 
+/// Requests answered without error within the SLO latency, of those answered (served, timed out
+/// or rejected), since the start: the report's `within_slo` formula over the sample's totals.
+fn slo_so_far(s: &Sample) -> Option<f64> {
+    let answered = s.served_total + s.timed_out_total + s.rejected_total;
+    (answered > 0).then(|| s.good_total as f64 / answered as f64)
+}
+
 fn kv(pairs: &[(&str, String)]) -> Vec<(String, String)> {
     pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
 }
@@ -174,14 +181,14 @@ pub fn build(sc: &Scenario, s: &Sample, job: &JobOutcome, rollout: &Rollout) -> 
             "monitoring",
             7,
             vec![
-                // This sample's window, said so: the verdict's share covers the whole run.
-                s.within_slo.map_or("SLO this window: —".into(), |w| {
-                    format!(
-                        "SLO this window {} % (target {} %)",
-                        gpulab_core::format::number(w * 100.0),
-                        gpulab_core::format::number(sc.slo_target * 100.0)
-                    )
-                }),
+                // The whole run so far (the verdict's share at the end: good ÷ answered), then
+                // this sample's window, each said so.
+                format!(
+                    "SLO so far {} (target {} %)",
+                    slo_so_far(s).map_or("—".into(), |w| format!("{:.2} %", w * 100.0)),
+                    gpulab_core::format::number(sc.slo_target * 100.0)
+                ),
+                s.within_slo.map_or("this window: —".into(), |w| format!("this window {:.2} %", w * 100.0)),
                 format!("{} of {} served", s.served_total, s.arrived_total),
             ],
             kv(&[

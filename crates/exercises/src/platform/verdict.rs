@@ -225,6 +225,7 @@ mod tests {
             served_total: 100,
             rejected_total: 0,
             timed_out_total: 0,
+            good_total: 99,
             in_flight,
         }
     }

@@ -31,6 +31,9 @@ pub struct Sample {
     pub served_total: u64,
     pub rejected_total: u64,
     pub timed_out_total: u64,
+    /// Answered without error within the SLO latency since the start (absent in older files).
+    #[serde(default)]
+    pub good_total: u64,
     /// Queued plus inside a batch on a worker.
     pub in_flight: u64,
 }

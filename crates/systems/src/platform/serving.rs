@@ -555,6 +555,7 @@ impl<'a> Sim<'a> {
             served_total: self.t.served,
             rejected_total: self.t.rejected,
             timed_out_total: self.t.timed_out,
+            good_total: self.t.good,
             in_flight: self.in_flight(),
         }
     }
