@@ -3,7 +3,8 @@
 //! 16-bit operands are widened to f32 (exactly) and multiplied by the f32 GEMM. Results are
 //! rounded to the output type with the same round-to-nearest-even as the GPU kernels.
 
-use super::gemm_bf16::{Bf16Path, gemm_bf16_into, store_rows};
+use super::gemm_bf16::{Bf16Path, RowStore, gemm_bf16_into, store_rows};
+use super::gemm_bf16_narrow;
 use rayon::prelude::*;
 
 use super::{CpuTensor, Storage, ops, optim};
@@ -92,6 +93,8 @@ pub fn matmul16(
     bf16: Bf16Path,
 ) -> Result<()> {
     let (m, n, k) = checks::matmul16(a, b, c, ta, tb, &epi, stats.as_deref())?;
+    // A backend told to widen (the reference the native paths are tested against) widens all.
+    let narrow = bf16 != Bf16Path::Widen;
     let bf16 = bf16.for_shape(m, n, k);
     // The epilogue on row i's sums for the columns from j0, applied as each block of sums is
     // finished (inside the bf16 kernel) or row by row after the widened f32 GEMM.
@@ -115,8 +118,8 @@ pub fn matmul16(
             }
         }
     };
-    let native = |out: &mut dyn FnMut(&[u16], &[u16]) -> Option<[u64; 2]>| match (&a.data, &b.data) {
-        (Storage::Bits16(x, DType::BF16), Storage::Bits16(y, _)) if bf16 != Bf16Path::Widen => out(x, y),
+    let native = |out: &mut dyn FnMut(&[u16], &[u16], Bf16Path) -> Option<[u64; 2]>| match (&a.data, &b.data) {
+        (Storage::Bits16(x, DType::BF16), Storage::Bits16(y, _)) => out(x, y, bf16),
         _ => None,
     };
     let widened_product = |acc: &mut [f32]| ops::gemm(&widened(a), &widened(b), acc, m, n, k, ta, tb, false, threads);
@@ -127,7 +130,7 @@ pub fn matmul16(
                 o.copy_from_slice(sums);
                 [0, 0]
             };
-            if native(&mut |x, y| gemm_bf16_into(x, y, out, m, n, k, ta, tb, bf16, &store)).is_none() {
+            if native(&mut |x, y, path| bf16_product(x, y, out, [m, n, k], ta, tb, path, narrow, &store)).is_none() {
                 // The widened GEMM writes the output itself; the epilogue then runs in place.
                 widened_product(out);
                 ops::chunks(out, n, |i, row| epilogue(i, 0, row));
@@ -146,7 +149,7 @@ pub fn matmul16(
                     .zip(o.iter())
                     .fold([0, 0], |[nz, fl], (&v, &b)| [nz + (v != 0.0) as u64, fl + (v != 0.0 && float16::is_zero_bits(b)) as u64])
             };
-            let counts = match native(&mut |x, y| gemm_bf16_into(x, y, out, m, n, k, ta, tb, bf16, &store)) {
+            let counts = match native(&mut |x, y, path| bf16_product(x, y, out, [m, n, k], ta, tb, path, narrow, &store)) {
                 Some(c) => c,
                 None => {
                     let mut acc = vec![0.0f32; m * n];
@@ -158,6 +161,42 @@ pub fn matmul16(
         }
         _ => Err(Error::Internal("checks::matmul16 let an integer output through".into())),
     }
+}
+
+/// A bf16 product through `store`: with `narrow`, the narrow kernels where the shape-chosen
+/// path would widen (a CNN's first convolution and its weight gradient, a classifier's
+/// logits), else that path; None leaves the widening to the caller.
+#[allow(clippy::too_many_arguments)]
+fn bf16_product<O: Send, S: RowStore<O>>(
+    a: &[u16],
+    b: &[u16],
+    out: &mut [O],
+    [m, n, k]: [usize; 3],
+    ta: bool,
+    tb: bool,
+    path: Bf16Path,
+    narrow: bool,
+    store: &S,
+) -> Option<[u64; 2]> {
+    if path == Bf16Path::Widen {
+        return if narrow { gemm_bf16_narrow::gemm(a, b, out, m, n, k, ta, tb, store) } else { None };
+    }
+    // A weight gradient aᵀ·b whose a is the wider operand (a CNN's 144 column taps against 32
+    // channels, an input layer's 784 features against 256 units): AMX packs op(a) row by row,
+    // which for a transposed a gathers a's columns over all k (every pixel of the batch, one
+    // short read per row and block of 16); multiplied the other way round (cᵀ = bᵀ·a) only the
+    // narrower b is gathered and a is interleaved two rows at a time where it lies.
+    if path == Bf16Path::Amx && ta && !tb && m > n {
+        let mut ct = vec![0f32; n * m];
+        let copy = |_: usize, _: usize, s: &mut [f32], o: &mut [f32]| {
+            o.copy_from_slice(s);
+            [0, 0]
+        };
+        gemm_bf16_into(b, a, &mut ct, n, m, k, true, false, path, &copy)?;
+        let mut c: Vec<f32> = (0..m * n).map(|at| ct[(at % n) * m + at / n]).collect();
+        return Some(store_rows(&mut c, out, n, store));
+    }
+    gemm_bf16_into(a, b, out, m, n, k, ta, tb, path, store)
 }
 
 pub fn scale_by_loss_scale(g: &mut CpuTensor, state: &CpuTensor) -> Result<()> {
