@@ -45,15 +45,49 @@ fn stats_add(stats: Option<&mut CpuTensor>, nonzero: u64, flushed: u64) -> Resul
 fn round_into(src: &[f32], out: &mut [u16], dt: DType) -> (u64, u64) {
     let chunk = |(o, s): (&mut [u16], &[f32])| {
         float16::encode_into(dt, s, o);
-        s.iter()
-            .zip(o.iter())
-            .fold((0u64, 0u64), |(nz, fl), (&v, &b)| (nz + (v != 0.0) as u64, fl + (v != 0.0 && float16::is_zero_bits(b)) as u64))
+        count_flushed(s, o)
     };
     if src.len() >= ops::PAR_THRESHOLD {
         out.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).map(chunk).reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
     } else {
         chunk((out, src))
     }
+}
+
+/// (nonzero values of `src`, those whose 16-bit rounding `out` is ±0): with AVX-512 16 at a
+/// time (the scalar fold was a third of the cast of a CNN's convolution gradients).
+fn count_flushed(src: &[f32], out: &[u16]) -> (u64, u64) {
+    let scalar = |s: &[f32], o: &[u16]| {
+        s.iter()
+            .zip(o)
+            .fold((0u64, 0u64), |(nz, fl), (&v, &b)| (nz + (v != 0.0) as u64, fl + (v != 0.0 && float16::is_zero_bits(b)) as u64))
+    };
+    #[cfg(target_arch = "x86_64")]
+    if super::gemm_bf16_narrow::available() {
+        let whole = src.len() / 16 * 16;
+        // SAFETY: the CPU has AVX-512F/BW/VL; both slices hold `whole` values.
+        let (nz, fl) = unsafe { count_flushed_avx512(&src[..whole], &out[..whole]) };
+        let (tn, tf) = scalar(&src[whole..], &out[whole..]);
+        return (nz + tn, fl + tf);
+    }
+    scalar(src, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn count_flushed_avx512(src: &[f32], out: &[u16]) -> (u64, u64) {
+    use std::arch::x86_64::*;
+    let (mut nz, mut fl) = (0u64, 0u64);
+    for (s, o) in src.chunks_exact(16).zip(out.chunks_exact(16)) {
+        // SAFETY: each chunk holds 16 values.
+        let (v, b) = unsafe { (_mm512_loadu_ps(s.as_ptr()), _mm256_loadu_si256(o.as_ptr() as *const __m256i)) };
+        // NaN compares unequal to zero, as `v != 0.0` does.
+        let nonzero = _mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(v, _mm512_setzero_ps());
+        let zero16 = _mm256_testn_epi16_mask(b, _mm256_set1_epi16(0x7fff));
+        nz += nonzero.count_ones() as u64;
+        fl += (nonzero & zero16).count_ones() as u64;
+    }
+    (nz, fl)
 }
 
 /// Widens 16-bit `src` into `dst`, on rayon for large tensors.
@@ -308,4 +342,23 @@ pub fn scaler_update(state: &mut CpuTensor, rule: ScalerRule, log: &mut CpuTenso
     let entry = scaler::update_words(state.u32_mut(), rule);
     log.u32_mut()[slot] = entry;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The vector count agrees with the definition on every kind of value, past whole vectors.
+    #[test]
+    fn flushed_count_matches_the_scalar_definition() {
+        let kinds = [0.0, -0.0, 1.0, f32::NAN, 1e-44, -1e-44, 1e-40, f32::INFINITY, -3.5, 2e-45];
+        let src: Vec<f32> = (0..37).map(|i| kinds[i * 7 % kinds.len()]).collect();
+        let out = float16::encode(DType::BF16, &src);
+        let want = src
+            .iter()
+            .zip(&out)
+            .fold((0, 0), |(nz, fl), (&v, &b)| (nz + (v != 0.0) as u64, fl + (v != 0.0 && float16::is_zero_bits(b)) as u64));
+        assert!(want.1 > 0 && want.0 > want.1, "the values exercise both counts: {want:?}");
+        assert_eq!(count_flushed(&src, &out), want);
+    }
 }

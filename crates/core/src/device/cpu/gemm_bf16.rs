@@ -229,32 +229,48 @@ mod amx {
 
     /// One block of 32 rows of a: where its steps of 16 words start and their row stride in
     /// words, how many steps are read there, and the zero-padded copy the rest come from.
-    struct Block<'a> {
+    struct Block {
         base: *const u32,
         stride: usize,
         direct: usize,
-        rest: std::borrow::Cow<'a, [u32]>,
+        rest: Rest,
     }
 
-    fn block<'a>(a: &A<'a>, blk: usize, rows: usize, kw: usize) -> Block<'a> {
+    /// The steps a block's rows do not supply: a whole block's last step (32 rows of 16 words,
+    /// on the stack), or a partial block packed whole.
+    enum Rest {
+        Tail([u32; 32 * 16]),
+        Packed(Vec<u32>),
+    }
+
+    impl Rest {
+        fn words(&self) -> &[u32] {
+            match self {
+                Rest::Tail(t) => t,
+                Rest::Packed(p) => p,
+            }
+        }
+    }
+
+    fn block(a: &A<'_>, blk: usize, rows: usize, kw: usize) -> Block {
         match *a {
-            A::Packed(p) => Block { base: p[blk * 32 * kw..][..32 * kw].as_ptr(), stride: kw, direct: kw / 16, rest: Default::default() },
+            A::Packed(p) => Block { base: p[blk * 32 * kw..][..32 * kw].as_ptr(), stride: kw, direct: kw / 16, rest: Rest::Tail([0; 512]) },
             A::Rows { a, words } if rows == 32 => {
                 let (rows_of, direct) = (&a[blk * 32 * words..][..32 * words], words / 16);
-                let mut rest = vec![0u32; 32 * (kw - 16 * direct)];
-                if !rest.is_empty() {
-                    for (r, dst) in rest.chunks_exact_mut(kw - 16 * direct).enumerate() {
-                        dst[..words - 16 * direct].copy_from_slice(&rows_of[r * words + 16 * direct..][..words - 16 * direct]);
+                let (tail, mut rest) = (words - 16 * direct, [0u32; 32 * 16]);
+                if tail > 0 {
+                    for (r, dst) in rest.chunks_exact_mut(16).enumerate() {
+                        dst[..tail].copy_from_slice(&rows_of[r * words + 16 * direct..][..tail]);
                     }
                 }
-                Block { base: rows_of.as_ptr(), stride: words, direct, rest: rest.into() }
+                Block { base: rows_of.as_ptr(), stride: words, direct, rest: Rest::Tail(rest) }
             }
             A::Rows { a, words } => {
                 let mut rest = vec![0u32; 32 * kw];
                 for (r, dst) in rest.chunks_exact_mut(kw.max(1)).take(rows).enumerate() {
                     dst[..words].copy_from_slice(&a[(blk * 32 + r) * words..][..words]);
                 }
-                Block { base: std::ptr::null(), stride: kw, direct: 0, rest: rest.into() }
+                Block { base: std::ptr::null(), stride: kw, direct: 0, rest: Rest::Packed(rest) }
             }
         }
     }
@@ -280,7 +296,7 @@ mod amx {
                     unsafe { (ab.base.add(s * 16), ab.base.add(16 * ab.stride + s * 16), ab.stride * 4) }
                 } else {
                     let w = kw - 16 * ab.direct;
-                    let r = &ab.rest[(s - ab.direct) * 16..];
+                    let r = &ab.rest.words()[(s - ab.direct) * 16..];
                     (r.as_ptr(), r[16 * w..].as_ptr(), w * 4)
                 }
             };
