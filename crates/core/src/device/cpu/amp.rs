@@ -219,8 +219,10 @@ fn bf16_product<O: Send, S: RowStore<O>>(
     // channels, an input layer's 784 features against 256 units): AMX packs op(a) row by row,
     // which for a transposed a gathers a's columns over all k (every pixel of the batch, one
     // short read per row and block of 16); multiplied the other way round (cᵀ = bᵀ·a) only the
-    // narrower b is gathered and a is interleaved two rows at a time where it lies.
-    if path == Bf16Path::Amx && ta && !tb && m > n {
+    // narrower b is gathered and a is interleaved two rows at a time where it lies. Only where
+    // k dwarfs the output (a CNN's pixels): transposing cᵀ back costs a strided pass over m·n,
+    // which for an MLP's weight gradient (k = the batch) was more than the gather it saved.
+    if path == Bf16Path::Amx && ta && !tb && m > n && k >= 8 * m.max(n) {
         let mut ct = vec![0f32; n * m];
         let copy = |_: usize, _: usize, s: &mut [f32], o: &mut [f32]| {
             o.copy_from_slice(s);
