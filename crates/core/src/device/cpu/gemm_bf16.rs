@@ -238,6 +238,8 @@ mod amx {
 
     /// The steps a block's rows do not supply: a whole block's last step (32 rows of 16 words,
     /// on the stack), or a partial block packed whole.
+    // The large variant is the point: one per task on the stack, no allocation per block.
+    #[allow(clippy::large_enum_variant)]
     enum Rest {
         Tail([u32; 32 * 16]),
         Packed(Vec<u32>),
