@@ -55,6 +55,13 @@ fn cpu_bf16_native_paths_match_the_widening_path_with_every_epilogue() {
             ((70, 130, 9), true, false),
             ((25, 200, 257), false, true),
             ((49, 64, 128), true, true),
+            // A weight gradient with the wider a (multiplied as cᵀ = bᵀ·a on AMX), a CNN's
+            // first convolution and its weight gradient (the narrow kernels), the second's
+            // input gradient.
+            ((150, 40, 1250), true, false),
+            ((37, 16, 9), false, false),
+            ((9, 16, 300), true, false),
+            ((65, 144, 32), false, true),
         ]
         .map(|c| (p, c))
     }) {

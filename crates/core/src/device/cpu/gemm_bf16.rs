@@ -109,15 +109,20 @@ pub fn gemm_bf16_into<O: Send, S: RowStore<O>>(
     }
     match path {
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-        Bf16Path::Amx => Some(amx::gemm(
-            &pack_a(a, m, k, ta, amx::PAD, |v| v),
-            &pack_b(b, n, k, tb, amx::NR, amx::PAD, |v| v),
-            c,
-            m,
-            n,
-            amx::PAD.words(k),
-            store,
-        )),
+        Bf16Path::Amx => {
+            // Row-major a with even k is already in pairs: its whole blocks of 32 rows are read
+            // where they lie (a copy of a CNN's columns cost as much as their product).
+            let packed;
+            // SAFETY: every bit pattern is a valid u32.
+            let src = match (ta, k % 2, unsafe { a.align_to::<u32>() }) {
+                (false, 0, ([], words, [])) => amx::A::Rows { a: words, words: k / 2 },
+                _ => {
+                    packed = pack_a(a, m, k, ta, amx::PAD, |v| v);
+                    amx::A::Packed(&packed)
+                }
+            };
+            Some(amx::gemm(src, &pack_b(b, n, k, tb, amx::NR, amx::PAD, |v| v), c, m, n, amx::PAD.words(k), store))
+        }
         #[cfg(target_arch = "x86_64")]
         Bf16Path::Avx512Bf16 => {
             // Row-major a with even k is already in pairs (little-endian: k = 2p low, 2p + 1
@@ -212,16 +217,91 @@ mod amx {
         rows: [16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0],
     };
 
+    /// The a operand as the tiles read it.
+    pub enum A<'a> {
+        /// Rows (a multiple of 32) of `kw` words (`pairs::pack_a` with PAD).
+        Packed(&'a [u32]),
+        /// m rows of `words` pairs, unpadded: whole blocks of 32 rows are loaded where they lie,
+        /// but for their last step when `words` is not a multiple of 16 (copied, zero-padded);
+        /// a last partial block is packed.
+        Rows { a: &'a [u32], words: usize },
+    }
+
+    /// One block of 32 rows of a: where its steps of 16 words start and their row stride in
+    /// words, how many steps are read there, and the zero-padded copy the rest come from.
+    struct Block {
+        base: *const u32,
+        stride: usize,
+        direct: usize,
+        rest: Rest,
+    }
+
+    /// The steps a block's rows do not supply: a whole block's last step (32 rows of 16 words,
+    /// on the stack), or a partial block packed whole.
+    // The large variant is the point: one per task on the stack, no allocation per block.
+    #[allow(clippy::large_enum_variant)]
+    enum Rest {
+        Tail([u32; 32 * 16]),
+        Packed(Vec<u32>),
+    }
+
+    impl Rest {
+        fn words(&self) -> &[u32] {
+            match self {
+                Rest::Tail(t) => t,
+                Rest::Packed(p) => p,
+            }
+        }
+    }
+
+    fn block(a: &A<'_>, blk: usize, rows: usize, kw: usize) -> Block {
+        match *a {
+            A::Packed(p) => Block { base: p[blk * 32 * kw..][..32 * kw].as_ptr(), stride: kw, direct: kw / 16, rest: Rest::Tail([0; 512]) },
+            A::Rows { a, words } if rows == 32 => {
+                let (rows_of, direct) = (&a[blk * 32 * words..][..32 * words], words / 16);
+                let (tail, mut rest) = (words - 16 * direct, [0u32; 32 * 16]);
+                if tail > 0 {
+                    for (r, dst) in rest.chunks_exact_mut(16).enumerate() {
+                        dst[..tail].copy_from_slice(&rows_of[r * words + 16 * direct..][..tail]);
+                    }
+                }
+                Block { base: rows_of.as_ptr(), stride: words, direct, rest: Rest::Tail(rest) }
+            }
+            A::Rows { a, words } => {
+                let mut rest = vec![0u32; 32 * kw];
+                for (r, dst) in rest.chunks_exact_mut(kw.max(1)).take(rows).enumerate() {
+                    dst[..words].copy_from_slice(&a[(blk * 32 + r) * words..][..words]);
+                }
+                Block { base: std::ptr::null(), stride: kw, direct: 0, rest: Rest::Packed(rest) }
+            }
+        }
+    }
+
     /// c = a·b through `store` (`gemm_bf16_into`), each 32 × 32 block as it leaves the tiles:
-    /// a as rows (a multiple of 32) of `kw` words (`pairs::pack_a` with PAD), b as panels of
-    /// NR columns of `kw` words each (`pairs::pack_b` with PAD).
-    pub fn gemm<O: Send, S: super::RowStore<O>>(a: &[u32], bp: &[u32], c: &mut [O], m: usize, n: usize, kw: usize, store: &S) -> [u64; 2] {
+    /// a as `A` says with `kw` words per padded row, b as panels of NR columns of `kw` words
+    /// each (`pairs::pack_b` with PAD).
+    pub fn gemm<O: Send, S: super::RowStore<O>>(a: A<'_>, bp: &[u32], c: &mut [O], m: usize, n: usize, kw: usize, store: &S) -> [u64; 2] {
         let panels = n.div_ceil(NR);
-        assert!(a.len() >= m.next_multiple_of(32) * kw && bp.len() >= panels * kw * NR, "AMX operands packed short");
+        let a_ok = match a {
+            A::Packed(p) => p.len() >= m.next_multiple_of(32) * kw,
+            A::Rows { a, words } => a.len() >= m * words && words <= kw,
+        };
+        assert!(a_ok && bp.len() >= panels * kw * NR, "AMX operands packed short");
         let task = |(blk, cb): (usize, &mut [O])| {
             let rows = cb.len() / n;
             let mut counts = [0, 0];
-            let a0 = &a[blk * 32 * kw..][..32 * kw];
+            let ab = block(&a, blk, rows, kw);
+            // Step s's two row tiles and their row stride in bytes.
+            let tiles = |s: usize| -> (*const u32, *const u32, usize) {
+                if s < ab.direct {
+                    // SAFETY: steps below `direct` lie inside the block's 32 rows of `stride` words.
+                    unsafe { (ab.base.add(s * 16), ab.base.add(16 * ab.stride + s * 16), ab.stride * 4) }
+                } else {
+                    let w = kw - 16 * ab.direct;
+                    let r = &ab.rest.words()[(s - ab.direct) * 16..];
+                    (r.as_ptr(), r[16 * w..].as_ptr(), w * 4)
+                }
+            };
             // 32 × 32 sums of one block, 128 bytes a row.
             let mut out = [[0f32; 32]; 32];
             // SAFETY: `available()` was true (gemm_bf16 checks); the configuration is a valid
@@ -232,12 +312,13 @@ mod amx {
                 // An odd last panel is paired with itself; its copy is not stored.
                 let q = (p + 1).min(panels - 1);
                 let (b0, b1) = (&bp[p * kw * NR..][..kw * NR], &bp[q * kw * NR..][..kw * NR]);
-                // SAFETY: every tile load reads 16 rows of 64 bytes inside a0 (rows 0–31, words
-                // s·16.. of rows kw long), b0 and b1 (word rows s·16..s·16+16 of NR words);
-                // the stores write 16 rows of 64 bytes inside `out` (128-byte rows).
+                // SAFETY: every tile load reads 16 rows of 64 bytes inside the block's rows
+                // (`tiles`), b0 and b1 (word rows s·16..s·16+16 of NR words); the stores write
+                // 16 rows of 64 bytes inside `out` (128-byte rows).
                 unsafe {
                     asm!("tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3", options(nostack, nomem));
                     for s in 0..kw / 16 {
+                        let (a0, a2, sa) = tiles(s);
                         asm!(
                             "tileloadd tmm4, [{a} + {sa}*1]",
                             "tileloadd tmm5, [{a2} + {sa}*1]",
@@ -247,11 +328,11 @@ mod amx {
                             "tdpbf16ps tmm1, tmm4, tmm7",
                             "tdpbf16ps tmm2, tmm5, tmm6",
                             "tdpbf16ps tmm3, tmm5, tmm7",
-                            a = in(reg) a0.as_ptr().add(s * 16),
-                            a2 = in(reg) a0.as_ptr().add(16 * kw + s * 16),
+                            a = in(reg) a0,
+                            a2 = in(reg) a2,
                             b0 = in(reg) b0.as_ptr().add(s * 16 * NR),
                             b1 = in(reg) b1.as_ptr().add(s * 16 * NR),
-                            sa = in(reg) kw * 4,
+                            sa = in(reg) sa,
                             sb = in(reg) NR * 4,
                             options(nostack, readonly),
                         );
@@ -400,6 +481,10 @@ mod tests {
             (49, 129, 128),
             (64, 48, 64),
             (97, 17, 95),
+            // Row-major a read where it lies: whole blocks with a partial last step of 32 k (a
+            // CNN's 144 taps), one block whose k fits one step.
+            (65, 40, 144),
+            (32, 33, 18),
         ] {
             for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
                 let a: Vec<u16> = (0..m * k).map(|_| float16::round_bits(DType::BF16, rng.random_range(-2.0..2.0))).collect();

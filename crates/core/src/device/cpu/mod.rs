@@ -8,6 +8,7 @@ mod conv;
 mod core;
 mod drive;
 mod gemm_bf16;
+mod gemm_bf16_narrow;
 mod gemm_i8;
 mod ops;
 mod optim;
