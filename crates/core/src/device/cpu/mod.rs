@@ -5,10 +5,12 @@
 
 mod amp;
 mod conv;
+mod conv_direct;
 mod core;
 mod drive;
 mod gemm_bf16;
 mod gemm_i8;
+mod lanes;
 mod ops;
 mod optim;
 mod pairs;
