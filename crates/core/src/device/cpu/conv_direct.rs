@@ -391,34 +391,34 @@ fn backward_stage<const NV: usize, const NVI: usize, const P: usize>(
 /// The pool's and ReLU's gradient of one image into `gpad` (the output grid with a zero
 /// border, [plane][cpad]): each window's winner gets its output's gradient when the pooled
 /// value is positive (the winner's ReLU passed it), every other pixel 0. Adds the bias
-/// gradient to the end of `part`.
+/// gradient to the end of `part`. Branch-free: which of the four pixels won, and whether the
+/// ReLU passed, are as good as random, and mispredicted branches made this loop the stage's
+/// slowest.
 fn scatter(l: &Layout, n: usize, (pooled, argmax): (&[f32], &[u32]), grad: &[f32], gpad: &mut [f32], part: &mut [f32]) {
     let (ph, pw) = l.pooled();
     let (w, cout, wp, cpad) = (l.s.w, l.s.cout, l.wp, l.cpad);
+    let row = w * cout;
     gpad.fill(0.0);
     let bias = &mut part[9 * l.s.cin * cpad..];
     for ch in 0..cout {
+        let mut sum = 0f32;
         for oy in 0..ph {
+            let o = (ch * ph + oy) * pw;
+            let (ps, args, gs) = (&pooled[o..][..pw], &argmax[o..][..pw], &grad[o..][..pw]);
+            let first = (n * l.s.h + 2 * oy) * row + ch;
             for ox in 0..pw {
-                let o = (ch * ph + oy) * pw + ox;
-                if pooled[o] > 0.0 {
-                    let first = ((n * l.s.h + 2 * oy) * w + 2 * ox) * cout + ch;
-                    let d = (argmax[o] as usize).wrapping_sub(first);
-                    let step = if d == 0 {
-                        0
-                    } else if d == cout {
-                        1
-                    } else if d == w * cout {
-                        wp
-                    } else {
-                        wp + 1
-                    };
-                    // The output (y, x) sits at (y + 1)·wp + x + 1 of the padded grid.
-                    gpad[(2 * oy * wp + 2 * ox + step + wp + 1) * cpad + ch] = grad[o];
-                    bias[ch] += grad[o];
-                }
+                // The winner's offset in its window: 0 or 1 in the top row, wp or wp + 1 below.
+                let d = (args[ox] as usize).wrapping_sub(first + 2 * ox * cout);
+                let lower = (d >= row) as usize;
+                let step = lower * wp + (d != lower * row) as usize;
+                let pass = ((ps[ox] > 0.0) as u32).wrapping_neg();
+                let g = f32::from_bits(gs[ox].to_bits() & pass);
+                // The output (y, x) sits at (y + 1)·wp + x + 1 of the padded grid.
+                gpad[(2 * oy * wp + 2 * ox + step + wp + 1) * cpad + ch] = g;
+                sum += g;
             }
         }
+        bias[ch] += sum;
     }
 }
 
