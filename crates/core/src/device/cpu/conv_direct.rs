@@ -186,7 +186,7 @@ fn image_on<L: Lanes, const NV: usize, const P: usize>(prep: &Prepared<'_>, n: u
 /// relu(conv + bias) of one padded image into `conv` ([npad][cpad]).
 #[inline(always)]
 fn conv_image<L: Lanes, const NV: usize, const P: usize>(l: &Layout, pad: &[f32], wv: &[f32], bv: &[f32], conv: &mut [f32]) {
-    assert!(pad.len() >= l.s.cin * l.plane && conv.len() >= l.npad * l.cpad && l.npad % P == 0);
+    assert!(pad.len() >= l.s.cin * l.plane && conv.len() >= l.npad * l.cpad && l.npad.is_multiple_of(P));
     let (pad, wv, bv, out) = (pad.as_ptr(), wv.as_ptr(), bv.as_ptr(), conv.as_mut_ptr());
     // SAFETY: block jb reads pad[c·plane + jb + p + offs[t]] < c·plane + npad + 2·wp + 3 =
     // (c + 1)·plane, weights rows < 9·cin and lanes < cpad, and writes conv rows < npad (the
@@ -428,7 +428,7 @@ fn scatter(l: &Layout, n: usize, (pooled, argmax): (&[f32], &[u32]), grad: &[f32
 fn weight_grad<L: Lanes, const NV: usize>(l: &Layout, pad: &[f32], gpad: &[f32], part: &mut [f32]) {
     let rows = l.s.h * l.wp;
     assert!(pad.len() >= l.s.cin * l.plane && gpad.len() >= l.plane * l.cpad && part.len() >= 9 * l.s.cin * l.cpad);
-    assert!(rows + l.wp + 1 <= l.plane && rows + 2 * l.wp + 2 <= l.plane);
+    assert!(rows + 2 * l.wp + 2 < l.plane);
     for c in 0..l.s.cin {
         let mut acc = [[L::zero(); NV]; 9];
         // SAFETY: j + offs[t] < rows + 2·wp + 3 ≤ plane per channel, j + wp + 1 < plane rows of
