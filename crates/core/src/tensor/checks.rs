@@ -425,3 +425,31 @@ fn pool_shapes(
     expect_shape(op, argmax, ps, "argmax")?;
     Ok(p)
 }
+
+/// A fused convolution stage (`conv_relu_pool`): f32 CHW x of `geom`, weight `[9·C, C_out]`,
+/// bias `[1, C_out]`, and the pooled maps (f32) and winners (u32) of the pooled geometry with
+/// C_out channels; returns C_out.
+pub fn conv_stage(
+    op: &'static str,
+    x: &impl TensorMeta,
+    weight: &impl TensorMeta,
+    pooled: &impl TensorMeta,
+    argmax: &impl TensorMeta,
+    geom: super::ImageGeom,
+) -> Result<usize> {
+    f32(op, x)?;
+    f32(op, weight)?;
+    f32(op, pooled)?;
+    dtype(op, argmax, DType::U32)?;
+    let k = geom.channels.saturating_mul(super::CONV_KERNEL * super::CONV_KERNEL);
+    let c_out = weight.shape()[1];
+    ensure_shape(weight.shape()[0] == k && c_out > 0, op, || format!("the weight is {:?}, expected [{k}, C_out ≥ 1]", weight.shape()))?;
+    ensure_shape(geom.height >= 2 && geom.width >= 2, op, || {
+        format!("a 2×2 pool needs images of at least 2×2 pixels, got {}×{}", geom.height, geom.width)
+    })?;
+    expect_shape(op, x, chw(op, geom)?, "the CHW images")?;
+    let ps = chw(op, geom.with_channels(c_out).pooled())?;
+    expect_shape(op, pooled, ps, "the pooled maps")?;
+    expect_shape(op, argmax, ps, "argmax")?;
+    Ok(c_out)
+}

@@ -20,8 +20,8 @@ pub use hyper::{AdamFactors, AdamW, Sgd};
 pub use info::{BackendInfo, BackendKind};
 pub use memory::{Ledger, MemCategory, MemoryReport, SharedLedger, lock as memory_lock};
 pub use ops::{
-    AmpOps, Backend, BackendBase, CONV_KERNEL, ConvOps, CoreOps, DeviceCounts, DispatchRecord, ImageGeom, QuantGranularity, QuantOps,
-    Telemetry, TensorMeta, matmul_i8_dequant_unfused, quantize_value, scale_for_absmax,
+    AmpOps, Backend, BackendBase, CONV_KERNEL, ConvOps, ConvStageGrads, ConvStageSaved, CoreOps, DeviceCounts, DispatchRecord, ImageGeom,
+    QuantGranularity, QuantOps, Telemetry, TensorMeta, matmul_i8_dequant_unfused, quantize_value, scale_for_absmax,
 };
 
 /// Tensors are 2-D row-major matrices `[rows, cols]`; a vector is `[1, n]`.

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::dense::{Dense, LayerKind};
 use super::{Param, he_normal};
 use gpulab_core::error::{Error, Result};
-use gpulab_core::tensor::{Backend, CONV_KERNEL, DType, Epilogue, ImageGeom, MemCategory};
+use gpulab_core::tensor::{Backend, CONV_KERNEL, ConvStageGrads, ConvStageSaved, DType, Epilogue, ImageGeom, MemCategory};
 
 /// The output channels of each convolution of `--model cnn`: conv(C→16) ReLU pool,
 /// conv(16→32) ReLU pool, then the dense head.
@@ -140,6 +140,13 @@ impl<B: Backend> ConvStem<B> {
             let g = ImageGeom { batch: ws.batch, ..s.input };
             let (done, rest) = ws.pooled.split_at_mut(i);
             let input = if i == 0 { x } else { &done[i - 1] };
+            if w16.is_none() && b.fuses_conv_stage(g, s.out, i > 0) {
+                // One op for the stage (the CPU's direct convolution): the columns and the
+                // convolution's output buffers stay unused.
+                let (w, bias) = (&self.weights[i].value, &self.biases[i].value);
+                b.conv_relu_pool(input, w, bias, &mut rest[0], &mut ws.argmax[i], g)?;
+                continue;
+            }
             b.im2col(input, &mut ws.cols[i], g)?;
             let kind = match w16 {
                 None => LayerKind::F32(&self.weights[i].value),
@@ -158,6 +165,7 @@ impl<B: Backend> ConvStem<B> {
     pub fn backward(
         &mut self,
         b: &mut B,
+        x: &B::Tensor,
         ws: &mut StemWorkspace<B>,
         mut half: Option<(&[B::Tensor], Option<&mut B::Tensor>)>,
     ) -> Result<()> {
@@ -165,6 +173,16 @@ impl<B: Backend> ConvStem<B> {
         for i in (0..self.stages.len()).rev() {
             let s = self.stages[i];
             let g = ImageGeom { batch: ws.batch, ..s.input };
+            if half.is_none() && b.fuses_conv_stage(g, s.out, i > 0) {
+                // The forward ran the fused op (the same test): so does the backward.
+                let (before, from) = grads.pooled.split_at_mut(i);
+                let input = if i == 0 { x } else { &ws.pooled[i - 1] };
+                let w = &mut self.weights[i];
+                let saved = ConvStageSaved { x: input, weight: &w.value, pooled: &ws.pooled[i], argmax: &ws.argmax[i] };
+                let out = ConvStageGrads { weight: &mut w.grad, bias: &mut self.biases[i].grad, x: before.last_mut() };
+                b.conv_relu_pool_backward(saved, &from[0], out, g)?;
+                continue;
+            }
             b.max_pool_backward(&grads.pooled[i], &ws.argmax[i], &mut grads.conv[i], g.with_channels(s.out))?;
             b.relu_backward(&mut grads.conv[i], &ws.conv[i])?;
             b.sum_cols(&grads.conv[i], &mut self.biases[i].grad)?;

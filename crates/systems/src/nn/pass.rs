@@ -210,7 +210,7 @@ pub fn backward<B: Backend>(
         let sw = t.stem.as_deref_mut().ok_or_else(no_stem_buffers)?;
         let out = sw.output_grad().ok_or_else(|| Error::Internal("CNN backward on a forward-only workspace".into()))?;
         w.back_through(b, weight, grad, out, None, None)?;
-        stem.backward(b, sw, w.stem().map(|s| (s, t.grad16.as_deref_mut())))?;
+        stem.backward(b, t.x, sw, w.stem().map(|s| (s, t.grad16.as_deref_mut())))?;
     }
     if let Some(g) = input_grad {
         w.back_through(b, weight, grad, g, None, None)?;

@@ -2,9 +2,9 @@
 //! shaders/conv.wgsl are tested against: each output element is computed by the same formula
 //! as one GPU invocation (so col2im sums in the same order), rayon over elements when large.
 
-use super::{CpuBackend, CpuTensor, Storage, ops};
+use super::{CpuBackend, CpuTensor, Storage, conv_direct, ops};
 use crate::error::Result;
-use crate::tensor::{ConvOps, ImageGeom, checks, float16};
+use crate::tensor::{ConvOps, ConvStageGrads, ConvStageSaved, DType, ImageGeom, checks, float16};
 
 /// cols `[pixels, 9·C]` from the CHW images x, each tap stored as `put(value)`. One task per
 /// image (`image_cols`).
@@ -38,6 +38,29 @@ fn image_cols<T: Copy>(img: &[f32], dst: &mut [T], g: ImageGeom, put: &impl Fn(f
                     taps[ky * 3 + kx] = if sy < h && sx < w { put(plane[sy * w + sx]) } else { zero };
                 }
             }
+        }
+    }
+}
+
+/// A fused stage's shapes.
+fn stage(g: ImageGeom, cout: usize) -> conv_direct::Stage {
+    conv_direct::Stage { batch: g.batch, cin: g.channels, cout, h: g.height, w: g.width }
+}
+
+impl CpuBackend {
+    /// The fused stage's lanes, or a refusal where `fuses_conv_stage` says no.
+    fn fused_path(&self, g: ImageGeom, c_out: usize, input_grad: bool, op: &'static str) -> Result<conv_direct::Path> {
+        match conv_direct::Path::fastest() {
+            Some(path) if self.fuses_conv_stage(g, c_out, input_grad) => Ok(path),
+            _ => Err(crate::tensor::ops::unsupported(
+                self,
+                op,
+                &format!(
+                    "the fused stage needs AVX-512, ≤ {} output channels and ≤ {} input channels with an input gradient; fuses_conv_stage says when",
+                    conv_direct::MAX_CHANNELS,
+                    conv_direct::MAX_INPUT_GRAD_CHANNELS
+                ),
+            )),
         }
     }
 }
@@ -100,6 +123,56 @@ impl ConvOps for CpuBackend {
                 }
             }
         });
+        Ok(())
+    }
+
+    /// Fused where the CPU has AVX-512 (conv_direct.rs); elsewhere the im2col + GEMM path is
+    /// the faster one.
+    fn fuses_conv_stage(&self, g: ImageGeom, c_out: usize, input_grad: bool) -> bool {
+        conv_direct::Path::fastest().is_some()
+            && c_out <= conv_direct::MAX_CHANNELS
+            && (!input_grad || g.channels <= conv_direct::MAX_INPUT_GRAD_CHANNELS)
+    }
+
+    fn conv_relu_pool(
+        &mut self,
+        x: &CpuTensor,
+        weight: &CpuTensor,
+        bias: &CpuTensor,
+        pooled: &mut CpuTensor,
+        argmax: &mut CpuTensor,
+        g: ImageGeom,
+    ) -> Result<()> {
+        let c_out = checks::conv_stage("conv_relu_pool", x, weight, pooled, argmax, g)?;
+        checks::vector_out("conv_relu_pool", bias, c_out, DType::F32)?;
+        let path = self.fused_path(g, c_out, false, "conv_relu_pool")?;
+        conv_direct::forward(path, stage(g, c_out), x.f32(), weight.f32(), bias.f32(), pooled.f32_mut(), argmax.u32_mut());
+        Ok(())
+    }
+
+    fn conv_relu_pool_backward(
+        &mut self,
+        saved: ConvStageSaved<'_, CpuTensor>,
+        grad_pooled: &CpuTensor,
+        grads: ConvStageGrads<'_, CpuTensor>,
+        g: ImageGeom,
+    ) -> Result<()> {
+        const OP: &str = "conv_relu_pool_backward";
+        let c_out = checks::conv_stage(OP, saved.x, saved.weight, saved.pooled, saved.argmax, g)?;
+        checks::same_shape(OP, grad_pooled, saved.pooled)?;
+        checks::f32(OP, grad_pooled)?;
+        checks::same_shape(OP, grads.weight, saved.weight)?;
+        checks::f32(OP, grads.weight)?;
+        checks::vector_out(OP, grads.bias, c_out, DType::F32)?;
+        if let Some(gx) = grads.x.as_deref() {
+            checks::same_shape(OP, gx, saved.x)?;
+            checks::f32(OP, gx)?;
+        }
+        let path = self.fused_path(g, c_out, grads.x.is_some(), OP)?;
+        let fwd =
+            conv_direct::Saved { x: saved.x.f32(), weight: saved.weight.f32(), pooled: saved.pooled.f32(), argmax: saved.argmax.u32() };
+        let out = conv_direct::Grads { weight: grads.weight.f32_mut(), bias: grads.bias.f32_mut(), x: grads.x.map(|t| t.f32_mut()) };
+        conv_direct::backward(path, stage(g, c_out), fwd, grad_pooled.f32(), out);
         Ok(())
     }
 

@@ -5,11 +5,13 @@
 
 mod amp;
 mod conv;
+mod conv_direct;
 mod core;
 mod drive;
 mod gemm_bf16;
 mod gemm_bf16_narrow;
 mod gemm_i8;
+mod lanes;
 mod ops;
 mod optim;
 mod pairs;

@@ -88,6 +88,62 @@ pub trait ConvOps: BackendBase {
         let _ = (grad_out, argmax, grad_in, geom);
         Err(refuse(self, "max_pool_backward"))
     }
+
+    /// Whether `conv_relu_pool` and its backward run a whole f32 stage of the CNN (the
+    /// convolution of `geom`'s images into `c_out` channels, bias, ReLU, 2×2 max-pool) as one op
+    /// each; `input_grad`: the backward must give the input's gradient too. False: the stage
+    /// runs as im2col, the GEMM, bias-ReLU and `max_pool` (and their backward ops).
+    fn fuses_conv_stage(&self, geom: ImageGeom, c_out: usize, input_grad: bool) -> bool {
+        let _ = (geom, c_out, input_grad);
+        false
+    }
+
+    /// The fused stage: `pooled` and `argmax`, as `max_pool` writes them, of
+    /// relu(conv3x3(x, weight) + bias), for CHW images x `[batch, C·H·W]` of `geom`, weight
+    /// `[9·C, C_out]` (im2col's tap order) and bias `[1, C_out]`.
+    fn conv_relu_pool(
+        &mut self,
+        x: &Self::Tensor,
+        weight: &Self::Tensor,
+        bias: &Self::Tensor,
+        pooled: &mut Self::Tensor,
+        argmax: &mut Self::Tensor,
+        geom: ImageGeom,
+    ) -> Result<()> {
+        let _ = (x, weight, bias, pooled, argmax, geom);
+        Err(refuse(self, "conv_relu_pool"))
+    }
+
+    /// The fused stage's backward from the pooled maps' gradient: the weight, bias and (when
+    /// asked) input gradients, each overwritten.
+    fn conv_relu_pool_backward(
+        &mut self,
+        saved: ConvStageSaved<'_, Self::Tensor>,
+        grad_pooled: &Self::Tensor,
+        grads: ConvStageGrads<'_, Self::Tensor>,
+        geom: ImageGeom,
+    ) -> Result<()> {
+        let _ = (saved, grad_pooled, grads, geom);
+        Err(refuse(self, "conv_relu_pool_backward"))
+    }
+}
+
+/// The forward's tensors a fused stage's backward reads (`ConvOps::conv_relu_pool_backward`).
+pub struct ConvStageSaved<'a, T> {
+    /// The stage's CHW input images.
+    pub x: &'a T,
+    pub weight: &'a T,
+    /// The forward's pooled maps and winners.
+    pub pooled: &'a T,
+    pub argmax: &'a T,
+}
+
+/// The gradients a fused stage's backward overwrites: weight `[9·C, C_out]`, bias `[1, C_out]`
+/// and, when given, the input images' (CHW, x's shape).
+pub struct ConvStageGrads<'a, T> {
+    pub weight: &'a mut T,
+    pub bias: &'a mut T,
+    pub x: Option<&'a mut T>,
 }
 
 /// The refusal of the family's defaults, with the backend's own reason.

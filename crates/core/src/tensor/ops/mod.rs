@@ -10,7 +10,7 @@ mod quant;
 mod telemetry;
 
 pub use amp::AmpOps;
-pub use conv::{CONV_KERNEL, ConvOps, ImageGeom};
+pub use conv::{CONV_KERNEL, ConvOps, ConvStageGrads, ConvStageSaved, ImageGeom};
 pub use core::CoreOps;
 pub use quant::{QuantGranularity, QuantOps, matmul_i8_dequant_unfused, quantize_value, scale_for_absmax};
 pub use telemetry::{DeviceCounts, DispatchRecord, Telemetry};

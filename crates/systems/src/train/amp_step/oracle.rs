@@ -74,7 +74,7 @@ fn f32_backward_recomputing<B: Backend>(model: &mut Mlp<B>, b: &mut B, ws: &mut 
         let grad = flowing.as_ref().unwrap_or(&ws.grads[0]);
         let out = sw.output_grad().ok_or_else(|| Error::Internal("CNN backward on a forward-only workspace".into()))?;
         b.matmul(grad, &model.weights[0].value, out, false, true, false)?;
-        stem.backward(b, sw, None)?;
+        stem.backward(b, &ws.x, sw, None)?;
     }
     Ok(())
 }
@@ -104,7 +104,7 @@ fn f32_backward_layers<B: Backend>(
         if let (0, Some(stem), Some(sw)) = (i, model.stem.as_mut(), ws.stem.as_mut()) {
             let out = sw.output_grad().ok_or_else(|| Error::Internal("CNN backward on a forward-only workspace".into()))?;
             b.matmul(&ws.grads[0], &model.weights[0].value, out, false, true, false)?;
-            stem.backward(b, sw, None)?;
+            stem.backward(b, &ws.x, sw, None)?;
         }
         if i > 0 {
             let (before, after) = ws.grads.split_at_mut(i);
@@ -180,7 +180,7 @@ fn amp_backward<B: Backend>(
         let (sw, _) = ws.stem.as_mut().ok_or_else(no_stem_buffers)?;
         let pooled_grad = sw.output_grad().ok_or_else(|| Error::Internal("AMP backward on a forward-only CNN workspace".into()))?;
         b.matmul16(&ws.grads[0], &amp.w16[0], pooled_grad, false, true, Epilogue::None, None)?;
-        stem.backward(b, sw, Some((&amp.stem_w16, ws.acc.grad16.as_mut())))?;
+        stem.backward(b, &ws.x, sw, Some((&amp.stem_w16, ws.acc.grad16.as_mut())))?;
     }
     Ok(())
 }
@@ -214,7 +214,7 @@ fn amp_backward_recomputing<B: Backend>(
         let (sw, _) = ws.stem.as_mut().ok_or_else(no_stem_buffers)?;
         let pooled_grad = sw.output_grad().ok_or_else(|| Error::Internal("AMP backward on a forward-only CNN workspace".into()))?;
         b.matmul16(grad, &amp.w16[0], pooled_grad, false, true, Epilogue::None, None)?;
-        stem.backward(b, sw, Some((&amp.stem_w16, ws.acc.grad16.as_mut())))?;
+        stem.backward(b, &ws.x, sw, Some((&amp.stem_w16, ws.acc.grad16.as_mut())))?;
     }
     Ok(())
 }
