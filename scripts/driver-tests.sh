@@ -24,14 +24,14 @@ export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
 export GPULAB_REQUIRE_GPU=1
 
 # The `it` tests that run every kernel: each kernel family against the CPU, mixed precision,
-# int8, the CNN's convolutions, the grad scaler, the optimizers, a training step and the step
+# int8, the CNN's convolutions, the grad scaler, the optimizers (one and many per dispatch), a training step and the step
 # API, the ledger, and the device count of exercise 6 (module filters: libtest ORs them).
 IT_FILTERS=(
   kernels:: amp::gpu_ amp::fp16_is_refused_by_name amp::fused_low_precision_ops amp::coop_
   cnn::conv_kernels_match_the_cpu_on_odd_shapes::gpu cnn::autocast_cnn_first_steps_agree_with_the_cpu::gpu
   cnn::cnn_first_training_steps_agree_with_the_cpu::gpu quant:: scaler:: forward:: step::
   optimizer::optimizer_updates_agree_with_cpu_in_ulps::gpu conformance::accepts_and_refuses_exactly_like_the_cpu::gpu
-  training::one_training_step_agrees_with_the_cpu::gpu device_counts:: allocation::gpu_ ledger::gpu_
+  training::one_training_step_agrees_with_the_cpu::gpu device_counts:: allocation::gpu_ ledger::gpu_ multi_optim::
 )
 CORE_FILTERS=(device::gpu::)
 

@@ -1,7 +1,8 @@
 // Reductions over a [rows, cols] row-major matrix: column sums (bias gradients), row sums,
 // whole-array sums accumulated into a running total (the loss, read back only now and then),
-// per-row argmax and the count of correct predictions. Single-workgroup reductions run in a
-// fixed order, so results are deterministic.
+// per-row argmax and the count of correct predictions. Every reduction runs in a fixed order,
+// so results are deterministic; the long ones split over workgroups (parts, then a finish pass
+// that adds the parts in order).
 //
 // Template: {{WG}} workgroup size (a power of two).
 
@@ -125,4 +126,76 @@ fn count_correct(@builtin(local_invocation_id) lid3: vec3<u32>) {
         workgroupBarrier();
     }
     if lid == 0u { out_u32[p.index] += red_u[0]; }
+}
+
+// Split sums, pass 1 (`accumulate_sum` of a long array): workgroup s sums x[s·pad, (s+1)·pad)
+// by halving in workgroup memory, a fixed order, into out[s]; `accumulate_finish` adds them.
+@compute @workgroup_size({{WG}})
+fn accumulate_part(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let n = p.rows * p.cols;
+    let begin = wid.x * p.pad;
+    let end = min(begin + p.pad, n);
+    var s = 0.0;
+    for (var i = begin + li; i < end; i += {{WG}}u) { s += x[i]; }
+    red_f[li] = s;
+    workgroupBarrier();
+    for (var w = {{WG}}u / 2u; w > 0u; w /= 2u) {
+        if li < w { red_f[li] += red_f[li + w]; }
+        workgroupBarrier();
+    }
+    if li == 0u && begin < n { out[wid.x] = red_f[0]; }
+}
+
+// Split sums, pass 2: out[index] += Σ_s x[s] over the `rows` parts, in order (one invocation).
+@compute @workgroup_size(1)
+fn accumulate_finish() {
+    var s = 0.0;
+    for (var k = 0u; k < p.rows; k += 1u) { s += x[k]; }
+    out[p.index] += s;
+}
+
+// Split counts, pass 1 (`count_correct` of a large batch): workgroup s counts the hits of rows
+// [s·pad, (s+1)·pad) into out_u32[s]; `count_finish` adds them.
+@compute @workgroup_size({{WG}})
+fn count_part(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let begin = wid.x * p.pad;
+    let end = min(begin + p.pad, p.rows);
+    var hits = 0u;
+    for (var r = begin + li; r < end; r += {{WG}}u) {
+        hits += select(0u, 1u, row_argmax(r) == labels[r]);
+    }
+    red_u[li] = hits;
+    workgroupBarrier();
+    for (var w = {{WG}}u / 2u; w > 0u; w /= 2u) {
+        if li < w { red_u[li] += red_u[li + w]; }
+        workgroupBarrier();
+    }
+    if li == 0u && begin < p.rows { out_u32[wid.x] = red_u[0]; }
+}
+
+// Split counts, pass 2: out_u32[index] += Σ_s parts[s] over the `rows` parts (bound where the
+// labels are), in order (one invocation).
+@compute @workgroup_size(1)
+fn count_finish() {
+    var hits = 0u;
+    for (var k = 0u; k < p.rows; k += 1u) { hits += labels[k]; }
+    out_u32[p.index] += hits;
+}
+
+// Split row sums (a few long rows): workgroup (r, s) sums x[r, s·pad .. (s+1)·pad) by halving
+// into out[s·rows + r]; with more than one slice `sum_slices` adds them in order.
+@compute @workgroup_size({{WG}})
+fn sum_rows_part(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let r = wid.x;
+    let begin = wid.y * p.pad;
+    let end = min(begin + p.pad, p.cols);
+    var s = 0.0;
+    for (var j = begin + li; j < end; j += {{WG}}u) { s += x[r * p.cols + j]; }
+    red_f[li] = s;
+    workgroupBarrier();
+    for (var w = {{WG}}u / 2u; w > 0u; w /= 2u) {
+        if li < w { red_f[li] += red_f[li + w]; }
+        workgroupBarrier();
+    }
+    if li == 0u { out[wid.y * p.rows + r] = red_f[0]; }
 }

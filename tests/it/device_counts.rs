@@ -4,7 +4,7 @@
 //! batch; the counts reach the report; every dispatch's workgroup size and count are logged.
 
 use gpulab::data::{self, DatasetSpec};
-use gpulab::nn::{AmpConfig, ModelKind, Precision};
+use gpulab::nn::{AmpConfig, ModelKind, OptimizerKind, Precision};
 use gpulab::tensor::{DType, prelude::*};
 use gpulab::train::{NullSink, RunCounts, TrainConfig, train};
 
@@ -22,17 +22,86 @@ fn dataset(model: ModelKind) -> data::Dataset {
     data::load(&spec, 5).unwrap()
 }
 
-fn counted<B: Backend>(b: &mut B, model: ModelKind, precision: Precision) -> RunCounts {
+fn counted<B: Backend>(b: &mut B, model: ModelKind, precision: Precision, limit: u32) -> RunCounts {
+    counted_with(b, model, precision, OptimizerKind::Sgd, limit)
+}
+
+fn counted_with<B: Backend>(b: &mut B, model: ModelKind, precision: Precision, optimizer: OptimizerKind, limit: u32) -> RunCounts {
     b.log_dispatches(true);
-    let r = train(b, &dataset(model), &config(model, precision), &mut NullSink).unwrap();
+    let cfg = TrainConfig { optimizer, ..config(model, precision) };
+    let r = train(b, &dataset(model), &cfg, &mut NullSink).unwrap();
     let log = b.take_dispatches();
     b.log_dispatches(false);
+    optimizer_dispatches(&format!("{model:?} {precision:?} {optimizer:?}"), &log, model, precision, optimizer, r.steps, limit);
     // The loss step is one dispatch (10 or 4 classes, a batch of 32): no separate loss sum or
     // correct count (three dispatches per step before `loss_step`).
     let loss = |k: &str| log.iter().filter(|d| d.kernel == k).count();
     assert_eq!(loss("AccumulateSum") + loss("CountCorrect") + loss("SoftmaxXentRowwise"), 0, "{model:?} {precision:?}");
     assert!(loss("SoftmaxXentTotals") > 0, "{model:?} {precision:?}");
     r.device_counts.expect("a GPU run counts its device work")
+}
+
+/// Dispatches a multi-tensor call of `n` parameters takes where one dispatch binds `per`
+/// storage buffers a parameter and `shared` besides, on a device allowing `limit` (at most 16
+/// parameters a dispatch; one dispatch each where fewer than two fit).
+fn multi_dispatches(n: usize, per: u32, shared: u32, limit: u32) -> usize {
+    let k = ((limit.saturating_sub(shared) / per) as usize).min(16);
+    if k < 2 { n } else { n.div_ceil(k) }
+}
+
+/// The optimizer (and unscaling) runs as few dispatches a step as the device's storage-buffer
+/// limit allows — several parameters each — not one per parameter (issue 43; the per-parameter
+/// loop ran 2 dispatches a parameter at 16 bits, 1 at f32, which fails this).
+fn optimizer_dispatches(
+    what: &str,
+    log: &[gpulab::tensor::DispatchRecord],
+    model: ModelKind,
+    precision: Precision,
+    optimizer: OptimizerKind,
+    steps: u64,
+    limit: u32,
+) {
+    let count = |names: &[&str]| log.iter().filter(|d| names.contains(&d.kernel.as_str())).count() as u64;
+    let updates = count(&["Sgd", "AdamW", "MultiSgd", "MultiAdamW", "AmpSgd", "AmpAdamW", "MultiAmpSgd", "MultiAmpAdamW"]);
+    let unscales = count(&["UnscaleCheck", "MultiUnscale"]);
+    // Weights (with 16-bit copies in mixed precision) and biases: one each per dense layer and
+    // per convolution.
+    let layers = config(model, precision).hidden.len() + 1;
+    let convs = match model {
+        ModelKind::Mlp => 0,
+        ModelKind::Cnn => ModelKind::Cnn.config([3, 12, 12], 432, &[64], 4).unwrap().conv.unwrap().stages().len(),
+    };
+    let (weights, params) = (layers + convs, 2 * (layers + convs));
+    let adam = (optimizer == OptimizerKind::AdamW) as u32;
+    let (per_step, unscale_per_step) = match precision {
+        Precision::F32 => (multi_dispatches(params, 3 + adam, 0, limit), 0),
+        Precision::F16 | Precision::BF16 => (
+            multi_dispatches(weights, 4 + adam, 1 + adam, limit) + multi_dispatches(weights, 3 + adam, 1 + adam, limit),
+            multi_dispatches(params, 1, 1, limit),
+        ),
+    };
+    let per_step = per_step as u64;
+    // Every step, and the mixed-precision warm-up's one (a scratch state that skips it).
+    let warm = (precision != Precision::F32) as u64;
+    assert!(
+        updates >= steps * per_step && updates <= (steps + warm) * per_step,
+        "{what}: {updates} optimizer dispatches in {steps} steps, want {per_step} a step for {params} parameters (limit {limit}): {:?}",
+        log.iter()
+            .map(|d| d.kernel.as_str())
+            .filter(|k| k.contains("Sgd") || k.contains("Adam"))
+            .collect::<std::collections::BTreeSet<_>>()
+    );
+    if unscales > 0 {
+        let u = unscale_per_step as u64;
+        assert!(
+            unscales >= steps * u && unscales <= (steps + warm) * u,
+            "{what}: {unscales} unscale dispatches in {steps} steps, want {u} a step"
+        );
+    }
+    eprintln!(
+        "{what}: {per_step} optimizer + {} unscale dispatches a step for {params} parameters",
+        if unscales > 0 { unscale_per_step } else { 0 }
+    );
 }
 
 /// The bounds of issue 43 for one run: after the first log window (one-time costs) nothing is
@@ -63,10 +132,23 @@ fn steady_state_training_creates_nothing_and_waits_once_per_log_window() {
                     eprintln!("{model:?} {precision:?} not run: {why}");
                     continue;
                 }
-                let c = counted(gpu, model, precision);
+                let limit = gpu.storage_buffers_per_dispatch();
+                let c = counted(gpu, model, precision, limit);
                 eprintln!("{model:?} {precision:?}: {c:?}");
                 check(&format!("{model:?} {precision:?}"), &c);
             }
+        }
+    });
+}
+
+/// AdamW binds one more state buffer a parameter, so fewer parameters a dispatch: still a few
+/// dispatches a step, not one per parameter.
+#[test]
+fn adamw_steps_take_a_few_dispatches_not_one_per_parameter() {
+    with_gpu("adamw_steps_take_a_few_dispatches_not_one_per_parameter", |gpu| {
+        let limit = gpu.storage_buffers_per_dispatch();
+        for precision in [Precision::F32, Precision::BF16] {
+            check(&format!("AdamW {precision:?}"), &counted_with(gpu, ModelKind::Mlp, precision, OptimizerKind::AdamW, limit));
         }
     });
 }
@@ -218,6 +300,55 @@ fn a_discrete_gpus_kernels_run_64_invocations_and_fill_it() {
             let (gemm, sums) = (most(&["MatmulTiled", "Matmul16Tiled"]), most(&["SumColsPart", "SumCols16Part"]));
             eprintln!("{precision:?}: {} dispatches; largest GEMM {gemm} workgroups, largest column sum {sums}", log.len());
             assert!(gemm >= 120 && sums >= 120, "{precision:?}: GEMM {gemm}, column sums {sums} workgroups");
+        }
+    });
+}
+
+/// Row sums, a whole-array sum into an accumulator and the correct count, as a step records them.
+fn reductions<B: Backend>(b: &mut B, x: &[f32], labels: &[u32], [rows, cols]: [usize; 2]) -> (Vec<f32>, Vec<f32>, Vec<u32>) {
+    use gpulab::tensor::MemCategory as M;
+    let xt = b.upload_f32(x, [rows, cols], M::Inputs).unwrap();
+    let lt = b.upload_u32(labels, [1, rows], M::Inputs).unwrap();
+    let mut sums = b.zeros([1, rows], DType::F32, M::Activations).unwrap();
+    b.sum_rows(&xt, &mut sums).unwrap();
+    let mut acc = b.upload_f32(&[1.5, 2.5], [1, 2], M::Other).unwrap();
+    b.accumulate_sum(&xt, &mut acc, 1).unwrap();
+    let mut correct = b.upload_u32(&[3, 4], [1, 2], M::Other).unwrap();
+    b.count_correct(&xt, &lt, &mut correct, 1).unwrap();
+    (b.read_f32(&sums).unwrap(), b.read_f32(&acc).unwrap(), b.read_u32(&correct).unwrap())
+}
+
+/// The reductions that ran in one workgroup — a large batch's loss sum and correct count (past
+/// the fused loss kernel's 256 rows), the row sums of a few long rows — split over workgroups
+/// (parts, then the parts added in order), and still equal the CPU's: counts exactly, sums to
+/// rounding.
+#[test]
+fn long_sums_and_counts_split_over_workgroups_and_match_the_cpu() {
+    use gpulab::device::CpuBackend;
+    with_gpu("long_sums_and_counts_split_over_workgroups_and_match_the_cpu", |gpu| {
+        for (i, &[rows, cols]) in [[4099, 10], [300, 4], [3, 5000], [257, 1], [5, 7]].iter().enumerate() {
+            let x = crate::common::random(rows * cols, 40 + i as u64, 0.0, 1.0);
+            let labels: Vec<u32> = (0..rows).map(|r| (r * 7 % cols) as u32).collect();
+            gpu.log_dispatches(true);
+            let got = reductions(gpu, &x, &labels, [rows, cols]);
+            let log = gpu.take_dispatches();
+            gpu.log_dispatches(false);
+            let want = reductions(&mut CpuBackend::new(), &x, &labels, [rows, cols]);
+            let what = format!("{rows}×{cols}");
+            crate::common::assert_close(&format!("{what} row sums"), &got.0, &want.0, 1e-5);
+            crate::common::assert_close(&format!("{what} accumulated sum"), &got.1, &want.1, 1e-5);
+            assert_eq!(got.2, want.2, "{what}: correct counts");
+            let groups = |k: &str| log.iter().filter(|d| d.kernel == k).map(|d| d.group_count()).max().unwrap_or(0);
+            eprintln!("{what}: {:?}", log.iter().map(|d| (d.kernel.as_str(), d.group_count())).collect::<Vec<_>>());
+            if rows * cols > 4096 {
+                assert!(groups("AccumulatePart") >= 16, "{what}: the sum did not split: {log:?}");
+            }
+            if rows > 4096 {
+                assert!(groups("CountPart") >= 16, "{what}: the count did not split: {log:?}");
+            }
+            if rows < 8 && cols >= 5000 {
+                assert!(groups("SumRowsPart") >= 120, "{what}: the row sums did not split: {log:?}");
+            }
         }
     });
 }

@@ -34,6 +34,7 @@ mod ladder;
 #[cfg(feature = "gui")]
 mod learn_gui;
 mod ledger;
+mod multi_optim;
 mod noise;
 mod optimizer;
 mod pipeline;

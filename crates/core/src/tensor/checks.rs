@@ -286,6 +286,11 @@ fn dims(
     Ok((m, n, k))
 }
 
+/// An optimizer's state count per parameter (SGD keeps 1 tensor, AdamW 2).
+pub fn opt_slots(op: &'static str, got: usize, want: usize) -> Result<()> {
+    ensure_shape(got == want, op, || format!("the optimizer keeps {want} state tensors, got {got}"))
+}
+
 /// Same shape and same element type.
 pub fn same_shape(op: &'static str, a: &impl TensorMeta, b: &impl TensorMeta) -> Result<()> {
     ensure_shape(a.shape() == b.shape(), op, || format!("{:?} vs {:?}", a.shape(), b.shape()))?;

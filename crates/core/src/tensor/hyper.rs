@@ -39,3 +39,30 @@ impl AdamW {
         AdamFactors { decay: 1.0 - self.lr * self.weight_decay, step_size: (self.lr as f64 / bc1) as f32, bias2_sqrt: bc2.sqrt() as f32 }
     }
 }
+
+/// An f32 optimizer step's rule, for `CoreOps::optimizer_steps`: SGD, or AdamW at `step`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum OptStep {
+    Sgd(Sgd),
+    AdamW(AdamW, u32),
+}
+
+impl OptStep {
+    /// State tensors per parameter: SGD's velocity; AdamW's two moments.
+    pub fn slots(self) -> usize {
+        match self {
+            OptStep::Sgd(_) => 1,
+            OptStep::AdamW(..) => 2,
+        }
+    }
+}
+
+/// One parameter as a multi-tensor optimizer step sees it: its value, gradient and optimizer
+/// state (`OptStep::slots` tensors), and for the mixed-precision step the 16-bit working copy
+/// the update also writes (none for a bias, or an f32 step).
+pub struct ParamRefs<'a, T> {
+    pub value: &'a mut T,
+    pub grad: &'a T,
+    pub state: &'a mut [T],
+    pub w16: Option<&'a mut T>,
+}

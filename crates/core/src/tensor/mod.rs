@@ -16,7 +16,7 @@ pub mod scaler;
 pub use dtype::DType;
 pub use epilogue::{Dequant, Epilogue};
 pub use host_data::HostData;
-pub use hyper::{AdamFactors, AdamW, Sgd};
+pub use hyper::{AdamFactors, AdamW, OptStep, ParamRefs, Sgd};
 pub use info::{BackendInfo, BackendKind};
 pub use memory::{Ledger, MemCategory, MemoryReport, SharedLedger, lock as memory_lock};
 pub use ops::{

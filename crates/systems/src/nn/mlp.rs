@@ -5,7 +5,7 @@ use super::dense::Dense;
 use super::pass::{self, Tape, Weights};
 use super::{Accumulators, Optimizer, he_normal};
 use gpulab_core::error::{Error, Result};
-use gpulab_core::tensor::{Backend, DType, MemCategory, TensorMeta};
+use gpulab_core::tensor::{Backend, DType, MemCategory, OptStep, ParamRefs, TensorMeta};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MlpConfig {
@@ -293,19 +293,33 @@ impl<B: Backend> Mlp<B> {
         self.weights.iter_mut().chain(self.biases.iter_mut()).chain(stem)
     }
 
-    /// One optimizer step over every parameter.
+    /// One optimizer step over every parameter, as one multi-tensor call (a GPU updates many
+    /// parameters per dispatch).
     pub fn update(&mut self, b: &mut B) -> Result<()> {
         self.step += 1;
-        let opt = self.optimizer;
+        let rule = self.opt_step();
         let stem = self.stem.iter_mut().flat_map(|s| s.params_mut());
-        for p in self.weights.iter_mut().chain(self.biases.iter_mut()).chain(stem) {
-            match (opt, p.state.as_mut_slice()) {
-                (super::Optimizer::Sgd(hp), [v]) => b.sgd_step(&mut p.value, &p.grad, v, hp)?,
-                (super::Optimizer::AdamW(hp), [m, v]) => b.adamw_step(&mut p.value, &p.grad, m, v, hp, self.step)?,
-                _ => unreachable!("state_slots matches the optimizer"),
-            }
+        let mut params: Vec<ParamRefs<'_, B::Tensor>> = self
+            .weights
+            .iter_mut()
+            .chain(self.biases.iter_mut())
+            .chain(stem)
+            .map(|p| ParamRefs { value: &mut p.value, grad: &p.grad, state: &mut p.state, w16: None })
+            .collect();
+        b.optimizer_steps(&mut params, rule)
+    }
+
+    /// The f32 optimizer's rule at the current step.
+    pub fn opt_step(&self) -> OptStep {
+        match self.optimizer {
+            super::Optimizer::Sgd(hp) => OptStep::Sgd(hp),
+            super::Optimizer::AdamW(hp) => OptStep::AdamW(hp, self.step),
         }
-        Ok(())
+    }
+
+    /// How many parameters `update` steps.
+    pub fn param_count(&self) -> usize {
+        self.weights.len() + self.biases.len() + self.stem.iter().map(|s| s.weights.len() + s.biases.len()).sum::<usize>()
     }
 
     /// All parameter values, weights then biases per dense layer, then (a CNN) weights and

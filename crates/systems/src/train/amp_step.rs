@@ -23,7 +23,7 @@ use crate::nn::pass::{self, Tape, Weights};
 use crate::nn::{Accumulators, AmpConfig, GradScaler, GradScalerState, GradWrite, Mlp, MlpConfig, Optimizer, Param, Totals};
 use gpulab_core::error::{Error, Result};
 use gpulab_core::tensor::scaler::{self, AmpOptimizer, SKIPPED_BIT, ScalerRule, word};
-use gpulab_core::tensor::{Backend, DType, HostData, MemCategory, TensorMeta};
+use gpulab_core::tensor::{Backend, DType, HostData, MemCategory, ParamRefs, TensorMeta};
 
 /// Steps the device log holds between two reads; a longer log window reads it early (one sync).
 const LOG_SLOTS: usize = 1024;
@@ -291,6 +291,29 @@ fn kernel_optimizer<T>(opt: Optimizer, table: Option<&(T, usize)>) -> Result<Amp
     }
 }
 
+/// Every parameter for one `amp_updates` call: the dense then the convolution weights with their
+/// 16-bit copies, then the biases (no copy), as the per-parameter updates ran them.
+fn update_refs<'a, B: Backend>(
+    model: &'a mut Mlp<B>,
+    w16: &'a mut [B::Tensor],
+    stem_w16: &'a mut [B::Tensor],
+) -> Vec<ParamRefs<'a, B::Tensor>> {
+    let (stem_weights, stem_biases) = match model.stem.as_mut() {
+        Some(s) => (s.weights.iter_mut(), s.biases.iter_mut()),
+        None => (Default::default(), Default::default()),
+    };
+    let weights = model.weights.iter_mut().chain(stem_weights).zip(w16.iter_mut().chain(stem_w16.iter_mut()));
+    let mut refs: Vec<ParamRefs<'a, B::Tensor>> =
+        weights.map(|(p, w)| ParamRefs { value: &mut p.value, grad: &p.grad, state: &mut p.state, w16: Some(w) }).collect();
+    refs.extend(model.biases.iter_mut().chain(stem_biases).map(|p| ParamRefs {
+        value: &mut p.value,
+        grad: &p.grad,
+        state: &mut p.state,
+        w16: None,
+    }));
+    refs
+}
+
 /// `scaler::adam_factor_table` on the device.
 fn adam_table<B: Backend>(b: &mut B, hp: gpulab_core::tensor::AdamW, rows: usize) -> Result<B::Tensor> {
     let mut t = b.zeros([1, 2 * rows], DType::F32, MemCategory::OptimizerState)?;
@@ -369,21 +392,12 @@ impl<B: Backend> Phases<B> for Amp<B> {
         self.ensure_table(b, opt)?;
         if self.rule.scaling {
             let stem = model.stem.iter_mut().flat_map(|s| s.params_mut());
-            for p in model.weights.iter_mut().chain(model.biases.iter_mut()).chain(stem) {
-                b.unscale_check(&mut p.grad, &mut self.state)?;
-            }
+            let mut grads: Vec<&mut B::Tensor> =
+                model.weights.iter_mut().chain(model.biases.iter_mut()).chain(stem).map(|p| &mut p.grad).collect();
+            b.unscale_checks(&mut grads, &mut self.state)?;
         }
         let kernel_opt = kernel_optimizer(opt, self.adam_table.as_ref())?;
-        let (stem_weights, stem_biases) = match model.stem.as_mut() {
-            Some(s) => (s.weights.iter_mut(), s.biases.iter_mut()),
-            None => (Default::default(), Default::default()),
-        };
-        for (p, w16) in model.weights.iter_mut().chain(stem_weights).zip(self.w16.iter_mut().chain(self.stem_w16.iter_mut())) {
-            b.amp_update(&mut p.value, &p.grad, &mut p.state, kernel_opt, &self.state, Some(w16))?;
-        }
-        for p in model.biases.iter_mut().chain(stem_biases) {
-            b.amp_update(&mut p.value, &p.grad, &mut p.state, kernel_opt, &self.state, None)?;
-        }
+        b.amp_updates(&mut update_refs(model, &mut self.w16, &mut self.stem_w16), kernel_opt, &self.state)?;
         b.scaler_update(&mut self.state, self.rule, &mut self.log, self.unlogged.len())?;
         self.unlogged.push(step);
         self.issued += 1;
@@ -425,10 +439,15 @@ impl<B: Backend> Phases<B> for Amp<B> {
         let mut scratch = b.zeros([1, scaler::STATE_WORDS], DType::U32, MemCategory::Other)?;
         b.write_u32(&mut scratch, &words)?;
         let kernel_opt = kernel_optimizer(model.optimizer, self.adam_table.as_ref())?;
-        let (w, w16) = (&mut model.weights[0], &mut self.w16[0]);
-        b.amp_update(&mut w.value, &w.grad, &mut w.state, kernel_opt, &scratch, Some(w16))?;
-        let bias = &mut model.biases[0];
-        b.amp_update(&mut bias.value, &bias.grad, &mut bias.state, kernel_opt, &scratch, None)
+        b.amp_updates(&mut update_refs(model, &mut self.w16, &mut self.stem_w16), kernel_opt, &scratch)?;
+        // Unscaling by the scratch state's 1/1 changes no gradient (it flags the scratch only).
+        if self.rule.scaling {
+            let stem = model.stem.iter_mut().flat_map(|s| s.params_mut());
+            let mut grads: Vec<&mut B::Tensor> =
+                model.weights.iter_mut().chain(model.biases.iter_mut()).chain(stem).map(|p| &mut p.grad).collect();
+            b.unscale_checks(&mut grads, &mut scratch)?;
+        }
+        Ok(())
     }
 
     fn into_amp_report(self) -> Option<AmpReport> {

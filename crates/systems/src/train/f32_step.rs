@@ -36,6 +36,10 @@ impl<B: Backend> Phases<B> for F32Phases {
         model.update(b)
     }
 
+    fn warm_up_update(&mut self, b: &mut B, model: &mut Mlp<B>) -> Result<()> {
+        b.prepare_optimizer_steps(model.param_count(), model.opt_step())
+    }
+
     fn into_amp_report(self) -> Option<AmpReport> {
         None
     }

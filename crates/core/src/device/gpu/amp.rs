@@ -24,7 +24,7 @@ pub fn fp16_refusal(adapter: &str) -> String {
     format!("fp16 needs SHADER_F16, which {adapter} does not offer; bf16 and fp32 run")
 }
 
-fn ensure_available(gpu: &GpuBackend, op: &'static str, dtype: DType) -> Result<()> {
+pub(super) fn ensure_available(gpu: &GpuBackend, op: &'static str, dtype: DType) -> Result<()> {
     match unavailable(gpu, dtype) {
         None => Ok(()),
         Some(why) => Err(gpu.beyond_limits(op, why)),

@@ -5,7 +5,7 @@ use super::kernels::{Kernel, PipelineKey};
 use super::tuning::MatmulVariant;
 use super::{GpuBackend, GpuTensor, ROWWISE_MAX_COLS, amp, u32_len};
 use crate::error::Result;
-use crate::tensor::{AdamW, CoreOps, DType, HostData, MemCategory, Sgd, Shape, TensorMeta, checks};
+use crate::tensor::{AdamW, CoreOps, DType, HostData, MemCategory, OptStep, ParamRefs, Sgd, Shape, TensorMeta, checks};
 
 /// Workgroups a split reduction aims for: 4 per compute unit of a 30-unit GPU, and more.
 pub(super) const SPLIT_TARGET: usize = 128;
@@ -265,6 +265,19 @@ impl CoreOps for GpuBackend {
         checks::f32("sum_rows", x)?;
         checks::vector_out("sum_rows", out, x.shape[0], DType::F32)?;
         let [r, c] = x.shape;
+        let wg = self.pipelines.wg() as usize;
+        if r.div_ceil(wg) < SPLIT_TARGET && c >= 2 * MIN_SLICE {
+            // Few long rows: a workgroup per row and slice of it, then the slices added.
+            let len = c.div_ceil(split_k(r, c));
+            let slices = c.div_ceil(len);
+            let params = [u32_len(r, "sum_rows")?, u32_len(c, "sum_rows")?, 0, len as u32];
+            if slices == 1 {
+                return self.run(Kernel::SumRowsPart, 0, &params, &[(1, x.buffer()), (2, out.buffer())], (r as u32, 1));
+            }
+            let part = self.alloc([slices, r], DType::F32, MemCategory::Activations)?;
+            self.run(Kernel::SumRowsPart, 0, &params, &[(1, x.buffer()), (2, part.buffer())], (r as u32, slices as u32))?;
+            return self.sum_slices(&part, out, false);
+        }
         let g = self.grid(r);
         self.run(Kernel::SumRows, 0, &[u32_len(r, "sum_rows")?, u32_len(c, "sum_rows")?, 0, 0], &[(1, x.buffer()), (2, out.buffer())], g)
     }
@@ -273,7 +286,19 @@ impl CoreOps for GpuBackend {
         checks::f32("accumulate_sum", x)?;
         checks::acc_index("accumulate_sum", acc, index, DType::F32)?;
         let [r, c] = x.shape;
-        let p = [u32_len(r, "accumulate_sum")?, u32_len(c, "accumulate_sum")?, index as u32, 0];
+        let n = u32_len(r * c, "accumulate_sum")? as usize;
+        let parts = n.div_ceil(self.pipelines.wg() as usize).min(SPLIT_TARGET);
+        if parts > 1 {
+            // Longer than a workgroup: a workgroup per part, then the parts added in order.
+            let len = n.div_ceil(parts);
+            let parts = n.div_ceil(len);
+            let part = self.alloc([1, parts], DType::F32, MemCategory::Activations)?;
+            let p = [r as u32, c as u32, 0, len as u32];
+            self.run(Kernel::AccumulatePart, 0, &p, &[(1, x.buffer()), (2, part.buffer())], (parts as u32, 1))?;
+            let p = [parts as u32, 1, index as u32, 0];
+            return self.run(Kernel::AccumulateFinish, 0, &p, &[(1, part.buffer()), (2, acc.buffer())], (1, 1));
+        }
+        let p = [r as u32, c as u32, index as u32, 0];
         self.run(Kernel::AccumulateSum, 0, &p, &[(1, x.buffer()), (2, acc.buffer())], (1, 1))
     }
 
@@ -297,6 +322,18 @@ impl CoreOps for GpuBackend {
         checks::acc_index("count_correct", acc, index, DType::U32)?;
         let [r, c] = logits.shape;
         let p = [u32_len(r, "count_correct")?, u32_len(c, "count_correct")?, index as u32, 0];
+        let parts = r.div_ceil(self.pipelines.wg() as usize).min(SPLIT_TARGET);
+        if parts > 1 {
+            // A batch longer than a workgroup: a workgroup per part of the rows, then the
+            // parts' counts added.
+            let len = r.div_ceil(parts);
+            let parts = r.div_ceil(len);
+            let part = self.alloc([1, parts], DType::U32, MemCategory::Activations)?;
+            let bindings = [(1, logits.buffer()), (3, labels.buffer()), (4, part.buffer())];
+            self.run(Kernel::CountPart, 0, &[p[0], p[1], 0, len as u32], &bindings, (parts as u32, 1))?;
+            let fin = [parts as u32, 1, index as u32, 0];
+            return self.run(Kernel::CountFinish, 0, &fin, &[(3, part.buffer()), (4, acc.buffer())], (1, 1));
+        }
         self.run(Kernel::CountCorrect, 0, &p, &[(1, logits.buffer()), (3, labels.buffer()), (4, acc.buffer())], (1, 1))
     }
 
@@ -331,6 +368,14 @@ impl CoreOps for GpuBackend {
         ];
         let grid = self.grid(n as usize);
         self.run(Kernel::AdamW, 0, &params, &[(1, p.buffer()), (2, g.buffer()), (3, m.buffer()), (4, v.buffer())], grid)
+    }
+
+    fn optimizer_steps(&mut self, params: &mut [ParamRefs<'_, GpuTensor>], rule: OptStep) -> Result<()> {
+        super::multi_optim::optimizer_steps(self, params, rule)
+    }
+
+    fn prepare_optimizer_steps(&mut self, params: usize, rule: OptStep) -> Result<()> {
+        super::multi_optim::prepare_optimizer_steps(self, params, rule)
     }
 
     fn fill(&mut self, t: &mut GpuTensor, value: f32) -> Result<()> {

@@ -173,12 +173,19 @@ pub(super) fn work_estimate(kernel: Kernel, params: &[u32], bindings: &[(u32, &w
                 | Kernel::CountCorrect
                 | Kernel::SoftmaxXent
                 | Kernel::SoftmaxXentRowwise
-                | Kernel::Transpose => p(0) * p(1),
+                | Kernel::Transpose
+                | Kernel::SumRowsPart
+                | Kernel::AccumulatePart
+                | Kernel::CountPart => p(0) * p(1),
+                // The multi-tensor steps: the slots' element counts (multi_optim.rs's table).
+                Kernel::MultiSgd | Kernel::MultiAdamW | Kernel::MultiUnscale | Kernel::MultiAmpSgd | Kernel::MultiAmpAdamW => {
+                    (32..48).map(p).sum()
+                }
                 _ => p(0),
             };
             let per = match kernel {
-                Kernel::AdamW => 12.0,
-                Kernel::Sgd => 5.0,
+                Kernel::AdamW | Kernel::MultiAdamW | Kernel::MultiAmpAdamW => 12.0,
+                Kernel::Sgd | Kernel::MultiSgd | Kernel::MultiAmpSgd => 5.0,
                 Kernel::SoftmaxXent | Kernel::SoftmaxXentRowwise => 6.0,
                 // im2col only moves data; col2im adds up to 9 taps; the pool compares 4 values.
                 Kernel::Im2col | Kernel::Im2col16 => 0.0,

@@ -23,6 +23,7 @@ const MATMUL16_COOP: &str = include_str!("../../../../../shaders/matmul16_coop.w
 const MATMUL16_COMMON: &str = include_str!("../../../../../shaders/matmul16_common.wgsl");
 const GRAD_SCALER: &str = include_str!("../../../../../shaders/grad_scaler.wgsl");
 const AMP_OPTIMIZER: &str = include_str!("../../../../../shaders/amp_optimizer.wgsl");
+const MULTI_OPTIMIZER: &str = include_str!("../../../../../shaders/multi_optimizer.wgsl");
 const FLOAT16_F16: &str = include_str!("../../../../../shaders/float16_f16.wgsl");
 const FLOAT16_BF16: &str = include_str!("../../../../../shaders/float16_bf16.wgsl");
 const FLOAT16_COMMON: &str = include_str!("../../../../../shaders/float16_common.wgsl");
@@ -110,6 +111,12 @@ kernels! {
     ArgmaxRows => "reduce.wgsl", REDUCE, "argmax_rows", AtPrepare;
     AccumulateSum => "reduce.wgsl", REDUCE, "accumulate_sum", AtPrepare;
     CountCorrect => "reduce.wgsl", REDUCE, "count_correct", AtPrepare;
+    /// The three above split over workgroups for long inputs (parts, then a finish pass).
+    SumRowsPart => "reduce.wgsl", REDUCE, "sum_rows_part", AtPrepare;
+    AccumulatePart => "reduce.wgsl", REDUCE, "accumulate_part", AtPrepare;
+    AccumulateFinish => "reduce.wgsl", REDUCE, "accumulate_finish", AtPrepare;
+    CountPart => "reduce.wgsl", REDUCE, "count_part", AtPrepare;
+    CountFinish => "reduce.wgsl", REDUCE, "count_finish", AtPrepare;
     Sgd => "optimizer.wgsl", OPTIMIZER, "sgd", AtPrepare;
     AdamW => "optimizer.wgsl", OPTIMIZER, "adamw", AtPrepare;
     Transpose => "transpose.wgsl", TRANSPOSE, "main", AtPrepare;
@@ -138,6 +145,13 @@ kernels! {
     /// of the f32 step: both include optimizer_math.wgsl).
     AmpSgd => "amp_optimizer.wgsl", AMP_OPTIMIZER, "amp_sgd", Per16BitType;
     AmpAdamW => "amp_optimizer.wgsl", AMP_OPTIMIZER, "amp_adamw", Per16BitType;
+    /// Multi-tensor steps (multi_optim.rs): one dispatch for up to 16 parameters, generated per
+    /// slot count (the variant), so compiled on first use or by `prepare_optimizer_steps`.
+    MultiSgd => "multi_optimizer.wgsl", MULTI_OPTIMIZER, "multi_step", PerShape;
+    MultiAdamW => "multi_optimizer.wgsl", MULTI_OPTIMIZER, "multi_step", PerShape;
+    MultiUnscale => "multi_optimizer.wgsl", MULTI_OPTIMIZER, "multi_step", PerShape;
+    MultiAmpSgd => "multi_optimizer.wgsl", MULTI_OPTIMIZER, "multi_step", Per16BitType;
+    MultiAmpAdamW => "multi_optimizer.wgsl", MULTI_OPTIMIZER, "multi_step", Per16BitType;
     /// Int8 quantization: compiled on first use (as I8), since f32 training never needs them.
     AbsmaxCols => "quant.wgsl", QUANT, "absmax_cols", OnFirstUse;
     AbsmaxAll => "quant.wgsl", QUANT, "absmax_all", OnFirstUse;
@@ -232,9 +246,14 @@ pub(super) fn source(key: PipelineKey) -> Result<String> {
 /// `source` with the 1-D kernels' workgroup size `wg`.
 pub(super) fn source_wg(key: PipelineKey, wg: u32) -> Result<String> {
     let flag = |bit: u32| if key.variant & bit != 0 { "true" } else { "false" }.to_string();
+    // The multi-tensor kernels' generated parts first: they hold placeholders of their own.
+    let [b, f, m] = super::multi_optim::template_values(key);
     render(
         key.kernel.def().source,
         &[
+            b,
+            f,
+            m,
             ("DT", key.dtype.wgsl().to_string()),
             ("WG", wg.to_string()),
             ("TA", flag(1)),

@@ -1,6 +1,7 @@
 //! Limits as a contract. A device asks for WebGPU's default limits (the adapter's, where a
 //! downlevel adapter such as GLES has less), raised only where gpulab needs more: buffer sizes,
-//! since a tensor's size is bounded by the memory budget, not by WebGPU's 128 MiB binding. Every
+//! since a tensor's size is bounded by the memory budget, not by WebGPU's 128 MiB binding, and
+//! storage buffers per stage, which bound how many parameters one optimizer dispatch updates. Every
 //! pipeline is checked against the device's limits before it is built and a failure names the
 //! limit; the 1-D kernels' workgroup size is the largest power of two (≤ 256) that fits.
 
@@ -13,6 +14,9 @@ pub fn requested(adapter: &wgpu::Limits) -> wgpu::Limits {
     let mut l = wgpu::Limits::default().or_worse_values_from(adapter);
     l.max_buffer_size = adapter.max_buffer_size;
     l.max_storage_buffer_binding_size = adapter.max_storage_buffer_binding_size;
+    // The multi-tensor optimizer binds several parameters' buffers per dispatch (multi_optim.rs).
+    l.max_storage_buffers_per_shader_stage = adapter.max_storage_buffers_per_shader_stage;
+    l.max_buffers_and_acceleration_structures_per_shader_stage = adapter.max_buffers_and_acceleration_structures_per_shader_stage;
     l
 }
 
@@ -101,12 +105,19 @@ mod tests {
     }
 
     #[test]
-    fn requests_webgpu_defaults_raising_only_buffer_sizes() {
+    fn requests_webgpu_defaults_raising_only_buffer_sizes_and_storage_buffers() {
         let big = wgpu::Limits { max_buffer_size: 1 << 40, max_storage_buffer_binding_size: 1 << 32, ..wgpu::Limits::default() }
             .or_better_values_from(&wgpu::Limits { max_compute_workgroups_per_dimension: 1 << 20, ..Default::default() });
         let r = requested(&big);
         assert_eq!((r.max_buffer_size, r.max_storage_buffer_binding_size), (1 << 40, 1 << 32));
         assert_eq!(r.max_compute_workgroups_per_dimension, wgpu::Limits::default().max_compute_workgroups_per_dimension);
+        let many = wgpu::Limits {
+            max_storage_buffers_per_shader_stage: 32,
+            max_buffers_and_acceleration_structures_per_shader_stage: 64,
+            ..wgpu::Limits::default()
+        };
+        let r = requested(&many);
+        assert_eq!((r.max_storage_buffers_per_shader_stage, r.max_buffers_and_acceleration_structures_per_shader_stage), (32, 64));
         // A downlevel adapter gets its own, lower limits rather than a request it would refuse.
         assert_eq!(requested(&gles()).max_compute_invocations_per_workgroup, 128);
         assert!(requested(&gles()).check_limits(&gles()));

@@ -11,6 +11,7 @@ mod kernels;
 pub mod limits;
 #[cfg(test)]
 mod matmul_gen;
+mod multi_optim;
 mod quant;
 mod readback;
 mod recorder;
@@ -33,7 +34,7 @@ pub use tuning::{ByClass, Matmul16Variant, MatmulVariant, ShapeClass};
 use crate::error::{Error, Result};
 use crate::tensor::{
     AmpOps, BackendBase, BackendInfo, BackendKind, CoreOps, DType, DeviceCounts, DispatchRecord, Epilogue, Ledger, MemCategory,
-    MemoryReport, Shape, Telemetry, memory_lock,
+    MemoryReport, ParamRefs, Shape, Telemetry, memory_lock,
 };
 use buffer_pool::{Shared, buffer_size};
 use kernels::{Kernel, PipelineCache, PipelineKey};
@@ -451,6 +452,14 @@ impl AmpOps for GpuBackend {
         w16: Option<&mut GpuTensor>,
     ) -> Result<()> {
         amp::amp_update(self, p, g, slots, opt, state, w16)
+    }
+
+    fn unscale_checks(&mut self, grads: &mut [&mut GpuTensor], state: &mut GpuTensor) -> Result<()> {
+        multi_optim::unscale_checks(self, grads, state)
+    }
+
+    fn amp_updates(&mut self, params: &mut [ParamRefs<'_, GpuTensor>], opt: AmpOptimizer<'_, GpuTensor>, state: &GpuTensor) -> Result<()> {
+        multi_optim::amp_updates(self, params, opt, state)
     }
 
     fn scaler_update(&mut self, state: &mut GpuTensor, rule: ScalerRule, log: &mut GpuTensor, slot: usize) -> Result<()> {

@@ -11,8 +11,9 @@ use crate::tensor::{DeviceCounts, DispatchRecord};
 /// Dispatches kept by the dispatch log before it drops the oldest half.
 const LOG_CAP: usize = 1 << 16;
 
-/// Bytes of parameters one dispatch may pass (16 words).
-pub const PARAM_BYTES: u64 = 64;
+/// Bytes of parameters one dispatch may pass (64 words: the multi-tensor optimizer's slot table
+/// needs 48). One slot is 256 bytes anyway, WebGPU's uniform offset alignment.
+pub const PARAM_BYTES: u64 = 256;
 /// Dispatches per submit before the recorder flushes on its own.
 const PARAM_SLOTS: u64 = 512;
 /// Timestamp queries kept before they must be resolved (two per pass).

@@ -1,7 +1,7 @@
 use super::{BackendBase, unsupported};
 use crate::error::Result;
 use crate::tensor::scaler::{AmpOptimizer, ScalerRule};
-use crate::tensor::{DType, Epilogue};
+use crate::tensor::{DType, Epilogue, ParamRefs};
 
 /// Mixed precision (`nn::amp`). F16/BF16 tensors are read and written as f32 through
 /// `read_f32`/`write_f32`, which round on the host exactly as the kernels do. Validation of
@@ -66,6 +66,30 @@ pub trait AmpOps: BackendBase {
     ) -> Result<()> {
         let _ = (p, g, slots, opt, state, w16);
         Err(unsupported(self, "amp_update", "mixed precision is not implemented here"))
+    }
+
+    /// `unscale_check` on every gradient of a step, in order (this default); a backend may
+    /// unscale several in one launch.
+    fn unscale_checks(&mut self, grads: &mut [&mut Self::Tensor], state: &mut Self::Tensor) -> Result<()> {
+        for g in grads.iter_mut() {
+            self.unscale_check(g, state)?;
+        }
+        Ok(())
+    }
+
+    /// `amp_update` on every parameter of a step, in order (this default), each with its own
+    /// 16-bit copy if it has one; a backend may update several in one launch, with each
+    /// element's result the same bits.
+    fn amp_updates(
+        &mut self,
+        params: &mut [ParamRefs<'_, Self::Tensor>],
+        opt: AmpOptimizer<'_, Self::Tensor>,
+        state: &Self::Tensor,
+    ) -> Result<()> {
+        for p in params.iter_mut() {
+            self.amp_update(p.value, p.grad, p.state, opt, state, p.w16.as_deref_mut())?;
+        }
+        Ok(())
     }
 
     /// After a step's updates: `scaler::update_words` on the device (one thread), and the step's

@@ -1,6 +1,6 @@
 use super::BackendBase;
 use crate::error::Result;
-use crate::tensor::{AdamW, DType, HostData, MemCategory, Sgd, Shape};
+use crate::tensor::{AdamW, DType, HostData, MemCategory, OptStep, ParamRefs, Sgd, Shape, checks};
 
 /// The f32 ops, host transfers and submission control: everything a full-precision training
 /// step needs.
@@ -114,6 +114,26 @@ pub trait CoreOps: BackendBase {
         hp: AdamW,
         step: u32,
     ) -> Result<()>;
+    /// One optimizer step over many parameters: `sgd_step`/`adamw_step` on each in order (this
+    /// default). A backend may update several in one launch (the GPU: `multi_optim.rs`); each
+    /// element's result is the same bits either way.
+    fn optimizer_steps(&mut self, params: &mut [ParamRefs<'_, Self::Tensor>], rule: OptStep) -> Result<()> {
+        for p in params.iter_mut() {
+            checks::opt_slots("optimizer_steps", p.state.len(), rule.slots())?;
+            match (rule, &mut *p.state) {
+                (OptStep::Sgd(hp), [v]) => self.sgd_step(p.value, p.grad, v, hp)?,
+                (OptStep::AdamW(hp, step), [m, v]) => self.adamw_step(p.value, p.grad, m, v, hp, step)?,
+                _ => unreachable!("opt_slots checked the state count"),
+            }
+        }
+        Ok(())
+    }
+    /// Compiles what `optimizer_steps` would run on `params` parameters with `rule`, so the
+    /// first timed step does not pay for it. A no-op where nothing is compiled.
+    fn prepare_optimizer_steps(&mut self, params: usize, rule: OptStep) -> Result<()> {
+        let _ = (params, rule);
+        Ok(())
+    }
     fn fill(&mut self, t: &mut Self::Tensor, value: f32) -> Result<()>;
     /// t *= alpha
     fn scale(&mut self, t: &mut Self::Tensor, alpha: f32) -> Result<()>;
