@@ -211,3 +211,30 @@ pub fn build(sc: &Scenario, s: &Sample, job: &JobOutcome, rollout: &Rollout) -> 
         provenance: simulated(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpulab_core::stop::Stop;
+    use gpulab_systems::platform;
+
+    /// The monitoring box's "so far" at the last sample is the verdict's SLO share as printed
+    /// (before, the box showed only the last window's share, which disagreed with the verdict).
+    #[test]
+    fn the_monitoring_box_ends_on_the_verdicts_slo_share() {
+        for name in ["steady-day", "bad-release"] {
+            let mut sc = Scenario::preset(name).unwrap();
+            sc.duration_h = 3.0;
+            let r = platform::simulate(&sc, &Stop::new(), &mut |_| {}).unwrap();
+            let job = JobOutcome { wall_h: 1.0, lost_h: 0.0, restart_h: 0.0, checkpoint_h: 0.0, preemptions: 0.0, finished: true };
+            let d = build(&sc, r.samples.last().unwrap(), &job, &Rollout::default());
+            let monitoring = d.nodes.iter().find(|n| n.id == "monitoring").unwrap();
+            let want = format!("SLO so far {:.2} %", super::super::report::serving_numbers(&sc, &r).within_slo * 100.0);
+            assert!(
+                monitoring.metrics[0].starts_with(&want),
+                "{name}: box says {:?}, the verdict's share is {want}",
+                monitoring.metrics[0]
+            );
+        }
+    }
+}
