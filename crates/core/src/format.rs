@@ -273,7 +273,7 @@ mod tests {
     #[test]
     fn compared_figures_share_a_unit_and_digits() {
         assert_eq!(durations(&[6.002e-6, 4.87e-6]), ["6.002 µs", "4.870 µs"]);
-        assert_eq!(durations(&[9.0e-4, 6.002e-6]), ["0.900000 ms", "0.006002 ms"]);
+        assert_eq!(durations(&[9.0e-4, 6.002e-6]), ["900.000 µs", "6.002 µs"], "the unit the largest reads under 1000 in");
         assert_eq!(durations_as(&[4.654e-6], &[7.735e-7, 1.18e-5]), ["4.6540 µs"], "in the unit of the table beside it");
         assert_eq!(durations(&[0.15243, 0.00994]), ["152.430 ms", "9.940 ms"]);
         assert_eq!(durations(&[2.5, 1.25]), ["2.500 s", "1.250 s"]);
