@@ -142,6 +142,13 @@ fn sections() {
         }
     }
 
+    if wanted("optim") {
+        match gpu.as_mut() {
+            Some(g) => optim_dispatch(g, quick),
+            None => eprintln!("optimizer dispatch benchmark: no GPU"),
+        }
+    }
+
     if wanted("cpu-precision") {
         cpu_precision(quick);
     }
@@ -330,4 +337,152 @@ fn distributed(quick: bool) {
             col(|s| s.3)
         );
     }
+}
+
+/// Median seconds per call of two variants of `op` (0 and 1) and the median of the
+/// repetitions' ratios (0 over 1), alternated within each repetition with the order flipping,
+/// so host noise hits both alike: `calls` calls then one wait per variant and repetition. The
+/// first repetition warms up (pipelines compile on first use).
+fn alternated(
+    b: &mut GpuBackend,
+    reps: usize,
+    calls: usize,
+    mut op: impl FnMut(&mut GpuBackend, usize) -> gpulab::Result<()>,
+) -> gpulab::Result<[f64; 3]> {
+    let (mut t, mut ratio) = ([Vec::new(), Vec::new()], Vec::new());
+    for r in 0..=reps {
+        let mut s = [0.0; 2];
+        for k in [r % 2, 1 - r % 2] {
+            b.sync()?;
+            let start = std::time::Instant::now();
+            for _ in 0..calls {
+                op(b, k)?;
+            }
+            b.sync()?;
+            s[k] = start.elapsed().as_secs_f64() / calls as f64;
+        }
+        if r > 0 {
+            t[0].push(s[0]);
+            t[1].push(s[1]);
+            ratio.push(s[0] / s[1]);
+        }
+    }
+    Ok([median(&mut t[0]), median(&mut t[1]), median(&mut ratio)])
+}
+
+/// Issue 43's multi-tensor optimizer and split reductions against the per-parameter loop and
+/// the single-workgroup kernels they replaced, on the GPU adapter, in one process (wall time,
+/// one wait per repetition; ratios derived). The parameters are the MLP's and the CNN's own.
+fn optim_dispatch(gpu: &mut GpuBackend, quick: bool) {
+    let (reps, calls) = if quick { (1, 1) } else { (31, 20) };
+    let split = gpu.split_reductions();
+    println!(
+        "Optimizer step, multi-tensor vs per parameter, on {} (median wall µs per step of {reps} alternated repetitions × {calls} steps, measured; ratio derived)",
+        gpu.info().label()
+    );
+    for model in [ModelKind::Mlp, ModelKind::Cnn] {
+        for amp in [false, true] {
+            let label = format!("{:<3} {}", model.name(), if amp { "fp16 GradScaler SGD" } else { "fp32 SGD" });
+            match optim_case(gpu, model, amp, reps, calls) {
+                Ok([multi, single, ratio]) => println!(
+                    "  {label:<24} multi {:>8.1} µs  per-parameter {:>8.1} µs  multi/per-parameter {ratio:.2}x",
+                    multi * 1e6,
+                    single * 1e6
+                ),
+                Err(e) => eprintln!("  {label}: {e}"),
+            }
+        }
+    }
+    println!("Long reductions, split over workgroups vs one workgroup (same timing)");
+    for rows in [512, 1024, 4096] {
+        match reduction_case(gpu, rows, reps, calls) {
+            Ok(r) => {
+                for (name, [split, one, ratio]) in r {
+                    println!(
+                        "  {name:<28} rows {rows:>5} split {:>8.1} µs  one workgroup {:>8.1} µs  split/one {ratio:.2}x",
+                        split * 1e6,
+                        one * 1e6
+                    );
+                }
+            }
+            Err(e) => eprintln!("  reductions at {rows} rows: {e}"),
+        }
+    }
+    gpu.set_split_reductions(split);
+}
+
+fn optim_case(gpu: &mut GpuBackend, model: ModelKind, amp: bool, reps: usize, calls: usize) -> gpulab::Result<[f64; 3]> {
+    use gpulab::tensor::scaler::{self, AmpOptimizer};
+    use gpulab::tensor::{DType, OptStep, ParamRefs, Sgd};
+    let cfg = model.config([1, 28, 28], 784, &[256, 128], 10)?;
+    let mut net = Mlp::new(gpu, cfg, Optimizer::new(OptimizerKind::Sgd, 0.01, 0.9, 0.0), 1)?;
+    let hp = Sgd { lr: 0.01, momentum: 0.9, weight_decay: 0.0 };
+    let mut params: Vec<_> = net.params_mut().collect();
+    // Mixed precision: 16-bit copies of the weights (not the biases, rows of 1), as the AMP step keeps.
+    let mut w16 = Vec::new();
+    for p in &params {
+        let shape = p.value.shape();
+        w16.push(if amp && shape[0] > 1 { Some(gpu.zeros(shape, DType::F16, MemCategory::Parameters)?) } else { None });
+    }
+    let mut state = gpu.zeros([1, scaler::STATE_WORDS], DType::U32, MemCategory::Other)?;
+    gpu.write_u32(&mut state, &scaler::state_words(1.0, 0, 0))?;
+    let multi = gpu.multi_tensor();
+    let r = alternated(gpu, reps, calls, |b, k| {
+        // Variant 0 the multi-tensor path, forced on (a CPU adapter runs per parameter anyway).
+        b.set_multi_tensor(k == 0);
+        if amp {
+            let opt = AmpOptimizer::Sgd(hp);
+            let mut grads: Vec<_> = params.iter_mut().map(|p| &mut p.grad).collect();
+            if k == 0 {
+                b.unscale_checks(&mut grads, &mut state)?;
+            } else {
+                grads.into_iter().try_for_each(|g| b.unscale_check(g, &mut state))?;
+            }
+            let mut refs: Vec<_> = params
+                .iter_mut()
+                .zip(w16.iter_mut())
+                .map(|(p, w)| ParamRefs { value: &mut p.value, grad: &p.grad, state: &mut p.state, w16: w.as_mut() })
+                .collect();
+            if k == 0 {
+                return b.amp_updates(&mut refs, opt, &state);
+            }
+            return refs.into_iter().try_for_each(|r| b.amp_update(r.value, r.grad, r.state, opt, &state, r.w16));
+        }
+        if k == 0 {
+            let mut refs: Vec<_> =
+                params.iter_mut().map(|p| ParamRefs { value: &mut p.value, grad: &p.grad, state: &mut p.state, w16: None }).collect();
+            return b.optimizer_steps(&mut refs, OptStep::Sgd(hp));
+        }
+        params.iter_mut().try_for_each(|p| b.sgd_step(&mut p.value, &p.grad, &mut p.state[0], hp))
+    });
+    gpu.set_multi_tensor(multi);
+    r
+}
+
+/// `accumulate_sum` of a [rows, 1] loss, `count_correct` of [rows, 10] logits and `sum_rows` of
+/// [10, rows] (a few long rows), split (variant 0) and in one workgroup (variant 1).
+fn reduction_case(gpu: &mut GpuBackend, rows: usize, reps: usize, calls: usize) -> gpulab::Result<Vec<(&'static str, [f64; 3])>> {
+    use gpulab::tensor::DType;
+    let loss = gpu.upload_f32(&random_matrix(rows, 3), [rows, 1], MemCategory::Activations)?;
+    let logits = gpu.upload_f32(&random_matrix(rows * 10, 4), [rows, 10], MemCategory::Activations)?;
+    let labels: Vec<u32> = (0..rows as u32).map(|i| i % 10).collect();
+    let mut labels_t = gpu.zeros([1, rows], DType::U32, MemCategory::Inputs)?;
+    gpu.write_u32(&mut labels_t, &labels)?;
+    let wide = gpu.upload_f32(&random_matrix(rows * 10, 5), [10, rows], MemCategory::Activations)?;
+    let mut acc = gpu.zeros([1, 1], DType::F32, MemCategory::Other)?;
+    let mut correct = gpu.zeros([1, 1], DType::U32, MemCategory::Other)?;
+    let mut sums = gpu.zeros([1, 10], DType::F32, MemCategory::Other)?;
+    let mut out = Vec::new();
+    let mut each = |name, gpu: &mut GpuBackend, op: &mut dyn FnMut(&mut GpuBackend) -> gpulab::Result<()>| -> gpulab::Result<()> {
+        let r = alternated(gpu, reps, calls, |b, k| {
+            b.set_split_reductions(k == 0);
+            op(b)
+        })?;
+        out.push((name, r));
+        Ok(())
+    };
+    each("accumulate_sum [rows,1]", gpu, &mut |b| b.accumulate_sum(&loss, &mut acc, 0))?;
+    each("count_correct [rows,10]", gpu, &mut |b| b.count_correct(&logits, &labels_t, &mut correct, 0))?;
+    each("sum_rows [10,rows]", gpu, &mut |b| b.sum_rows(&wide, &mut sums))?;
+    Ok(out)
 }

@@ -41,6 +41,12 @@ fn counted_with<B: Backend>(b: &mut B, model: ModelKind, precision: Precision, o
     r.device_counts.expect("a GPU run counts its device work")
 }
 
+/// The storage-buffer limit the optimizer's dispatches go by: the device's where the
+/// multi-tensor path is on, 0 (one dispatch a parameter) on a CPU adapter, where it is off.
+fn multi_limit(gpu: &gpulab::device::GpuBackend) -> u32 {
+    if gpu.multi_tensor() { gpu.storage_buffers_per_dispatch() } else { 0 }
+}
+
 /// Dispatches a multi-tensor call of `n` parameters takes where one dispatch binds `per`
 /// storage buffers a parameter and `shared` besides, on a device allowing `limit` (at most 16
 /// parameters a dispatch; one dispatch each where fewer than two fit).
@@ -132,8 +138,7 @@ fn steady_state_training_creates_nothing_and_waits_once_per_log_window() {
                     eprintln!("{model:?} {precision:?} not run: {why}");
                     continue;
                 }
-                let limit = gpu.storage_buffers_per_dispatch();
-                let c = counted(gpu, model, precision, limit);
+                let c = counted(gpu, model, precision, multi_limit(gpu));
                 eprintln!("{model:?} {precision:?}: {c:?}");
                 check(&format!("{model:?} {precision:?}"), &c);
             }
@@ -146,7 +151,7 @@ fn steady_state_training_creates_nothing_and_waits_once_per_log_window() {
 #[test]
 fn adamw_steps_take_a_few_dispatches_not_one_per_parameter() {
     with_gpu("adamw_steps_take_a_few_dispatches_not_one_per_parameter", |gpu| {
-        let limit = gpu.storage_buffers_per_dispatch();
+        let limit = multi_limit(gpu);
         for precision in [Precision::F32, Precision::BF16] {
             check(&format!("AdamW {precision:?}"), &counted_with(gpu, ModelKind::Mlp, precision, OptimizerKind::AdamW, limit));
         }
@@ -326,6 +331,9 @@ fn reductions<B: Backend>(b: &mut B, x: &[f32], labels: &[u32], [rows, cols]: [u
 fn long_sums_and_counts_split_over_workgroups_and_match_the_cpu() {
     use gpulab::device::CpuBackend;
     with_gpu("long_sums_and_counts_split_over_workgroups_and_match_the_cpu", |gpu| {
+        // Split on any adapter but a CPU's; forced here so llvmpipe checks the split kernels.
+        let split = gpu.split_reductions();
+        gpu.set_split_reductions(true);
         for (i, &[rows, cols]) in [[4099, 10], [300, 4], [3, 5000], [257, 1], [5, 7]].iter().enumerate() {
             let x = crate::common::random(rows * cols, 40 + i as u64, 0.0, 1.0);
             let labels: Vec<u32> = (0..rows).map(|r| (r * 7 % cols) as u32).collect();
@@ -350,5 +358,6 @@ fn long_sums_and_counts_split_over_workgroups_and_match_the_cpu() {
                 assert!(groups("SumRowsPart") >= 120, "{what}: the row sums did not split: {log:?}");
             }
         }
+        gpu.set_split_reductions(split);
     });
 }

@@ -6,7 +6,7 @@
 
 use gpulab::device::CpuBackend;
 use gpulab::tensor::scaler::{self, AmpOptimizer, word};
-use gpulab::tensor::{AdamW, Backend, DType, MemCategory as M, OptStep, ParamRefs, Sgd, Telemetry};
+use gpulab::tensor::{AdamW, Backend, BackendBase, DType, MemCategory as M, OptStep, ParamRefs, Sgd, Telemetry};
 
 use crate::common::{assert_close, backend_tests, random, with_gpu};
 
@@ -177,11 +177,27 @@ fn an_overflow_in_any_gradient_skips_every_multi_tensor_update<B: Backend>(b: &m
 
 backend_tests!(every: multi_tensor_steps_equal_the_per_parameter_ops, an_overflow_in_any_gradient_skips_every_multi_tensor_update);
 
-/// On the GPU one dispatch updates as many parameters as the device binds: 20 parameters take
-/// ⌈20 / slots⌉ dispatches, not 20 (the per-parameter ops' count, which this test fails on).
+/// The multi-tensor kernels forced on: a CPU adapter (llvmpipe) runs the per-parameter
+/// kernels by default, so the tests above compare them with themselves there.
+#[test]
+fn the_multi_tensor_kernels_equal_the_per_parameter_ops_on_any_adapter() {
+    with_gpu("the_multi_tensor_kernels_equal_the_per_parameter_ops_on_any_adapter", |gpu| {
+        let before = gpu.multi_tensor();
+        gpu.set_multi_tensor(true);
+        multi_tensor_steps_equal_the_per_parameter_ops(gpu);
+        an_overflow_in_any_gradient_skips_every_multi_tensor_update(gpu);
+        gpu.set_multi_tensor(before);
+    });
+}
+
+/// With the multi-tensor path on (any adapter but a CPU's; forced here) one dispatch updates as
+/// many parameters as the device binds: 20 parameters take ⌈20 / slots⌉ dispatches, not 20
+/// (the per-parameter ops' count, which this test fails on).
 #[test]
 fn a_gpu_updates_many_parameters_per_dispatch() {
     with_gpu("a_gpu_updates_many_parameters_per_dispatch", |gpu| {
+        let multi = gpu.multi_tensor();
+        gpu.set_multi_tensor(true);
         let limit = gpu.storage_buffers_per_dispatch() as usize;
         for (mode, per_slot) in [(Mode::F32(false), 3), (Mode::F32(true), 4)] {
             let slots = (limit / per_slot).min(16);
@@ -192,6 +208,24 @@ fn a_gpu_updates_many_parameters_per_dispatch() {
             let want = if slots >= 2 { SIZES.len().div_ceil(slots) } else { SIZES.len() };
             assert_eq!(c.dispatches as usize, want, "{mode:?}: {slots} parameters per dispatch on a limit of {limit}: {c:?}");
             assert!(slots < 2 || want < SIZES.len());
+        }
+        gpu.set_multi_tensor(multi);
+    });
+}
+
+/// A CPU adapter keeps one dispatch per parameter, which measured faster there (`cargo bench
+/// -- optim`); any other adapter takes the multi-tensor path.
+#[test]
+fn a_cpu_adapter_updates_one_parameter_per_dispatch() {
+    with_gpu("a_cpu_adapter_updates_one_parameter_per_dispatch", |gpu| {
+        let info = gpu.info();
+        let cpu = info.software || info.device_type == "Cpu";
+        assert_eq!(gpu.multi_tensor(), !cpu, "{}", gpu.info().label());
+        assert_eq!(gpu.split_reductions(), !cpu, "{}", gpu.info().label());
+        if cpu {
+            let before = gpu.counts().unwrap();
+            step(gpu, Mode::F32(false), true, None);
+            assert_eq!(gpu.counts().unwrap().since(&before).dispatches as usize, SIZES.len());
         }
     });
 }

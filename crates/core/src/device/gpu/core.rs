@@ -38,6 +38,27 @@ fn softmax_xent_checks(logits: &GpuTensor, labels: &GpuTensor, loss_rows: &GpuTe
 
 impl GpuBackend {
     /// out (+)= Σ_s part[s, ..]: the second pass of a split reduction, in slice order.
+    /// Whether `accumulate_sum`, `count_correct` and `sum_rows` split long inputs over
+    /// workgroups (any adapter but a CPU's) or run in one workgroup: tests check the split
+    /// kernels on llvmpipe, and benchmarks time both forms in one process (`cargo bench -- optim`).
+    pub fn set_split_reductions(&mut self, on: bool) {
+        self.split_reductions = on;
+    }
+
+    pub fn split_reductions(&self) -> bool {
+        self.split_reductions
+    }
+
+    /// Whether the optimizer and unscaling update several parameters per dispatch (any
+    /// adapter but a CPU's) or run the per-parameter kernels; as `set_split_reductions`.
+    pub fn set_multi_tensor(&mut self, on: bool) {
+        self.multi_tensor = on;
+    }
+
+    pub fn multi_tensor(&self) -> bool {
+        self.multi_tensor
+    }
+
     pub(super) fn sum_slices(&mut self, part: &GpuTensor, out: &mut GpuTensor, acc: bool) -> Result<()> {
         let [slices, n] = part.shape;
         let g = self.grid(n);
@@ -266,7 +287,7 @@ impl CoreOps for GpuBackend {
         checks::vector_out("sum_rows", out, x.shape[0], DType::F32)?;
         let [r, c] = x.shape;
         let wg = self.pipelines.wg() as usize;
-        if r.div_ceil(wg) < SPLIT_TARGET && c >= 2 * MIN_SLICE {
+        if self.split_reductions && r.div_ceil(wg) < SPLIT_TARGET && c >= 2 * MIN_SLICE {
             // Few long rows: a workgroup per row and slice of it, then the slices added.
             let len = c.div_ceil(split_k(r, c));
             let slices = c.div_ceil(len);
@@ -288,7 +309,7 @@ impl CoreOps for GpuBackend {
         let [r, c] = x.shape;
         let n = u32_len(r * c, "accumulate_sum")? as usize;
         let parts = n.div_ceil(self.pipelines.wg() as usize).min(SPLIT_TARGET);
-        if parts > 1 {
+        if parts > 1 && self.split_reductions {
             // Longer than a workgroup: a workgroup per part, then the parts added in order.
             let len = n.div_ceil(parts);
             let parts = n.div_ceil(len);
@@ -323,7 +344,7 @@ impl CoreOps for GpuBackend {
         let [r, c] = logits.shape;
         let p = [u32_len(r, "count_correct")?, u32_len(c, "count_correct")?, index as u32, 0];
         let parts = r.div_ceil(self.pipelines.wg() as usize).min(SPLIT_TARGET);
-        if parts > 1 {
+        if parts > 1 && self.split_reductions {
             // A batch longer than a workgroup: a workgroup per part of the rows, then the
             // parts' counts added.
             let len = r.div_ceil(parts);

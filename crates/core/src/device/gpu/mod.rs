@@ -92,6 +92,13 @@ pub struct GpuBackend {
     /// Opened with EXPERIMENTAL_COOPERATIVE_MATRIX and a 16×16×16 f16/f32 configuration: the
     /// cooperative-matrix f16 GEMM (`Matmul16Variant::Coop`) can run.
     coop16: bool,
+    /// Issue 43's GPU-shaped dispatches: several parameters per optimizer dispatch
+    /// (multi_optim.rs), and long sums and counts split over workgroups (core.rs). Off on a CPU
+    /// adapter, where both measured slower (`cargo bench -- optim` on llvmpipe: the multi-tensor
+    /// step 2.6–6× the per-parameter loop, the split sums 1.4–20× one workgroup); a CPU
+    /// runs a dispatch's workgroups on a few threads, so more of them buy nothing there.
+    multi_tensor: bool,
+    split_reductions: bool,
 }
 
 impl GpuBackend {
@@ -179,6 +186,7 @@ impl GpuBackend {
         };
         let (dummy, spares) = (unused(), [unused(), unused(), unused()]);
         let pipelines = PipelineCache::new(limits::workgroup_size(&device.limits()));
+        let gpu_shaped = !tuning::AdapterTraits::of(&summary, coop16).is_cpu();
         let shared = Arc::new(Shared { pool: Default::default(), ledger: Arc::new(Mutex::new(Ledger::with_budget(budget))) });
         Ok(GpuBackend {
             device,
@@ -195,6 +203,8 @@ impl GpuBackend {
             matmul: ByClass::uniform(MatmulVariant::RegBlock),
             matmul16: [None; 2],
             coop16,
+            multi_tensor: gpu_shaped,
+            split_reductions: gpu_shaped,
         })
     }
 

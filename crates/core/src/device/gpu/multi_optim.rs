@@ -2,7 +2,8 @@
 //! `MAX_SLOTS` parameters, each still in its own buffers, instead of one dispatch per parameter.
 //! A dispatch binds each parameter's buffers (value, gradient, state, 16-bit copy), so how many
 //! fit is set by the device's storage-buffer limit (limits.rs requests the adapter's); where
-//! fewer than two fit, or a run has one parameter, the per-parameter kernels run. The WGSL
+//! fewer than two fit, or a run has one parameter, the per-parameter kernels run, and on a CPU
+//! adapter too, where one dispatch per parameter measured faster (`multi_tensor`). The WGSL
 //! (shaders/multi_optimizer.wgsl) is generated here per kernel and slot count, each element
 //! computed by the per-parameter kernels' formulas, so every result is the same bits.
 
@@ -77,6 +78,15 @@ impl GpuBackend {
     pub fn storage_buffers_per_dispatch(&self) -> u32 {
         let l = self.device.limits();
         l.max_storage_buffers_per_shader_stage.min(l.max_buffers_and_acceleration_structures_per_shader_stage.saturating_sub(1))
+    }
+
+    /// Parameters one dispatch of `m` updates here: 1 (the per-parameter kernels) where the
+    /// multi-tensor path is off (a CPU adapter, `set_multi_tensor`).
+    fn slots_here(&self, m: Multi, w16: bool) -> usize {
+        if !self.multi_tensor() {
+            return 1;
+        }
+        slots(m, w16, self.storage_buffers_per_dispatch()).max(1)
     }
 }
 
@@ -244,9 +254,9 @@ pub fn optimizer_steps(gpu: &mut GpuBackend, params: &mut [ParamRefs<'_, GpuTens
         u32_len(p.value.numel(), OP)?;
     }
     let m = if rule.slots() == 1 { Multi::Sgd } else { Multi::AdamW };
-    let k = slots(m, false, gpu.storage_buffers_per_dispatch());
+    let k = gpu.slots_here(m, false);
     let hyper = f32_hyper(rule);
-    for chunk in params.chunks_mut(k.max(1)) {
+    for chunk in params.chunks_mut(k) {
         if chunk.len() == 1 {
             let p = &mut chunk[0];
             match (rule, &mut *p.state) {
@@ -272,7 +282,7 @@ pub fn optimizer_steps(gpu: &mut GpuBackend, params: &mut [ParamRefs<'_, GpuTens
 /// Compiles the pipelines `optimizer_steps` runs for `params` parameters.
 pub fn prepare_optimizer_steps(gpu: &mut GpuBackend, params: usize, rule: OptStep) -> Result<()> {
     let m = if rule.slots() == 1 { Multi::Sgd } else { Multi::AdamW };
-    let k = slots(m, false, gpu.storage_buffers_per_dispatch()).max(1);
+    let k = gpu.slots_here(m, false);
     for n in [k.min(params), params % k] {
         if n >= 2 {
             gpu.pipelines.get(&gpu.device, PipelineKey { kernel: m.kernel(), dtype: DType::F32, variant: variant(n, false) })?;
@@ -286,8 +296,8 @@ pub fn unscale_checks(gpu: &mut GpuBackend, grads: &mut [&mut GpuTensor], state:
         checks::unscale_check(&**g, &*state)?;
         u32_len(g.numel(), "unscale_check")?;
     }
-    let k = slots(Multi::Unscale, false, gpu.storage_buffers_per_dispatch());
-    for chunk in grads.chunks_mut(k.max(1)) {
+    let k = gpu.slots_here(Multi::Unscale, false);
+    for chunk in grads.chunks_mut(k) {
         if let [g] = chunk {
             amp::unscale_check(gpu, g, state)?;
             continue;
@@ -323,13 +333,12 @@ pub fn amp_updates(
         ),
     };
     let mut hyper = hyper.map(f32::to_bits).to_vec();
-    let limit = gpu.storage_buffers_per_dispatch();
     // Runs of parameters of one kind (16-bit type, whether a copy is written), each in chunks.
     let mut start = 0;
     while start < params.len() {
         let kind = types[start];
         let (dt, w16) = kind;
-        let k = slots(m, w16, limit).max(1);
+        let k = gpu.slots_here(m, w16);
         let len = types[start..].iter().take_while(|&&t| t == kind).count().min(k);
         let chunk = &mut params[start..start + len];
         start += len;
