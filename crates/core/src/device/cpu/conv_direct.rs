@@ -354,14 +354,14 @@ fn group_on<L: Lanes, const NV: usize, const NVI: usize, const P: usize>(b: &Bwd
         let o = n * per_out..(n + 1) * per_out;
         let (pooled, argmax) = (&b.saved.pooled[o.clone()], &b.saved.argmax[o.clone()]);
         let grad = &b.grad_pooled[o];
-        let grad_r = match l.round {
+        match l.round {
             Some(dt) => {
                 round::round_into(dt, grad, &mut rounded);
-                &rounded[..]
+                flushed = flushed.add(Flushed::of(pooled, grad, &rounded));
+                scatter::<true>(l, n, (pooled, argmax), (grad, &rounded), &mut gpad, &mut part);
             }
-            None => grad,
-        };
-        flushed = flushed.add(scatter(l, n, (pooled, argmax), (grad, grad_r), &mut gpad, &mut part));
+            None => scatter::<false>(l, n, (pooled, argmax), (grad, grad), &mut gpad, &mut part),
+        }
         weight_grad::<L, NV>(l, &pad, &gpad, &mut part);
         if let Some(gx) = gx.as_deref_mut() {
             input_grad::<L, NVI, P>(l, &gpad, &b.wt, &mut gin);
@@ -436,24 +436,23 @@ fn backward_stage<const NV: usize, const NVI: usize, const P: usize>(
 /// The pool's and ReLU's gradient of one image into `gpad` (the output grid with a zero
 /// border, [plane][cpad]): each window's winner gets its output's gradient when the pooled
 /// value is positive (the winner's ReLU passed it), every other pixel 0. Adds the bias
-/// gradient to the end of `part` (from `grad`; `gpad` gets `grad_r`, its rounding under
-/// autocast) and returns the rounding's underflows. Branch-free: which of the four pixels won, and whether the
+/// gradient to the end of `part` (from `grad`; with `ROUND`, `gpad` gets `grad_r`, its rounding
+/// under autocast). Branch-free: which of the four pixels won, and whether the
 /// ReLU passed, are as good as random, and mispredicted branches made this loop the stage's
 /// slowest.
-fn scatter(
+fn scatter<const ROUND: bool>(
     l: &Layout,
     n: usize,
     (pooled, argmax): (&[f32], &[u32]),
     (grad, grad_r): (&[f32], &[f32]),
     gpad: &mut [f32],
     part: &mut [f32],
-) -> Flushed {
+) {
     let (ph, pw) = l.pooled();
     let (w, cout, wp, cpad) = (l.s.w, l.s.cout, l.wp, l.cpad);
     let row = w * cout;
     gpad.fill(0.0);
     let bias = &mut part[9 * l.s.cin * cpad..];
-    let mut flushed = Flushed::default();
     for ch in 0..cout {
         let mut sum = 0f32;
         for oy in 0..ph {
@@ -467,8 +466,7 @@ fn scatter(
                 let step = lower * wp + (d != lower * row) as usize;
                 let pass = ((ps[ox] > 0.0) as u32).wrapping_neg();
                 let g = f32::from_bits(gs[ox].to_bits() & pass);
-                let r = f32::from_bits(rs[ox].to_bits() & pass);
-                flushed.count(g, r);
+                let r = if ROUND { f32::from_bits(rs[ox].to_bits() & pass) } else { g };
                 // The output (y, x) sits at (y + 1)·wp + x + 1 of the padded grid.
                 gpad[(2 * oy * wp + 2 * ox + step + wp + 1) * cpad + ch] = r;
                 sum += g;
@@ -476,7 +474,6 @@ fn scatter(
         }
         bias[ch] += sum;
     }
-    flushed
 }
 
 /// Adds one image's weight gradient to `part`: Σ over outputs j of the padded input at

@@ -23,12 +23,18 @@ pub struct Flushed {
 }
 
 impl Flushed {
-    /// Counts one value `g` and its rounding `r` (branch-free: called per pooled output).
-    #[inline(always)]
-    pub fn count(&mut self, g: f32, r: f32) {
-        let nz = g != 0.0;
-        self.nonzero += nz as u64;
-        self.flushed += (nz && r == 0.0) as u64;
+    /// The counts of one image's rounded output gradient: the pooled outputs' gradients `grad`
+    /// that reach the convolution (their pooled value positive: the winner's ReLU passed) and
+    /// their roundings `rounded`. A separate sweep over contiguous values, so it vectorises (in
+    /// the scatter's loop it doubled the scatter's time).
+    pub fn of(pooled: &[f32], grad: &[f32], rounded: &[f32]) -> Flushed {
+        let (mut nonzero, mut flushed) = (0u32, 0u32);
+        for ((&p, &g), &r) in pooled.iter().zip(grad).zip(rounded) {
+            let nz = p > 0.0 && g != 0.0;
+            nonzero += nz as u32;
+            flushed += (nz && r == 0.0) as u32;
+        }
+        Flushed { nonzero: nonzero as u64, flushed: flushed as u64 }
     }
 
     pub fn add(self, o: Flushed) -> Flushed {
