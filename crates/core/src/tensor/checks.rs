@@ -293,8 +293,13 @@ pub fn opt_slots(op: &'static str, got: usize, want: usize) -> Result<()> {
 
 /// Same shape and same element type.
 pub fn same_shape(op: &'static str, a: &impl TensorMeta, b: &impl TensorMeta) -> Result<()> {
-    ensure_shape(a.shape() == b.shape(), op, || format!("{:?} vs {:?}", a.shape(), b.shape()))?;
+    same_dims(op, a, b)?;
     ensure_dtype(a.dtype() == b.dtype(), op, || format!("{} vs {}", a.dtype().name(), b.dtype().name()))
+}
+
+/// Equal shapes, of any dtypes.
+pub fn same_dims(op: &'static str, a: &impl TensorMeta, b: &impl TensorMeta) -> Result<()> {
+    ensure_shape(a.shape() == b.shape(), op, || format!("{:?} vs {:?}", a.shape(), b.shape()))
 }
 
 /// A bias for output `y` of any dtype: f32, [1, cols].
@@ -431,9 +436,9 @@ fn pool_shapes(
     Ok(p)
 }
 
-/// A fused convolution stage (`conv_relu_pool`): f32 CHW x of `geom`, weight `[9·C, C_out]`,
-/// bias `[1, C_out]`, and the pooled maps (f32) and winners (u32) of the pooled geometry with
-/// C_out channels; returns C_out.
+/// A fused convolution stage (`conv_relu_pool`): f32 CHW x of `geom`, weight `[9·C, C_out]`
+/// (f32, or autocast's 16-bit copy), bias `[1, C_out]`, and the pooled maps (f32) and winners
+/// (u32) of the pooled geometry with C_out channels; returns C_out.
 pub fn conv_stage(
     op: &'static str,
     x: &impl TensorMeta,
@@ -443,7 +448,9 @@ pub fn conv_stage(
     geom: super::ImageGeom,
 ) -> Result<usize> {
     f32(op, x)?;
-    f32(op, weight)?;
+    if !weight.dtype().is_16bit() {
+        f32(op, weight)?;
+    }
     f32(op, pooled)?;
     dtype(op, argmax, DType::U32)?;
     let k = geom.channels.saturating_mul(super::CONV_KERNEL * super::CONV_KERNEL);

@@ -1,16 +1,18 @@
 //! The convolutional front of the small CNN: per stage a 3×3 convolution (padding 1) as im2col +
-//! the backend's GEMM, bias, ReLU and a 2×2 max-pool; the `Mlp` head (`MlpConfig::conv`) takes
-//! the last pooled maps as its input. Forward and backward run on any backend with `ConvOps`.
-//! Under autocast (train/amp_step.rs) the convolutions' GEMMs take 16-bit columns and weight
-//! copies and sum in f32; ReLU, pooling and their gradients stay f32 (the stem has no 16-bit
-//! pooling kernels; PyTorch's autocast would also store the convolution's output in 16 bits).
+//! the backend's GEMM, bias, ReLU and a 2×2 max-pool, or one fused op per stage where the
+//! backend has one (`ConvOps::fuses_conv_stage`: the CPU's direct convolution); the `Mlp` head
+//! (`MlpConfig::conv`) takes the last pooled maps as its input. Forward and backward run on any
+//! backend with `ConvOps`. Under autocast (train/amp_step.rs) the convolutions take 16-bit
+//! operands (columns, or the fused stage's rounded images, and weight copies) and sum in f32;
+//! ReLU, pooling and their gradients stay f32 (the stem has no 16-bit pooling kernels;
+//! PyTorch's autocast would also store the convolution's output in 16 bits).
 
 use serde::{Deserialize, Serialize};
 
 use super::dense::{Dense, LayerKind};
 use super::{Param, he_normal};
 use gpulab_core::error::{Error, Result};
-use gpulab_core::tensor::{Backend, CONV_KERNEL, ConvStageGrads, ConvStageSaved, DType, Epilogue, ImageGeom, MemCategory};
+use gpulab_core::tensor::{Backend, CONV_KERNEL, ConvStageGrads, ConvStageSaved, DType, Epilogue, ImageGeom, MemCategory, TensorMeta};
 
 /// The output channels of each convolution of `--model cnn`: conv(C→16) ReLU pool,
 /// conv(16→32) ReLU pool, then the dense head.
@@ -132,28 +134,30 @@ impl<B: Backend> ConvStem<B> {
     }
 
     /// The stages' outputs from the CHW images `x`; the last pooled maps are `ws.output()`.
-    /// Each convolution's GEMM is a dense layer with ReLU (`nn::dense`) over the columns: f32, or
-    /// with `w16` (the weights' 16-bit copies, under autocast) a `Half` layer over `ws`'s 16-bit
+    /// A stage is one fused op where the backend fuses it (with `w16`, the weights' 16-bit
+    /// copies under autocast, as its weight); else its GEMM is a dense layer with ReLU
+    /// (`nn::dense`) over the columns: f32, or with `w16` a `Half` layer over `ws`'s 16-bit
     /// columns, bias and ReLU in its epilogue; pooling stays f32.
     pub fn forward(&self, b: &mut B, x: &B::Tensor, ws: &mut StemWorkspace<B>, w16: Option<&[B::Tensor]>) -> Result<()> {
         for (i, s) in self.stages.iter().enumerate() {
             let g = ImageGeom { batch: ws.batch, ..s.input };
             let (done, rest) = ws.pooled.split_at_mut(i);
             let input = if i == 0 { x } else { &done[i - 1] };
-            if w16.is_none() && b.fuses_conv_stage(g, s.out, i > 0) {
-                // One op for the stage (the CPU's direct convolution): the columns and the
-                // convolution's output buffers stay unused.
-                let (w, bias) = (&self.weights[i].value, &self.biases[i].value);
-                b.conv_relu_pool(input, w, bias, &mut rest[0], &mut ws.argmax[i], g)?;
+            let weight = w16.map_or(&self.weights[i].value, |w16| &w16[i]);
+            if b.fuses_conv_stage(g, s.out, i > 0, weight.dtype()) {
+                // One op for the stage (the CPU's direct convolution): the workspace has no
+                // columns or convolution output for it.
+                b.conv_relu_pool(input, weight, &self.biases[i].value, &mut rest[0], &mut ws.argmax[i], g)?;
                 continue;
             }
-            b.im2col(input, &mut ws.cols[i], g)?;
+            let (cols, conv) = (need(&mut ws.cols[i], "columns")?, need(&mut ws.conv[i], "convolution output")?);
+            b.im2col(input, cols, g)?;
             let kind = match w16 {
-                None => LayerKind::F32(&self.weights[i].value),
-                Some(w16) => LayerKind::Half(&w16[i]),
+                None => LayerKind::F32(weight),
+                Some(_) => LayerKind::Half(weight),
             };
-            Dense { kind, bias: &self.biases[i].value }.forward(b, &ws.cols[i], &mut ws.conv[i], true)?;
-            b.max_pool(&ws.conv[i], &mut rest[0], &mut ws.argmax[i], g.with_channels(s.out))?;
+            Dense { kind, bias: &self.biases[i].value }.forward(b, cols, conv, true)?;
+            b.max_pool(conv, &mut rest[0], &mut ws.argmax[i], g.with_channels(s.out))?;
         }
         Ok(())
     }
@@ -173,19 +177,24 @@ impl<B: Backend> ConvStem<B> {
         for i in (0..self.stages.len()).rev() {
             let s = self.stages[i];
             let g = ImageGeom { batch: ws.batch, ..s.input };
-            if half.is_none() && b.fuses_conv_stage(g, s.out, i > 0) {
+            let w16 = half.as_ref().map(|h| h.0);
+            if b.fuses_conv_stage(g, s.out, i > 0, w16.map_or(DType::F32, |w| w[i].dtype())) {
                 // The forward ran the fused op (the same test): so does the backward.
                 let (before, from) = grads.pooled.split_at_mut(i);
                 let input = if i == 0 { x } else { &ws.pooled[i - 1] };
                 let w = &mut self.weights[i];
-                let saved = ConvStageSaved { x: input, weight: &w.value, pooled: &ws.pooled[i], argmax: &ws.argmax[i] };
-                let out = ConvStageGrads { weight: &mut w.grad, bias: &mut self.biases[i].grad, x: before.last_mut() };
+                let weight = w16.map_or(&w.value, |w16| &w16[i]);
+                let saved = ConvStageSaved { x: input, weight, pooled: &ws.pooled[i], argmax: &ws.argmax[i] };
+                let stats = half.as_mut().and_then(|h| h.1.as_deref_mut());
+                let out = ConvStageGrads { weight: &mut w.grad, bias: &mut self.biases[i].grad, x: before.last_mut(), stats };
                 b.conv_relu_pool_backward(saved, &from[0], out, g)?;
                 continue;
             }
-            b.max_pool_backward(&grads.pooled[i], &ws.argmax[i], &mut grads.conv[i], g.with_channels(s.out))?;
-            b.relu_backward(&mut grads.conv[i], &ws.conv[i])?;
-            b.sum_cols(&grads.conv[i], &mut self.biases[i].grad)?;
+            let (conv, gconv) = (need_ref(&ws.conv[i], "convolution output")?, need(&mut grads.conv[i], "convolution gradient")?);
+            let cols = need_ref(&ws.cols[i], "columns")?;
+            b.max_pool_backward(&grads.pooled[i], &ws.argmax[i], gconv, g.with_channels(s.out))?;
+            b.relu_backward(gconv, conv)?;
+            b.sum_cols(gconv, &mut self.biases[i].grad)?;
             let cols_grad = if i > 0 {
                 Some(grads.cols[i].as_mut().ok_or_else(|| Error::Internal("CNN stage without its column gradient".into()))?)
             } else {
@@ -193,18 +202,18 @@ impl<B: Backend> ConvStem<B> {
             };
             match half.as_mut() {
                 None => {
-                    b.matmul(&ws.cols[i], &grads.conv[i], &mut self.weights[i].grad, true, false, false)?;
-                    if let Some(cols) = cols_grad {
-                        b.matmul(&grads.conv[i], &self.weights[i].value, cols, false, true, false)?;
+                    b.matmul(cols, gconv, &mut self.weights[i].grad, true, false, false)?;
+                    if let Some(gcols) = cols_grad {
+                        b.matmul(gconv, &self.weights[i].value, gcols, false, true, false)?;
                     }
                 }
                 Some((w16, stats)) => {
-                    let conv16 =
-                        grads.conv16.get_mut(i).ok_or_else(|| Error::Internal("an autocast CNN backward on an f32 workspace".into()))?;
-                    b.cast(&grads.conv[i], conv16, stats.as_deref_mut())?;
-                    b.matmul16(&ws.cols[i], conv16, &mut self.weights[i].grad, true, false, Epilogue::None, None)?;
-                    if let Some(cols) = cols_grad {
-                        b.matmul16(conv16, &w16[i], cols, false, true, Epilogue::None, None)?;
+                    let conv16 = grads.conv16.get_mut(i).and_then(Option::as_mut);
+                    let conv16 = conv16.ok_or_else(|| Error::Internal("an autocast CNN backward on an f32 workspace".into()))?;
+                    b.cast(gconv, conv16, stats.as_deref_mut())?;
+                    b.matmul16(cols, conv16, &mut self.weights[i].grad, true, false, Epilogue::None, None)?;
+                    if let Some(gcols) = cols_grad {
+                        b.matmul16(conv16, &w16[i], gcols, false, true, Epilogue::None, None)?;
                     }
                 }
             }
@@ -216,13 +225,23 @@ impl<B: Backend> ConvStem<B> {
     }
 }
 
-/// One batch size's buffers of the convolutions.
+/// A buffer the op path needs and a fused stage's workspace lacks.
+fn need<'a, T>(t: &'a mut Option<T>, what: &str) -> Result<&'a mut T> {
+    t.as_mut().ok_or_else(|| Error::Internal(format!("a CNN stage run by ops on a fused stage's workspace (no {what})")))
+}
+
+fn need_ref<'a, T>(t: &'a Option<T>, what: &str) -> Result<&'a T> {
+    t.as_ref().ok_or_else(|| Error::Internal(format!("a CNN stage run by ops on a fused stage's workspace (no {what})")))
+}
+
+/// One batch size's buffers of the convolutions. A stage the backend fuses
+/// (`fuses_conv_stage`) has no columns or convolution output (None).
 pub struct StemWorkspace<B: Backend> {
     pub batch: usize,
     /// im2col of each stage's input, `[pixels, 9·C_in]`: f32, or 16-bit under autocast.
-    pub cols: Vec<B::Tensor>,
+    pub cols: Vec<Option<B::Tensor>>,
     /// Each convolution's output after bias and ReLU, HWC rows `[pixels, C_out]`.
-    pub conv: Vec<B::Tensor>,
+    pub conv: Vec<Option<B::Tensor>>,
     /// Each stage's pooled maps, CHW `[batch, C_out·H/2·W/2]`; the last feeds the dense head.
     pub pooled: Vec<B::Tensor>,
     /// Each pool's winners (u32, as `pooled`).
@@ -234,11 +253,11 @@ pub struct StemWorkspace<B: Backend> {
 /// The gradients of a `StemWorkspace`'s tensors.
 pub struct StemGrads<B: Backend> {
     pub pooled: Vec<B::Tensor>,
-    pub conv: Vec<B::Tensor>,
-    /// The column gradient of every stage but the first (whose input is the data).
+    pub conv: Vec<Option<B::Tensor>>,
+    /// The column gradient of every unfused stage but the first (whose input is the data).
     pub cols: Vec<Option<B::Tensor>>,
     /// Under autocast, `conv` rounded to 16 bits (the backward GEMMs' operand); else empty.
-    pub conv16: Vec<B::Tensor>,
+    pub conv16: Vec<Option<B::Tensor>>,
 }
 
 impl<B: Backend> StemWorkspace<B> {
@@ -254,16 +273,20 @@ impl<B: Backend> StemWorkspace<B> {
             // s.input has batch 1: the pooled maps' values per sample.
             let per_sample = s.input.with_channels(s.out).pooled().numel();
             let shapes = ([g.pixels(), s.taps()], [g.pixels(), s.out], [batch, per_sample]);
-            cols.push(b.zeros(shapes.0, gemm, act)?);
-            conv.push(b.zeros(shapes.1, DType::F32, act)?);
+            // The forward's and backward's test (`ConvStem::forward`), with the same operands.
+            let ops = !b.fuses_conv_stage(g, s.out, i > 0, gemm);
+            let op_buf =
+                |b: &mut B, shape: [usize; 2], dt: DType, on: bool| if ops && on { b.zeros(shape, dt, act).map(Some) } else { Ok(None) };
+            cols.push(op_buf(b, shapes.0, gemm, true)?);
+            conv.push(op_buf(b, shapes.1, DType::F32, true)?);
             pooled.push(b.zeros(shapes.2, DType::F32, act)?);
             argmax.push(b.zeros(shapes.2, DType::U32, act)?);
             if with_grads {
                 grads.pooled.push(b.zeros(shapes.2, DType::F32, act)?);
-                grads.conv.push(b.zeros(shapes.1, DType::F32, act)?);
-                grads.cols.push(if i > 0 { Some(b.zeros(shapes.0, DType::F32, act)?) } else { None });
+                grads.conv.push(op_buf(b, shapes.1, DType::F32, true)?);
+                grads.cols.push(op_buf(b, shapes.0, DType::F32, i > 0)?);
                 if gemm.is_16bit() {
-                    grads.conv16.push(b.zeros(shapes.1, gemm, act)?);
+                    grads.conv16.push(op_buf(b, shapes.1, gemm, true)?);
                 }
             }
         }

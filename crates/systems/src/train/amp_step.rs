@@ -6,8 +6,9 @@
 //!   epilogues (bias + ReLU forward, the ReLU mask backward, the rounding to 16 bits) are fused
 //!   into the matmul, so no f32 copy of an activation is ever stored;
 //! - softmax, the loss, the bias-gradient sums and the optimizer run in f32;
-//! - a CNN's convolutions take 16-bit columns (im2col rounds as it gathers) and 16-bit weight
-//!   copies like the dense layers; ReLU and pooling between them stay f32 (`nn::cnn`);
+//! - a CNN's convolutions take 16-bit operands (im2col's rounded columns, or the rounded images
+//!   of a fused stage) and 16-bit weight copies like the dense layers; ReLU and pooling between
+//!   them stay f32 (`nn::cnn`);
 //! - the GradScaler runs on the device without a per-step sync (`tensor::scaler`): the loss
 //!   gradient is multiplied by the state's scale, unscaling is one fused pass per gradient that
 //!   also flags inf/NaN, the optimizer kernels skip when the flag is set, and one `scaler_update`
@@ -53,12 +54,12 @@ impl AmpReport {
 /// Per-batch-size buffers in 16 bits: the input, the hidden activations and the activation
 /// gradients. The logits (the last of `acts`) and their gradient stay f32 (softmax and loss are
 /// f32 ops). A CNN's
-/// input images stay f32 (its first im2col rounds them) and its dense head reads `head_x`.
+/// input images stay f32 (its first convolution rounds them) and its dense head reads `head_x`.
 pub struct AmpWorkspace<B: Backend> {
     pub batch: usize,
     x: B::Tensor,
-    /// A CNN's convolution buffers (16-bit columns), and its pooled maps rounded to 16 bits:
-    /// the dense head's input.
+    /// A CNN's convolution buffers (16-bit columns where a stage is not fused), and its pooled
+    /// maps rounded to 16 bits: the dense head's input.
     stem: Option<(StemWorkspace<B>, B::Tensor)>,
     y: B::Tensor,
     /// Each layer's output: the hidden ones 16-bit, the logits f32.

@@ -4,7 +4,7 @@
 
 use super::{CpuBackend, CpuTensor, Storage, conv_direct, ops};
 use crate::error::Result;
-use crate::tensor::{ConvOps, ConvStageGrads, ConvStageSaved, DType, ImageGeom, checks, float16};
+use crate::tensor::{ConvOps, ConvStageGrads, ConvStageSaved, DType, ImageGeom, TensorMeta, checks, float16};
 
 /// cols `[pixels, 9·C]` from the CHW images x, each tap stored as `put(value)`. One task per
 /// image (`image_cols`).
@@ -47,11 +47,20 @@ fn stage(g: ImageGeom, cout: usize) -> conv_direct::Stage {
     conv_direct::Stage { batch: g.batch, cin: g.channels, cout, h: g.height, w: g.width }
 }
 
+/// A fused stage's weight values and rounding: f32 as is, or autocast's 16-bit copy widened
+/// (exactly) with its type, which the stage rounds its other operands to.
+fn stage_weight(w: &CpuTensor) -> (std::borrow::Cow<'_, [f32]>, Option<DType>) {
+    match &w.data {
+        Storage::Bits16(bits, dt) => (float16::decode(*dt, bits).into(), Some(*dt)),
+        _ => (w.f32().into(), None),
+    }
+}
+
 impl CpuBackend {
     /// The fused stage's lanes, or a refusal where `fuses_conv_stage` says no.
-    fn fused_path(&self, g: ImageGeom, c_out: usize, input_grad: bool, op: &'static str) -> Result<conv_direct::Path> {
+    fn fused_path(&self, g: ImageGeom, c_out: usize, input_grad: bool, operands: DType, op: &'static str) -> Result<conv_direct::Path> {
         match conv_direct::Path::fastest() {
-            Some(path) if self.fuses_conv_stage(g, c_out, input_grad) => Ok(path),
+            Some(path) if self.fuses_conv_stage(g, c_out, input_grad, operands) => Ok(path),
             _ => Err(crate::tensor::ops::unsupported(
                 self,
                 op,
@@ -126,10 +135,12 @@ impl ConvOps for CpuBackend {
         Ok(())
     }
 
-    /// Fused where the CPU has AVX-512 (conv_direct.rs); elsewhere the im2col + GEMM path is
-    /// the faster one.
-    fn fuses_conv_stage(&self, g: ImageGeom, c_out: usize, input_grad: bool) -> bool {
+    /// Fused where the CPU has AVX-512 (conv_direct.rs), f32 or autocast's 16-bit operands
+    /// (rounded to and summed in f32, the 16-bit op path's numerics); elsewhere the im2col +
+    /// GEMM path is the faster one.
+    fn fuses_conv_stage(&self, g: ImageGeom, c_out: usize, input_grad: bool, operands: DType) -> bool {
         conv_direct::Path::fastest().is_some()
+            && (operands == DType::F32 || operands.is_16bit())
             && c_out <= conv_direct::MAX_CHANNELS
             && (!input_grad || g.channels <= conv_direct::MAX_INPUT_GRAD_CHANNELS)
     }
@@ -145,8 +156,9 @@ impl ConvOps for CpuBackend {
     ) -> Result<()> {
         let c_out = checks::conv_stage("conv_relu_pool", x, weight, pooled, argmax, g)?;
         checks::vector_out("conv_relu_pool", bias, c_out, DType::F32)?;
-        let path = self.fused_path(g, c_out, false, "conv_relu_pool")?;
-        conv_direct::forward(path, stage(g, c_out), x.f32(), weight.f32(), bias.f32(), pooled.f32_mut(), argmax.u32_mut());
+        let path = self.fused_path(g, c_out, false, weight.dtype(), "conv_relu_pool")?;
+        let (w, round) = stage_weight(weight);
+        conv_direct::forward(path, stage(g, c_out), round, x.f32(), &w, bias.f32(), pooled.f32_mut(), argmax.u32_mut());
         Ok(())
     }
 
@@ -161,18 +173,33 @@ impl ConvOps for CpuBackend {
         let c_out = checks::conv_stage(OP, saved.x, saved.weight, saved.pooled, saved.argmax, g)?;
         checks::same_shape(OP, grad_pooled, saved.pooled)?;
         checks::f32(OP, grad_pooled)?;
-        checks::same_shape(OP, grads.weight, saved.weight)?;
+        checks::same_dims(OP, grads.weight, saved.weight)?;
         checks::f32(OP, grads.weight)?;
         checks::vector_out(OP, grads.bias, c_out, DType::F32)?;
         if let Some(gx) = grads.x.as_deref() {
             checks::same_shape(OP, gx, saved.x)?;
             checks::f32(OP, gx)?;
         }
-        let path = self.fused_path(g, c_out, grads.x.is_some(), OP)?;
-        let fwd =
-            conv_direct::Saved { x: saved.x.f32(), weight: saved.weight.f32(), pooled: saved.pooled.f32(), argmax: saved.argmax.u32() };
+        if let Some(st) = grads.stats.as_deref() {
+            checks::acc_index(OP, st, 1, DType::U32)?;
+            if !saved.weight.dtype().is_16bit() {
+                return Err(crate::error::Error::DType {
+                    op: OP,
+                    detail: "stats count the roundings of an autocast stage (a 16-bit weight); an f32 stage rounds nothing".into(),
+                });
+            }
+        }
+        let path = self.fused_path(g, c_out, grads.x.is_some(), saved.weight.dtype(), OP)?;
+        let (w, round) = stage_weight(saved.weight);
+        let fwd = conv_direct::Saved { x: saved.x.f32(), weight: &w, pooled: saved.pooled.f32(), argmax: saved.argmax.u32() };
         let out = conv_direct::Grads { weight: grads.weight.f32_mut(), bias: grads.bias.f32_mut(), x: grads.x.map(|t| t.f32_mut()) };
-        conv_direct::backward(path, stage(g, c_out), fwd, grad_pooled.f32(), out);
+        let f = conv_direct::backward(path, stage(g, c_out), round, fwd, grad_pooled.f32(), out);
+        if let Some(st) = grads.stats {
+            // As `cast`'s stats: [nonzero values, values rounded to ±0], wrapping u32 counters.
+            let v = st.u32_mut();
+            v[0] = v[0].wrapping_add(f.nonzero as u32);
+            v[1] = v[1].wrapping_add(f.flushed as u32);
+        }
         Ok(())
     }
 

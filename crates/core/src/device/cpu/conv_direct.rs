@@ -13,10 +13,19 @@
 //! The values equal im2col + GEMM + bias-ReLU + max_pool up to the order of each sum; the
 //! winners (`argmax`) have `max_pool`'s meaning. Weight gradients are summed per fixed group of
 //! images and the groups in order, so the bits do not depend on the thread count.
+//!
+//! Under autocast (`round`: the 16-bit type) the stage has the numerics of the 16-bit op path
+//! (16-bit columns and weights, f32 sums): the input images and the convolution's output
+//! gradient are rounded to the 16-bit type as they are copied, the weights are the 16-bit
+//! copy's values, and the f32 kernels sum their exact products (round.rs).
 
 use rayon::prelude::*;
 
 use super::lanes::{LANES, Lanes, Portable};
+use crate::tensor::DType;
+pub use round::Flushed;
+
+mod round;
 
 /// Images per partial weight gradient (fixed: the sum's order must not follow the threads).
 const GROUP: usize = 4;
@@ -66,30 +75,35 @@ struct Layout {
     cpad: usize,
     cinpad: usize,
     offs: [usize; 9],
+    /// Autocast's 16-bit type: inputs and output gradients are rounded to it.
+    round: Option<DType>,
 }
 
 impl Layout {
     /// `block`: the pixels one kernel call computes (every loop reads at most `block` + 2·wp + 2
     /// past its start).
-    fn new(s: Stage, block: usize) -> Self {
+    fn new(s: Stage, block: usize, round: Option<DType>) -> Self {
         let wp = s.w + 2;
         let npad = (s.h * wp).div_ceil(block) * block;
         let plane = npad + 2 * wp + 3;
         let offs = std::array::from_fn(|t| (t / 3) * wp + t % 3);
-        Layout { s, wp, npad, plane, cpad: s.cout.div_ceil(LANES) * LANES, cinpad: s.cin.div_ceil(LANES) * LANES, offs }
+        Layout { s, wp, npad, plane, cpad: s.cout.div_ceil(LANES) * LANES, cinpad: s.cin.div_ceil(LANES) * LANES, offs, round }
     }
 
     fn pooled(&self) -> (usize, usize) {
         (self.s.h / 2, self.s.w / 2)
     }
 
-    /// Image `img` (CHW) into `pad` ([cin][plane], zero border).
+    /// Image `img` (CHW) into `pad` ([cin][plane], zero border), rounded under autocast.
     fn pad_input(&self, img: &[f32], pad: &mut [f32]) {
         let (h, w) = (self.s.h, self.s.w);
         pad.fill(0.0);
         for (src, dst) in img.chunks_exact(h * w).zip(pad.chunks_exact_mut(self.plane)) {
             for (row, d) in src.chunks_exact(w).zip(dst[self.wp + 1..].chunks_mut(self.wp)) {
-                d[..w].copy_from_slice(row);
+                match self.round {
+                    None => d[..w].copy_from_slice(row),
+                    Some(dt) => round::round_into(dt, row, &mut d[..w]),
+                }
             }
         }
     }
@@ -105,12 +119,22 @@ fn pad_rows(v: &[f32], cout: usize, cpad: usize) -> Vec<f32> {
 }
 
 /// The forward: `pooled` and `argmax` (CHW, `[batch, cout·(h/2)·(w/2)]`) from CHW images `x`,
-/// weights `[9·cin, cout]` and bias `[cout]`.
-pub fn forward(path: Path, s: Stage, x: &[f32], weight: &[f32], bias: &[f32], pooled: &mut [f32], argmax: &mut [u32]) {
+/// weights `[9·cin, cout]` (under autocast, `round`, the 16-bit copy's values) and bias `[cout]`.
+#[allow(clippy::too_many_arguments)]
+pub fn forward(
+    path: Path,
+    s: Stage,
+    round: Option<DType>,
+    x: &[f32],
+    weight: &[f32],
+    bias: &[f32],
+    pooled: &mut [f32],
+    argmax: &mut [u32],
+) {
     assert!(s.cout <= MAX_CHANNELS, "fused stage {s:?}");
     // The pixels per kernel call for `nv` vectors per pixel: as many accumulators as the 32
     // vector registers hold beside the weights.
-    let f = Fwd { x, weight, bias };
+    let f = Fwd { x, weight, bias, round };
     match s.cout.div_ceil(LANES) {
         1 => f.stage::<1, 16>(path, s, pooled, argmax),
         2 => f.stage::<2, 8>(path, s, pooled, argmax),
@@ -124,6 +148,7 @@ struct Fwd<'a> {
     x: &'a [f32],
     weight: &'a [f32],
     bias: &'a [f32],
+    round: Option<DType>,
 }
 
 /// One image's scratch: its padded copy and its convolution's output.
@@ -135,7 +160,7 @@ type Prepared<'a> = (Layout, &'a [f32], Vec<f32>, Vec<f32>);
 impl Fwd<'_> {
     fn stage<const NV: usize, const P: usize>(&self, path: Path, s: Stage, pooled: &mut [f32], argmax: &mut [u32]) {
         assert!(s.cout <= NV * LANES && s.h >= 2 && s.w >= 2, "fused stage {s:?} with {NV} vectors");
-        let l = Layout::new(s, P);
+        let l = Layout::new(s, P, self.round);
         let prep: Prepared = (l, self.x, pad_rows(self.weight, s.cout, l.cpad), pad_rows(self.bias, s.cout, l.cpad));
         let (ph, pw) = l.pooled();
         let (per_in, per_out) = (s.cin * s.h * s.w, s.cout * ph * pw);
@@ -269,19 +294,22 @@ pub struct Saved<'a> {
     pub argmax: &'a [u32],
 }
 
-/// The backward from `grad_pooled` (CHW, the pooled maps' gradient).
-pub fn backward(path: Path, s: Stage, saved: Saved<'_>, grad_pooled: &[f32], grads: Grads<'_>) {
+/// The backward from `grad_pooled` (CHW, the pooled maps' gradient). Under autocast (`round`;
+/// `saved.weight` holds the 16-bit copy's values) the convolution's output gradient is rounded
+/// before the weight and input gradients read it; returns the underflow counts of that rounding
+/// (zero without it).
+pub fn backward(path: Path, s: Stage, round: Option<DType>, saved: Saved<'_>, grad_pooled: &[f32], grads: Grads<'_>) -> Flushed {
     assert!(s.cout <= MAX_CHANNELS && (grads.x.is_none() || s.cin <= MAX_INPUT_GRAD_CHANNELS), "fused stage {s:?}");
     // The input gradient's block: one or two vectors of input channels per pixel.
     match (s.cout.div_ceil(LANES), s.cin.div_ceil(LANES)) {
-        (1, 1) => backward_stage::<1, 1, 12>(path, s, saved, grad_pooled, grads),
-        (2, 1) => backward_stage::<2, 1, 12>(path, s, saved, grad_pooled, grads),
-        (3, 1) => backward_stage::<3, 1, 12>(path, s, saved, grad_pooled, grads),
-        (_, 1) => backward_stage::<4, 1, 12>(path, s, saved, grad_pooled, grads),
-        (1, _) => backward_stage::<1, 2, 8>(path, s, saved, grad_pooled, grads),
-        (2, _) => backward_stage::<2, 2, 8>(path, s, saved, grad_pooled, grads),
-        (3, _) => backward_stage::<3, 2, 8>(path, s, saved, grad_pooled, grads),
-        _ => backward_stage::<4, 2, 8>(path, s, saved, grad_pooled, grads),
+        (1, 1) => backward_stage::<1, 1, 12>(path, s, round, saved, grad_pooled, grads),
+        (2, 1) => backward_stage::<2, 1, 12>(path, s, round, saved, grad_pooled, grads),
+        (3, 1) => backward_stage::<3, 1, 12>(path, s, round, saved, grad_pooled, grads),
+        (_, 1) => backward_stage::<4, 1, 12>(path, s, round, saved, grad_pooled, grads),
+        (1, _) => backward_stage::<1, 2, 8>(path, s, round, saved, grad_pooled, grads),
+        (2, _) => backward_stage::<2, 2, 8>(path, s, round, saved, grad_pooled, grads),
+        (3, _) => backward_stage::<3, 2, 8>(path, s, round, saved, grad_pooled, grads),
+        _ => backward_stage::<4, 2, 8>(path, s, round, saved, grad_pooled, grads),
     }
 }
 
@@ -301,14 +329,17 @@ struct Bwd<'a> {
 /// `image_avx512`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn group_avx512<const NV: usize, const NVI: usize, const P: usize>(b: &Bwd<'_>, g: usize, gx: Option<&mut [f32]>) -> Vec<f32> {
+unsafe fn group_avx512<const NV: usize, const NVI: usize, const P: usize>(b: &Bwd<'_>, g: usize, gx: Option<&mut [f32]>) -> Part {
     group_on::<super::lanes::Avx512, NV, NVI, P>(b, g, gx)
 }
 
-/// Group g's partial weight gradient (`[9·cin][cpad]`, then the bias's `[cpad]`), and its
-/// images' input gradient into `gx` when given.
+/// A group's partial weight gradient (`[9·cin][cpad]`, then the bias's `[cpad]`) and the
+/// underflows of its output gradient's rounding.
+type Part = (Vec<f32>, Flushed);
+
+/// Group g's partial gradients, and its images' input gradient into `gx` when given.
 #[inline(always)]
-fn group_on<L: Lanes, const NV: usize, const NVI: usize, const P: usize>(b: &Bwd<'_>, g: usize, mut gx: Option<&mut [f32]>) -> Vec<f32> {
+fn group_on<L: Lanes, const NV: usize, const NVI: usize, const P: usize>(b: &Bwd<'_>, g: usize, mut gx: Option<&mut [f32]>) -> Part {
     let (l, s) = (&b.l, b.l.s);
     let (ph, pw) = l.pooled();
     let (per_in, per_out) = (s.cin * s.h * s.w, s.cout * ph * pw);
@@ -316,11 +347,21 @@ fn group_on<L: Lanes, const NV: usize, const NVI: usize, const P: usize>(b: &Bwd
     let mut gpad = vec![0f32; l.plane * l.cpad];
     let mut gin = if gx.is_some() { vec![0f32; l.npad * l.cinpad] } else { Vec::new() };
     let mut part = vec![0f32; 9 * s.cin * l.cpad + l.cpad];
+    let mut rounded = vec![0f32; if l.round.is_some() { per_out } else { 0 }];
+    let mut flushed = Flushed::default();
     for (k, n) in (g * GROUP..s.batch.min(g * GROUP + GROUP)).enumerate() {
         l.pad_input(&b.saved.x[n * per_in..][..per_in], &mut pad);
         let o = n * per_out..(n + 1) * per_out;
         let (pooled, argmax) = (&b.saved.pooled[o.clone()], &b.saved.argmax[o.clone()]);
-        scatter(l, n, (pooled, argmax), &b.grad_pooled[o], &mut gpad, &mut part);
+        let grad = &b.grad_pooled[o];
+        match l.round {
+            Some(dt) => {
+                round::round_into(dt, grad, &mut rounded);
+                flushed = flushed.add(Flushed::of(pooled, grad, &rounded));
+                scatter::<true>(l, n, (pooled, argmax), (grad, &rounded), &mut gpad, &mut part);
+            }
+            None => scatter::<false>(l, n, (pooled, argmax), (grad, grad), &mut gpad, &mut part),
+        }
         weight_grad::<L, NV>(l, &pad, &gpad, &mut part);
         if let Some(gx) = gx.as_deref_mut() {
             input_grad::<L, NVI, P>(l, &gpad, &b.wt, &mut gin);
@@ -335,18 +376,19 @@ fn group_on<L: Lanes, const NV: usize, const NVI: usize, const P: usize>(b: &Bwd
             }
         }
     }
-    part
+    (part, flushed)
 }
 
 fn backward_stage<const NV: usize, const NVI: usize, const P: usize>(
     path: Path,
     s: Stage,
+    round: Option<DType>,
     saved: Saved<'_>,
     grad_pooled: &[f32],
     grads: Grads<'_>,
-) {
+) -> Flushed {
     assert!(s.cout <= NV * LANES && s.h >= 2 && s.w >= 2, "fused stage {s:?} with {NV} vectors");
-    let l = Layout::new(s, P);
+    let l = Layout::new(s, P, round);
     let (ph, pw) = l.pooled();
     let (per_in, per_out) = (s.cin * s.h * s.w, s.cout * ph * pw);
     assert!(saved.x.len() == s.batch * per_in && saved.weight.len() == 9 * s.cin * s.cout);
@@ -370,7 +412,7 @@ fn backward_stage<const NV: usize, const NVI: usize, const P: usize>(
     };
     let groups = s.batch.div_ceil(GROUP);
     let par = groups > 1 && rayon::current_num_threads() > 1;
-    let parts: Vec<Vec<f32>> = match (grads.x, par) {
+    let parts: Vec<Part> = match (grads.x, par) {
         (Some(gx), true) => gx.par_chunks_mut(GROUP * per_in).enumerate().map(|(g, c)| group(g, Some(c))).collect(),
         (Some(gx), false) => gx.chunks_mut(GROUP * per_in).enumerate().map(|(g, c)| group(g, Some(c))).collect(),
         (None, true) => (0..groups).into_par_iter().map(|g| group(g, None)).collect(),
@@ -379,22 +421,33 @@ fn backward_stage<const NV: usize, const NVI: usize, const P: usize>(
     // The groups' partial sums in group order.
     grads.weight.fill(0.0);
     grads.bias.fill(0.0);
-    for part in &parts {
+    let mut flushed = Flushed::default();
+    for (part, f) in &parts {
+        flushed = flushed.add(*f);
         let (pw_, pb) = part.split_at(9 * s.cin * l.cpad);
         for (dst, src) in grads.weight.chunks_exact_mut(s.cout).zip(pw_.chunks_exact(l.cpad)) {
             dst.iter_mut().zip(src).for_each(|(d, v)| *d += v);
         }
         grads.bias.iter_mut().zip(pb).for_each(|(d, v)| *d += v);
     }
+    flushed
 }
 
 /// The pool's and ReLU's gradient of one image into `gpad` (the output grid with a zero
 /// border, [plane][cpad]): each window's winner gets its output's gradient when the pooled
 /// value is positive (the winner's ReLU passed it), every other pixel 0. Adds the bias
-/// gradient to the end of `part`. Branch-free: which of the four pixels won, and whether the
+/// gradient to the end of `part` (from `grad`; with `ROUND`, `gpad` gets `grad_r`, its rounding
+/// under autocast). Branch-free: which of the four pixels won, and whether the
 /// ReLU passed, are as good as random, and mispredicted branches made this loop the stage's
 /// slowest.
-fn scatter(l: &Layout, n: usize, (pooled, argmax): (&[f32], &[u32]), grad: &[f32], gpad: &mut [f32], part: &mut [f32]) {
+fn scatter<const ROUND: bool>(
+    l: &Layout,
+    n: usize,
+    (pooled, argmax): (&[f32], &[u32]),
+    (grad, grad_r): (&[f32], &[f32]),
+    gpad: &mut [f32],
+    part: &mut [f32],
+) {
     let (ph, pw) = l.pooled();
     let (w, cout, wp, cpad) = (l.s.w, l.s.cout, l.wp, l.cpad);
     let row = w * cout;
@@ -404,7 +457,7 @@ fn scatter(l: &Layout, n: usize, (pooled, argmax): (&[f32], &[u32]), grad: &[f32
         let mut sum = 0f32;
         for oy in 0..ph {
             let o = (ch * ph + oy) * pw;
-            let (ps, args, gs) = (&pooled[o..][..pw], &argmax[o..][..pw], &grad[o..][..pw]);
+            let (ps, args, gs, rs) = (&pooled[o..][..pw], &argmax[o..][..pw], &grad[o..][..pw], &grad_r[o..][..pw]);
             let first = (n * l.s.h + 2 * oy) * row + ch;
             for ox in 0..pw {
                 // The winner's offset in its window: 0 or 1 in the top row, wp or wp + 1 below.
@@ -413,8 +466,9 @@ fn scatter(l: &Layout, n: usize, (pooled, argmax): (&[f32], &[u32]), grad: &[f32
                 let step = lower * wp + (d != lower * row) as usize;
                 let pass = ((ps[ox] > 0.0) as u32).wrapping_neg();
                 let g = f32::from_bits(gs[ox].to_bits() & pass);
+                let r = if ROUND { f32::from_bits(rs[ox].to_bits() & pass) } else { g };
                 // The output (y, x) sits at (y + 1)·wp + x + 1 of the padded grid.
-                gpad[(2 * oy * wp + 2 * ox + step + wp + 1) * cpad + ch] = g;
+                gpad[(2 * oy * wp + 2 * ox + step + wp + 1) * cpad + ch] = r;
                 sum += g;
             }
         }

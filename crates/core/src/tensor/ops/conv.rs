@@ -1,5 +1,6 @@
 use super::{BackendBase, unsupported};
 use crate::error::Result;
+use crate::tensor::DType;
 
 /// A batch of images as the convolution ops see it: `batch` images of `height`×`width` pixels
 /// with `channels` channels. Two layouts of the same numbers appear:
@@ -89,18 +90,21 @@ pub trait ConvOps: BackendBase {
         Err(refuse(self, "max_pool_backward"))
     }
 
-    /// Whether `conv_relu_pool` and its backward run a whole f32 stage of the CNN (the
+    /// Whether `conv_relu_pool` and its backward run a whole stage of the CNN (the
     /// convolution of `geom`'s images into `c_out` channels, bias, ReLU, 2×2 max-pool) as one op
-    /// each; `input_grad`: the backward must give the input's gradient too. False: the stage
-    /// runs as im2col, the GEMM, bias-ReLU and `max_pool` (and their backward ops).
-    fn fuses_conv_stage(&self, geom: ImageGeom, c_out: usize, input_grad: bool) -> bool {
-        let _ = (geom, c_out, input_grad);
+    /// each; `input_grad`: the backward must give the input's gradient too; `operands`: F32, or
+    /// under autocast the 16-bit type of the convolution's operands. False: the stage runs as
+    /// im2col, the GEMM (`matmul16` under autocast), bias-ReLU and `max_pool` (and their
+    /// backward ops).
+    fn fuses_conv_stage(&self, geom: ImageGeom, c_out: usize, input_grad: bool, operands: DType) -> bool {
+        let _ = (geom, c_out, input_grad, operands);
         false
     }
 
     /// The fused stage: `pooled` and `argmax`, as `max_pool` writes them, of
     /// relu(conv3x3(x, weight) + bias), for CHW images x `[batch, C·H·W]` of `geom`, weight
-    /// `[9·C, C_out]` (im2col's tap order) and bias `[1, C_out]`.
+    /// `[9·C, C_out]` (im2col's tap order) and bias `[1, C_out]`. A 16-bit weight (autocast's
+    /// copy) gives the 16-bit op path's numerics: x rounded to its type, products summed in f32.
     fn conv_relu_pool(
         &mut self,
         x: &Self::Tensor,
@@ -115,7 +119,10 @@ pub trait ConvOps: BackendBase {
     }
 
     /// The fused stage's backward from the pooled maps' gradient: the weight, bias and (when
-    /// asked) input gradients, each overwritten.
+    /// asked) input gradients, each overwritten. With a 16-bit `saved.weight` (autocast), x and
+    /// the convolution's output gradient are rounded to its type (counted in `grads.stats` as
+    /// `cast` counts) before the weight and input gradients read them; the bias gradient sums the
+    /// unrounded f32 gradient, as `sum_cols` does on the op path.
     fn conv_relu_pool_backward(
         &mut self,
         saved: ConvStageSaved<'_, Self::Tensor>,
@@ -144,6 +151,9 @@ pub struct ConvStageGrads<'a, T> {
     pub weight: &'a mut T,
     pub bias: &'a mut T,
     pub x: Option<&'a mut T>,
+    /// Under autocast, the underflow counter (`cast`'s stats) the rounding of the convolution's
+    /// output gradient adds to.
+    pub stats: Option<&'a mut T>,
 }
 
 /// The refusal of the family's defaults, with the backend's own reason.
