@@ -185,6 +185,8 @@ mod amx {
     pub const PAD: Pad = Pad { rows: 32, words: 16 };
     /// Columns per panel of b: one tile's 16.
     pub const NR: usize = 16;
+    /// Steps of 32 k that a's rows are prefetched ahead of the tile loads.
+    const PREFETCH: usize = 2;
 
     /// Whether the CPU has AMX-TILE and AMX-BF16 and Linux lets this process use the tiles.
     pub fn available() -> bool {
@@ -323,6 +325,16 @@ mod amx {
                     asm!("tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3", options(nostack, nomem));
                     for s in 0..kw / 16 {
                         let (a0, a2, sa) = tiles(s);
+                        if s + PREFETCH < kw / 16 {
+                            // a's 32 rows are 32 streams, each a line a step: fetched ahead so
+                            // the tile loads find them in L1.
+                            let (p0, p2, ps) = tiles(s + PREFETCH);
+                            for r in 0..16 {
+                                use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+                                _mm_prefetch::<_MM_HINT_T0>((p0 as *const i8).add(r * ps));
+                                _mm_prefetch::<_MM_HINT_T0>((p2 as *const i8).add(r * ps));
+                            }
+                        }
                         asm!(
                             "tileloadd tmm4, [{a} + {sa}*1]",
                             "tileloadd tmm5, [{a2} + {sa}*1]",
