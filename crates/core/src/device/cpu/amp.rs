@@ -90,6 +90,16 @@ unsafe fn count_flushed_avx512(src: &[f32], out: &[u16]) -> (u64, u64) {
     (nz, fl)
 }
 
+/// Rounds `src` into 16-bit `dst` (no counting), on rayon from a batch-512 MLP input's size
+/// (a batch of 128's was slower split: the fork cost more than half its rounding).
+pub(super) fn encode_par(dt: DType, src: &[f32], dst: &mut [u16]) {
+    if src.len() >= 1 << 18 {
+        dst.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).for_each(|(d, s)| float16::encode_into(dt, s, d));
+    } else {
+        float16::encode_into(dt, src, dst);
+    }
+}
+
 /// Widens 16-bit `src` into `dst`, on rayon for large tensors.
 fn widen_into(dt: DType, src: &[u16], dst: &mut [f32]) {
     if src.len() >= ops::PAR_THRESHOLD {
@@ -145,8 +155,11 @@ pub fn matmul16(
         Epilogue::ReluMask(act) => {
             let at = i * n + j0;
             match &act.data {
+                // A 16-bit value is > 0 where its bits, read as i16, lie in 1..=+inf's (NaN's
+                // lie above): a compare that vectorises, unlike a widening per value.
                 Storage::Bits16(bits, dt) => {
-                    sums.iter_mut().zip(&bits[at..]).for_each(|(g, &a)| *g = if float16::widen(*dt, a) > 0.0 { *g } else { 0.0 })
+                    let inf = float16::round_bits(*dt, f32::INFINITY) as i16;
+                    sums.iter_mut().zip(&bits[at..]).for_each(|(g, &a)| *g = if (1..=inf).contains(&(a as i16)) { *g } else { 0.0 })
                 }
                 _ => sums.iter_mut().zip(&act.f32()[at..]).for_each(|(g, &a)| *g = if a > 0.0 { *g } else { 0.0 }),
             }
@@ -179,9 +192,8 @@ pub fn matmul16(
                 if !count {
                     return [0, 0];
                 }
-                sums.iter()
-                    .zip(o.iter())
-                    .fold([0, 0], |[nz, fl], (&v, &b)| [nz + (v != 0.0) as u64, fl + (v != 0.0 && float16::is_zero_bits(b)) as u64])
+                let (nz, fl) = count_flushed(sums, o);
+                [nz, fl]
             };
             let counts = match native(&mut |x, y, path| bf16_product(x, y, out, [m, n, k], ta, tb, path, narrow, &store)) {
                 Some(c) => c,

@@ -22,7 +22,8 @@ impl CoreOps for CpuBackend {
     fn write_f32(&mut self, t: &mut CpuTensor, data: &[f32]) -> Result<()> {
         checks::data_len("write", t.shape, data.len())?;
         if let Storage::Bits16(bits, dt) = &mut t.data {
-            *bits = crate::tensor::float16::encode(*dt, data);
+            // In place and on every thread: a fresh Vec per batch faulted its pages in again.
+            super::amp::encode_par(*dt, data, bits);
             return Ok(());
         }
         checks::f32("write", t)?;
@@ -130,7 +131,7 @@ impl CoreOps for CpuBackend {
     fn sum_cols(&mut self, x: &CpuTensor, out: &mut CpuTensor) -> Result<()> {
         checks::vector_out("sum_cols", out, x.shape[1], DType::F32)?;
         if let Storage::Bits16(bits, dt) = &x.data {
-            ops::sum_cols(&crate::tensor::float16::decode(*dt, bits), out.f32_mut(), x.shape[1]);
+            ops::sum_cols_16(*dt, bits, out.f32_mut(), x.shape[1]);
             return Ok(());
         }
         checks::f32("sum_cols", x)?;

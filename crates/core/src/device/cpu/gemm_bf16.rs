@@ -100,7 +100,7 @@ pub fn gemm_bf16_into<O: Send, S: RowStore<O>>(
     path: Bf16Path,
     store: &S,
 ) -> Option<[u64; 2]> {
-    use super::pairs::{Pad, pack_a, pack_b};
+    use super::pairs::{Pad, pack_a_16, pack_b};
     if path == Bf16Path::Widen || !path.available() {
         return None;
     }
@@ -117,7 +117,7 @@ pub fn gemm_bf16_into<O: Send, S: RowStore<O>>(
             let src = match (ta, k % 2, unsafe { a.align_to::<u32>() }) {
                 (false, 0, ([], words, [])) => amx::A::Rows { a: words, words: k / 2 },
                 _ => {
-                    packed = pack_a(a, m, k, ta, amx::PAD, |v| v);
+                    packed = pack_a_16(a, m, k, ta, amx::PAD);
                     amx::A::Packed(&packed)
                 }
             };
@@ -128,11 +128,15 @@ pub fn gemm_bf16_into<O: Send, S: RowStore<O>>(
             // Row-major a with even k is already in pairs (little-endian: k = 2p low, 2p + 1
             // high): the kernel reads it where it lies when the words are aligned.
             // SAFETY: every bit pattern is a valid u32.
+            let packed;
             let a = match (ta, k % 2, unsafe { a.align_to::<u32>() }) {
-                (false, 0, ([], words, [])) => std::borrow::Cow::Borrowed(words),
-                _ => std::borrow::Cow::Owned(pack_a(a, m, k, ta, Pad::NONE, |v| v)),
+                (false, 0, ([], words, [])) => words,
+                _ => {
+                    packed = pack_a_16(a, m, k, ta, Pad::NONE);
+                    &packed[..]
+                }
             };
-            Some(dp::gemm(&a, &pack_b(b, n, k, tb, dp::NR, Pad::NONE, |v| v), c, m, n, k.div_ceil(2), store))
+            Some(dp::gemm(a, &pack_b(b, n, k, tb, dp::NR, Pad::NONE, |v| v), c, m, n, k.div_ceil(2), store))
         }
         _ => {
             let _ = (a, b, c, ta, tb, Pad::NONE, store);
@@ -181,6 +185,8 @@ mod amx {
     pub const PAD: Pad = Pad { rows: 32, words: 16 };
     /// Columns per panel of b: one tile's 16.
     pub const NR: usize = 16;
+    /// Steps of 32 k that a's rows are prefetched ahead of the tile loads.
+    const PREFETCH: usize = 2;
 
     /// Whether the CPU has AMX-TILE and AMX-BF16 and Linux lets this process use the tiles.
     pub fn available() -> bool {
@@ -319,6 +325,16 @@ mod amx {
                     asm!("tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3", options(nostack, nomem));
                     for s in 0..kw / 16 {
                         let (a0, a2, sa) = tiles(s);
+                        if s + PREFETCH < kw / 16 {
+                            // a's 32 rows are 32 streams, each a line a step: fetched ahead so
+                            // the tile loads find them in L1.
+                            let (p0, p2, ps) = tiles(s + PREFETCH);
+                            for r in 0..16 {
+                                use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+                                _mm_prefetch::<_MM_HINT_T0>((p0 as *const i8).add(r * ps));
+                                _mm_prefetch::<_MM_HINT_T0>((p2 as *const i8).add(r * ps));
+                            }
+                        }
                         asm!(
                             "tileloadd tmm4, [{a} + {sa}*1]",
                             "tileloadd tmm5, [{a2} + {sa}*1]",
@@ -448,11 +464,41 @@ mod dp {
     }
 }
 
+/// The f64 reference every bf16 kernel's tests hold their products to.
+#[cfg(test)]
+pub(super) mod reference {
+    use crate::tensor::{DType, float16};
+    use rand::Rng;
+
+    /// `len` random bf16 values in [-2, 2).
+    pub fn operand(rng: &mut impl Rng, len: usize) -> Vec<u16> {
+        (0..len).map(|_| float16::round_bits(DType::BF16, rng.random_range(-2.0..2.0))).collect()
+    }
+
+    /// c = op(a)·op(b) within the rounding of k f32 sums (the products are exact in f32).
+    pub fn check(a: &[u16], b: &[u16], c: &[f32], [m, n, k]: [usize; 3], ta: bool, tb: bool, label: &str) {
+        let w = |bits: u16| float16::widen(DType::BF16, bits) as f64;
+        for i in 0..m {
+            for j in 0..n {
+                let (mut want, mut mag) = (0.0f64, 0.0f64);
+                for p in 0..k {
+                    let x = w(if ta { a[p * m + i] } else { a[i * k + p] });
+                    let y = w(if tb { b[j * k + p] } else { b[p * n + j] });
+                    want += x * y;
+                    mag += (x * y).abs();
+                }
+                let tol = mag * (k as f64 + 1.0) * f32::EPSILON as f64;
+                let got = c[i * n + j] as f64;
+                assert!((got - want).abs() <= tol, "{label} {m}x{n}x{k} ta={ta} tb={tb} c[{i},{j}] = {got}, want {want}");
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tensor::{DType, float16};
-    use rand::{Rng, SeedableRng};
+    use rand::SeedableRng;
 
     #[test]
     fn every_native_path_matches_an_f64_reference_on_odd_shapes_and_transposes() {
@@ -487,26 +533,10 @@ mod tests {
             (32, 33, 18),
         ] {
             for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-                let a: Vec<u16> = (0..m * k).map(|_| float16::round_bits(DType::BF16, rng.random_range(-2.0..2.0))).collect();
-                let b: Vec<u16> = (0..k * n).map(|_| float16::round_bits(DType::BF16, rng.random_range(-2.0..2.0))).collect();
-                let w = |bits: u16| float16::widen(DType::BF16, bits) as f64;
+                let (a, b) = (reference::operand(&mut rng, m * k), reference::operand(&mut rng, k * n));
                 let mut c = vec![f32::NAN; m * n]; // poisoned
                 assert!(gemm_bf16(&a, &b, &mut c, m, n, k, ta, tb, path));
-                for i in 0..m {
-                    for j in 0..n {
-                        let (mut want, mut mag) = (0.0f64, 0.0f64);
-                        for p in 0..k {
-                            let x = w(if ta { a[p * m + i] } else { a[i * k + p] });
-                            let y = w(if tb { b[j * k + p] } else { b[p * n + j] });
-                            want += x * y;
-                            mag += (x * y).abs();
-                        }
-                        // Products are exact in f32; only the f32 sums round (k of them).
-                        let tol = mag * (k as f64 + 1.0) * f32::EPSILON as f64;
-                        let got = c[i * n + j] as f64;
-                        assert!((got - want).abs() <= tol, "{path:?} {m}x{n}x{k} ta={ta} tb={tb} c[{i},{j}] = {got}, want {want}");
-                    }
-                }
+                reference::check(&a, &b, &c, [m, n, k], ta, tb, &format!("{path:?}"));
             }
         }
     }

@@ -13,8 +13,10 @@ use super::gemm_bf16::RowStore;
 pub const MAX_N: usize = 32;
 /// Deepest row product (`rows`): b is widened into k × 32 f32 on the stack.
 const MAX_K: usize = 128;
-/// Rows of the transposed product's output (`transposed`) one pass over k keeps in registers.
-const MAX_ROWS: usize = 16;
+/// Rows of the transposed product's output (`transposed`): groups of up to 16 share one pass
+/// over k in registers, each group a pass of its own (an MLP head's 128 × 10 weight gradient
+/// takes 8; it was widened whole into f32 copies for the f32 GEMM before).
+const MAX_ROWS: usize = 128;
 /// Values of k each task of `transposed` sums in registers before its partial sums are added,
 /// in order, to the total (bounded rounding growth, and deterministic with any thread count).
 const K_CHUNK: usize = 2048;
@@ -37,7 +39,7 @@ pub fn available() -> bool {
 }
 
 /// c[m, n] = op(a)·op(b) through `store` (as `gemm_bf16_into`), for n ≤ 32 and either a plain a
-/// with k ≤ 128 or a transposed a (stored [k, m]) with a plain b and m ≤ 16 rows of output (a
+/// with k ≤ 128 or a transposed a (stored [k, m]) with a plain b and m ≤ 128 rows of output (a
 /// weight gradient). None when the shape is not one of those or the CPU lacks AVX-512.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm<O: Send, S: RowStore<O>>(
@@ -148,7 +150,7 @@ mod x86 {
         }
     }
 
-    /// c[m, n] = aᵀ·b with a stored [k, m] and b [k, n] (m ≤ 16): per chunk of k, every output
+    /// c[m, n] = aᵀ·b with a stored [k, m] and b [k, n] (m ≤ MAX_ROWS): per chunk of k, every output
     /// row in registers; the chunks' partial sums are added in order.
     pub fn transposed<O: Send, S: RowStore<O>>(a: &[u16], b: &[u16], c: &mut [O], m: usize, n: usize, k: usize, store: &S) -> [u64; 2] {
         let chunks = k.div_ceil(K_CHUNK);
@@ -217,7 +219,7 @@ mod x86 {
             }
             for i in 0..M.min(m - i0) {
                 for v in 0..NV {
-                    // SAFETY: each sums row holds 32 values; i0 + i < m ≤ 16.
+                    // SAFETY: each sums row holds 32 values; i0 + i < m ≤ MAX_ROWS.
                     unsafe { _mm512_storeu_ps(sums[i0 + i].as_mut_ptr().add(16 * v), acc[i][v]) };
                 }
             }
@@ -229,8 +231,8 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tensor::{DType, float16};
-    use rand::{Rng, SeedableRng};
+    use crate::device::cpu::gemm_bf16::reference;
+    use rand::SeedableRng;
 
     /// Odd shapes (not multiples of 8, 16 or 32), one row, n across the one-vector/two-vector
     /// boundary, a transposed a past the register rows (m 13–16 with two vectors takes two
@@ -253,35 +255,25 @@ mod tests {
             (16, 32, 33, true, false),
             (13, 31, 2049, true, false),
             (3, 1, 7, true, false),
+            // An MLP head's weight gradient (128 × 10 over a batch), and row groups past 16
+            // with one and two vectors.
+            (128, 10, 512, true, false),
+            (45, 20, 100, true, false),
+            (17, 9, 2100, true, false),
         ];
         for (m, n, k, ta, tb) in cases {
-            let a: Vec<u16> = (0..m * k).map(|_| float16::round_bits(DType::BF16, rng.random_range(-2.0..2.0))).collect();
-            let b: Vec<u16> = (0..k * n).map(|_| float16::round_bits(DType::BF16, rng.random_range(-2.0..2.0))).collect();
-            let w = |bits: u16| float16::widen(DType::BF16, bits) as f64;
+            let (a, b) = (reference::operand(&mut rng, m * k), reference::operand(&mut rng, k * n));
             let mut c = vec![f32::NAN; m * n];
             let store = |_: usize, _: usize, s: &mut [f32], o: &mut [f32]| {
                 o.copy_from_slice(s);
                 [0, 0]
             };
             assert!(gemm(&a, &b, &mut c, m, n, k, ta, tb, &store).is_some(), "{m}x{n}x{k} ta={ta} tb={tb} not handled");
-            for i in 0..m {
-                for j in 0..n {
-                    let (mut want, mut mag) = (0.0f64, 0.0f64);
-                    for p in 0..k {
-                        let x = w(if ta { a[p * m + i] } else { a[i * k + p] });
-                        let y = w(if tb { b[j * k + p] } else { b[p * n + j] });
-                        want += x * y;
-                        mag += (x * y).abs();
-                    }
-                    let tol = mag * (k as f64 + 1.0) * f32::EPSILON as f64;
-                    let got = c[i * n + j] as f64;
-                    assert!((got - want).abs() <= tol, "{m}x{n}x{k} ta={ta} tb={tb} c[{i},{j}] = {got}, want {want}");
-                }
-            }
+            reference::check(&a, &b, &c, [m, n, k], ta, tb, "narrow");
         }
         // Shapes it leaves to the other paths.
         let store = |_: usize, _: usize, _: &mut [f32], _: &mut [f32]| [0, 0];
         assert!(gemm(&[0; 33], &[0; 33], &mut [0.0; 1], 1, 33, 1, false, false, &store).is_none());
-        assert!(gemm(&[0; 17], &[0; 1], &mut [0.0; 17], 17, 1, 1, true, false, &store).is_none());
+        assert!(gemm(&[0; 129], &[0; 1], &mut [0.0; 129], 129, 1, 1, true, false, &store).is_none());
     }
 }

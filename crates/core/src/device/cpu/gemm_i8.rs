@@ -207,7 +207,7 @@ pub fn gemm_i8<S: Store>(
         #[cfg(target_arch = "x86_64")]
         I8Path::Avx2 => {
             let p = packed(b_cache, path, tb, n, k, || {
-                PackedData::Pairs(super::pairs::pack_b(b, n, k, tb, avx2::NR, super::pairs::Pad::NONE, widen))
+                PackedData::Pairs(super::pairs::pack_b(b, n, k, tb, avx2::NR, super::pairs::Pad::NONE, widen).into_vec())
             });
             let PackedData::Pairs(words) = &p.data else { unreachable!("the cache key holds the path") };
             avx2::gemm(&super::pairs::pack_a(a, m, k, ta, super::pairs::Pad::NONE, widen), words, c, m, n, k.div_ceil(2), st)

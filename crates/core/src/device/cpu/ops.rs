@@ -121,6 +121,22 @@ pub fn sum_cols(x: &[f32], out: &mut [f32], cols: usize) {
     }
 }
 
+/// `sum_cols` of 16-bit values, widened as they are added (the same sums in the same order as
+/// `sum_cols` of their widened copy, without that copy).
+pub fn sum_cols_16(dt: crate::tensor::DType, x: &[u16], out: &mut [f32], cols: usize) {
+    out.fill(0.0);
+    if cols == 0 {
+        return;
+    }
+    for row in x.chunks_exact(cols) {
+        match dt {
+            // bf16 widens by a shift, which vectorises.
+            crate::tensor::DType::BF16 => out.iter_mut().zip(row).for_each(|(o, &v)| *o += f32::from_bits((v as u32) << 16)),
+            _ => out.iter_mut().zip(row).for_each(|(o, &v)| *o += crate::tensor::float16::widen(dt, v)),
+        }
+    }
+}
+
 pub fn sum_rows(x: &[f32], out: &mut [f32], cols: usize) {
     if cols == 0 {
         out.fill(0.0);
