@@ -37,7 +37,6 @@ fn softmax_xent_checks(logits: &GpuTensor, labels: &GpuTensor, loss_rows: &GpuTe
 }
 
 impl GpuBackend {
-    /// out (+)= Σ_s part[s, ..]: the second pass of a split reduction, in slice order.
     /// Whether `accumulate_sum`, `count_correct` and `sum_rows` split long inputs over
     /// workgroups (any adapter but a CPU's) or run in one workgroup: tests check the split
     /// kernels on llvmpipe, and benchmarks time both forms in one process (`cargo bench -- optim`).
@@ -59,6 +58,7 @@ impl GpuBackend {
         self.multi_tensor
     }
 
+    /// out (+)= Σ_s part[s, ..]: the second pass of a split reduction, in slice order.
     pub(super) fn sum_slices(&mut self, part: &GpuTensor, out: &mut GpuTensor, acc: bool) -> Result<()> {
         let [slices, n] = part.shape;
         let g = self.grid(n);

@@ -95,7 +95,7 @@ pub struct GpuBackend {
     /// Issue 43's GPU-shaped dispatches: several parameters per optimizer dispatch
     /// (multi_optim.rs), and long sums and counts split over workgroups (core.rs). Off on a CPU
     /// adapter, where both measured slower (`cargo bench -- optim` on llvmpipe: the multi-tensor
-    /// step 2.6–6× the per-parameter loop, the split sums 1.4–20× one workgroup); a CPU
+    /// step 2.5–6.9× the per-parameter loop, the split reductions 1.4–48× one workgroup); a CPU
     /// runs a dispatch's workgroups on a few threads, so more of them buy nothing there.
     multi_tensor: bool,
     split_reductions: bool,
