@@ -27,7 +27,7 @@ impl CoreOps for CpuBackend {
             return Ok(());
         }
         checks::f32("write", t)?;
-        t.f32_mut().copy_from_slice(data);
+        ops::copy(t.f32_mut(), data);
         Ok(())
     }
 
@@ -89,7 +89,14 @@ impl CoreOps for CpuBackend {
     fn bias_add(&mut self, y: &mut CpuTensor, bias: &CpuTensor) -> Result<()> {
         checks::bias(y, bias)?;
         let cols = y.shape[1];
-        ops::bias_add(y.f32_mut(), bias.f32(), cols);
+        ops::bias_add(y.f32_mut(), bias.f32(), cols, false);
+        Ok(())
+    }
+
+    fn bias_relu(&mut self, y: &mut CpuTensor, bias: &CpuTensor) -> Result<()> {
+        checks::bias(y, bias)?;
+        let cols = y.shape[1];
+        ops::bias_add(y.f32_mut(), bias.f32(), cols, true);
         Ok(())
     }
 

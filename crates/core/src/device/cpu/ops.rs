@@ -5,7 +5,7 @@ use rayon::prelude::*;
 
 /// Below this many elements, rayon's fork/join costs more than the work.
 pub const PAR_THRESHOLD: usize = 1 << 15;
-const CHUNK: usize = 1 << 13;
+pub const CHUNK: usize = 1 << 13;
 
 #[allow(clippy::too_many_arguments)]
 pub fn gemm(a: &[f32], b: &[f32], c: &mut [f32], m: usize, n: usize, k: usize, ta: bool, tb: bool, acc: bool, threads: usize) {
@@ -49,6 +49,16 @@ pub fn gemm(a: &[f32], b: &[f32], c: &mut [f32], m: usize, n: usize, k: usize, t
     }
 }
 
+/// `dst = src`, on all cores for a large buffer (a batch of inputs each step: one core's copy
+/// left the other idle).
+pub fn copy(dst: &mut [f32], src: &[f32]) {
+    if dst.len() >= PAR_THRESHOLD {
+        dst.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).for_each(|(d, s)| d.copy_from_slice(s));
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
+
 pub fn map_inplace(x: &mut [f32], f: impl Fn(f32) -> f32 + Sync + Send) {
     if x.len() >= PAR_THRESHOLD {
         x.par_chunks_mut(CHUNK).for_each(|c| c.iter_mut().for_each(|v| *v = f(*v)));
@@ -65,11 +75,19 @@ pub fn zip_inplace(x: &mut [f32], y: &[f32], f: impl Fn(f32, f32) -> f32 + Sync 
     }
 }
 
-pub fn bias_add(y: &mut [f32], bias: &[f32], cols: usize) {
+/// `y += bias` on every row, then ReLU when `relu`: one pass over `y` (a separate ReLU pass read
+/// and wrote every hidden output a second time).
+pub fn bias_add(y: &mut [f32], bias: &[f32], cols: usize, relu: bool) {
     if cols == 0 {
         return; // chunks of zero columns do not exist (and would panic)
     }
-    let add = |row: &mut [f32]| row.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
+    let add = |row: &mut [f32]| {
+        if relu {
+            row.iter_mut().zip(bias).for_each(|(v, b)| *v = (*v + b).max(0.0))
+        } else {
+            row.iter_mut().zip(bias).for_each(|(v, b)| *v += b)
+        }
+    };
     if y.len() >= PAR_THRESHOLD {
         y.par_chunks_mut(cols).for_each(add);
     } else {

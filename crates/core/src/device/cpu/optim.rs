@@ -17,7 +17,7 @@
 
 use rayon::prelude::*;
 
-use super::ops::PAR_THRESHOLD;
+use super::ops::{CHUNK, PAR_THRESHOLD};
 use crate::tensor::{AdamFactors, AdamW, Sgd};
 
 /// `x`, or zero when it is subnormal (see the module's note); branch-free, so it vectorises.
@@ -43,13 +43,17 @@ fn adamw_one(p: &mut f32, g: f32, m: &mut f32, v: &mut f32, hp: AdamW, f: AdamFa
     *p -= f.step_size * *m / (v.sqrt() / f.bias2_sqrt + hp.eps);
 }
 
-/// One SGD step over every element (on all cores for large tensors).
+/// One SGD step over every element (on all cores for large tensors). Parallel in chunks, each a
+/// plain loop over slices: rayon's element-wise `par_iter` called the closure once an element
+/// and did not vectorise (~0.1 ms of a 1.1 ms MLP step at batch 128, issue 40).
 pub fn sgd(p: &mut [f32], g: &[f32], v: &mut [f32], hp: Sgd) {
-    let update = |(p, (g, v)): (&mut f32, (&f32, &mut f32))| sgd_one(p, *g, v, hp);
+    let update = |p: &mut [f32], g: &[f32], v: &mut [f32]| {
+        p.iter_mut().zip(g.iter().zip(v.iter_mut())).for_each(|(p, (g, v))| sgd_one(p, *g, v, hp))
+    };
     if p.len() >= PAR_THRESHOLD {
-        p.par_iter_mut().zip(g.par_iter().zip(v.par_iter_mut())).for_each(update);
+        p.par_chunks_mut(CHUNK).zip(g.par_chunks(CHUNK).zip(v.par_chunks_mut(CHUNK))).for_each(|(p, (g, v))| update(p, g, v));
     } else {
-        p.iter_mut().zip(g.iter().zip(v.iter_mut())).for_each(update);
+        update(p, g, v);
     }
 }
 
@@ -61,11 +65,16 @@ pub fn adamw(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], hp: AdamW, 
 /// `adamw` with the step's factors given (the mixed-precision update reads them from the table
 /// at the on-device step count).
 pub fn adamw_with(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], hp: AdamW, f: AdamFactors) {
-    let update = |((p, g), (m, v)): ((&mut f32, &f32), (&mut f32, &mut f32))| adamw_one(p, *g, m, v, hp, f);
+    let update = |p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32]| {
+        p.iter_mut().zip(g).zip(m.iter_mut().zip(v.iter_mut())).for_each(|((p, g), (m, v))| adamw_one(p, *g, m, v, hp, f))
+    };
     if p.len() >= PAR_THRESHOLD {
-        p.par_iter_mut().zip(g.par_iter()).zip(m.par_iter_mut().zip(v.par_iter_mut())).for_each(update);
+        p.par_chunks_mut(CHUNK)
+            .zip(g.par_chunks(CHUNK))
+            .zip(m.par_chunks_mut(CHUNK).zip(v.par_chunks_mut(CHUNK)))
+            .for_each(|((p, g), (m, v))| update(p, g, m, v));
     } else {
-        p.iter_mut().zip(g.iter()).zip(m.iter_mut().zip(v.iter_mut())).for_each(update);
+        update(p, g, m, v);
     }
 }
 
