@@ -259,6 +259,12 @@ fn train(a: TrainArgs) -> anyhow::Result<()> {
                     row.gflops,
                     row.steps
                 );
+                if let Some(g) = row.gemm_ms_median {
+                    println!(
+                        "    its GEMMs alone (same shapes, timed here): {g:.3} ms median window = {:.0} % of the step's median window; the rest is everything else the step does (bias, ReLU, loss, optimizer, the batch's copy)",
+                        100.0 * g / row.step_ms_median
+                    );
+                }
                 let s = &row.slow_windows;
                 if s.count > 0 {
                     println!(

@@ -402,6 +402,10 @@ fn cnn_flops_and_parameters_count_the_convolutions() {
     let want = 2.0 * (64.0 * 27.0 * 16.0 + 16.0 * 144.0 * 32.0 + 128.0 * 10.0 + 10.0 * 4.0);
     assert_eq!(cfg.forward_flops_per_sample(), want);
     assert_eq!(cfg.parameter_count(), 27 * 16 + 16 + 144 * 32 + 32 + 128 * 10 + 10 + 10 * 4 + 4);
+    // A training step: forward, weight gradients, input gradients of all but the first layer.
+    assert_eq!(cfg.training_flops_per_sample(), 3.0 * want - 2.0 * 64.0 * 27.0 * 16.0);
+    let mlp = ModelKind::Mlp.config([1, 28, 28], 784, &[256, 128], 10).unwrap();
+    assert_eq!(mlp.training_flops_per_sample(), 3.0 * 2.0 * (784.0 * 256.0 + 256.0 * 128.0 + 128.0 * 10.0) - 2.0 * 784.0 * 256.0);
 }
 
 #[test]

@@ -5,6 +5,7 @@ mod matmul;
 mod matmul16;
 mod matmul_i8;
 mod ratios;
+mod step_gemms;
 mod train_step;
 
 pub use matmul::{

@@ -52,7 +52,11 @@ pub struct TrainBenchRow {
     /// others did not — page faults, context switches — per window, to name the slow ones.
     #[serde(default)]
     pub slow_windows: SlowWindows,
-    /// Derived: forward+backward FLOPs (≈ 3× forward) per second.
+    /// Measured: the step's dense GEMMs alone (same shapes, backend and windows of 10), median
+    /// ms per step — an f32 MLP's only (None for a CNN or a 16-bit precision).
+    #[serde(default)]
+    pub gemm_ms_median: Option<f64>,
+    /// Derived: the step's GEMM FLOPs (`MlpConfig::training_flops_per_sample`) per second.
     pub gflops: f64,
 }
 
@@ -117,7 +121,12 @@ pub fn bench_train_amp<B: Backend>(b: &mut B, cfg: &TrainBenchConfig, amp: AmpCo
     match Amp::new(b, &model, amp)? {
         None => {
             let train = Step::new(b, &model, F32Phases, cfg.batch)?;
-            timed_steps(b, cfg, model_cfg, model, train, amp.label())
+            let widths = model_cfg.widths();
+            let mut row = timed_steps(b, cfg, model_cfg, model, train, amp.label())?;
+            if cfg.conv.is_none() {
+                row.gemm_ms_median = Some(super::step_gemms::dense_gemms_ms(b, &widths, cfg.batch, cfg.seconds / 4.0)?);
+            }
+            Ok(row)
         }
         Some(amp) => {
             let label = amp.cfg.label();
@@ -189,6 +198,7 @@ fn timed_steps<B: Backend, P: Phases<B>>(
         step_ms_worst: ms.last().copied().unwrap_or(0.0),
         step_ms_wall: wall * 1e3 / steps as f64,
         slow_windows: slow_windows(&windows, p90),
-        gflops: 3.0 * model_cfg.forward_flops_per_sample() * samples_per_s / 1e9,
+        gemm_ms_median: None,
+        gflops: model_cfg.training_flops_per_sample() * samples_per_s / 1e9,
     })
 }

@@ -39,6 +39,11 @@ impl Stage {
     pub fn taps(&self) -> usize {
         CONV_KERNEL * CONV_KERNEL * self.input.channels
     }
+
+    /// Multiply-adds ×2 of the stage's convolution per sample.
+    pub fn flops_per_sample(&self) -> f64 {
+        2.0 * (self.input.pixels() * self.taps() * self.out) as f64
+    }
 }
 
 impl ConvConfig {
@@ -67,7 +72,12 @@ impl ConvConfig {
     /// Multiply-adds ×2 of the convolutions' GEMMs per sample (pooling, bias and ReLU, like the
     /// MLP's, are not counted).
     pub fn forward_flops_per_sample(&self) -> f64 {
-        self.stages().iter().map(|s| 2.0 * (s.input.pixels() * s.taps() * s.out) as f64).sum()
+        self.stages().iter().map(|s| s.flops_per_sample()).sum()
+    }
+
+    /// The first stage's forward flops per sample: its input gradient is never computed.
+    pub fn first_stage_flops_per_sample(&self) -> f64 {
+        self.stages().first().map_or(0.0, |s| s.flops_per_sample())
     }
 
     /// Refuses images a stage cannot pool (each halves the size) and empty stages.
