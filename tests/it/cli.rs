@@ -143,6 +143,10 @@ fn bench_train_times_the_cnn_and_names_a_mismatched_image() {
     // Same samples/s would be the same model: the CNN's convolutions add FLOPs per sample.
     let flops_per_sample = |r: &serde_json::Value| r["gflops"].as_f64().unwrap() / r["samples_per_s"].as_f64().unwrap();
     assert!(flops_per_sample(&cnn) > 10.0 * flops_per_sample(&mlp), "{cnn} vs {mlp}");
+    // The fp32 MLP row times its GEMMs alone; the CNN's does not (its convolutions are not GEMMs
+    // everywhere).
+    assert!(mlp["gemm_ms_median"].as_f64().is_some_and(|g| g > 0.0), "{mlp}");
+    assert!(cnn["gemm_ms_median"].is_null(), "{cnn}");
     let rgb = row(&["--model", "cnn", "--input", "768", "--image", "3x16x16"]);
     assert!(rgb["model"].as_str().unwrap().starts_with("CNN 3x16x16"), "{rgb}");
     fails_with(

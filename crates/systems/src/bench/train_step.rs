@@ -124,7 +124,8 @@ pub fn bench_train_amp<B: Backend>(b: &mut B, cfg: &TrainBenchConfig, amp: AmpCo
             let widths = model_cfg.widths();
             let mut row = timed_steps(b, cfg, model_cfg, model, train, amp.label())?;
             if cfg.conv.is_none() {
-                row.gemm_ms_median = Some(super::step_gemms::dense_gemms_ms(b, &widths, cfg.batch, cfg.seconds / 4.0)?);
+                // A quarter of the step's windows: enough for a median, little extra time.
+                row.gemm_ms_median = Some(super::step_gemms::dense_gemms_ms(b, &widths, cfg.batch, row.steps / 40)?);
             }
             Ok(row)
         }
